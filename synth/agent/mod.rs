@@ -1,0 +1,70 @@
+//! The propose → evaluate → reflect → select loop, generic over the task. Two tasks use it: GEMM
+//! selection rules (`rule_task`) and GEAK-style kernel rewriting (`rewrite`). Candidates are always text
+//! (a rule in C++/Rust/JSON form, or a whole rewritten source file).
+
+pub mod engine;
+
+use serde::{Deserialize, Serialize};
+
+/// Result of evaluating one candidate.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Evaluation {
+    /// Lower is better (total latency in µs for rules, kernel µs for rewrites). None = the candidate
+    /// failed (parse/validation/build/run/mismatch); `feedback` then says why.
+    pub score: Option<f64>,
+    /// Human/LLM-readable feedback: totals, worst shapes with regret, errors with positions, build logs.
+    pub feedback: String,
+    /// Task-specific structured details (kept in the trace).
+    #[serde(default)]
+    pub details: serde_json::Value,
+}
+
+/// A task the loop can optimize.
+pub trait Task: Sync {
+    /// Short identifier written into the trace ("rule", "rewrite").
+    fn kind(&self) -> &'static str;
+    /// Static context handed to every proposer (instances, features, shapes, latencies, the original
+    /// source, ...). History and feedback are added by the engine.
+    fn context(&self) -> serde_json::Value;
+    /// Evaluate one candidate. Must never panic on bad text: every failure becomes `score: None`.
+    fn evaluate(&self, candidate: &str) -> Evaluation;
+    /// The starting point (e.g. the original kernel source, or the default rule), evaluated first.
+    fn baseline(&self) -> Option<String> {
+        None
+    }
+}
+
+/// One entry of the history shown to proposers.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Attempt {
+    pub iteration: usize,
+    pub lineage: usize,
+    pub proposer: String,
+    pub candidate: String,
+    pub eval: Evaluation,
+    /// Reflection: guidance derived from this attempt's failure or regret.
+    pub reflection: String,
+}
+
+/// What a proposer sees each iteration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProposalRequest {
+    pub task_context: serde_json::Value,
+    /// Evaluated candidates so far, successful ones sorted by score ascending, then failures.
+    pub history: Vec<Attempt>,
+    /// The lineage this proposal continues (a repair of `parent`) or None for a fresh strategy.
+    pub parent: Option<Attempt>,
+    /// Reflection for this proposal (why the parent failed / where it loses time).
+    pub guidance: String,
+    pub iteration: usize,
+    pub offspring_index: usize,
+}
+
+/// Generator role. `propose` may fail (timeout, garbage output); the engine turns that into
+/// reflection feedback, never a crash.
+pub trait Proposer: Send + Sync {
+    fn name(&self) -> String;
+    fn propose(&self, req: &ProposalRequest) -> Result<String, String>;
+}
+pub mod cmd;
+pub mod rewrite;

@@ -1,0 +1,6 @@
+//! (in progress)
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {}
+pub fn run(_args: CompareArgs) -> anyhow::Result<()> {
+    anyhow::bail!("not implemented yet")
+}

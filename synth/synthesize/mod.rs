@@ -1,0 +1,2 @@
+//! Cost-sensitive decision-tree synthesis over a latency matrix.
+pub mod pipeline;

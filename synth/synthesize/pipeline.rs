@@ -1,0 +1,6 @@
+//! (in progress)
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {}
+pub fn run(_args: RunArgs) -> anyhow::Result<()> {
+    anyhow::bail!("not implemented yet")
+}

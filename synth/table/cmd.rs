@@ -1,0 +1,6 @@
+//! (in progress)
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {}
+pub fn run(_args: ImportArgs) -> anyhow::Result<()> {
+    anyhow::bail!("not implemented yet")
+}
