@@ -1,6 +1,152 @@
-//! (in progress)
+//! `synth instances`: list the instance catalog as an aligned table, CSV or JSON.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::{Catalog, Instance, InstanceParams};
+
+/// Output format of the listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ListFormat {
+    Table,
+    Csv,
+    Json,
+}
+
+/// Which part of the catalog to list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KindFilter {
+    Legacy,
+    Cktile,
+    All,
+}
+
 #[derive(Debug, clap::Args)]
-pub struct InstancesArgs {}
-pub fn run(_args: InstancesArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+pub struct InstancesArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: ListFormat,
+    /// Which instances: CK legacy, CK-tile, or both.
+    #[arg(long, value_enum, default_value = "all")]
+    pub kind: KindFilter,
+    /// Read the catalog from this directory instead of the built-in one (same two CSV files as ck-instances/).
+    #[arg(long)]
+    pub catalog: Option<PathBuf>,
+}
+
+/// One listed entry (the legacy default appears as its own row, marked as an alias).
+#[derive(Debug, Clone, Serialize)]
+pub struct ListingRow {
+    pub libtype: &'static str,
+    pub arch: Option<String>,
+    pub id: i32,
+    pub role: String,
+    /// For alias rows: the candidate id with the same kernel.
+    pub alias_of: Option<i32>,
+    pub tile: String,
+    pub name: String,
+    pub params: InstanceParams,
+}
+
+fn row(inst: &Instance, id: i32, role: &str, alias_of: Option<i32>) -> ListingRow {
+    let (m, n, k) = inst.tile();
+    ListingRow {
+        libtype: inst.libtype(),
+        arch: inst.arch.clone(),
+        id,
+        role: role.to_string(),
+        alias_of,
+        tile: format!("{m}x{n}x{k}"),
+        name: inst.name.clone(),
+        params: inst.params.clone(),
+    }
+}
+
+/// The catalog as listing rows: legacy candidates, the legacy default alias, then CK-tile entries.
+pub fn listing(catalog: &Catalog, kind: KindFilter) -> Vec<ListingRow> {
+    let mut rows = Vec::new();
+    if kind != KindFilter::Cktile {
+        rows.extend(catalog.legacy_candidates().iter().map(|i| row(i, i.id, &i.role, None)));
+        rows.push(row(catalog.default_instance(), -1, "default", Some(catalog.default_alias)));
+    }
+    if kind != KindFilter::Legacy {
+        // An entry repeating an earlier candidate of its architecture (or a default repeating any) is an alias.
+        for inst in &catalog.cktile {
+            let alias = catalog
+                .cktile
+                .iter()
+                .filter(|o| o.role == "candidate" && o.arch == inst.arch && o.params == inst.params)
+                .find(|o| inst.role == "default" || o.id < inst.id)
+                .map(|o| o.id);
+            rows.push(row(inst, inst.id, &inst.role, alias));
+        }
+    }
+    rows
+}
+
+/// Formats the listing as an aligned text table.
+pub fn format_table(rows: &[ListingRow]) -> String {
+    let header = ["libtype", "arch", "id", "role", "tile", "name"];
+    let cells: Vec<[String; 6]> = rows
+        .iter()
+        .map(|r| {
+            let role = match r.alias_of {
+                Some(a) => format!("{} (= {a})", r.role),
+                None => r.role.clone(),
+            };
+            [r.libtype.to_string(), r.arch.clone().unwrap_or_else(|| "-".into()), r.id.to_string(), role, r.tile.clone(), r.name.clone()]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for c in &cells {
+        for (w, v) in widths.iter_mut().zip(c) {
+            *w = (*w).max(v.len());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |vals: Vec<&str>| {
+        let parts: Vec<String> = vals.iter().zip(&widths).map(|(v, w)| format!("{v:<w$}")).collect();
+        out.push_str(parts.join("  ").trim_end());
+        out.push('\n');
+    };
+    line(header.to_vec());
+    for c in &cells {
+        line(c.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+/// Formats the listing as CSV (`libtype,arch,id,role,alias_of,tile,name`).
+pub fn format_csv(rows: &[ListingRow]) -> anyhow::Result<String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(["libtype", "arch", "id", "role", "alias_of", "tile", "name"])?;
+    for r in rows {
+        w.write_record([
+            r.libtype.to_string(),
+            r.arch.clone().unwrap_or_default(),
+            r.id.to_string(),
+            r.role.clone(),
+            r.alias_of.map(|a| a.to_string()).unwrap_or_default(),
+            r.tile.clone(),
+            r.name.clone(),
+        ])?;
+    }
+    Ok(String::from_utf8(w.into_inner()?)?)
+}
+
+pub fn run(args: InstancesArgs) -> anyhow::Result<()> {
+    let catalog = match &args.catalog {
+        Some(dir) => Catalog::load_dir(dir)?,
+        None => Catalog::embedded(),
+    };
+    let rows = listing(&catalog, args.kind);
+    let text = match args.format {
+        ListFormat::Table => format_table(&rows),
+        ListFormat::Csv => format_csv(&rows)?,
+        ListFormat::Json => serde_json::to_string_pretty(&rows)? + "\n",
+    };
+    std::io::stdout().write_all(text.as_bytes())?;
+    Ok(())
 }

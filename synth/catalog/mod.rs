@@ -1,6 +1,8 @@
 //! CK a8w8 blockscale instance catalog: the legacy instances (ids 0..18, default -1 = alias of 7) and the
 //! CK-tile instances per architecture, loaded from `ck-instances/` (embedded at build time).
 
+pub mod cmd;
+pub(crate) mod load;
 pub mod names;
 
 use serde::{Deserialize, Serialize};
@@ -117,4 +119,198 @@ pub struct Catalog {
     /// CK-tile entries for every architecture, aliases included (role "default" for -1).
     pub cktile: Vec<Instance>,
 }
-pub mod cmd;
+
+pub use load::{CatalogError, CKTILE_FILE, LEGACY_FILE};
+pub use names::{NameError, ParsedName};
+
+use names::{Grammar, OldLegacyParams};
+
+impl Instance {
+    /// "ck" for legacy instances, "cktile" for CK-tile ones (AITER's `libtype`).
+    pub fn libtype(&self) -> &'static str {
+        match &self.params {
+            InstanceParams::Ck(_) => "ck",
+            InstanceParams::Cktile(_) => "cktile",
+        }
+    }
+
+    /// Legacy parameters, if this is a legacy instance.
+    pub fn legacy_params(&self) -> Option<&LegacyParams> {
+        match &self.params {
+            InstanceParams::Ck(p) => Some(p),
+            InstanceParams::Cktile(_) => None,
+        }
+    }
+
+    /// CK-tile parameters, if this is a CK-tile instance.
+    pub fn cktile_params(&self) -> Option<&CkTileParams> {
+        match &self.params {
+            InstanceParams::Cktile(p) => Some(p),
+            InstanceParams::Ck(_) => None,
+        }
+    }
+}
+
+impl Catalog {
+    /// The catalog shipped in `ck-instances/`, embedded at build time. Its validity is checked by tests, so
+    /// a failure here means the embedded files were edited into an invalid state.
+    pub fn embedded() -> Catalog {
+        load::parse_catalog(
+            include_str!("../../ck-instances/ck_a8w8_blockscale_instances.csv"),
+            LEGACY_FILE,
+            include_str!("../../ck-instances/ck_a8w8_blockscale_cktile_instances.csv"),
+            CKTILE_FILE,
+        )
+        .unwrap_or_else(|e| panic!("embedded instance catalog is invalid: {e}"))
+    }
+
+    /// Loads a catalog from a directory holding [`LEGACY_FILE`] and [`CKTILE_FILE`], validating every row
+    /// (each name must match its parameter columns).
+    pub fn load_dir(dir: &std::path::Path) -> Result<Catalog, CatalogError> {
+        let read = |file: &str| {
+            let path = dir.join(file);
+            std::fs::read_to_string(&path).map_err(|e| CatalogError::io(&path, e))
+        };
+        let legacy_path = dir.join(LEGACY_FILE);
+        let cktile_path = dir.join(CKTILE_FILE);
+        load::parse_catalog(
+            &read(LEGACY_FILE)?,
+            &legacy_path.display().to_string(),
+            &read(CKTILE_FILE)?,
+            &cktile_path.display().to_string(),
+        )
+    }
+
+    /// Parses a catalog from the text of the two CSV files (`*_src` name them in errors).
+    pub fn from_csv_text(legacy_csv: &str, legacy_src: &str, cktile_csv: &str, cktile_src: &str) -> Result<Catalog, CatalogError> {
+        load::parse_catalog(legacy_csv, legacy_src, cktile_csv, cktile_src)
+    }
+
+    /// Legacy instance by AITER kernelId: 0..18 are the candidates, -1 resolves to the default alias (id 7).
+    pub fn legacy_by_id(&self, id: i32) -> Option<&Instance> {
+        let id = if id == -1 { self.default_alias } else { id };
+        self.legacy.iter().find(|i| i.id == id)
+    }
+
+    /// The legacy default kernel (kernelId -1): the same kernel as candidate [`Catalog::default_alias`], so
+    /// this returns that candidate's entry.
+    pub fn default_instance(&self) -> &Instance {
+        self.legacy_by_id(self.default_alias).expect("catalog validation guarantees the default alias exists")
+    }
+
+    /// The legacy candidates, ids 0..18 in order (the default alias is not repeated).
+    pub fn legacy_candidates(&self) -> &[Instance] {
+        &self.legacy
+    }
+
+    /// CK-tile entries of one architecture label (`gfx942`, `gfx95x`), aliases included.
+    pub fn cktile_for_arch<'a>(&'a self, arch: &'a str) -> impl Iterator<Item = &'a Instance> + 'a {
+        self.cktile.iter().filter(move |i| i.arch.as_deref() == Some(arch))
+    }
+
+    /// CK-tile entry by architecture label and kernelId (-1 = that architecture's default).
+    pub fn cktile_by_id(&self, arch: &str, id: i32) -> Option<&Instance> {
+        self.cktile.iter().find(|i| i.arch.as_deref() == Some(arch) && i.id == id)
+    }
+
+    /// The CK-tile architecture label the catalog uses for a `gfx` value (`gfx942` → `gfx942`,
+    /// `gfx950` → `gfx95x`), if the catalog has CK-tile instances for it.
+    pub fn cktile_arch_for_gfx(&self, gfx: &str) -> Option<&str> {
+        let archs = self.cktile.iter().filter_map(|i| i.arch.as_deref());
+        let mut family = None;
+        for arch in archs {
+            if arch == gfx {
+                return Some(arch);
+            }
+            if let Some(stem) = arch.strip_suffix('x') {
+                if gfx.starts_with(stem) && gfx.len() == arch.len() {
+                    family = Some(arch);
+                }
+            }
+        }
+        family
+    }
+
+    /// Resolves an instance name in any grammar to its catalog entry.
+    ///
+    /// Current legacy names match by parameters; an older legacy name (no MXdlPerWave x NXdlPerWave) resolves
+    /// to the one candidate whose other parameters all match (several → [`NameError::Ambiguous`]); a CK-tile
+    /// name resolves to the first entry with those parameters in catalog order, preferring candidates over
+    /// default aliases (the same kernel may appear under several architectures and ids).
+    pub fn resolve_name(&self, name: &str) -> Result<&Instance, NameError> {
+        match names::parse_name(name)? {
+            ParsedName::Legacy(p) => self
+                .legacy
+                .iter()
+                .find(|i| i.legacy_params() == Some(&p))
+                .ok_or_else(|| self.unknown(name, Grammar::Legacy)),
+            ParsedName::LegacyOld(p) => {
+                let hits: Vec<&Instance> = self
+                    .legacy
+                    .iter()
+                    .filter(|i| i.legacy_params().map(OldLegacyParams::from).as_ref() == Some(&p))
+                    .collect();
+                match hits.as_slice() {
+                    [] => Err(self.unknown(name, Grammar::LegacyOld)),
+                    [one] => Ok(one),
+                    many => Err(NameError::Ambiguous {
+                        name: name.to_string(),
+                        matches: many.iter().map(|i| format!("id {} ({})", i.id, i.name)).collect(),
+                    }),
+                }
+            }
+            ParsedName::CkTile(p) => {
+                let mut hits = self.cktile.iter().filter(|i| i.cktile_params() == Some(&p));
+                let first = hits.clone().find(|i| i.role == "candidate");
+                first.or_else(|| hits.next()).ok_or_else(|| self.unknown(name, Grammar::CkTile))
+            }
+        }
+    }
+
+    /// Builds the "not in the catalog" error: names the first field in which the nearest catalog instance
+    /// (fewest differing fields, same grammar) differs.
+    fn unknown(&self, name: &str, grammar: Grammar) -> NameError {
+        let tokens: Vec<&str> = name.split('_').collect();
+        let pool: Vec<(&Instance, String)> = match grammar {
+            Grammar::Legacy => self.legacy.iter().map(|i| (i, i.name.clone())).collect(),
+            Grammar::LegacyOld => self
+                .legacy
+                .iter()
+                .filter_map(|i| i.legacy_params().map(|p| (i, names::format_legacy_old(p))))
+                .collect(),
+            Grammar::CkTile => self.cktile.iter().map(|i| (i, i.name.clone())).collect(),
+        };
+        let mut best: Option<(usize, &Instance, Vec<String>)> = None;
+        for (inst, formatted) in &pool {
+            let other: Vec<String> = formatted.split('_').map(str::to_string).collect();
+            let len = tokens.len().max(other.len());
+            let diff = (0..len).filter(|&f| tokens.get(f).copied() != other.get(f).map(String::as_str)).count();
+            if best.as_ref().map_or(true, |(d, _, _)| diff < *d) {
+                best = Some((diff, inst, other));
+            }
+        }
+        let detail = match best {
+            None => "the catalog has no instances of this kind".to_string(),
+            Some((diff, inst, other)) => {
+                let f = (0..tokens.len().max(other.len()))
+                    .find(|&f| tokens.get(f).copied() != other.get(f).map(String::as_str))
+                    .unwrap_or(0);
+                let theirs = other.get(f).map(String::as_str).unwrap_or("");
+                let more = if diff > 1 { format!(" ({} more field(s) differ)", diff - 1) } else { String::new() };
+                let where_ = match &inst.arch {
+                    Some(a) => format!("{a} id {}", inst.id),
+                    None => format!("id {}", inst.id),
+                };
+                format!(
+                    "field {} ({}) is \"{}\"; the nearest catalog instance, {where_} ({}), has \"{theirs}\"{more}. \
+                     Run `synth instances` to list the catalog",
+                    f + 1,
+                    names::field_label(grammar, f + 1),
+                    tokens.get(f).copied().unwrap_or(""),
+                    inst.name,
+                )
+            }
+        };
+        NameError::Unknown { name: name.to_string(), detail }
+    }
+}

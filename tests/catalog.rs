@@ -1,0 +1,263 @@
+//! Catalog, name grammars and shape derivation, checked against the shipped data files and hand-computed
+//! expectations.
+
+use gemm_synth::catalog::names::{format_cktile, format_legacy, format_legacy_old, parse_name, Grammar, ParsedName};
+use gemm_synth::catalog::{Catalog, InstanceParams, NameError, CKTILE_FILE, LEGACY_FILE};
+
+const LEGACY_CSV: &str = include_str!("../ck-instances/ck_a8w8_blockscale_instances.csv");
+const CKTILE_CSV: &str = include_str!("../ck-instances/ck_a8w8_blockscale_cktile_instances.csv");
+const MI300X: &str = include_str!("../measurements/mi300x/a8w8_blockscale_tuned_gemm_qwen3_vl_32b.csv");
+
+fn cat() -> Catalog {
+    Catalog::embedded()
+}
+
+#[test]
+fn embedded_catalog_shape() {
+    let c = cat();
+    assert_eq!(c.legacy_candidates().len(), 19);
+    assert_eq!(c.legacy_candidates().iter().map(|i| i.id).collect::<Vec<_>>(), (0..19).collect::<Vec<_>>());
+    assert_eq!(c.default_alias, 7);
+    assert_eq!(c.default_instance().id, 7);
+    assert_eq!(c.legacy_by_id(-1).unwrap().name, c.legacy_by_id(7).unwrap().name);
+    assert!(c.legacy_by_id(19).is_none());
+    assert!(c.legacy_by_id(-2).is_none());
+    assert_eq!(c.cktile_for_arch("gfx942").count(), 9);
+    assert_eq!(c.cktile_for_arch("gfx95x").count(), 34);
+    assert_eq!(c.cktile_arch_for_gfx("gfx950"), Some("gfx95x"));
+    assert_eq!(c.cktile_arch_for_gfx("gfx942"), Some("gfx942"));
+    assert_eq!(c.cktile_arch_for_gfx("gfx90a"), None);
+    // Reading the same files from a directory gives the same catalog.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("ck-instances");
+    let loaded = Catalog::load_dir(&dir).unwrap();
+    assert_eq!(loaded.legacy, c.legacy);
+    assert_eq!(loaded.cktile, c.cktile);
+}
+
+#[test]
+fn compute_and_memory_friendly_split() {
+    // REFERENCE: ids 0-3 are 64-128 row v3 tiles, ids 4-18 are 16-64 row v1 tiles.
+    for inst in cat().legacy_candidates() {
+        let p = inst.legacy_params().unwrap();
+        if inst.id <= 3 {
+            assert_eq!(p.pipeline, 3, "{}", inst.name);
+            assert!(p.m_per_block >= 64);
+        } else {
+            assert_eq!(p.pipeline, 1, "{}", inst.name);
+            assert!(p.m_per_block <= 64);
+        }
+    }
+}
+
+#[test]
+fn every_catalog_name_round_trips_in_its_grammar() {
+    let c = cat();
+    for inst in c.legacy_candidates().iter().chain(&c.cktile) {
+        let parsed = parse_name(&inst.name).unwrap();
+        assert_eq!(parsed.format(), inst.name);
+        match (&parsed, &inst.params) {
+            (ParsedName::Legacy(p), InstanceParams::Ck(q)) => {
+                assert_eq!(p, q);
+                assert_eq!(format_legacy(q), inst.name);
+            }
+            (ParsedName::CkTile(p), InstanceParams::Cktile(q)) => {
+                assert_eq!(p, q);
+                assert_eq!(format_cktile(q), inst.name);
+            }
+            _ => panic!("grammar does not match kind for {}", inst.name),
+        }
+        let resolved = c.resolve_name(&inst.name).unwrap();
+        assert_eq!(resolved.params, inst.params);
+    }
+}
+
+#[test]
+fn every_legacy_instance_in_the_older_grammar_resolves_back() {
+    let c = cat();
+    for inst in c.legacy_candidates() {
+        let old = format_legacy_old(inst.legacy_params().unwrap());
+        assert_eq!(old.split('_').count(), 13);
+        let parsed = parse_name(&old).unwrap();
+        assert_eq!(parsed.grammar(), Grammar::LegacyOld);
+        assert_eq!(parsed.format(), old);
+        assert_eq!(c.resolve_name(&old).unwrap().id, inst.id, "{old}");
+    }
+}
+
+#[test]
+fn cktile_aliases_and_suffix() {
+    let c = cat();
+    // gfx95x ids 8 and 9 are the same kernel; resolving the name gives the first (id 8).
+    let n8 = &c.cktile_by_id("gfx95x", 8).unwrap().name;
+    assert_eq!(n8, &c.cktile_by_id("gfx95x", 9).unwrap().name);
+    let r = c.resolve_name(n8).unwrap();
+    assert_eq!((r.arch.as_deref(), r.id), (Some("gfx95x"), 8));
+    let aqrm = "a8w8_blockscale_cktile_192x256x128_4x2x1_16x16x128_intrawave_0x1x0_1_aqrm";
+    let ParsedName::CkTile(p) = parse_name(aqrm).unwrap() else { panic!() };
+    assert!(p.aq_row_major);
+    assert_eq!((p.m_tile, p.n_tile, p.k_tile, p.m_warp, p.n_warp, p.block_per_cu), (192, 256, 128, 4, 2, 1));
+    assert!(!p.tiled_mma_permute_n && p.transpose_c && !p.use_persistent_kernel);
+    assert_eq!(c.resolve_name(aqrm).unwrap().id, 12);
+    // The gfx942 default repeats gfx942 candidate 0.
+    let d = c.cktile_by_id("gfx942", -1).unwrap();
+    assert_eq!(c.resolve_name(&d.name).unwrap().id, 0);
+}
+
+/// The six instance names of the published GEAK rule, in the older grammar, with the ids read off the
+/// catalog CSV by hand (tile, XDL shape, transfer fields and pipeline compared field by field).
+#[test]
+fn geak_blog_names_resolve_to_hand_checked_ids() {
+    let c = cat();
+    let cases = [
+        ("a8w8_blockscale_1x128x128_256x16x64x256_16x16_16x16_16x16x1_16x16x1_1x16x1x16_4_1x1_intrawave_v1", 8),
+        ("a8w8_blockscale_1x128x128_256x32x256x128_16x16_32x32_8x32x1_8x32x1_1x32x1x8_8_1x1_intrawave_v1", 9),
+        ("a8w8_blockscale_1x128x128_256x128x128x128_16x16_32x32_8x32x1_8x32x1_1x32x1x8_8_1x1_intrawave_v3", 0),
+        ("a8w8_blockscale_1x128x128_256x64x64x256_16x16_32x32_16x16x1_16x16x1_1x32x1x8_8_1x1_intrawave_v1", 18),
+        ("a8w8_blockscale_1x128x128_256x64x128x128_16x16_32x32_8x32x1_8x32x1_1x32x1x8_8_1x1_intrawave_v3", 2),
+        ("a8w8_blockscale_1x128x128_256x128x64x128_16x16_32x32_8x32x1_8x32x1_1x32x1x8_8_1x1_intrawave_v3", 1),
+    ];
+    for (name, id) in cases {
+        assert_eq!(parse_name(name).unwrap().grammar(), Grammar::LegacyOld);
+        assert_eq!(c.resolve_name(name).unwrap().id, id, "{name}");
+    }
+    // The rule file itself, as published, names exactly these six.
+    let rule = include_str!("data/geak_blog_rule.cpp");
+    let found: Vec<&str> = rule
+        .split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
+        .filter(|t| t.starts_with("a8w8_blockscale_"))
+        .collect();
+    assert_eq!(found, cases.iter().map(|c| c.0).collect::<Vec<_>>());
+}
+
+#[test]
+fn older_name_matching_several_instances_is_ambiguous() {
+    // Two catalog entries that differ only in MXdlPerWave x NXdlPerWave make the older name ambiguous.
+    let mut text = LEGACY_CSV.to_string();
+    let extra = "19,a8w8_blockscale_1x128x128_256x128x128x128_16x16_32x32_4x1_8x32x1_8x32x1_1x32x1x8_8_1x1_intrawave_v3,256,1,128,128,128,128,128,16,16,32,32,4,1,8x32x1,8x32x1,1,1,1x32x1x8,8,Intrawave,3,candidate\n";
+    text.push_str(extra);
+    let c = Catalog::from_csv_text(&text, LEGACY_FILE, CKTILE_CSV, CKTILE_FILE).unwrap();
+    let old = "a8w8_blockscale_1x128x128_256x128x128x128_16x16_32x32_8x32x1_8x32x1_1x32x1x8_8_1x1_intrawave_v3";
+    let e = c.resolve_name(old).unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, NameError::Ambiguous { ref matches, .. } if matches.len() == 2), "{msg}");
+    assert!(msg.contains("id 0 (") && msg.contains("id 19 ("), "{msg}");
+    assert!(msg.contains(old));
+}
+
+#[test]
+fn every_kernel_name_in_the_mi300x_table_resolves_and_round_trips() {
+    let c = cat();
+    let mut rdr = csv::Reader::from_reader(MI300X.as_bytes());
+    let h = rdr.headers().unwrap().clone();
+    let name_col = h.iter().position(|x| x == "kernelName").unwrap();
+    let id_col = h.iter().position(|x| x == "kernelId").unwrap();
+    let mut rows = 0;
+    for rec in rdr.records() {
+        let rec = rec.unwrap();
+        let name = &rec[name_col];
+        let inst = c.resolve_name(name).unwrap();
+        assert_eq!(inst.id.to_string(), &rec[id_col]);
+        assert_eq!(parse_name(name).unwrap().format(), name);
+        rows += 1;
+    }
+    assert_eq!(rows, 8172);
+}
+
+fn field_err(name: &str) -> (usize, String) {
+    match parse_name(name).unwrap_err() {
+        e @ NameError::Field { .. } => {
+            let NameError::Field { field, .. } = &e else { unreachable!() };
+            (*field, e.to_string())
+        }
+        e => panic!("expected a field error for {name}, got {e}"),
+    }
+}
+
+const ID8: &str = "a8w8_blockscale_1x128x128_256x16x64x256_16x16_16x16_1x1_16x16x1_16x16x1_1x16x1x16_4_1x1_intrawave_v1";
+
+#[test]
+fn malformed_names_name_the_field() {
+    // Each field class: x-joined numbers with the wrong count, non-numbers, zero, scheduler, pipeline.
+    let short = ID8.replace("256x16x64x256", "256x16x64");
+    let (f, msg) = field_err(&short);
+    assert_eq!(f, 4);
+    assert!(
+        msg.contains("field 4 (BlockSize x MPerBlock x NPerBlock x KPerBlock) expected 4 positive numbers joined by 'x', got \"256x16x64\""),
+        "{msg}"
+    );
+    assert!(msg.contains(&short));
+    assert_eq!(field_err(&ID8.replace("_1x128x128_", "_1x128xQ_")).0, 3);
+    assert_eq!(field_err(&ID8.replace("_16x16_16x16_1x1_", "_16_16x16_1x1_")).0, 5);
+    assert_eq!(field_err(&ID8.replace("_1x1_16x16x1_", "_1x0_16x16x1_")).0, 7);
+    assert_eq!(field_err(&ID8.replace("_1x16x1x16_", "_1x16x1_")).0, 10);
+    assert_eq!(field_err(&ID8.replace("_4_1x1_", "_four_1x1_")).0, 11);
+    assert_eq!(field_err(&ID8.replace("_4_1x1_", "_4_1x1x1_")).0, 12);
+    let (f, msg) = field_err(&ID8.replace("intrawave", "Intrawave"));
+    assert_eq!(f, 13);
+    assert!(msg.contains("one of intrawave, interwave"), "{msg}");
+    let (f, msg) = field_err(&ID8.replace("_v1", "_v9"));
+    assert_eq!(f, 14);
+    assert!(msg.contains("pipeline"), "{msg}");
+    // Older grammar: positions shift by one after field 6.
+    let old_bad = "a8w8_blockscale_1x128x128_256x16x64x256_16x16_16x16_16x16x1_16x16x1_1x16x1x16_4_1x1_intrawave_v0";
+    assert_eq!(field_err(old_bad).0, 13);
+    // CK-tile fields.
+    let ck = "a8w8_blockscale_cktile_128x128x128_1x4x1_16x16x64_intrawave_0x1x0_1";
+    assert_eq!(field_err(&ck.replace("0x1x0", "0x2x0")).0, 8);
+    assert_eq!(field_err(&ck.replace("_1x4x1_", "_1x4_")).0, 5);
+    assert_eq!(field_err(&format!("{ck}_aqrx")).0, 10);
+    assert_eq!(field_err(&ck.replace("_0x1x0_1", "_0x1x0_0")).0, 9);
+}
+
+#[test]
+fn grammar_level_errors() {
+    for bad in ["", "gemm_1x2", "a8w8_blockscale_1x128x128", "a8w8_blockscale_cktile_128x128x128_1x4x1"] {
+        let e = parse_name(bad).unwrap_err();
+        assert!(matches!(e, NameError::Grammar { .. }), "{bad}: {e}");
+        assert!(e.to_string().contains(&format!("\"{bad}\"")));
+    }
+}
+
+#[test]
+fn unknown_names_show_the_differing_field() {
+    let c = cat();
+    let unknown = ID8.replace("256x16x64x256", "256x16x64x512");
+    let e = c.resolve_name(&unknown).unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, NameError::Unknown { .. }));
+    assert!(msg.contains(&unknown), "{msg}");
+    assert!(msg.contains("field 4 (BlockSize x MPerBlock x NPerBlock x KPerBlock) is \"256x16x64x512\""), "{msg}");
+    assert!(msg.contains("id 8"), "{msg}");
+    let ck = "a8w8_blockscale_cktile_128x128x128_1x4x1_16x16x64_intrawave_0x1x0_9";
+    let msg = c.resolve_name(ck).unwrap_err().to_string();
+    assert!(msg.contains("field 9 (BlockPerCu) is \"9\""), "{msg}");
+}
+
+#[test]
+fn catalog_rows_must_match_their_names() {
+    // Change WAVE_MAP_M of id 0 (line 2) from 2 to 1: the name still says 2x2.
+    let bad = LEGACY_CSV.replacen("16,16,32,32,2,2,8x32x1", "16,16,32,32,1,2,8x32x1", 1);
+    let e = Catalog::from_csv_text(&bad, LEGACY_FILE, CKTILE_CSV, CKTILE_FILE).unwrap_err();
+    assert_eq!(e.line, Some(2));
+    assert_eq!(e.column.as_deref(), Some("WAVE_MAP_M"));
+    assert!(e.to_string().starts_with("ck_a8w8_blockscale_instances.csv:2: column WAVE_MAP_M: value \"1\""), "{e}");
+    // A CK-tile row whose BlockPerCu contradicts its name (gfx942 id 2 is on line 4).
+    let bad = CKTILE_CSV.replacen("16,16,64,Intrawave,0,1,0,2,0,candidate", "16,16,64,Intrawave,0,1,0,3,0,candidate", 1);
+    let e = Catalog::from_csv_text(LEGACY_CSV, LEGACY_FILE, &bad, CKTILE_FILE).unwrap_err();
+    assert_eq!((e.line, e.column.as_deref()), (Some(4), Some("BlockPerCu")), "{e}");
+    // A gap in the candidate ids.
+    let bad: String = LEGACY_CSV.lines().filter(|l| !l.starts_with("5,")).map(|l| format!("{l}\n")).collect();
+    let e = Catalog::from_csv_text(&bad, LEGACY_FILE, CKTILE_CSV, CKTILE_FILE).unwrap_err();
+    assert!(e.to_string().contains("found 6 where 5 was expected"), "{e}");
+    // A default that aliases no candidate.
+    let bad = LEGACY_CSV.replace("-1,a8w8_blockscale_1x128x128_256x16x128x256_16x16_16x16_1x2", "-1,a8w8_blockscale_1x128x128_256x16x128x512_16x16_16x16_1x2");
+    let bad = bad.replace("256,1,128,128,16,128,256,16,16,16,16,1,2,16x16x1,16x16x1,1,2,1x16x1x16,8,Intrawave,1,default", "256,1,128,128,16,128,512,16,16,16,16,1,2,16x16x1,16x16x1,1,2,1x16x1x16,8,Intrawave,1,default");
+    let e = Catalog::from_csv_text(&bad, LEGACY_FILE, CKTILE_CSV, CKTILE_FILE).unwrap_err();
+    assert_eq!(e.line, Some(21), "{e}");
+    assert!(e.to_string().contains("alias"), "{e}");
+    // Malformed name in the table.
+    let bad = LEGACY_CSV.replacen("_intrawave_v3,256", "_intrawave_3,256", 1);
+    let e = Catalog::from_csv_text(&bad, LEGACY_FILE, CKTILE_CSV, CKTILE_FILE).unwrap_err();
+    assert_eq!((e.line, e.column.as_deref()), (Some(2), Some("kernelName")));
+    assert!(e.to_string().contains("field 14 (pipeline)"), "{e}");
+}
