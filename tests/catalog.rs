@@ -261,3 +261,140 @@ fn catalog_rows_must_match_their_names() {
     assert_eq!((e.line, e.column.as_deref()), (Some(2), Some("kernelName")));
     assert!(e.to_string().contains("field 14 (pipeline)"), "{e}");
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Shapes
+
+use gemm_synth::shapes::{m_aiter_grid, m_dataset_grid, m_decode, m_log_uniform, m_pow2, sample_m, ModelSpec, ShapeError};
+
+fn nk(spec: &ModelSpec, tp: u32) -> Vec<(String, u32, u32)> {
+    spec.layers(tp).unwrap().into_iter().map(|l| (l.name, l.n, l.k)).collect()
+}
+
+#[test]
+fn qwen3_32b_tp2_matches_the_reference_table() {
+    let spec = ModelSpec::builtin("qwen3-32b").unwrap();
+    assert_eq!((spec.hidden, spec.intermediate, spec.heads, spec.kv_heads, spec.head_dim, spec.num_layers), (5120, 25600, 64, 8, 128, 64));
+    assert_eq!(
+        nk(&spec, 2),
+        vec![
+            ("qkv_proj".to_string(), 5120, 5120),
+            ("o_proj".to_string(), 5120, 4096),
+            ("gate_up_proj".to_string(), 25600, 5120),
+            ("down_proj".to_string(), 5120, 12800),
+        ]
+    );
+    // TP=1: qkv (64+16)*128 = 10240, o K = 8192, gate_up 51200, down K 25600.
+    assert_eq!(nk(&spec, 1).iter().map(|l| (l.1, l.2)).collect::<Vec<_>>(), vec![(10240, 5120), (5120, 8192), (51200, 5120), (5120, 25600)]);
+}
+
+#[test]
+fn qwen3_32b_at_tp_2_4_8_gives_the_twelve_pairs_of_the_mi300x_table() {
+    let spec = ModelSpec::builtin("qwen3-32b").unwrap();
+    let derived: std::collections::BTreeSet<(u32, u32)> =
+        [2, 4, 8].iter().flat_map(|&tp| spec.layers(tp).unwrap()).map(|l| (l.n, l.k)).collect();
+    let mut rdr = csv::Reader::from_reader(MI300X.as_bytes());
+    let measured: std::collections::BTreeSet<(u32, u32)> =
+        rdr.records().map(|r| r.unwrap()).map(|r| (r[3].parse().unwrap(), r[4].parse().unwrap())).collect();
+    assert_eq!(measured.len(), 12);
+    assert_eq!(derived, measured);
+}
+
+#[test]
+fn other_builtin_models() {
+    let llama = ModelSpec::builtin("llama-3.1-8b").unwrap();
+    // (32+16)*128 = 6144; 2*14336 = 28672.
+    assert_eq!(nk(&llama, 1).iter().map(|l| (l.1, l.2)).collect::<Vec<_>>(), vec![(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]);
+    let qwen72 = ModelSpec::builtin("qwen2.5-72b").unwrap();
+    // TP 8: (64+16)*128/8 = 1280; o K = 64*128/8 = 1024; gate_up 2*29568/8 = 7392; down K 3696.
+    assert_eq!(nk(&qwen72, 8).iter().map(|l| (l.1, l.2)).collect::<Vec<_>>(), vec![(1280, 8192), (8192, 1024), (7392, 8192), (8192, 3696)]);
+    assert!(ModelSpec::builtin("llama-3.1-70b").is_ok());
+    let e = ModelSpec::builtin("gpt-2").unwrap_err().to_string();
+    assert!(e.contains("gpt-2") && e.contains("qwen3-32b"), "{e}");
+}
+
+#[test]
+fn tp_must_divide_heads_kv_heads_and_intermediate() {
+    let spec = ModelSpec::builtin("qwen3-32b").unwrap();
+    let e = spec.layers(3).unwrap_err();
+    assert!(matches!(e, ShapeError::TpNotDivisor { value: 64, .. }), "{e}");
+    assert!(e.to_string().contains("attention head count (64)"), "{e}");
+    let e = spec.layers(16).unwrap_err();
+    assert!(matches!(e, ShapeError::TpNotDivisor { value: 8, .. }), "{e}");
+    assert!(e.to_string().contains("KV head count (8)"), "{e}");
+    let odd = ModelSpec::parse("name='odd'\nhidden=1024\nintermediate=100\nheads=8\nkv_heads=8\nhead_dim=128\nlayers=2\n", "odd.toml").unwrap();
+    let e = odd.layers(8).unwrap_err();
+    assert!(e.to_string().contains("intermediate size (100)"), "{e}");
+    assert!(matches!(spec.layers(0), Err(ShapeError::ZeroTp)));
+}
+
+#[test]
+fn spec_files_load_and_report_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.toml");
+    std::fs::write(&path, "name='m'\nhidden=2048\nintermediate=8192\nheads=16\nkv_heads=4\nhead_dim=128\nlayers=24\n").unwrap();
+    let spec = ModelSpec::load(&path).unwrap();
+    assert_eq!(nk(&spec, 4).iter().map(|l| (l.1, l.2)).collect::<Vec<_>>(), vec![(768, 2048), (2048, 512), (4096, 2048), (2048, 2048)]);
+    std::fs::write(&path, "name='m'\nhidden=2048\nintermediate=8192\nheads=16\nhead_dim=128\nlayers=24\n").unwrap();
+    let e = ModelSpec::load(&path).unwrap_err().to_string();
+    assert!(e.contains("m.toml") && e.contains("kv_heads"), "{e}");
+    std::fs::write(&path, "name='m'\nhidden=0\nintermediate=8192\nheads=16\nkv_heads=4\nhead_dim=128\nlayers=24\n").unwrap();
+    let e = ModelSpec::load(&path).unwrap_err().to_string();
+    assert!(e.contains("`hidden` must be a positive integer"), "{e}");
+    assert!(ModelSpec::load(&dir.path().join("absent.toml")).unwrap_err().to_string().contains("absent.toml"));
+}
+
+#[test]
+fn m_set_sizes() {
+    let grid = m_dataset_grid();
+    assert_eq!(grid.len(), 80);
+    assert!(grid.windows(2).all(|w| w[0] < w[1]));
+    assert_eq!((grid[0], grid[4], grid[19], grid[20], grid[43], grid[44], grid[67], grid[68], grid[79]), (1, 16, 256, 288, 1024, 1152, 4096, 5120, 16384));
+    // AITER fine grid to 4096: 256/16 + (1024-256)/32 + (4096-1024)/64 = 16 + 24 + 48.
+    let aiter = m_aiter_grid(4096);
+    assert_eq!(aiter.len(), 88);
+    assert_eq!((aiter[0], aiter[15], aiter[16], aiter[39], aiter[40], aiter[87]), (16, 256, 288, 1024, 1088, 4096));
+    // Beyond 4096 in steps of 128: 8192 adds (8192-4096)/128 = 32.
+    assert_eq!(m_aiter_grid(8192).len(), 120);
+    assert!(m_aiter_grid(8).is_empty());
+    assert_eq!(m_pow2(16384).len(), 15);
+    assert_eq!(m_pow2(1000).last(), Some(&512));
+    assert_eq!(m_decode(), vec![1, 2, 4, 8]);
+}
+
+#[test]
+fn log_uniform_is_seeded_distinct_and_in_range() {
+    let a = m_log_uniform(16, 1, 16384, 42);
+    assert_eq!(a, m_log_uniform(16, 1, 16384, 42));
+    assert_ne!(a, m_log_uniform(16, 1, 16384, 43));
+    assert_eq!(a.len(), 16);
+    assert!(a.windows(2).all(|w| w[0] < w[1]));
+    assert!(a.iter().all(|&m| (1..=16384).contains(&m)));
+    // Log-uniform over [1, 2^20]: about half the draws fall below sqrt(2^20) = 1024 (far more than the
+    // 1/1024 share a uniform draw would put there; repeats among the small values lower the distinct count).
+    let many = m_log_uniform(2000, 1, 1 << 20, 1);
+    let below = many.iter().filter(|&&m| m < 1024).count();
+    assert!(below < 1024 && below > 300, "{below}");
+}
+
+#[test]
+fn sample_m_picks_one_value_per_log2_stratum() {
+    let grid = m_dataset_grid();
+    for seed in 0..20 {
+        let s = sample_m(&grid, 10, seed);
+        assert_eq!(s.len(), 10);
+        assert!(s.windows(2).all(|w| w[0] < w[1]));
+        assert!(s.iter().all(|m| grid.contains(m)));
+        // Strata of width log2(16384)/10 = 1.4 over [0, 14]: every stratum of the grid is non-empty, so
+        // each holds exactly one pick.
+        let mut per = [0; 10];
+        for &m in &s {
+            per[(((m as f64).log2() / 1.4).floor() as usize).min(9)] += 1;
+        }
+        assert_eq!(per, [1; 10], "seed {seed}: {s:?}");
+        assert_eq!(s, sample_m(&grid, 10, seed));
+    }
+    assert_ne!(sample_m(&grid, 10, 1), sample_m(&grid, 10, 2));
+    assert_eq!(sample_m(&[5, 5, 9], 10, 0), vec![5, 9]);
+    assert!(sample_m(&grid, 0, 0).is_empty());
+}

@@ -1,6 +1,114 @@
-//! (in progress)
+//! `synth shapes`: print a model's layers at a TP and the (M, N, K) list for an M set.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use super::{m_aiter_grid, m_dataset_grid, m_decode, m_log_uniform, m_pow2, sample_m, Layer, ModelSpec};
+
+/// Which M values to pair with the layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MSet {
+    /// {1, 2, 4, 8}.
+    Decode,
+    /// AITER's fine tuning grid (16-step to 256, 32 to 1024, 64 to 4096, 128 beyond) up to --max-m.
+    Aiter,
+    /// Powers of two up to --max-m.
+    Pow2,
+    /// --count values drawn log-uniformly from 1..=--max-m with --seed.
+    LogUniform,
+    /// The training sample: --count (10) values stratified over the dataset grid × the 4 layers.
+    Forty,
+    /// The 80-value measurement grid, cut at --max-m.
+    Dataset,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ShapesFormat {
+    Table,
+    Csv,
+}
+
 #[derive(Debug, clap::Args)]
-pub struct ShapesArgs {}
-pub fn run(_args: ShapesArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+pub struct ShapesArgs {
+    /// Built-in model name (qwen3-32b, llama-3.1-8b, llama-3.1-70b, qwen2.5-72b).
+    #[arg(long, default_value = "qwen3-32b", conflicts_with = "spec")]
+    pub model: String,
+    /// Model spec TOML file instead of a built-in model.
+    #[arg(long)]
+    pub spec: Option<PathBuf>,
+    /// Tensor-parallel degree.
+    #[arg(long, default_value_t = 1)]
+    pub tp: u32,
+    /// M set.
+    #[arg(long, value_enum, default_value = "dataset")]
+    pub m_set: MSet,
+    /// Largest M for aiter, pow2, log-uniform, forty and dataset.
+    #[arg(long, default_value_t = 16384)]
+    pub max_m: u32,
+    /// Seed for log-uniform and forty.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Number of M values for log-uniform and forty.
+    #[arg(long, default_value_t = 10)]
+    pub count: usize,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: ShapesFormat,
+}
+
+/// The M values an argument set asks for.
+pub fn m_values(set: MSet, max_m: u32, count: usize, seed: u64) -> Vec<u32> {
+    let upto = |v: Vec<u32>| v.into_iter().filter(|&m| m <= max_m).collect::<Vec<_>>();
+    match set {
+        MSet::Decode => m_decode(),
+        MSet::Aiter => m_aiter_grid(max_m),
+        MSet::Pow2 => m_pow2(max_m),
+        MSet::LogUniform => m_log_uniform(count, 1, max_m, seed),
+        MSet::Forty => sample_m(&upto(m_dataset_grid()), count, seed),
+        MSet::Dataset => upto(m_dataset_grid()),
+    }
+}
+
+fn render_table(spec: &ModelSpec, tp: u32, layers: &[Layer], ms: &[u32]) -> String {
+    let mut out = format!("model {} at TP {tp} ({} decoder layers)\n\n", spec.name, spec.num_layers);
+    out.push_str(&format!("{:<14}{:>8}{:>8}\n", "layer", "N", "K"));
+    for l in layers {
+        out.push_str(&format!("{:<14}{:>8}{:>8}\n", l.name, l.n, l.k));
+    }
+    out.push_str(&format!("\n{} M values x {} layers = {} shapes\n", ms.len(), layers.len(), ms.len() * layers.len()));
+    out.push_str(&format!("{:<14}{:>8}{:>8}{:>8}\n", "layer", "M", "N", "K"));
+    for l in layers {
+        for &m in ms {
+            out.push_str(&format!("{:<14}{:>8}{:>8}{:>8}\n", l.name, m, l.n, l.k));
+        }
+    }
+    out
+}
+
+fn render_csv(layers: &[Layer], ms: &[u32]) -> String {
+    let mut out = String::from("layer,M,N,K\n");
+    for l in layers {
+        for &m in ms {
+            out.push_str(&format!("{},{m},{},{}\n", l.name, l.n, l.k));
+        }
+    }
+    out
+}
+
+pub fn run(args: ShapesArgs) -> anyhow::Result<()> {
+    let spec = match &args.spec {
+        Some(path) => ModelSpec::load(path)?,
+        None => ModelSpec::builtin(&args.model)?,
+    };
+    let layers = spec.layers(args.tp)?;
+    let ms = m_values(args.m_set, args.max_m, args.count, args.seed);
+    if ms.is_empty() {
+        anyhow::bail!("the M set {:?} has no values up to --max-m {}; raise --max-m", args.m_set, args.max_m);
+    }
+    let text = match args.format {
+        ShapesFormat::Table => render_table(&spec, args.tp, &layers, &ms),
+        ShapesFormat::Csv => render_csv(&layers, &ms),
+    };
+    std::io::stdout().write_all(text.as_bytes())?;
+    Ok(())
 }
