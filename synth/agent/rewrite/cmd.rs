@@ -1,6 +1,199 @@
-//! (in progress)
+//! `synth rewrite`: runs the agent loop over a kernel source file described by a task spec and writes
+//! the winner and a report to an output directory (never over the original).
+//!
+//! Output directory contents: `<target file name>` (the winner), `report.json`, `report.txt`,
+//! `trace.jsonl` (every attempt, for `--resume`), `candidates/<id>-<source>.<ext>` (every distinct
+//! candidate text) and `work/cand-NNN/` (working copies kept by the spec's `workdir.keep`).
+
+use super::replay::ReplayProposer;
+use super::report::{render_text, rows, status_of, Report, Winner};
+use super::spec::load_spec;
+use super::task::RewriteTask;
+use crate::agent::engine::{run_loop, LoopConfig};
+use crate::agent::{Attempt, Proposer};
+use anyhow::{bail, Context};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `synth rewrite`.
 #[derive(Debug, clap::Args)]
-pub struct RewriteArgs {}
-pub fn run(_args: RewriteArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+pub struct RewriteArgs {
+    /// Task spec (TOML): target file, build and test commands, timeouts, result line.
+    #[arg(long)]
+    pub task: PathBuf,
+    /// Proposer: `replay:DIR` (pre-written rewrites, in file-name order). Repeat for several; offspring
+    /// slot s uses agent s % count.
+    #[arg(long = "agent", required = true)]
+    pub agents: Vec<String>,
+    /// Loop iterations (the original is evaluated first, before iteration 1).
+    #[arg(long, default_value_t = 3)]
+    pub iterations: usize,
+    /// Candidates per iteration.
+    #[arg(long, default_value_t = 2)]
+    pub offspring: usize,
+    /// Output directory for the winner, the reports and the trace (must not be inside the task's
+    /// working-copy root).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Failed repairs tolerated per lineage before it is dropped.
+    #[arg(long, default_value_t = 2)]
+    pub repair_limit: usize,
+    /// Seed of parent selection.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Stop after this many iterations without a new best.
+    #[arg(long)]
+    pub patience: Option<usize>,
+    /// Continue the run recorded in `<out>/trace.jsonl`.
+    #[arg(long)]
+    pub resume: bool,
+    /// Worker threads for building candidates (0: one per core). Test runs are serialized unless the
+    /// spec sets `test.exclusive = false`.
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// No per-iteration progress lines.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Builds the proposers named by `--agent` values.
+pub fn make_proposers(agents: &[String], offspring: usize) -> anyhow::Result<(Vec<Box<dyn Proposer>>, Vec<ReplayProposer>)> {
+    let mut proposers: Vec<Box<dyn Proposer>> = Vec::new();
+    let mut replays = Vec::new();
+    for (i, a) in agents.iter().enumerate() {
+        if let Some(dir) = a.strip_prefix("replay:") {
+            let r = ReplayProposer::from_dir(Path::new(dir), offspring, i, agents.len())?;
+            replays.push(r.clone());
+            proposers.push(Box::new(r));
+        } else if a.starts_with("cmd:") {
+            bail!(
+                "--agent {a}: command proposers are not available for `synth rewrite` yet; use replay:DIR \
+                 (a directory of pre-written rewrites)"
+            );
+        } else {
+            bail!("--agent {a}: expected replay:DIR");
+        }
+    }
+    Ok((proposers, replays))
+}
+
+/// Refuses output directories that could overwrite or pollute the task.
+fn check_out_dir(out: &Path, task: &RewriteTask) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create the output directory {}", out.display()))?;
+    let out = std::fs::canonicalize(out).with_context(|| format!("cannot resolve {}", out.display()))?;
+    let root = std::fs::canonicalize(&task.spec().workdir.root)?;
+    if out.starts_with(&root) {
+        bail!(
+            "--out {} is inside the task directory {} that is copied for every candidate; choose a directory \
+             outside it",
+            out.display(),
+            root.display()
+        );
+    }
+    let target = std::fs::canonicalize(&task.spec().target)?;
+    if out.join(task.spec().target_file_name()) == target {
+        bail!("--out {} would write the winner over the original {}", out.display(), target.display());
+    }
+    Ok(out)
+}
+
+/// File-name-safe label.
+fn slug(s: &str) -> String {
+    let t: String = s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' { c } else { '_' }).collect();
+    t.chars().take(60).collect()
+}
+
+/// Runs `synth rewrite`.
+pub fn run(args: RewriteArgs) -> anyhow::Result<()> {
+    let spec = load_spec(&args.task)?;
+    let task = RewriteTask::new(spec)?;
+    let out = check_out_dir(&args.out, &task)?;
+    let task = task.with_keep_dir(out.join("work"));
+    let (proposers, replays) = make_proposers(&args.agents, args.offspring)?;
+
+    let cfg = LoopConfig {
+        iterations: args.iterations,
+        offspring: args.offspring,
+        repair_limit: args.repair_limit,
+        seed: args.seed,
+        trace: Some(out.join("trace.jsonl")),
+        resume: args.resume,
+        threads: args.threads,
+        patience: args.patience,
+        verbose: !args.quiet,
+        ..LoopConfig::default()
+    };
+    let outcome = run_loop(&task, &proposers, &cfg)?;
+
+    let original = task.original().to_string();
+    let source = |a: &Attempt| -> String {
+        if a.candidate == original {
+            return "original".into();
+        }
+        for r in &replays {
+            if let Some((name, _)) = r.files().iter().find(|(_, t)| *t == a.candidate) {
+                return name.clone();
+            }
+        }
+        if a.candidate.is_empty() {
+            return format!("({})", a.proposer);
+        }
+        a.proposer.clone()
+    };
+    let base = outcome.attempts.iter().find(|a| a.id == 0 && a.iteration == 0);
+    let baseline_latency_us = base.and_then(|a| a.eval.score);
+    let ext = task.spec().target.extension().map(|e| e.to_string_lossy().into_owned()).unwrap_or_else(|| "txt".into());
+
+    // Every distinct candidate text.
+    let cand_dir = out.join("candidates");
+    std::fs::create_dir_all(&cand_dir).with_context(|| format!("cannot create {}", cand_dir.display()))?;
+    let mut written = BTreeSet::new();
+    for a in &outcome.attempts {
+        if a.candidate.is_empty() || a.duplicate_of.is_some() || !written.insert(a.id) {
+            continue;
+        }
+        let p = cand_dir.join(format!("{:03}-{}.{ext}", a.id, slug(&source(a))));
+        std::fs::write(&p, &a.candidate).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+
+    let winner = match &outcome.best {
+        Some(b) => {
+            let path = out.join(task.spec().target_file_name());
+            std::fs::write(&path, super::task::unfence(&b.candidate))
+                .with_context(|| format!("cannot write the winner to {}", path.display()))?;
+            Some(Winner {
+                id: b.id,
+                source: source(b),
+                latency_us: b.eval.score.unwrap_or(f64::NAN),
+                speedup: baseline_latency_us.zip(b.eval.score).map(|(x, y)| x / y),
+                path: path.display().to_string(),
+            })
+        }
+        None => None,
+    };
+    let command: Vec<String> = std::env::args().collect();
+    let report = Report {
+        task: task.spec().name.clone(),
+        spec: args.task.display().to_string(),
+        target: task.spec().target_in_root().display().to_string(),
+        command: command.join(" "),
+        baseline_latency_us,
+        baseline_status: base.map(status_of).unwrap_or_else(|| "not evaluated".into()),
+        winner,
+        iterations_run: outcome.iterations_run,
+        evaluations: outcome.evaluations,
+        elapsed_s: outcome.elapsed.as_secs_f64(),
+        candidates: rows(&outcome.attempts, baseline_latency_us, &source),
+    };
+    let json_path = out.join("report.json");
+    std::fs::write(&json_path, serde_json::to_string_pretty(&report)? + "\n")
+        .with_context(|| format!("cannot write {}", json_path.display()))?;
+    let text = render_text(&report);
+    let txt_path = out.join("report.txt");
+    std::fs::write(&txt_path, &text).with_context(|| format!("cannot write {}", txt_path.display()))?;
+    print!("{text}");
+    if report.winner.is_none() {
+        bail!("no candidate was correct (the original's status: {}); see {}", report.baseline_status, txt_path.display());
+    }
+    Ok(())
 }

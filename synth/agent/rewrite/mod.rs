@@ -1,1 +1,26 @@
+//! GEAK-style kernel rewriting: candidates are whole rewrites of one source file of a task directory.
+//! Each candidate is built and tested in its own copy of the directory, the test prints a structured
+//! result line (correctness and latency), and the loop engine keeps the fastest correct rewrite.
+//!
+//! - [`spec`]: the TOML task spec (target, build/test commands, timeouts, working-copy policy, result line);
+//! - [`result`]: the `GEMMSYNTH_RESULT {json}` line;
+//! - [`workcopy`], [`process`], [`diag`]: copying the task, running steps with timeouts, trimming build logs;
+//! - [`task`]: the evaluator ([`crate::agent::Task`]);
+//! - [`replay`]: a proposer replaying pre-written rewrites;
+//! - [`report`]: the per-candidate report and the winner;
+//! - [`cmd`]: `synth rewrite`.
+
 pub mod cmd;
+pub mod diag;
+pub mod process;
+pub mod replay;
+pub mod report;
+pub mod result;
+pub mod spec;
+pub mod task;
+pub mod workcopy;
+
+pub use replay::ReplayProposer;
+pub use result::{extract_result, ResultLine, ResultLineError};
+pub use spec::{load_spec, parse_spec, RewriteSpec, SpecError};
+pub use task::{RewriteTask, Status};

@@ -1,0 +1,173 @@
+//! The rewrite report: every candidate's status, latency and speedup against the original, the winner,
+//! as JSON and as a text table.
+
+use crate::agent::Attempt;
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// One evaluated candidate.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CandidateRow {
+    /// Attempt id (0 = the original, evaluated first).
+    pub id: usize,
+    /// Loop iteration (0 = baseline).
+    pub iteration: usize,
+    /// Offspring slot.
+    pub slot: usize,
+    /// Lineage.
+    pub lineage: usize,
+    /// Proposer name.
+    pub proposer: String,
+    /// What the candidate is: "original", a replayed file name, or the proposer.
+    pub source: String,
+    /// Evaluation status (see [`super::task::Status`]); "propose_error" when no candidate came back.
+    pub status: String,
+    /// Latency in µs when correct.
+    pub latency_us: Option<f64>,
+    /// Original latency / this latency.
+    pub speedup: Option<f64>,
+    /// Set when the text repeats an earlier attempt (its evaluation was reused, not re-measured).
+    pub duplicate_of: Option<usize>,
+    /// The test's result fields (error figures, bandwidth, sizes), when a result line was read.
+    pub result: Option<serde_json::Value>,
+    /// The evaluator's (or proposer's) feedback.
+    pub feedback: String,
+}
+
+/// The winning candidate.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Winner {
+    /// Attempt id.
+    pub id: usize,
+    /// What it is.
+    pub source: String,
+    /// Its latency.
+    pub latency_us: f64,
+    /// Original latency / winner latency.
+    pub speedup: Option<f64>,
+    /// Where the winner was written.
+    pub path: String,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Report {
+    /// Task name.
+    pub task: String,
+    /// Spec file.
+    pub spec: String,
+    /// Target file (relative to the working-copy root).
+    pub target: String,
+    /// The command line that produced the report.
+    pub command: String,
+    /// Latency of the original file (None when it failed).
+    pub baseline_latency_us: Option<f64>,
+    /// Status of the original.
+    pub baseline_status: String,
+    /// The best correct candidate.
+    pub winner: Option<Winner>,
+    /// Iterations run.
+    pub iterations_run: usize,
+    /// Candidates evaluated (duplicates excluded).
+    pub evaluations: usize,
+    /// Wall time in seconds.
+    pub elapsed_s: f64,
+    /// Every attempt, by id.
+    pub candidates: Vec<CandidateRow>,
+}
+
+/// Status name stored in an attempt's evaluation details.
+pub fn status_of(a: &Attempt) -> String {
+    match a.eval.details.get("status").and_then(|s| s.as_str()) {
+        Some(s) => s.to_string(),
+        None if a.eval.details.get("stage").and_then(|s| s.as_str()) == Some("propose") => "propose_error".into(),
+        None if a.eval.score.is_some() => "ok".into(),
+        None => "failed".into(),
+    }
+}
+
+/// Rows for `attempts`; `source` names a candidate text (the original, a replay file, ...).
+pub fn rows(attempts: &[Attempt], baseline: Option<f64>, source: &dyn Fn(&Attempt) -> String) -> Vec<CandidateRow> {
+    attempts
+        .iter()
+        .map(|a| CandidateRow {
+            id: a.id,
+            iteration: a.iteration,
+            slot: a.slot,
+            lineage: a.lineage,
+            proposer: a.proposer.clone(),
+            source: source(a),
+            status: status_of(a),
+            latency_us: a.eval.score,
+            speedup: match (baseline, a.eval.score) {
+                (Some(b), Some(s)) if s > 0.0 => Some(b / s),
+                _ => None,
+            },
+            duplicate_of: a.duplicate_of,
+            result: a.eval.details.get("result").cloned(),
+            feedback: a.eval.feedback.clone(),
+        })
+        .collect()
+}
+
+/// The text form: a header, one table row per candidate, then each failure's feedback.
+pub fn render_text(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "rewrite task {} ({}), target {}", r.task, r.spec, r.target);
+    let _ = writeln!(s, "command: {}", r.command);
+    match r.baseline_latency_us {
+        Some(b) => {
+            let _ = writeln!(s, "original: {b:.2} us");
+        }
+        None => {
+            let _ = writeln!(s, "original: {} (no baseline latency; speedups are not available)", r.baseline_status);
+        }
+    }
+    match &r.winner {
+        Some(w) => {
+            let sp = w.speedup.map(|x| format!("{x:.2}x vs original")).unwrap_or_else(|| "no baseline".into());
+            let _ = writeln!(s, "winner: #{} {} at {:.2} us ({sp}), written to {}", w.id, w.source, w.latency_us, w.path);
+        }
+        None => {
+            let _ = writeln!(s, "winner: none (no candidate was correct)");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "{} iteration(s), {} evaluation(s), {:.1} s\n",
+        r.iterations_run, r.evaluations, r.elapsed_s
+    );
+    let _ = writeln!(s, "{:>3} {:>4} {:<34} {:<13} {:>12} {:>8}  notes", "id", "iter", "source", "status", "latency_us", "speedup");
+    for c in &r.candidates {
+        let lat = c.latency_us.map(|x| format!("{x:.2}")).unwrap_or_else(|| "-".into());
+        let sp = c.speedup.map(|x| format!("{x:.2}x")).unwrap_or_else(|| "-".into());
+        let mut notes = Vec::new();
+        if let Some(d) = c.duplicate_of {
+            notes.push(format!("same text as #{d}, not re-run"));
+        }
+        if let Some(serde_json::Value::Object(m)) = &c.result {
+            for key in ["gbps", "max_abs_err", "mismatches"] {
+                if let Some(v) = m.get(key) {
+                    notes.push(format!("{key}={v}"));
+                }
+            }
+        }
+        if c.latency_us.is_none() && c.result.is_none() {
+            notes.push(c.feedback.lines().next().unwrap_or("").chars().take(70).collect());
+        }
+        let source: String = c.source.chars().take(34).collect();
+        let _ = writeln!(s, "{:>3} {:>4} {:<34} {:<13} {:>12} {:>8}  {}", c.id, c.iteration, source, c.status, lat, sp, notes.join("; "));
+    }
+    let failures: Vec<&CandidateRow> =
+        r.candidates.iter().filter(|c| c.latency_us.is_none() && c.duplicate_of.is_none()).collect();
+    if !failures.is_empty() {
+        let _ = writeln!(s, "\nfeedback of failed candidates:");
+        for c in failures {
+            let _ = writeln!(s, "--- #{} {} ({})", c.id, c.source, c.status);
+            for line in c.feedback.lines().take(25) {
+                let _ = writeln!(s, "    {line}");
+            }
+        }
+    }
+    s
+}

@@ -1,0 +1,155 @@
+//! The structured result line a test program prints:
+//!
+//! ```text
+//! GEMMSYNTH_RESULT {"correct": true, "max_abs_err": 0.0039, "latency_us": 152.4}
+//! ```
+//!
+//! Format: a line whose first non-blank text is the tag (default `GEMMSYNTH_RESULT`, see
+//! [`super::spec::ResultFormat`]), then at least one space or tab, then exactly one JSON object and nothing
+//! else. Required keys: the correctness key (default `correct`, a boolean) and — when correct — the
+//! latency key (default `latency_us`, a finite positive number of microseconds: the score). Any other
+//! keys (error figures, bandwidth, sizes) are kept and shown in feedback and reports. When a program
+//! prints several tagged lines, the spec's `result.line` picks the first or the last; the picked line
+//! must be valid (a malformed line is an error, never skipped).
+
+use super::spec::{Pick, ResultFormat};
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// A parsed result line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResultLine {
+    /// 1-based line number in the searched output.
+    pub line_no: usize,
+    /// How many tagged lines the output held.
+    pub tagged_lines: usize,
+    /// The correctness verdict.
+    pub correct: bool,
+    /// Latency in µs; always present when `correct`.
+    pub latency_us: Option<f64>,
+    /// The whole JSON object.
+    pub fields: Map<String, Value>,
+}
+
+impl ResultLine {
+    /// The fields other than correctness and latency, as `key=value` pairs (for feedback).
+    pub fn figures(&self, fmt: &ResultFormat) -> String {
+        let parts: Vec<String> = self
+            .fields
+            .iter()
+            .filter(|(k, _)| **k != fmt.correct_key && **k != fmt.latency_key)
+            .map(|(k, v)| match v {
+                Value::String(s) => format!("{k}={s}"),
+                other => format!("{k}={other}"),
+            })
+            .collect();
+        parts.join(", ")
+    }
+}
+
+/// Why no result could be read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResultLineError {
+    /// No line starts with the tag.
+    Missing { tag: String },
+    /// The picked line's payload is not one JSON object.
+    Malformed { line_no: usize, text: String, reason: String },
+    /// A required key is absent or has the wrong type/value.
+    BadField { line_no: usize, key: String, reason: String },
+}
+
+impl fmt::Display for ResultLineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResultLineError::Missing { tag } => write!(
+                f,
+                "no result line: the program must print a line `{tag} {{\"correct\": ..., \"latency_us\": ...}}`"
+            ),
+            ResultLineError::Malformed { line_no, text, reason } => {
+                write!(f, "result line {line_no} is not `TAG <one JSON object>`: {reason}: {text}")
+            }
+            ResultLineError::BadField { line_no, key, reason } => write!(f, "result line {line_no}: key `{key}` {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for ResultLineError {}
+
+/// Finds the tagged lines in `output` and parses the one `fmt.pick` selects.
+pub fn extract_result(output: &str, fmt: &ResultFormat) -> Result<ResultLine, ResultLineError> {
+    let tagged: Vec<(usize, &str)> = output
+        .lines()
+        .enumerate()
+        .filter_map(|(i, line)| {
+            let rest = line.trim_start().strip_prefix(fmt.tag.as_str())?;
+            // The tag must be a whole word: followed by blank space (or nothing, which is then malformed).
+            if rest.is_empty() || rest.starts_with([' ', '\t']) {
+                Some((i + 1, rest))
+            } else {
+                None
+            }
+        })
+        .collect();
+    let picked = match fmt.pick {
+        Pick::First => tagged.first(),
+        Pick::Last => tagged.last(),
+    };
+    let Some(&(line_no, payload)) = picked else {
+        return Err(ResultLineError::Missing { tag: fmt.tag.clone() });
+    };
+    let payload = payload.trim();
+    let shown: String = payload.chars().take(200).collect();
+    let value: Value = serde_json::from_str(payload).map_err(|e| ResultLineError::Malformed {
+        line_no,
+        text: shown.clone(),
+        reason: e.to_string(),
+    })?;
+    let Value::Object(fields) = value else {
+        return Err(ResultLineError::Malformed { line_no, text: shown, reason: "expected a JSON object".into() });
+    };
+    let correct = match fields.get(&fmt.correct_key) {
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            return Err(ResultLineError::BadField {
+                line_no,
+                key: fmt.correct_key.clone(),
+                reason: format!("must be true or false, found {other}"),
+            })
+        }
+        None => {
+            return Err(ResultLineError::BadField {
+                line_no,
+                key: fmt.correct_key.clone(),
+                reason: "is missing (a boolean verdict is required)".into(),
+            })
+        }
+    };
+    let latency_us = match fields.get(&fmt.latency_key) {
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(x) if x.is_finite() && x > 0.0 => Some(x),
+            _ => {
+                return Err(ResultLineError::BadField {
+                    line_no,
+                    key: fmt.latency_key.clone(),
+                    reason: format!("must be a finite positive number of microseconds, found {n}"),
+                })
+            }
+        },
+        None | Some(Value::Null) if !correct => None,
+        Some(other) => {
+            return Err(ResultLineError::BadField {
+                line_no,
+                key: fmt.latency_key.clone(),
+                reason: format!("must be a number of microseconds, found {other}"),
+            })
+        }
+        None => {
+            return Err(ResultLineError::BadField {
+                line_no,
+                key: fmt.latency_key.clone(),
+                reason: "is missing (required when the result is correct)".into(),
+            })
+        }
+    };
+    Ok(ResultLine { line_no, tagged_lines: tagged.len(), correct, latency_us, fields })
+}

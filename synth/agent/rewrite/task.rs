@@ -1,0 +1,369 @@
+//! The rewrite evaluator: a candidate is a whole replacement of the spec's target file. Each candidate
+//! gets a fresh copy of the task directory in a temporary directory, the target is replaced there, the
+//! build and test steps run with their timeouts, and the test's result line gives the verdict and the
+//! latency (the score). Failures become feedback a reflector can act on: trimmed compiler errors with
+//! line numbers, the mismatch figures, the exit status and the end of the output.
+
+use super::diag::{summarize_build_log, tail_lines};
+use super::process::{run_step, StepOutput};
+use super::result::{extract_result, ResultLineError};
+use super::spec::{Keep, RewriteSpec, Stream};
+use super::workcopy::copy_tree;
+use crate::agent::{Evaluation, Task};
+use anyhow::Context;
+use serde::Serialize;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Outcome class of one evaluation (stored in `Evaluation::details["status"]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Built, ran, correct, timed.
+    Ok,
+    /// The test reported `correct: false`.
+    Mismatch,
+    /// The build step failed.
+    BuildError,
+    /// The build step ran past its timeout.
+    BuildTimeout,
+    /// The test failed (non-zero exit, signal) or reported success with a failing exit status.
+    RunError,
+    /// The test ran past its timeout.
+    RunTimeout,
+    /// The test finished but printed no result line.
+    NoResult,
+    /// The result line was malformed or lacked a required key.
+    BadResult,
+    /// The candidate was empty.
+    Empty,
+    /// The working copy could not be prepared (disk full, unreadable task directory).
+    SetupError,
+}
+
+impl Status {
+    /// The snake_case name used in details and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Mismatch => "mismatch",
+            Status::BuildError => "build_error",
+            Status::BuildTimeout => "build_timeout",
+            Status::RunError => "run_error",
+            Status::RunTimeout => "run_timeout",
+            Status::NoResult => "no_result",
+            Status::BadResult => "bad_result",
+            Status::Empty => "empty",
+            Status::SetupError => "setup_error",
+        }
+    }
+}
+
+/// The kernel-rewrite task.
+pub struct RewriteTask {
+    spec: RewriteSpec,
+    original: String,
+    keep_dir: Option<PathBuf>,
+    test_lock: Mutex<()>,
+    seq: AtomicUsize,
+}
+
+impl RewriteTask {
+    /// Reads the original target; the task directory is never written.
+    pub fn new(spec: RewriteSpec) -> anyhow::Result<Self> {
+        let original = std::fs::read_to_string(&spec.target)
+            .with_context(|| format!("cannot read the target {} as UTF-8 text", spec.target.display()))?;
+        Ok(RewriteTask { spec, original, keep_dir: None, test_lock: Mutex::new(()), seq: AtomicUsize::new(0) })
+    }
+
+    /// Where working copies kept by the spec's `workdir.keep` policy go (`<dir>/cand-NNN/`).
+    pub fn with_keep_dir(mut self, dir: PathBuf) -> Self {
+        self.keep_dir = Some(dir);
+        self
+    }
+
+    /// The spec.
+    pub fn spec(&self) -> &RewriteSpec {
+        &self.spec
+    }
+
+    /// The original target text (the baseline).
+    pub fn original(&self) -> &str {
+        &self.original
+    }
+
+    /// Language of the target, from its extension (for proposers).
+    pub fn language(&self) -> &'static str {
+        match self.spec.target.extension().and_then(|e| e.to_str()).unwrap_or("") {
+            "cu" | "cuh" => "cuda",
+            "hip" => "hip",
+            "c" | "h" => "c",
+            "cc" | "cpp" | "cxx" | "hpp" => "c++",
+            "py" => "python",
+            "rs" => "rust",
+            _ => "text",
+        }
+    }
+
+    fn evaluate_in(&self, candidate: &str, seq: usize) -> (Status, String, serde_json::Value) {
+        let tmp = match tempfile::Builder::new().prefix("gemm-synth-rewrite-").tempdir() {
+            Ok(t) => t,
+            Err(e) => return (Status::SetupError, format!("cannot create a temporary directory: {e}"), json!({})),
+        };
+        let work = tmp.path().join("work");
+        let logs = tmp.path().join("logs");
+        let setup = copy_tree(&self.spec.workdir.root, &work, &self.spec.workdir.exclude)
+            .and_then(|_| std::fs::create_dir_all(&logs).context("cannot create the log directory"))
+            .and_then(|_| {
+                let target = work.join(self.spec.target_in_root());
+                std::fs::write(&target, candidate).with_context(|| format!("cannot write {}", target.display()))
+            });
+        let (status, feedback, mut details) = match setup {
+            Err(e) => (Status::SetupError, format!("cannot prepare the working copy: {e:#}"), json!({})),
+            Ok(()) => self.build_and_test(candidate, &work, &logs),
+        };
+        let keep = match self.spec.workdir.keep {
+            Keep::None => false,
+            Keep::Failed => status != Status::Ok,
+            Keep::All => true,
+        };
+        if let (true, Some(dir)) = (keep, &self.keep_dir) {
+            let dest = dir.join(format!("cand-{seq:03}"));
+            match copy_tree(tmp.path(), &dest, &[]) {
+                Ok(()) => details["kept"] = json!(dest.display().to_string()),
+                Err(e) => details["kept_error"] = json!(format!("{e:#}")),
+            }
+        }
+        (status, feedback, details)
+    }
+
+    fn build_and_test(&self, candidate: &str, work: &Path, logs: &Path) -> (Status, String, serde_json::Value) {
+        let clean = |s: &str| scrub_paths(s, work);
+        let target_name = self.spec.target_file_name();
+        let mut details = json!({});
+
+        if let Some(build) = &self.spec.build {
+            let out = match run_step(&build.command, work, &self.spec.env, build.timeout, logs, "build") {
+                Ok(o) => o,
+                Err(e) => return (Status::SetupError, format!("cannot start the build (`sh -c`): {e}"), details),
+            };
+            details["build_s"] = json!(round3(out.elapsed.as_secs_f64()));
+            if out.timed_out {
+                let log = clean(&out.combined());
+                return (
+                    Status::BuildTimeout,
+                    format!(
+                        "build {} running `{}`; last output:\n{}",
+                        out.describe_status(build.timeout),
+                        build.command,
+                        tail_lines(&log, 15)
+                    ),
+                    details,
+                );
+            }
+            if !out.success() {
+                let log = clean(&out.combined());
+                return (
+                    Status::BuildError,
+                    format!(
+                        "build failed ({}) running `{}`:\n{}",
+                        out.describe_status(build.timeout),
+                        build.command,
+                        summarize_build_log(&log, &target_name, candidate)
+                    ),
+                    details,
+                );
+            }
+        }
+
+        let test = &self.spec.test;
+        let out = {
+            let _guard = if self.spec.exclusive_test {
+                Some(self.test_lock.lock().unwrap_or_else(|e| e.into_inner()))
+            } else {
+                None
+            };
+            match run_step(&test.command, work, &self.spec.env, test.timeout, logs, "test") {
+                Ok(o) => o,
+                Err(e) => return (Status::SetupError, format!("cannot start the test (`sh -c`): {e}"), details),
+            }
+        };
+        details["test_s"] = json!(round3(out.elapsed.as_secs_f64()));
+        self.judge(&out, &clean, details)
+    }
+
+    /// Turns the test step's output into a verdict.
+    fn judge(
+        &self,
+        out: &StepOutput,
+        clean: &dyn Fn(&str) -> String,
+        mut details: serde_json::Value,
+    ) -> (Status, String, serde_json::Value) {
+        let test = &self.spec.test;
+        let fmt = &self.spec.result;
+        let status_txt = out.describe_status(test.timeout);
+        let tail = |n| tail_lines(&clean(&out.combined()), n);
+        if out.timed_out {
+            return (
+                Status::RunTimeout,
+                format!("test {status_txt} running `{}`; last output:\n{}", test.command, tail(15)),
+                details,
+            );
+        }
+        let searched = match fmt.stream {
+            Stream::Stdout => out.stdout.clone(),
+            Stream::Stderr => out.stderr.clone(),
+            Stream::Both => format!("{}\n{}", out.stdout, out.stderr),
+        };
+        match extract_result(&searched, fmt) {
+            Ok(r) => {
+                details["result"] = serde_json::Value::Object(r.fields.clone());
+                details["result_line"] = json!(r.line_no);
+                let figures = r.figures(fmt);
+                if !r.correct {
+                    let others: Vec<String> = clean(&out.combined())
+                        .lines()
+                        .filter(|l| !l.trim_start().starts_with(fmt.tag.as_str()))
+                        .map(str::to_string)
+                        .collect();
+                    let context = tail_lines(&others.join("\n"), 10);
+                    return (
+                        Status::Mismatch,
+                        format!(
+                            "wrong result: the test reported {}=false ({status_txt}): {}{}",
+                            fmt.correct_key,
+                            if figures.is_empty() { "no figures given".to_string() } else { figures },
+                            if context.is_empty() { String::new() } else { format!("\nother output:\n{context}") }
+                        ),
+                        details,
+                    );
+                }
+                if !out.success() {
+                    return (
+                        Status::RunError,
+                        format!(
+                            "the test reported {}=true but then failed ({status_txt}); last output:\n{}",
+                            fmt.correct_key,
+                            tail(15)
+                        ),
+                        details,
+                    );
+                }
+                let lat = r.latency_us.expect("correct results carry a latency");
+                details["latency_us"] = json!(lat);
+                let mut fb = format!("correct; {} = {lat} us", fmt.latency_key);
+                if !figures.is_empty() {
+                    fb.push_str(&format!(" ({figures})"));
+                }
+                (Status::Ok, fb, details)
+            }
+            Err(ResultLineError::Missing { .. }) if !out.success() => (
+                Status::RunError,
+                format!("the test failed ({status_txt}) without a {} line; last output:\n{}", fmt.tag, tail(20)),
+                details,
+            ),
+            Err(e @ ResultLineError::Missing { .. }) => (
+                Status::NoResult,
+                format!("the test succeeded but printed {e}; last output:\n{}", tail(10)),
+                details,
+            ),
+            Err(e) => (Status::BadResult, format!("{e} ({status_txt})"), details),
+        }
+    }
+}
+
+/// Removes the working copy's absolute path from tool output, so messages name files as the task does.
+fn scrub_paths(s: &str, work: &Path) -> String {
+    let w = work.display().to_string();
+    s.replace(&format!("{w}/"), "").replace(&w, ".")
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// Strips one enclosing Markdown code fence (```lang ... ```), which chat models often add.
+pub fn unfence(candidate: &str) -> &str {
+    let t = candidate.trim();
+    if let Some(rest) = t.strip_prefix("```") {
+        if let Some(body_start) = rest.find('\n') {
+            let body = &rest[body_start + 1..];
+            if let Some(end) = body.rfind("```") {
+                if body[end + 3..].trim().is_empty() {
+                    return &body[..end];
+                }
+            }
+        }
+    }
+    candidate
+}
+
+impl Task for RewriteTask {
+    fn kind(&self) -> &'static str {
+        "rewrite"
+    }
+
+    fn context(&self) -> serde_json::Value {
+        let fmt = &self.spec.result;
+        json!({
+            "task": "rewrite",
+            "name": self.spec.name,
+            "description": self.spec.description,
+            "target": self.spec.target_in_root().display().to_string(),
+            "language": self.language(),
+            "original": self.original,
+            "build": self.spec.build.as_ref().map(|b| b.command.clone()),
+            "test": self.spec.test.command,
+            "result_line": format!("{} {{\"{}\": true, \"{}\": 12.3, ...}}", fmt.tag, fmt.correct_key, fmt.latency_key),
+            "instructions": format!(
+                "Return the complete new text of {} (the whole file, not a diff). Keep every function the rest \
+                 of the program calls with the same signature and behaviour. The score is {} in microseconds \
+                 (lower is better) and only counts when the test reports {} = true.",
+                self.spec.target_in_root().display(),
+                fmt.latency_key,
+                fmt.correct_key
+            ),
+        })
+    }
+
+    fn evaluate(&self, candidate: &str) -> Evaluation {
+        let seq = self.seq.fetch_add(1, Ordering::SeqCst);
+        let text = unfence(candidate);
+        let (status, feedback, mut details) = if text.trim().is_empty() {
+            (Status::Empty, "the candidate is empty: return the whole rewritten file".to_string(), json!({}))
+        } else {
+            self.evaluate_in(text, seq)
+        };
+        if text.len() != candidate.len() {
+            details["unfenced"] = json!(true);
+        }
+        details["status"] = json!(status.as_str());
+        details["seq"] = json!(seq);
+        let score = if status == Status::Ok { details["latency_us"].as_f64() } else { None };
+        Evaluation { score, feedback, details }
+    }
+
+    fn baseline(&self) -> Option<String> {
+        Some(self.original.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unfence_strips_one_enclosing_block() {
+        assert_eq!(unfence("```cuda\nint a;\n```\n"), "int a;\n");
+        assert_eq!(unfence("int a;\n"), "int a;\n");
+        assert_eq!(unfence("```\nx\n```\ntrailing"), "```\nx\n```\ntrailing");
+    }
+
+    #[test]
+    fn scrub_removes_workdir() {
+        let w = Path::new("/tmp/x/work");
+        assert_eq!(scrub_paths("/tmp/x/work/k.c:3:1: error", w), "k.c:3:1: error");
+    }
+}
