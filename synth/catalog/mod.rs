@@ -285,7 +285,7 @@ impl Catalog {
             let other: Vec<String> = formatted.split('_').map(str::to_string).collect();
             let len = tokens.len().max(other.len());
             let diff = (0..len).filter(|&f| tokens.get(f).copied() != other.get(f).map(String::as_str)).count();
-            if best.as_ref().map_or(true, |(d, _, _)| diff < *d) {
+            if best.as_ref().is_none_or(|(d, _, _)| diff < *d) {
                 best = Some((diff, inst, other));
             }
         }

@@ -1,6 +1,445 @@
-//! (in progress)
-pub struct AiterRow;
-#[derive(Debug)]
-pub struct TableError;
-pub fn read_aiter_csv() {}
-pub fn write_aiter_csv() {}
+//! AITER's tuned/profile CSV format, the canonical long format of measurements here: a strict reader that
+//! checks every field of every row (and every kernel name against the catalog) and a writer.
+//!
+//! Columns: `gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio`, in any order,
+//! plus optional extra columns. Extra columns the measurement harness writes and this reader checks:
+//! `status` (`ok` or `fail:<reason>`), `recheck` (0/1: a deliberate re-measurement of a row already in the
+//! file), `reps` (positive integer), `us_min`, `us_max`, `us_p10`, `us_p90` (finite non-negative numbers),
+//! `device`, `backend` (free text). Other extra columns are kept as text. Empty extra values count as absent.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::Write;
+use std::path::Path;
+
+use crate::catalog::{Candidate, Catalog, Instance, NameError};
+
+use super::Shape;
+
+/// AITER's tuned-CSV header, in AITER's order.
+pub const AITER_COLUMNS: [&str; 13] =
+    ["gfx", "cu_num", "M", "N", "K", "libtype", "kernelId", "splitK", "us", "kernelName", "tflops", "bw", "errRatio"];
+
+/// Largest splitK (log2 of KBatch) accepted.
+pub const MAX_SPLIT_K: u32 = 16;
+
+/// Rows whose errRatio exceeds this are Invalid in the matrix (AITER's tuner default tolerance).
+pub const ERR_RATIO_LIMIT: f64 = 0.05;
+
+/// Extra columns whose values must be finite non-negative numbers when present.
+const NUMERIC_EXTRAS: [&str; 4] = ["us_min", "us_max", "us_p10", "us_p90"];
+
+/// One measured (shape, kernel) row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AiterRow {
+    /// 1-based line in the source file (0 for rows built in code).
+    pub line: usize,
+    pub gfx: String,
+    pub cu_num: u32,
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    /// `ck` or `cktile`.
+    pub libtype: String,
+    pub kernel_id: i32,
+    /// log2 of KBatch.
+    pub split_k: u32,
+    /// Kernel time in microseconds; None only on failed rows.
+    pub us: Option<f64>,
+    pub kernel_name: String,
+    pub tflops: Option<f64>,
+    pub bw: Option<f64>,
+    pub err_ratio: f64,
+    /// Extra columns by header name (non-empty values only).
+    pub extra: BTreeMap<String, String>,
+}
+
+/// Outcome a row records, from its `status` column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RowStatus {
+    Ok,
+    Fail(String),
+}
+
+impl AiterRow {
+    pub fn shape(&self) -> Shape {
+        Shape::new(self.m, self.n, self.k)
+    }
+
+    pub fn candidate(&self) -> Candidate {
+        Candidate::new(self.kernel_id, self.split_k)
+    }
+
+    /// `status` column: absent or `ok` → Ok, `fail:<reason>` → Fail(reason).
+    pub fn status(&self) -> RowStatus {
+        match self.extra.get("status").map(String::as_str) {
+            Some(s) if s.starts_with("fail:") => RowStatus::Fail(s["fail:".len()..].to_string()),
+            _ => RowStatus::Ok,
+        }
+    }
+
+    /// Whether the row is a deliberate re-measurement (`recheck` = 1).
+    pub fn is_recheck(&self) -> bool {
+        self.extra.get("recheck").map(String::as_str) == Some("1")
+    }
+
+    /// The `device` extra column, if present.
+    pub fn device(&self) -> Option<&str> {
+        self.extra.get("device").map(String::as_str)
+    }
+
+    /// The 13 AITER column values, in [`AITER_COLUMNS`] order (empty strings for absent optional values).
+    pub fn to_record(&self) -> Vec<String> {
+        let opt = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
+        vec![
+            self.gfx.clone(),
+            self.cu_num.to_string(),
+            self.m.to_string(),
+            self.n.to_string(),
+            self.k.to_string(),
+            self.libtype.clone(),
+            self.kernel_id.to_string(),
+            self.split_k.to_string(),
+            opt(self.us),
+            self.kernel_name.clone(),
+            opt(self.tflops),
+            opt(self.bw),
+            self.err_ratio.to_string(),
+        ]
+    }
+}
+
+/// A problem in a latency table: where (file, line, column, value) and what was expected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableError {
+    /// Source file (empty for rows built in code).
+    pub file: String,
+    pub line: Option<usize>,
+    pub column: Option<String>,
+    pub value: Option<String>,
+    pub message: String,
+}
+
+impl TableError {
+    /// An error with only a message and (optionally) a line, for checks on rows already in memory.
+    pub fn at_line(line: Option<usize>, message: impl Into<String>) -> Self {
+        TableError { file: String::new(), line, column: None, value: None, message: message.into() }
+    }
+}
+
+impl std::fmt::Display for TableError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut sep = "";
+        if !self.file.is_empty() {
+            write!(f, "{}", self.file)?;
+            sep = ":";
+        }
+        match (self.line, self.file.is_empty()) {
+            (Some(l), false) => write!(f, ":{l}")?,
+            (Some(l), true) => {
+                write!(f, "line {l}")?;
+                sep = ":";
+            }
+            (None, _) => {}
+        }
+        if let Some(col) = &self.column {
+            write!(f, "{sep} column {col}")?;
+            sep = ":";
+            if let Some(v) = &self.value {
+                write!(f, " = \"{v}\"")?;
+            }
+        }
+        if sep.is_empty() {
+            write!(f, "{}", self.message)
+        } else {
+            write!(f, ": {}", self.message)
+        }
+    }
+}
+
+impl std::error::Error for TableError {}
+
+/// Reads and validates an AITER-format CSV file (every kernel name is checked against `catalog`).
+pub fn read_aiter_csv(path: &Path, catalog: &Catalog) -> Result<Vec<AiterRow>, TableError> {
+    let file = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| TableError {
+        file: file.clone(),
+        line: None,
+        column: None,
+        value: None,
+        message: format!("cannot read the file: {e}"),
+    })?;
+    parse_aiter_csv(&bytes, &file, catalog)
+}
+
+/// Parses AITER-format CSV text; `file` names the source in errors.
+pub fn parse_aiter_csv(text: &[u8], file: &str, catalog: &Catalog) -> Result<Vec<AiterRow>, TableError> {
+    let lines = crate::catalog::load::LineIndex::new(text);
+    let err = |line: Option<usize>, column: Option<&str>, value: Option<&str>, message: String| TableError {
+        file: file.to_string(),
+        line,
+        column: column.map(str::to_string),
+        value: value.map(str::to_string),
+        message,
+    };
+    let mut rdr = csv::ReaderBuilder::new().has_headers(true).from_reader(text);
+    let header = rdr
+        .headers()
+        .map_err(|e| err(Some(1), None, None, format!("cannot read the header: {e}")))?
+        .clone();
+    if header.is_empty() || (header.len() == 1 && header[0].is_empty()) {
+        return Err(err(Some(1), None, None, format!("empty file: expected the header {}", AITER_COLUMNS.join(","))));
+    }
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for (i, h) in header.iter().enumerate() {
+        if h.trim().is_empty() {
+            return Err(err(Some(1), None, None, format!("header field {} is empty", i + 1)));
+        }
+        if index.insert(h.to_string(), i).is_some() {
+            return Err(err(Some(1), Some(h), None, "column appears twice in the header".into()));
+        }
+    }
+    if let Some(missing) = AITER_COLUMNS.iter().find(|c| !index.contains_key(**c)) {
+        return Err(err(
+            Some(1),
+            Some(missing),
+            None,
+            format!("required column is missing from the header; expected {}", AITER_COLUMNS.join(",")),
+        ));
+    }
+    let extras: Vec<(String, usize)> =
+        header.iter().enumerate().filter(|(_, h)| !AITER_COLUMNS.contains(h)).map(|(i, h)| (h.to_string(), i)).collect();
+
+    let mut rows = Vec::new();
+    let mut seen: HashMap<(String, u32, Shape, String, i32, u32), usize> = HashMap::new();
+    for rec in rdr.records() {
+        let rec = rec.map_err(|e| {
+            let line = e.position().map(|p| lines.line_of(p.byte()));
+            match e.kind() {
+                csv::ErrorKind::UnequalLengths { len, .. } => {
+                    let missing = header.get(*len as usize);
+                    let what = match missing {
+                        Some(col) => format!("the row has {len} fields but the header has {}: column {col} and later are missing", header.len()),
+                        None => format!("the row has {len} fields but the header has {}", header.len()),
+                    };
+                    err(line, missing, None, what)
+                }
+                _ => err(line, None, None, format!("malformed CSV: {e}")),
+            }
+        })?;
+        let line = rec.position().map_or(0, |p| lines.line_of(p.byte()));
+        let row = RowReader { file, line, rec: &rec, index: &index };
+        let parsed = row.parse(catalog, &extras)?;
+        if !parsed.is_recheck() {
+            let key = (parsed.gfx.clone(), parsed.cu_num, parsed.shape(), parsed.libtype.clone(), parsed.kernel_id, parsed.split_k);
+            if let Some(first) = seen.insert(key, line) {
+                return Err(err(
+                    Some(line),
+                    Some("kernelId"),
+                    Some(&parsed.kernel_id.to_string()),
+                    format!(
+                        "duplicate row: shape {} kernelId {} splitK {} was already measured on line {first}; \
+                         mark a deliberate re-measurement with recheck=1",
+                        parsed.shape(),
+                        parsed.kernel_id,
+                        parsed.split_k
+                    ),
+                ));
+            }
+        }
+        rows.push(parsed);
+    }
+    Ok(rows)
+}
+
+struct RowReader<'a> {
+    file: &'a str,
+    line: usize,
+    rec: &'a csv::StringRecord,
+    index: &'a HashMap<String, usize>,
+}
+
+impl RowReader<'_> {
+    fn get(&self, col: &str) -> &str {
+        self.rec.get(self.index[col]).unwrap_or("")
+    }
+
+    fn err(&self, col: &str, value: &str, message: impl Into<String>) -> TableError {
+        TableError {
+            file: self.file.to_string(),
+            line: Some(self.line),
+            column: Some(col.to_string()),
+            value: Some(value.to_string()),
+            message: message.into(),
+        }
+    }
+
+    fn positive_u32(&self, col: &str) -> Result<u32, TableError> {
+        let v = self.get(col);
+        match v.parse::<u32>() {
+            Ok(x) if x > 0 => Ok(x),
+            _ => Err(self.err(col, v, "expected a positive integer")),
+        }
+    }
+
+    /// A finite float, or None for an empty field when `optional`.
+    fn float(&self, col: &str, optional: bool) -> Result<Option<f64>, TableError> {
+        let v = self.get(col);
+        if v.is_empty() {
+            return if optional {
+                Ok(None)
+            } else {
+                let hint = if col == "us" { " (a failed run needs status=fail:<reason>)" } else { "" };
+                Err(self.err(col, v, format!("expected a number, got an empty field{hint}")))
+            };
+        }
+        match v.parse::<f64>() {
+            Ok(x) if x.is_finite() => Ok(Some(x)),
+            Ok(_) => Err(self.err(col, v, "expected a finite number (NaN and infinities are not measurements)")),
+            Err(_) => Err(self.err(col, v, "expected a number")),
+        }
+    }
+
+    fn non_negative(&self, col: &str) -> Result<Option<f64>, TableError> {
+        let x = self.float(col, true)?;
+        if matches!(x, Some(v) if v < 0.0) {
+            return Err(self.err(col, self.get(col), "expected a non-negative number"));
+        }
+        Ok(x)
+    }
+
+    fn parse(&self, catalog: &Catalog, extras: &[(String, usize)]) -> Result<AiterRow, TableError> {
+        let gfx = self.get("gfx");
+        if !gfx.starts_with("gfx") || gfx.len() <= 3 {
+            return Err(self.err("gfx", gfx, "expected an architecture name such as gfx942 or gfx950"));
+        }
+        let cu_num = self.positive_u32("cu_num")?;
+        let (m, n, k) = (self.positive_u32("M")?, self.positive_u32("N")?, self.positive_u32("K")?);
+        let libtype = self.get("libtype");
+        if libtype != "ck" && libtype != "cktile" {
+            return Err(self.err("libtype", libtype, "expected \"ck\" or \"cktile\""));
+        }
+        let id_text = self.get("kernelId");
+        let kernel_id: i32 = id_text.parse().map_err(|_| self.err("kernelId", id_text, "expected an integer"))?;
+        let sk_text = self.get("splitK");
+        let split_k = match sk_text.parse::<u32>() {
+            Ok(s) if s <= MAX_SPLIT_K => s,
+            _ => return Err(self.err("splitK", sk_text, format!("expected log2 of the K split, an integer 0..={MAX_SPLIT_K}"))),
+        };
+
+        let mut extra = BTreeMap::new();
+        for (name, i) in extras {
+            let v = self.rec.get(*i).unwrap_or("");
+            if !v.is_empty() {
+                extra.insert(name.clone(), v.to_string());
+            }
+        }
+        self.check_extras(&extra)?;
+        let failed = extra.get("status").is_some_and(|s| s.starts_with("fail:"));
+
+        // A time, when given, must be a positive finite number; only failed rows may leave it empty.
+        let us = self.float("us", failed)?;
+        if matches!(us, Some(t) if t <= 0.0) {
+            return Err(self.err(
+                "us",
+                self.get("us"),
+                "expected a positive kernel time in microseconds (rows of failed runs need status=fail:<reason> and may leave us empty)",
+            ));
+        }
+        let tflops = self.non_negative("tflops")?;
+        let bw = self.non_negative("bw")?;
+        let err_ratio = self.float("errRatio", false)?.unwrap_or_default();
+        if !(0.0..=1.0).contains(&err_ratio) {
+            return Err(self.err("errRatio", self.get("errRatio"), "expected a share of elements in [0, 1]"));
+        }
+
+        let kernel_name = self.get("kernelName");
+        self.check_kernel(catalog, gfx, libtype, kernel_id, kernel_name)?;
+        Ok(AiterRow {
+            line: self.line,
+            gfx: gfx.to_string(),
+            cu_num,
+            m,
+            n,
+            k,
+            libtype: libtype.to_string(),
+            kernel_id,
+            split_k,
+            us,
+            kernel_name: kernel_name.to_string(),
+            tflops,
+            bw,
+            err_ratio,
+            extra,
+        })
+    }
+
+    fn check_extras(&self, extra: &BTreeMap<String, String>) -> Result<(), TableError> {
+        if let Some(s) = extra.get("status") {
+            let ok = s == "ok" || s.strip_prefix("fail:").is_some_and(|r| !r.trim().is_empty());
+            if !ok {
+                return Err(self.err("status", s, "expected \"ok\" or \"fail:<reason>\""));
+            }
+        }
+        if let Some(r) = extra.get("recheck") {
+            if r != "0" && r != "1" {
+                return Err(self.err("recheck", r, "expected 0 or 1"));
+            }
+        }
+        if let Some(r) = extra.get("reps") {
+            if !r.parse::<u32>().is_ok_and(|x| x > 0) {
+                return Err(self.err("reps", r, "expected a positive integer"));
+            }
+        }
+        for col in NUMERIC_EXTRAS {
+            if let Some(v) = extra.get(col) {
+                if !v.parse::<f64>().is_ok_and(|x| x.is_finite() && x >= 0.0) {
+                    return Err(self.err(col, v, "expected a finite non-negative number of microseconds"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The name must be a catalog instance of the row's libtype, and kernelId must denote the same kernel.
+    fn check_kernel(&self, catalog: &Catalog, gfx: &str, libtype: &str, kernel_id: i32, name: &str) -> Result<(), TableError> {
+        let inst: &Instance =
+            catalog.resolve_name(name).map_err(|e: NameError| self.err("kernelName", name, format!("{e}")))?;
+        if inst.libtype() != libtype {
+            return Err(self.err("libtype", libtype, format!("kernelName is a {} instance", inst.libtype())));
+        }
+        let by_id = match libtype {
+            "ck" => catalog.legacy_by_id(kernel_id),
+            _ => {
+                let arch = catalog.cktile_arch_for_gfx(gfx).ok_or_else(|| {
+                    self.err("gfx", gfx, "the catalog has no CK-tile instances for this architecture")
+                })?;
+                catalog.cktile_by_id(arch, kernel_id)
+            }
+        };
+        match by_id {
+            None => Err(self.err("kernelId", &kernel_id.to_string(), format!("no {libtype} instance has this kernelId"))),
+            Some(i) if i.params != inst.params => Err(self.err(
+                "kernelId",
+                &kernel_id.to_string(),
+                format!("contradicts kernelName, which is the kernel of kernelId {} (kernelId {kernel_id} is {})", inst.id, i.name),
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+}
+
+/// Writes rows in AITER's format: the 13 AITER columns, then the union of the rows' extra columns (sorted).
+pub fn write_aiter_csv<W: Write>(w: W, rows: &[AiterRow]) -> std::io::Result<()> {
+    let extra_cols: BTreeSet<&String> = rows.iter().flat_map(|r| r.extra.keys()).collect();
+    let mut out = csv::Writer::from_writer(w);
+    let mut header: Vec<&str> = AITER_COLUMNS.to_vec();
+    header.extend(extra_cols.iter().map(|s| s.as_str()));
+    out.write_record(&header)?;
+    for r in rows {
+        let mut rec = r.to_record();
+        rec.extend(extra_cols.iter().map(|c| r.extra.get(*c).cloned().unwrap_or_default()));
+        out.write_record(&rec)?;
+    }
+    out.flush()?;
+    Ok(())
+}

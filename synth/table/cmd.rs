@@ -1,6 +1,151 @@
-//! (in progress)
+//! `synth import`: load an AITER tuned/profile CSV (or a measurement file in the same format), validate every
+//! row, and summarize it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::catalog::Catalog;
+
+use super::matrix::{recheck_pairs, LatencyMatrix};
+use super::summary::{frame_to_csv, frame_to_json, frame_to_table, summarize};
+use super::{read_aiter_csv, AiterRow};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ImportFormat {
+    Table,
+    Csv,
+    Json,
+}
+
 #[derive(Debug, clap::Args)]
-pub struct ImportArgs {}
-pub fn run(_args: ImportArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+pub struct ImportArgs {
+    /// AITER-format CSV (tuned table, profile file, or `synth bench` output).
+    pub file: PathBuf,
+    /// Output format: table (overview + per-layer table), csv (per-layer table), json (everything).
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: ImportFormat,
+    /// Catalog directory to check kernel names against instead of the built-in one.
+    #[arg(long)]
+    pub catalog: Option<PathBuf>,
+}
+
+/// Whole-file figures of an import.
+#[derive(Debug, Clone, Serialize)]
+pub struct Overview {
+    pub file: String,
+    pub rows: usize,
+    pub recheck_rows: usize,
+    /// CK-tile rows: validated, but outside the (CK legacy) latency matrix.
+    pub cktile_rows: usize,
+    pub gfx: String,
+    pub cu_num: u32,
+    pub device: Option<String>,
+    pub shapes: usize,
+    pub m_values: usize,
+    pub m_min: u32,
+    pub m_max: u32,
+    pub layers: Vec<String>,
+    pub candidates: Vec<String>,
+    pub cells_ok: usize,
+    pub cells_invalid: usize,
+    pub cells_missing: usize,
+    /// Median time over all Ok cells.
+    pub median_us: Option<f64>,
+    /// Median over shapes of the fastest Ok time.
+    pub median_best_us: Option<f64>,
+    /// Median recheck/original time ratio over rechecked cells with both times Ok.
+    pub median_recheck_ratio: Option<f64>,
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+}
+
+/// Builds the matrix from the CK legacy rows and the overview of the whole file.
+pub fn overview(file: &Path, rows: &[AiterRow]) -> anyhow::Result<(Overview, LatencyMatrix)> {
+    let ck: Vec<AiterRow> = rows.iter().filter(|r| r.libtype == "ck").cloned().collect();
+    let cktile_rows = rows.len() - ck.len();
+    if ck.iter().all(|r| r.is_recheck()) {
+        anyhow::bail!(
+            "{}: no CK legacy measurement rows ({} rows, {cktile_rows} of them CK-tile); the latency matrix needs libtype ck rows",
+            file.display(),
+            rows.len()
+        );
+    }
+    let matrix = LatencyMatrix::from_rows(&ck).map_err(|mut e| {
+        e.file = file.display().to_string();
+        e
+    })?;
+    let (ok, invalid, missing) = matrix.counts();
+    let ms = matrix.m_values();
+    let best: Vec<f64> = (0..matrix.shapes.len()).filter_map(|s| matrix.best(s).map(|b| b.1)).collect();
+    let ratios: Vec<f64> = recheck_pairs(&ck).iter().filter_map(|p| p.ratio()).collect();
+    let ov = Overview {
+        file: file.display().to_string(),
+        rows: rows.len(),
+        recheck_rows: rows.iter().filter(|r| r.is_recheck()).count(),
+        cktile_rows,
+        gfx: matrix.gfx.clone(),
+        cu_num: matrix.cu_num,
+        device: matrix.device.clone(),
+        shapes: matrix.shapes.len(),
+        m_values: ms.len(),
+        m_min: ms.first().copied().unwrap_or(0),
+        m_max: ms.last().copied().unwrap_or(0),
+        layers: matrix.layers().iter().map(|(n, k)| format!("{n}x{k}")).collect(),
+        candidates: matrix.candidates.iter().map(|c| c.to_string()).collect(),
+        cells_ok: ok,
+        cells_invalid: invalid,
+        cells_missing: missing,
+        median_us: median(matrix.cells.iter().filter_map(|c| c.us()).collect()),
+        median_best_us: median(best),
+        median_recheck_ratio: median(ratios),
+    };
+    Ok((ov, matrix))
+}
+
+fn overview_text(o: &Overview) -> String {
+    let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.3}"));
+    let mut s = String::new();
+    let mut kv = |k: &str, v: String| s.push_str(&format!("{k:<16}{v}\n"));
+    kv("file", o.file.clone());
+    kv("rows", format!("{} ({} recheck, {} CK-tile outside the matrix)", o.rows, o.recheck_rows, o.cktile_rows));
+    kv("device", format!("{}, {} CUs{}", o.gfx, o.cu_num, o.device.as_ref().map(|d| format!(", {d}")).unwrap_or_default()));
+    kv("shapes", format!("{} ({} M values in {}..={}, {} layers)", o.shapes, o.m_values, o.m_min, o.m_max, o.layers.len()));
+    kv("layers (NxK)", o.layers.join(" "));
+    kv("candidates", format!("{} measured: {}", o.candidates.len(), o.candidates.join(" ")));
+    kv("cells", format!("{} ok, {} invalid, {} missing", o.cells_ok, o.cells_invalid, o.cells_missing));
+    kv("median us", format!("{} (all ok cells), {} (best per shape)", opt(o.median_us), opt(o.median_best_us)));
+    if o.recheck_rows > 0 {
+        kv("recheck ratio", format!("{} (median recheck/original)", opt(o.median_recheck_ratio)));
+    }
+    s
+}
+
+pub fn run(args: ImportArgs) -> anyhow::Result<()> {
+    let catalog = match &args.catalog {
+        Some(dir) => Catalog::load_dir(dir)?,
+        None => Catalog::embedded(),
+    };
+    let rows = read_aiter_csv(&args.file, &catalog)?;
+    let (ov, matrix) = overview(&args.file, &rows)?;
+    let per_layer = summarize(&matrix)?;
+    let text = match args.format {
+        ImportFormat::Table => format!("{}\n{}", overview_text(&ov), frame_to_table(&per_layer)?),
+        ImportFormat::Csv => frame_to_csv(&per_layer)?,
+        ImportFormat::Json => {
+            let mut v = serde_json::to_value(&ov)?;
+            v["per_layer"] = frame_to_json(&per_layer)?;
+            serde_json::to_string_pretty(&v)? + "\n"
+        }
+    };
+    std::io::stdout().write_all(text.as_bytes())?;
+    Ok(())
 }

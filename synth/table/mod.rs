@@ -7,8 +7,8 @@ pub mod summary;
 
 use serde::{Deserialize, Serialize};
 
-pub use aiter_csv::{read_aiter_csv, write_aiter_csv, AiterRow, TableError};
-pub use matrix::{Cell, LatencyMatrix};
+pub use aiter_csv::{parse_aiter_csv, read_aiter_csv, write_aiter_csv, AiterRow, RowStatus, TableError, AITER_COLUMNS};
+pub use matrix::{recheck_pairs, Cell, LatencyMatrix, RecheckPair};
 
 /// One GEMM problem: Y[M,N] = X[M,K] · W[N,K]^T.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
