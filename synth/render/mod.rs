@@ -1,2 +1,84 @@
 //! Renderers: AITER C++ dispatcher (minijinja templates in templates/) and a self-contained Rust module
 //! (quote + prettyplease).
+//!
+//! [`write_generated`] produces the three files of `generated/`:
+//! - [`CPP_HEADER`]: `a8w8_blockscale_heuristic_dispatch<DDataType, EDataType>(M, N, K)` returning a
+//!   `BlockscaleChoice{kernel, splitK}`, included by AITER's `gemm_a8w8_blockscale.cu` where
+//!   `BlockwiseKernel` and the instance templates are already declared;
+//! - [`INSTANCES_CSV`]: the instances the rule needs, in AITER's tuned-CSV shape, so AITER's instance
+//!   generator compiles exactly those kernels (plus the default);
+//! - [`RUST_MODULE`]: `select(m, n, k) -> Selection`, with no dependencies.
+//!
+//! Both code renderers implement the i64 semantics of [`crate::rule::ir`] exactly; `tests/render.rs`
+//! compiles them with g++ and rustc and checks them against the interpreter.
+
+pub mod cpp;
+pub mod csv;
+pub mod rust;
+pub mod writer;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::{Catalog, Instance};
+use crate::rule::{Leaf, Rule};
+use crate::table::LatencyMatrix;
+
+pub use self::cpp::render_cpp;
+pub use self::csv::render_instances_csv;
+pub use self::rust::render_rust;
+pub use writer::{Freshness, StaleFiles};
+
+/// File name of the generated AITER C++ header.
+pub const CPP_HEADER: &str = "gemm_a8w8_blockscale_heuristic.h";
+/// File name of the generated instance list (AITER tuned-CSV columns).
+pub const INSTANCES_CSV: &str = "gemm_a8w8_blockscale_heuristic_instances.csv";
+/// File name of the generated Rust module.
+pub const RUST_MODULE: &str = "dispatch.rs";
+
+/// Where a rule came from; written as comments at the top of the generated sources.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// The latency data the rule was fitted on (file, device).
+    pub dataset: String,
+    /// The training shapes (how they were sampled, how many).
+    pub training: String,
+    /// Headline figures (e.g. speed-up against the default and against the tuned table).
+    pub figures: Vec<String>,
+    /// The command that regenerates the files.
+    pub command: String,
+}
+
+/// Renders the three generated files for `rule` and writes them into `dir`, touching only files whose
+/// contents change; returns their paths. With `check`, compares with the files in `dir` instead, writes
+/// nothing, and fails with [`StaleFiles`] (listing every missing or differing file) when regenerating
+/// would change anything.
+pub fn write_generated(
+    rule: &Rule,
+    catalog: &Catalog,
+    matrix: &LatencyMatrix,
+    provenance: &Provenance,
+    dir: &Path,
+    check: bool,
+) -> anyhow::Result<Vec<PathBuf>> {
+    let files = vec![
+        writer::GeneratedFile::new(CPP_HEADER, render_cpp(rule, catalog, provenance)?),
+        writer::GeneratedFile::new(INSTANCES_CSV, render_instances_csv(rule, catalog, matrix)?),
+        writer::GeneratedFile::new(RUST_MODULE, render_rust(rule, catalog, provenance)?),
+    ];
+    writer::write_files(dir, &files, check)
+}
+
+/// The catalog instance a leaf selects, or an error naming the leaf.
+pub(crate) fn leaf_instance<'c>(catalog: &'c Catalog, leaf: &Leaf) -> anyhow::Result<&'c Instance> {
+    catalog.legacy_by_id(leaf.kernel_id).ok_or_else(|| {
+        anyhow::anyhow!(
+            "the rule returns kernelId {} (splitK {}), which is not a legacy instance of the catalog (ids 0..{}); \
+             fix the rule or the catalog",
+            leaf.kernel_id,
+            leaf.split_k,
+            catalog.legacy_candidates().len().saturating_sub(1)
+        )
+    })
+}

@@ -1,0 +1,215 @@
+//! C++ renderer: the AITER dispatcher header from `templates/gemm_a8w8_blockscale_heuristic.h.j2`, plus
+//! the stand-in declarations and driver (`templates/check/`) that let a plain C++ compiler build and run
+//! the header outside AITER.
+//!
+//! Conditions are printed by [`crate::rule::text::cond_to_cpp`]. The header evaluates them on a wrapper
+//! integer type whose operators implement the IR's semantics, so the printed infix text is exact as long
+//! as every operation has an operand of that type; [`for_cpp`] guarantees it by folding operations on
+//! literals only (with the reference interpreter) before printing.
+
+use std::sync::OnceLock;
+
+use minijinja::{AutoEscape, Environment, UndefinedBehavior};
+use serde::Serialize;
+
+use super::{leaf_instance, writer, Provenance, CPP_HEADER};
+use crate::catalog::Catalog;
+use crate::rule::text::cond_to_cpp;
+use crate::rule::{BinOp, Cond, Expr, Node, Rule, Var};
+
+/// Namespace holding the header's integer type, helpers and rule body (unique to avoid clashes in
+/// AITER's translation unit).
+pub const DETAIL_NAMESPACE: &str = "gemm_synth_blockscale_rule";
+
+/// File name the check driver includes the stand-in declarations under.
+pub const CHECK_STUB: &str = "instances_stub.h";
+
+const HEADER_TEMPLATE: &str = "gemm_a8w8_blockscale_heuristic.h.j2";
+const STUB_TEMPLATE: &str = "check/instances_stub.h.j2";
+const DRIVER_TEMPLATE: &str = "check/driver.cpp.j2";
+
+fn env() -> &'static Environment<'static> {
+    static ENV: OnceLock<Environment<'static>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = Environment::new();
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        env.set_keep_trailing_newline(true);
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        env.set_auto_escape_callback(|_| AutoEscape::None);
+        let templates = [
+            (HEADER_TEMPLATE, include_str!("../../templates/gemm_a8w8_blockscale_heuristic.h.j2")),
+            (STUB_TEMPLATE, include_str!("../../templates/check/instances_stub.h.j2")),
+            (DRIVER_TEMPLATE, include_str!("../../templates/check/driver.cpp.j2")),
+        ];
+        for (name, source) in templates {
+            env.add_template(name, source).unwrap_or_else(|e| panic!("template {name} does not parse: {e:#}"));
+        }
+        env
+    })
+}
+
+fn render(template: &str, ctx: impl Serialize) -> anyhow::Result<String> {
+    env()
+        .get_template(template)
+        .and_then(|t| t.render(ctx))
+        .map_err(|e| anyhow::anyhow!("rendering templates/{template} failed: {e:#}"))
+}
+
+#[derive(Serialize)]
+struct TLeaf {
+    name: String,
+    kernel_id: i32,
+    split_k: u32,
+}
+
+#[derive(Serialize)]
+struct TBranch {
+    cond: String,
+    node: TNode,
+}
+
+/// A rule node as the header template walks it: a leaf, or branches plus `otherwise`.
+#[derive(Serialize)]
+struct TNode {
+    depth: usize,
+    leaf: Option<TLeaf>,
+    branches: Vec<TBranch>,
+    otherwise: Option<Box<TNode>>,
+}
+
+#[derive(Serialize)]
+struct TParam {
+    name: &'static str,
+    used: bool,
+}
+
+fn template_node(node: &Node, catalog: &Catalog, depth: usize) -> anyhow::Result<TNode> {
+    match node {
+        Node::Leaf(leaf) => {
+            let inst = leaf_instance(catalog, leaf)?;
+            Ok(TNode {
+                depth,
+                leaf: Some(TLeaf { name: inst.name.clone(), kernel_id: inst.id, split_k: leaf.split_k }),
+                branches: Vec::new(),
+                otherwise: None,
+            })
+        }
+        // No branch: the chain is its `otherwise`.
+        Node::Chain { branches, otherwise } if branches.is_empty() => template_node(otherwise, catalog, depth),
+        Node::Chain { branches, otherwise } => {
+            let branches = branches
+                .iter()
+                .map(|(cond, body)| {
+                    Ok(TBranch { cond: cond_to_cpp(&for_cpp(cond)), node: template_node(body, catalog, depth + 1)? })
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            Ok(TNode {
+                depth,
+                leaf: None,
+                branches,
+                otherwise: Some(Box::new(template_node(otherwise, catalog, depth + 1)?)),
+            })
+        }
+    }
+}
+
+/// Renders the AITER header: `struct BlockscaleChoice`, the integer helpers (in [`DETAIL_NAMESPACE`])
+/// and `a8w8_blockscale_heuristic_dispatch<DDataType, EDataType>(int M, int N, int K)`, with
+/// `provenance` as the leading comment.
+pub fn render_cpp(rule: &Rule, catalog: &Catalog, provenance: &Provenance) -> anyhow::Result<String> {
+    let rule = rule.canonical();
+    let used = rule.vars_used();
+    let params: Vec<TParam> = Var::ALL.iter().map(|v| TParam { name: v.upper(), used: used.contains(v) }).collect();
+    let root = template_node(&rule.root, catalog, 1)?;
+    render(
+        HEADER_TEMPLATE,
+        minijinja::context! {
+            provenance => writer::provenance_lines(CPP_HEADER, provenance),
+            ns => DETAIL_NAMESPACE,
+            params => params,
+            root => root,
+        },
+    )
+}
+
+/// A condition prepared for the header: every operation whose operands are both constant is replaced by
+/// its value (computed by the reference interpreter), so each remaining operation involves M, N or K and
+/// runs on the header's wrapper type rather than on C++ `int`; `i64::MIN`, which has no C++ literal, is
+/// written `-9223372036854775807 - 1`.
+pub fn for_cpp(cond: &Cond) -> Cond {
+    match cond {
+        Cond::Cmp { op, lhs, rhs } => Cond::Cmp { op: *op, lhs: fold(lhs), rhs: fold(rhs) },
+        Cond::And(cs) => Cond::And(cs.iter().map(for_cpp).collect()),
+        Cond::Or(cs) => Cond::Or(cs.iter().map(for_cpp).collect()),
+        Cond::Not(c) => Cond::Not(Box::new(for_cpp(c))),
+        Cond::Const(b) => Cond::Const(*b),
+    }
+}
+
+fn fold(expr: &Expr) -> Expr {
+    if let Some(v) = expr.constant_value() {
+        return if v == i64::MIN { Expr::bin(BinOp::Sub, Expr::Lit(-i64::MAX), Expr::Lit(1)) } else { Expr::Lit(v) };
+    }
+    match expr {
+        Expr::Bin { op, lhs, rhs } => Expr::bin(*op, fold(lhs), fold(rhs)),
+        other => other.clone(),
+    }
+}
+
+#[derive(Serialize)]
+struct TInstance {
+    id: i32,
+    name: String,
+}
+
+fn legacy_instances(catalog: &Catalog) -> Vec<TInstance> {
+    catalog.legacy_candidates().iter().map(|i| TInstance { id: i.id, name: i.name.clone() }).collect()
+}
+
+/// The stand-in declarations for compiling the header outside AITER (file [`CHECK_STUB`]): a placeholder
+/// `torch::Tensor`, AITER's `BlockwiseKernel` function-pointer type, a `bf16stub` output type and every
+/// legacy catalog instance as a function template with the instances' signature.
+pub fn render_check_stub(catalog: &Catalog) -> anyhow::Result<String> {
+    render(STUB_TEMPLATE, minijinja::context! { header => CPP_HEADER, instances => legacy_instances(catalog) })
+}
+
+/// One generated header for [`render_check_driver`] to include.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckHeader {
+    /// File name to `#include`.
+    pub header: String,
+    /// Namespace to include it in (so several rules fit in one program); `None` includes it at global
+    /// scope, exactly as AITER does.
+    pub ns: Option<String>,
+}
+
+/// A driver program (`main`) that includes [`CHECK_STUB`] and the given headers, reads `M N K` lines from
+/// stdin and prints, per line, `kernelId splitK` for each header in order (space-separated). The kernel
+/// is identified by comparing the returned function pointer with each instance's `<float, bf16stub>`
+/// instantiation; an unidentified pointer prints `unknown-kernel` and makes the exit status 1.
+pub fn render_check_driver(catalog: &Catalog, headers: &[CheckHeader]) -> anyhow::Result<String> {
+    render(
+        DRIVER_TEMPLATE,
+        minijinja::context! { stub => CHECK_STUB, rules => headers, instances => legacy_instances(catalog) },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rule::CmpOp;
+
+    #[test]
+    fn constant_operations_fold_and_min_gets_a_cpp_spelling() {
+        let m = Expr::Var(Var::M);
+        let c = Cond::cmp(
+            CmpOp::Lt,
+            Expr::bin(BinOp::Add, m.clone(), Expr::bin(BinOp::Div, Expr::Lit(7), Expr::Lit(0))),
+            Expr::bin(BinOp::Sub, Expr::Lit(i64::MIN + 1), Expr::Lit(1)),
+        );
+        assert_eq!(cond_to_cpp(&for_cpp(&c)), "M + 0 < -9223372036854775807 - 1");
+        let c = Cond::cmp(CmpOp::Ge, Expr::bin(BinOp::Mul, Expr::Lit(i64::MIN), m), Expr::Lit(3));
+        assert_eq!(cond_to_cpp(&for_cpp(&c)), "(-9223372036854775807 - 1) * M >= 3");
+    }
+}
