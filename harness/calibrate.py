@@ -17,6 +17,7 @@ import math
 import os
 import sys
 import time
+import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -51,7 +52,7 @@ def main():
                                                        "ck_a8w8_blockscale_instances.csv"))
     p.add_argument("--out", required=True)
     p.add_argument("--mappings", default="64:2:3,64:3:4,32:2:3,32:3:4")
-    p.add_argument("--sample-m", default="1,16,64,256,1024,2048,4096,8192,16384")
+    p.add_argument("--sample-m", default="1,16,128,512,2048,8192,16384")
     args = p.parse_args()
     torch = env.import_torch()
     triton = env.import_triton()
@@ -85,7 +86,11 @@ def main():
     sweep_cells = cells_for(insts, sweep_shapes, lambda m, n, k, i: [0])
     results = {}
     for mt in args.mappings.split(","):
-        got, ct, wall = run("sweep", mt, sweep_cells)
+        try:
+            got, ct, wall = run("sweep", mt, sweep_cells)
+        except Exception:
+            traceback.print_exc()
+            continue
         results[mt] = got
         ok = [g for g in got if g["status"] == "ok"]
         best = max((g["tflops"] for g in ok if g["M"] == 4096 and g["N"] == 5120), default=0)
@@ -111,6 +116,14 @@ def main():
         print("  %-5d %-5d %-5d id=%-2d us=%9.2f tflops=%6.1f err=%s %s" % (
             g["M"], g["N"], g["K"], g["kernelId"], g["us"] or -1, g["tflops"] or 0, g["errRatio"], g["status"]))
 
+    try:
+        phases_after_sweep(run, insts, device, winner, sweep_cells, results, args)
+    except Exception:
+        traceback.print_exc()
+    out.close()
+
+
+def phases_after_sweep(run, insts, device, winner, sweep_cells, results, args):
     # 2. correctness with every split level forced
     corr_shapes = [(1, 5120, 4096), (37, 5120, 12800), (200, 25600, 5120)]
     got, ct, wall = run("correct", winner, cells_for(insts, corr_shapes, lambda m, n, k, i: [0, 1, 2, 3]))
@@ -143,7 +156,6 @@ def main():
                   % (m, n, k, len(cells), wall, wall * 1e3 / len(cells),
                      min((g["us"] for g in got if g["status"] == "ok"), default=-1)), flush=True)
     print("sample total %.1f s" % total)
-    out.close()
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import triton.language as tl
 from .config import GROUP_SIZE_M, SCALE_K, SCALE_N, cdiv
 
 
-@triton.jit(do_not_specialize=["M", "groups_per_split"])
+@triton.jit(do_not_specialize=["M", "groups_per_split", "stride_xsm", "stride_wsn"])
 def _blockscale_gemm(
     x_ptr, w_ptr, out_ptr, xs_ptr, ws_ptr,
     M, N, K, groups_per_split,
@@ -61,11 +61,12 @@ def _blockscale_gemm(
                 a_s = tl.load(xs_ptrs + j)
                 b_s = tl.load(ws_ptrs + j)
             else:
-                valid = (g + j) < g_end
-                a = tl.load(x_ptrs + j * GROUP_K, mask=valid, other=0.0)
-                b = tl.load(w_ptrs + j * GROUP_K, mask=valid, other=0.0)
-                a_s = tl.load(xs_ptrs + j, mask=valid, other=0.0)
-                b_s = tl.load(ws_ptrs + j, mask=valid, other=0.0)
+                # Only the last step of an odd number of groups is partial: mask its second group.
+                k_valid = (offs_k * 0 + g + j) < g_end
+                a = tl.load(x_ptrs + j * GROUP_K, mask=k_valid[None, :], other=0.0)
+                b = tl.load(w_ptrs + j * GROUP_K, mask=k_valid[:, None], other=0.0)
+                a_s = tl.load(xs_ptrs + j, mask=(offs_xm * 0 + g + j) < g_end, other=0.0)
+                b_s = tl.load(ws_ptrs + j, mask=(offs_wn * 0 + g + j) < g_end, other=0.0)
             acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
         x_ptrs += BLOCK_K
         w_ptrs += BLOCK_K
