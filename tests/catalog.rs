@@ -2,6 +2,8 @@
 //! expectations.
 
 use gemm_synth::catalog::names::{format_cktile, format_legacy, format_legacy_old, parse_name, Grammar, ParsedName};
+use std::collections::BTreeSet;
+
 use gemm_synth::catalog::{Catalog, InstanceParams, NameError, CKTILE_FILE, LEGACY_FILE};
 
 const LEGACY_CSV: &str = include_str!("../ck-instances/ck_a8w8_blockscale_instances.csv");
@@ -397,4 +399,37 @@ fn sample_m_picks_one_value_per_log2_stratum() {
     assert_ne!(sample_m(&grid, 10, 1), sample_m(&grid, 10, 2));
     assert_eq!(sample_m(&[5, 5, 9], 10, 0), vec![5, 9]);
     assert!(sample_m(&grid, 0, 0).is_empty());
+}
+
+#[test]
+fn instance_listing_marks_aliases() {
+    use gemm_synth::catalog::cmd::{format_csv, format_table, listing, KindFilter};
+    let c = cat();
+    let legacy = listing(&c, KindFilter::Legacy);
+    assert_eq!(legacy.len(), 20);
+    let default = legacy.iter().find(|r| r.id == -1).unwrap();
+    assert_eq!((default.alias_of, default.role.as_str(), default.tile.as_str()), (Some(7), "default", "16x128x256"));
+    let tile = listing(&c, KindFilter::Cktile);
+    assert_eq!(tile.len(), 43);
+    let id9 = tile.iter().find(|r| r.arch.as_deref() == Some("gfx95x") && r.id == 9).unwrap();
+    assert_eq!(id9.alias_of, Some(8));
+    assert_eq!(listing(&c, KindFilter::All).len(), 63);
+    let csv_text = format_csv(&legacy).unwrap();
+    assert_eq!(csv_text.lines().count(), 21);
+    assert!(csv_text.contains(&format!("ck,,-1,default,7,16x128x256,{}\n", c.legacy_by_id(7).unwrap().name)));
+    let table = format_table(&legacy);
+    // Aligned: the name column starts at the same offset on every line.
+    let offsets: BTreeSet<usize> = table.lines().map(|l| l.find("a8w8").or_else(|| l.find("name")).unwrap()).collect();
+    assert_eq!(offsets.len(), 1, "{table}");
+}
+
+#[test]
+fn shapes_command_m_sets() {
+    use gemm_synth::shapes::cmd::{m_values, MSet};
+    assert_eq!(m_values(MSet::Dataset, 1024, 10, 0).len(), 44);
+    assert_eq!(m_values(MSet::Forty, 16384, 10, 5), sample_m(&m_dataset_grid(), 10, 5));
+    assert!(m_values(MSet::Forty, 256, 10, 5).iter().all(|&m| m <= 256));
+    assert_eq!(m_values(MSet::Aiter, 4096, 10, 0).len(), 88);
+    assert_eq!(m_values(MSet::Decode, 4096, 10, 0), vec![1, 2, 4, 8]);
+    assert_eq!(m_values(MSet::LogUniform, 4096, 12, 9), m_log_uniform(12, 1, 4096, 9));
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::catalog::Catalog;
 
 use super::matrix::{recheck_pairs, LatencyMatrix};
-use super::summary::{frame_to_csv, frame_to_json, frame_to_table, summarize};
+use super::summary::{frame_to_csv, frame_to_json, frame_to_table, try_summarize};
 use super::{read_aiter_csv, AiterRow};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -136,7 +136,7 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
     };
     let rows = read_aiter_csv(&args.file, &catalog)?;
     let (ov, matrix) = overview(&args.file, &rows)?;
-    let per_layer = summarize(&matrix)?;
+    let per_layer = try_summarize(&matrix)?;
     let text = match args.format {
         ImportFormat::Table => format!("{}\n{}", overview_text(&ov), frame_to_table(&per_layer)?),
         ImportFormat::Csv => frame_to_csv(&per_layer)?,

@@ -58,7 +58,13 @@ pub fn winner_counts(m: &LatencyMatrix) -> PolarsResult<DataFrame> {
 
 /// Per-layer summary: `N, K, M_values, ok, invalid, missing, median_best_us, winners` where `winners` lists
 /// `candidate:wins` by decreasing wins. One row per (N, K), ascending.
-pub fn summarize(m: &LatencyMatrix) -> PolarsResult<DataFrame> {
+pub fn summarize(m: &LatencyMatrix) -> DataFrame {
+    // The frames are built here with fixed column names and types, so the queries cannot fail on any matrix.
+    try_summarize(m).expect("per-layer summary queries run on frames of known schema")
+}
+
+/// [`summarize`], returning polars errors instead of panicking.
+pub fn try_summarize(m: &LatencyMatrix) -> PolarsResult<DataFrame> {
     let keys = [col("N"), col("K")];
     let counts = cells_frame(m)?.lazy().group_by(keys.clone()).agg([
         col("M").n_unique().alias("M_values"),
