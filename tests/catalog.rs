@@ -175,7 +175,8 @@ fn field_err(name: &str) -> (usize, String) {
     }
 }
 
-const ID8: &str = "a8w8_blockscale_1x128x128_256x16x64x256_16x16_16x16_1x1_16x16x1_16x16x1_1x16x1x16_4_1x1_intrawave_v1";
+const ID8: &str =
+    "a8w8_blockscale_1x128x128_256x16x64x256_16x16_16x16_1x1_16x16x1_16x16x1_1x16x1x16_4_1x1_intrawave_v1";
 
 #[test]
 fn malformed_names_name_the_field() {
@@ -244,7 +245,8 @@ fn catalog_rows_must_match_their_names() {
     assert_eq!(e.column.as_deref(), Some("WAVE_MAP_M"));
     assert!(e.to_string().starts_with("ck_a8w8_blockscale_instances.csv:2: column WAVE_MAP_M: value \"1\""), "{e}");
     // A CK-tile row whose BlockPerCu contradicts its name (gfx942 id 2 is on line 4).
-    let bad = CKTILE_CSV.replacen("16,16,64,Intrawave,0,1,0,2,0,candidate", "16,16,64,Intrawave,0,1,0,3,0,candidate", 1);
+    let bad =
+        CKTILE_CSV.replacen("16,16,64,Intrawave,0,1,0,2,0,candidate", "16,16,64,Intrawave,0,1,0,3,0,candidate", 1);
     let e = Catalog::from_csv_text(LEGACY_CSV, LEGACY_FILE, &bad, CKTILE_FILE).unwrap_err();
     assert_eq!((e.line, e.column.as_deref()), (Some(4), Some("BlockPerCu")), "{e}");
     // A gap in the candidate ids.
@@ -252,8 +254,14 @@ fn catalog_rows_must_match_their_names() {
     let e = Catalog::from_csv_text(&bad, LEGACY_FILE, CKTILE_CSV, CKTILE_FILE).unwrap_err();
     assert!(e.to_string().contains("found 6 where 5 was expected"), "{e}");
     // A default that aliases no candidate.
-    let bad = LEGACY_CSV.replace("-1,a8w8_blockscale_1x128x128_256x16x128x256_16x16_16x16_1x2", "-1,a8w8_blockscale_1x128x128_256x16x128x512_16x16_16x16_1x2");
-    let bad = bad.replace("256,1,128,128,16,128,256,16,16,16,16,1,2,16x16x1,16x16x1,1,2,1x16x1x16,8,Intrawave,1,default", "256,1,128,128,16,128,512,16,16,16,16,1,2,16x16x1,16x16x1,1,2,1x16x1x16,8,Intrawave,1,default");
+    let bad = LEGACY_CSV.replace(
+        "-1,a8w8_blockscale_1x128x128_256x16x128x256_16x16_16x16_1x2",
+        "-1,a8w8_blockscale_1x128x128_256x16x128x512_16x16_16x16_1x2",
+    );
+    let bad = bad.replace(
+        "256,1,128,128,16,128,256,16,16,16,16,1,2,16x16x1,16x16x1,1,2,1x16x1x16,8,Intrawave,1,default",
+        "256,1,128,128,16,128,512,16,16,16,16,1,2,16x16x1,16x16x1,1,2,1x16x1x16,8,Intrawave,1,default",
+    );
     let e = Catalog::from_csv_text(&bad, LEGACY_FILE, CKTILE_CSV, CKTILE_FILE).unwrap_err();
     assert_eq!(e.line, Some(21), "{e}");
     assert!(e.to_string().contains("alias"), "{e}");
@@ -267,7 +275,9 @@ fn catalog_rows_must_match_their_names() {
 // ---------------------------------------------------------------------------------------------------------
 // Shapes
 
-use gemm_synth::shapes::{m_aiter_grid, m_dataset_grid, m_decode, m_log_uniform, m_pow2, sample_m, ModelSpec, ShapeError};
+use gemm_synth::shapes::{
+    m_aiter_grid, m_dataset_grid, m_decode, m_log_uniform, m_pow2, sample_m, ModelSpec, ShapeError,
+};
 
 fn nk(spec: &ModelSpec, tp: u32) -> Vec<(String, u32, u32)> {
     spec.layers(tp).unwrap().into_iter().map(|l| (l.name, l.n, l.k)).collect()
@@ -276,7 +286,10 @@ fn nk(spec: &ModelSpec, tp: u32) -> Vec<(String, u32, u32)> {
 #[test]
 fn qwen3_32b_tp2_matches_the_reference_table() {
     let spec = ModelSpec::builtin("qwen3-32b").unwrap();
-    assert_eq!((spec.hidden, spec.intermediate, spec.heads, spec.kv_heads, spec.head_dim, spec.num_layers), (5120, 25600, 64, 8, 128, 64));
+    assert_eq!(
+        (spec.hidden, spec.intermediate, spec.heads, spec.kv_heads, spec.head_dim, spec.num_layers),
+        (5120, 25600, 64, 8, 128, 64)
+    );
     assert_eq!(
         nk(&spec, 2),
         vec![
@@ -287,7 +300,10 @@ fn qwen3_32b_tp2_matches_the_reference_table() {
         ]
     );
     // TP=1: qkv (64+16)*128 = 10240, o K = 8192, gate_up 51200, down K 25600.
-    assert_eq!(nk(&spec, 1).iter().map(|l| (l.1, l.2)).collect::<Vec<_>>(), vec![(10240, 5120), (5120, 8192), (51200, 5120), (5120, 25600)]);
+    assert_eq!(
+        nk(&spec, 1).iter().map(|l| (l.1, l.2)).collect::<Vec<_>>(),
+        vec![(10240, 5120), (5120, 8192), (51200, 5120), (5120, 25600)]
+    );
 }
 
 #[test]
@@ -306,10 +322,16 @@ fn qwen3_32b_at_tp_2_4_8_gives_the_twelve_pairs_of_the_mi300x_table() {
 fn other_builtin_models() {
     let llama = ModelSpec::builtin("llama-3.1-8b").unwrap();
     // (32+16)*128 = 6144; 2*14336 = 28672.
-    assert_eq!(nk(&llama, 1).iter().map(|l| (l.1, l.2)).collect::<Vec<_>>(), vec![(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]);
+    assert_eq!(
+        nk(&llama, 1).iter().map(|l| (l.1, l.2)).collect::<Vec<_>>(),
+        vec![(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]
+    );
     let qwen72 = ModelSpec::builtin("qwen2.5-72b").unwrap();
     // TP 8: (64+16)*128/8 = 1280; o K = 64*128/8 = 1024; gate_up 2*29568/8 = 7392; down K 3696.
-    assert_eq!(nk(&qwen72, 8).iter().map(|l| (l.1, l.2)).collect::<Vec<_>>(), vec![(1280, 8192), (8192, 1024), (7392, 8192), (8192, 3696)]);
+    assert_eq!(
+        nk(&qwen72, 8).iter().map(|l| (l.1, l.2)).collect::<Vec<_>>(),
+        vec![(1280, 8192), (8192, 1024), (7392, 8192), (8192, 3696)]
+    );
     assert!(ModelSpec::builtin("llama-3.1-70b").is_ok());
     let e = ModelSpec::builtin("gpt-2").unwrap_err().to_string();
     assert!(e.contains("gpt-2") && e.contains("qwen3-32b"), "{e}");
@@ -324,7 +346,11 @@ fn tp_must_divide_heads_kv_heads_and_intermediate() {
     let e = spec.layers(16).unwrap_err();
     assert!(matches!(e, ShapeError::TpNotDivisor { value: 8, .. }), "{e}");
     assert!(e.to_string().contains("KV head count (8)"), "{e}");
-    let odd = ModelSpec::parse("name='odd'\nhidden=1024\nintermediate=100\nheads=8\nkv_heads=8\nhead_dim=128\nlayers=2\n", "odd.toml").unwrap();
+    let odd = ModelSpec::parse(
+        "name='odd'\nhidden=1024\nintermediate=100\nheads=8\nkv_heads=8\nhead_dim=128\nlayers=2\n",
+        "odd.toml",
+    )
+    .unwrap();
     let e = odd.layers(8).unwrap_err();
     assert!(e.to_string().contains("intermediate size (100)"), "{e}");
     assert!(matches!(spec.layers(0), Err(ShapeError::ZeroTp)));
@@ -334,13 +360,18 @@ fn tp_must_divide_heads_kv_heads_and_intermediate() {
 fn spec_files_load_and_report_errors() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("m.toml");
-    std::fs::write(&path, "name='m'\nhidden=2048\nintermediate=8192\nheads=16\nkv_heads=4\nhead_dim=128\nlayers=24\n").unwrap();
+    std::fs::write(&path, "name='m'\nhidden=2048\nintermediate=8192\nheads=16\nkv_heads=4\nhead_dim=128\nlayers=24\n")
+        .unwrap();
     let spec = ModelSpec::load(&path).unwrap();
-    assert_eq!(nk(&spec, 4).iter().map(|l| (l.1, l.2)).collect::<Vec<_>>(), vec![(768, 2048), (2048, 512), (4096, 2048), (2048, 2048)]);
+    assert_eq!(
+        nk(&spec, 4).iter().map(|l| (l.1, l.2)).collect::<Vec<_>>(),
+        vec![(768, 2048), (2048, 512), (4096, 2048), (2048, 2048)]
+    );
     std::fs::write(&path, "name='m'\nhidden=2048\nintermediate=8192\nheads=16\nhead_dim=128\nlayers=24\n").unwrap();
     let e = ModelSpec::load(&path).unwrap_err().to_string();
     assert!(e.contains("m.toml") && e.contains("kv_heads"), "{e}");
-    std::fs::write(&path, "name='m'\nhidden=0\nintermediate=8192\nheads=16\nkv_heads=4\nhead_dim=128\nlayers=24\n").unwrap();
+    std::fs::write(&path, "name='m'\nhidden=0\nintermediate=8192\nheads=16\nkv_heads=4\nhead_dim=128\nlayers=24\n")
+        .unwrap();
     let e = ModelSpec::load(&path).unwrap_err().to_string();
     assert!(e.contains("`hidden` must be a positive integer"), "{e}");
     assert!(ModelSpec::load(&dir.path().join("absent.toml")).unwrap_err().to_string().contains("absent.toml"));
@@ -351,7 +382,10 @@ fn m_set_sizes() {
     let grid = m_dataset_grid();
     assert_eq!(grid.len(), 80);
     assert!(grid.windows(2).all(|w| w[0] < w[1]));
-    assert_eq!((grid[0], grid[4], grid[19], grid[20], grid[43], grid[44], grid[67], grid[68], grid[79]), (1, 16, 256, 288, 1024, 1152, 4096, 5120, 16384));
+    assert_eq!(
+        (grid[0], grid[4], grid[19], grid[20], grid[43], grid[44], grid[67], grid[68], grid[79]),
+        (1, 16, 256, 288, 1024, 1152, 4096, 5120, 16384)
+    );
     // AITER fine grid to 4096: 256/16 + (1024-256)/32 + (4096-1024)/64 = 16 + 24 + 48.
     let aiter = m_aiter_grid(4096);
     assert_eq!(aiter.len(), 88);

@@ -6,10 +6,13 @@ use std::path::{Path, PathBuf};
 
 use gemm_synth::catalog::{Candidate, Catalog};
 use gemm_synth::table::summary::{best_frame, summarize, winner_counts};
-use gemm_synth::table::{parse_aiter_csv, read_aiter_csv, recheck_pairs, write_aiter_csv, AiterRow, Cell, LatencyMatrix, Shape, TableError};
+use gemm_synth::table::{
+    parse_aiter_csv, read_aiter_csv, recheck_pairs, write_aiter_csv, AiterRow, Cell, LatencyMatrix, Shape, TableError,
+};
 
 const HEADER: &str = "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio";
-const ID8: &str = "a8w8_blockscale_1x128x128_256x16x64x256_16x16_16x16_1x1_16x16x1_16x16x1_1x16x1x16_4_1x1_intrawave_v1";
+const ID8: &str =
+    "a8w8_blockscale_1x128x128_256x16x64x256_16x16_16x16_1x1_16x16x1_16x16x1_1x16x1x16_4_1x1_intrawave_v1";
 const ID0: &str = "a8w8_blockscale_1x128x128_256x128x128x128_16x16_32x32_2x2_8x32x1_8x32x1_1x32x1x8_8_1x1_intrawave_v3";
 
 fn mi300x_path() -> PathBuf {
@@ -50,7 +53,10 @@ fn valid_rows_parse() {
     assert_eq!(rows.len(), 4);
     assert_eq!(rows.iter().map(|r| r.line).collect::<Vec<_>>(), vec![2, 3, 4, 5]);
     let r = &rows[0];
-    assert_eq!((r.gfx.as_str(), r.cu_num, r.m, r.n, r.k, r.kernel_id, r.split_k), ("gfx942", 304, 16, 5120, 4096, 8, 0));
+    assert_eq!(
+        (r.gfx.as_str(), r.cu_num, r.m, r.n, r.k, r.kernel_id, r.split_k),
+        ("gfx942", 304, 16, 5120, 4096, 8, 0)
+    );
     assert_eq!((r.us, r.tflops, r.bw, r.err_ratio), (Some(16.1), Some(41.61), Some(1314.51), 0.0));
 }
 
@@ -75,13 +81,43 @@ fn missing_column_in_a_row() {
 
 #[test]
 fn non_numeric_fields() {
-    expect_err(&with_bad_row(&row(64, 8, "17.0", ID8).replace(",64,", ",6x4,")), 5, "M", Some("6x4"), "positive integer");
+    expect_err(
+        &with_bad_row(&row(64, 8, "17.0", ID8).replace(",64,", ",6x4,")),
+        5,
+        "M",
+        Some("6x4"),
+        "positive integer",
+    );
     expect_err(&with_bad_row(&row(64, 8, "fast", ID8)), 5, "us", Some("fast"), "expected a number");
-    expect_err(&with_bad_row(&row(64, 8, "17", ID8).replace(",41.61,", ",n/a,")), 5, "tflops", Some("n/a"), "expected a number");
-    expect_err(&with_bad_row(&row(64, 8, "17", ID8).replace(",8,0,", ",eight,0,")), 5, "kernelId", Some("eight"), "integer");
-    expect_err(&with_bad_row(&row(64, 8, "17", ID8).replace("gfx942,304", "gfx942,0")), 5, "cu_num", Some("0"), "positive");
+    expect_err(
+        &with_bad_row(&row(64, 8, "17", ID8).replace(",41.61,", ",n/a,")),
+        5,
+        "tflops",
+        Some("n/a"),
+        "expected a number",
+    );
+    expect_err(
+        &with_bad_row(&row(64, 8, "17", ID8).replace(",8,0,", ",eight,0,")),
+        5,
+        "kernelId",
+        Some("eight"),
+        "integer",
+    );
+    expect_err(
+        &with_bad_row(&row(64, 8, "17", ID8).replace("gfx942,304", "gfx942,0")),
+        5,
+        "cu_num",
+        Some("0"),
+        "positive",
+    );
     expect_err(&with_bad_row(&row(64, 8, "17", ID8).replace(",8,0,", ",8,40,")), 5, "splitK", Some("40"), "log2");
-    expect_err(&with_bad_row(&row(64, 8, "17", ID8).replace("gfx942", "mi300")), 5, "gfx", Some("mi300"), "architecture");
+    expect_err(
+        &with_bad_row(&row(64, 8, "17", ID8).replace("gfx942", "mi300")),
+        5,
+        "gfx",
+        Some("mi300"),
+        "architecture",
+    );
 }
 
 #[test]
@@ -105,7 +141,8 @@ fn err_ratio_outside_unit_interval() {
 #[test]
 fn unknown_kernel_and_contradicting_kernel_id() {
     let unknown = ID8.replace("256x16x64x256", "256x16x64x512");
-    let e = expect_err(&with_bad_row(&row(64, 8, "17", &unknown)), 5, "kernelName", Some(&unknown), "not in the catalog");
+    let e =
+        expect_err(&with_bad_row(&row(64, 8, "17", &unknown)), 5, "kernelName", Some(&unknown), "not in the catalog");
     assert!(e.to_string().contains("field 4 (BlockSize x MPerBlock x NPerBlock x KPerBlock)"), "{e}");
     let malformed = ID8.replace("_v1", "_x1");
     expect_err(&with_bad_row(&row(64, 8, "17", &malformed)), 5, "kernelName", Some(&malformed), "field 14 (pipeline)");
@@ -122,7 +159,13 @@ fn unknown_kernel_and_contradicting_kernel_id() {
     // libtype must agree with the name's kind.
     let ck_as_tile = row(64, 8, "17", ID8).replace(",ck,", ",cktile,");
     expect_err(&with_bad_row(&ck_as_tile), 5, "libtype", Some("cktile"), "kernelName is a ck instance");
-    expect_err(&with_bad_row(&row(64, 8, "17", ID8).replace(",ck,", ",hip,")), 5, "libtype", Some("hip"), "\"ck\" or \"cktile\"");
+    expect_err(
+        &with_bad_row(&row(64, 8, "17", ID8).replace(",ck,", ",hip,")),
+        5,
+        "libtype",
+        Some("hip"),
+        "\"ck\" or \"cktile\"",
+    );
 }
 
 #[test]
@@ -186,7 +229,13 @@ fn status_and_err_ratio_make_invalid_cells() {
     assert_eq!(m.cell(1, 0), &Cell::Missing);
     assert_eq!(m.counts(), (1, 2, 1));
     assert_eq!(m.best(1), None);
-    expect_err(&format!("{HEADER},status\n{},broken\n", row(16, 8, "1", ID8)), 2, "status", Some("broken"), "fail:<reason>");
+    expect_err(
+        &format!("{HEADER},status\n{},broken\n", row(16, 8, "1", ID8)),
+        2,
+        "status",
+        Some("broken"),
+        "fail:<reason>",
+    );
     expect_err(&format!("{HEADER},reps\n{},0\n", row(16, 8, "1", ID8)), 2, "reps", Some("0"), "positive integer");
     expect_err(&format!("{HEADER},us_p90\n{},inf\n", row(16, 8, "1", ID8)), 2, "us_p90", Some("inf"), "finite");
 }
@@ -199,7 +248,8 @@ fn crlf_files_report_exact_lines() {
 
 #[test]
 fn one_matrix_holds_one_device() {
-    let text = format!("{HEADER}\n{}\n{}\n", row(16, 8, "1", ID8), row(32, 8, "1", ID8).replace("gfx942,304", "gfx942,80"));
+    let text =
+        format!("{HEADER}\n{}\n{}\n", row(16, 8, "1", ID8), row(32, 8, "1", ID8).replace("gfx942,304", "gfx942,80"));
     let e = LatencyMatrix::from_rows(&parse(&text).unwrap()).unwrap_err();
     assert_eq!(e.line, Some(3));
     assert!(e.to_string().contains("one matrix holds one device"), "{e}");
@@ -222,7 +272,10 @@ fn raw_mi300x() -> BTreeMap<Shape, (i32, f64)> {
     rdr.records()
         .map(|r| {
             let r = r.unwrap();
-            (Shape::new(r[2].parse().unwrap(), r[3].parse().unwrap(), r[4].parse().unwrap()), (r[6].parse().unwrap(), r[8].parse().unwrap()))
+            (
+                Shape::new(r[2].parse().unwrap(), r[3].parse().unwrap(), r[4].parse().unwrap()),
+                (r[6].parse().unwrap(), r[8].parse().unwrap()),
+            )
         })
         .collect()
 }
@@ -265,7 +318,8 @@ fn write_then_read_round_trips() {
     let back = parse_aiter_csv(&out, "written.csv", &catalog).unwrap();
     assert_eq!(back, rows);
     // Extra columns survive too.
-    let text = format!("{HEADER},status,device\n{},fail:oom,H200\n{},ok,H200\n", row(16, 8, "", ID8), row(32, 8, "3.25", ID8));
+    let text =
+        format!("{HEADER},status,device\n{},fail:oom,H200\n{},ok,H200\n", row(16, 8, "", ID8), row(32, 8, "3.25", ID8));
     let rows = parse(&text).unwrap();
     let mut out = Vec::new();
     write_aiter_csv(&mut out, &rows).unwrap();
@@ -307,5 +361,8 @@ fn summary_matches_an_independent_count() {
         .collect();
     assert_eq!(listed, wins);
     assert_eq!(best_frame(&m).unwrap().height(), 8172);
-    assert_eq!(winner_counts(&m).unwrap().column("wins").unwrap().u32().unwrap().into_iter().map(|w| w.unwrap()).sum::<u32>(), 8172);
+    assert_eq!(
+        winner_counts(&m).unwrap().column("wins").unwrap().u32().unwrap().into_iter().map(|w| w.unwrap()).sum::<u32>(),
+        8172
+    );
 }

@@ -96,7 +96,14 @@ pub fn format_table(rows: &[ListingRow]) -> String {
                 Some(a) => format!("{} (= {a})", r.role),
                 None => r.role.clone(),
             };
-            [r.libtype.to_string(), r.arch.clone().unwrap_or_else(|| "-".into()), r.id.to_string(), role, r.tile.clone(), r.name.clone()]
+            [
+                r.libtype.to_string(),
+                r.arch.clone().unwrap_or_else(|| "-".into()),
+                r.id.to_string(),
+                role,
+                r.tile.clone(),
+                r.name.clone(),
+            ]
         })
         .collect();
     let mut widths = header.map(str::len);

@@ -199,7 +199,12 @@ fn for_each_row(
     let mut index = HashMap::new();
     for (i, h) in header.iter().enumerate() {
         if !expected.contains(&h) {
-            return Err(CatalogError::at(file, Some(1), Some(h), format!("unexpected column; expected {}", expected.join(","))));
+            return Err(CatalogError::at(
+                file,
+                Some(1),
+                Some(h),
+                format!("unexpected column; expected {}", expected.join(",")),
+            ));
         }
         if index.insert(h.to_string(), i).is_some() {
             return Err(CatalogError::at(file, Some(1), Some(h), "column appears twice"));
@@ -278,7 +283,11 @@ fn check_agreement(
         if have != want {
             return Err(row.err(
                 col,
-                format!("value \"{}\" contradicts kernelName \"{}\", which says \"{want}\"", row.get(col), row.get("kernelName")),
+                format!(
+                    "value \"{}\" contradicts kernelName \"{}\", which says \"{want}\"",
+                    row.get(col),
+                    row.get("kernelName")
+                ),
             ));
         }
     }
@@ -292,7 +301,10 @@ fn legacy_row(row: &Row) -> Result<Instance, CatalogError> {
     let from_name = match names::parse_name(name).map_err(|e| row.err("kernelName", e.to_string()))? {
         ParsedName::Legacy(p) => p,
         other => {
-            return Err(row.err("kernelName", format!("expected a current-grammar CK legacy name, got a {:?} name", other.grammar())))
+            return Err(row.err(
+                "kernelName",
+                format!("expected a current-grammar CK legacy name, got a {:?} name", other.grammar()),
+            ))
         }
     };
     let from_cols = LegacyParams {
@@ -332,7 +344,9 @@ fn cktile_row(row: &Row) -> Result<Instance, CatalogError> {
     let name = row.get("kernelName");
     let from_name = match names::parse_name(name).map_err(|e| row.err("kernelName", e.to_string()))? {
         ParsedName::CkTile(p) => p,
-        other => return Err(row.err("kernelName", format!("expected a CK-tile name, got a {:?} name", other.grammar()))),
+        other => {
+            return Err(row.err("kernelName", format!("expected a CK-tile name, got a {:?} name", other.grammar())))
+        }
     };
     let from_cols = CkTileParams {
         m_tile: row.u32("M_Tile")?,
@@ -352,7 +366,13 @@ fn cktile_row(row: &Row) -> Result<Instance, CatalogError> {
         aq_row_major: row.flag("AQRowMajor")?,
     };
     check_agreement(row, cktile_columns(&from_cols), cktile_columns(&from_name))?;
-    Ok(Instance { id, name: name.to_string(), arch: Some(arch.to_string()), role, params: InstanceParams::Cktile(from_name) })
+    Ok(Instance {
+        id,
+        name: name.to_string(),
+        arch: Some(arch.to_string()),
+        role,
+        params: InstanceParams::Cktile(from_name),
+    })
 }
 
 /// Checks that candidate ids of one group are exactly 0..n.
@@ -373,7 +393,12 @@ fn check_contiguous(file: &str, group: &str, ids: &[(i32, usize)]) -> Result<(),
 }
 
 /// Parses and validates both catalog files.
-pub(crate) fn parse_catalog(legacy_csv: &str, legacy_file: &str, cktile_csv: &str, cktile_file: &str) -> Result<Catalog, CatalogError> {
+pub(crate) fn parse_catalog(
+    legacy_csv: &str,
+    legacy_file: &str,
+    cktile_csv: &str,
+    cktile_file: &str,
+) -> Result<Catalog, CatalogError> {
     let mut legacy = Vec::new();
     let mut default: Option<(Instance, usize)> = None;
     let mut ids = Vec::new();
@@ -398,13 +423,24 @@ pub(crate) fn parse_catalog(legacy_csv: &str, legacy_file: &str, cktile_csv: &st
     let mut seen = HashSet::new();
     for inst in &legacy {
         if !seen.insert(&inst.name) {
-            return Err(CatalogError::at(legacy_file, None, Some("kernelName"), format!("name {} appears for two candidate ids", inst.name)));
+            return Err(CatalogError::at(
+                legacy_file,
+                None,
+                Some("kernelName"),
+                format!("name {} appears for two candidate ids", inst.name),
+            ));
         }
     }
-    let (default, default_line) =
-        default.ok_or_else(|| CatalogError::at(legacy_file, None, Some("role"), "no default row (kernelId -1, role default)"))?;
+    let (default, default_line) = default.ok_or_else(|| {
+        CatalogError::at(legacy_file, None, Some("role"), "no default row (kernelId -1, role default)")
+    })?;
     let default_alias = legacy.iter().find(|i| i.params == default.params).map(|i| i.id).ok_or_else(|| {
-        CatalogError::at(legacy_file, Some(default_line), Some("kernelName"), "the default must be one of the candidate kernels (an alias)")
+        CatalogError::at(
+            legacy_file,
+            Some(default_line),
+            Some("kernelName"),
+            "the default must be one of the candidate kernels (an alias)",
+        )
     })?;
 
     let mut cktile = Vec::new();

@@ -182,7 +182,12 @@ impl Catalog {
     }
 
     /// Parses a catalog from the text of the two CSV files (`*_src` name them in errors).
-    pub fn from_csv_text(legacy_csv: &str, legacy_src: &str, cktile_csv: &str, cktile_src: &str) -> Result<Catalog, CatalogError> {
+    pub fn from_csv_text(
+        legacy_csv: &str,
+        legacy_src: &str,
+        cktile_csv: &str,
+        cktile_src: &str,
+    ) -> Result<Catalog, CatalogError> {
         load::parse_catalog(legacy_csv, legacy_src, cktile_csv, cktile_src)
     }
 
@@ -273,11 +278,9 @@ impl Catalog {
         let tokens: Vec<&str> = name.split('_').collect();
         let pool: Vec<(&Instance, String)> = match grammar {
             Grammar::Legacy => self.legacy.iter().map(|i| (i, i.name.clone())).collect(),
-            Grammar::LegacyOld => self
-                .legacy
-                .iter()
-                .filter_map(|i| i.legacy_params().map(|p| (i, names::format_legacy_old(p))))
-                .collect(),
+            Grammar::LegacyOld => {
+                self.legacy.iter().filter_map(|i| i.legacy_params().map(|p| (i, names::format_legacy_old(p)))).collect()
+            }
             Grammar::CkTile => self.cktile.iter().map(|i| (i, i.name.clone())).collect(),
         };
         let mut best: Option<(usize, &Instance, Vec<String>)> = None;

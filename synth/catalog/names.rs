@@ -243,7 +243,11 @@ impl<'a> Fields<'a> {
     fn nums<const N: usize>(&self, field: usize, positive: bool) -> Result<[u32; N], NameError> {
         let tok = self.tokens[field - 1];
         let expected = if N == 1 {
-            if positive { "a positive number".to_string() } else { "a number".to_string() }
+            if positive {
+                "a positive number".to_string()
+            } else {
+                "a number".to_string()
+            }
         } else {
             format!("{N} {}numbers joined by 'x'", if positive { "positive " } else { "" })
         };
@@ -476,7 +480,8 @@ pub fn format_cktile(p: &CkTileParams) -> String {
 mod tests {
     use super::*;
 
-    const ID8: &str = "a8w8_blockscale_1x128x128_256x16x64x256_16x16_16x16_1x1_16x16x1_16x16x1_1x16x1x16_4_1x1_intrawave_v1";
+    const ID8: &str =
+        "a8w8_blockscale_1x128x128_256x16x64x256_16x16_16x16_1x1_16x16x1_16x16x1_1x16x1x16_4_1x1_intrawave_v1";
 
     #[test]
     fn current_grammar_fields() {
@@ -495,7 +500,10 @@ mod tests {
     fn old_grammar_labels_shift() {
         let name = "a8w8_blockscale_1x128x128_256x16x64x256_16x16_16x16_16x16x1_16x16_1x16x1x16_4_1x1_intrawave_v1";
         let e = parse_name(name).unwrap_err();
-        assert!(e.to_string().contains("field 8 (BBlockTransfer) expected 3 positive numbers joined by 'x', got \"16x16\""), "{e}");
+        assert!(
+            e.to_string().contains("field 8 (BBlockTransfer) expected 3 positive numbers joined by 'x', got \"16x16\""),
+            "{e}"
+        );
     }
 
     #[test]

@@ -103,8 +103,10 @@ impl ModelSpec {
 
     /// Parses spec TOML text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<ModelSpec, ShapeError> {
-        let spec: ModelSpec =
-            toml::from_str(text).map_err(|e| ShapeError::Parse { path: origin.to_string(), message: e.to_string().trim_end().to_string() })?;
+        let spec: ModelSpec = toml::from_str(text).map_err(|e| ShapeError::Parse {
+            path: origin.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
         for (field, value) in [
             ("hidden", spec.hidden),
             ("intermediate", spec.intermediate),
@@ -133,9 +135,11 @@ impl ModelSpec {
         if tp == 0 {
             return Err(ShapeError::ZeroTp);
         }
-        for (what, value) in
-            [("attention head count", self.heads), ("KV head count", self.kv_heads), ("intermediate size", self.intermediate)]
-        {
+        for (what, value) in [
+            ("attention head count", self.heads),
+            ("KV head count", self.kv_heads),
+            ("intermediate size", self.intermediate),
+        ] {
             if value % tp != 0 {
                 return Err(ShapeError::TpNotDivisor { model: self.name.clone(), tp, what, value });
             }

@@ -182,10 +182,7 @@ pub fn parse_aiter_csv(text: &[u8], file: &str, catalog: &Catalog) -> Result<Vec
         message,
     };
     let mut rdr = csv::ReaderBuilder::new().has_headers(true).from_reader(text);
-    let header = rdr
-        .headers()
-        .map_err(|e| err(Some(1), None, None, format!("cannot read the header: {e}")))?
-        .clone();
+    let header = rdr.headers().map_err(|e| err(Some(1), None, None, format!("cannot read the header: {e}")))?.clone();
     if header.is_empty() || (header.len() == 1 && header[0].is_empty()) {
         return Err(err(Some(1), None, None, format!("empty file: expected the header {}", AITER_COLUMNS.join(","))));
     }
@@ -206,8 +203,12 @@ pub fn parse_aiter_csv(text: &[u8], file: &str, catalog: &Catalog) -> Result<Vec
             format!("required column is missing from the header; expected {}", AITER_COLUMNS.join(",")),
         ));
     }
-    let extras: Vec<(String, usize)> =
-        header.iter().enumerate().filter(|(_, h)| !AITER_COLUMNS.contains(h)).map(|(i, h)| (h.to_string(), i)).collect();
+    let extras: Vec<(String, usize)> = header
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| !AITER_COLUMNS.contains(h))
+        .map(|(i, h)| (h.to_string(), i))
+        .collect();
 
     let mut rows = Vec::new();
     let mut seen: HashMap<(String, u32, Shape, String, i32, u32), usize> = HashMap::new();
@@ -218,7 +219,10 @@ pub fn parse_aiter_csv(text: &[u8], file: &str, catalog: &Catalog) -> Result<Vec
                 csv::ErrorKind::UnequalLengths { len, .. } => {
                     let missing = header.get(*len as usize);
                     let what = match missing {
-                        Some(col) => format!("the row has {len} fields but the header has {}: column {col} and later are missing", header.len()),
+                        Some(col) => format!(
+                            "the row has {len} fields but the header has {}: column {col} and later are missing",
+                            header.len()
+                        ),
                         None => format!("the row has {len} fields but the header has {}", header.len()),
                     };
                     err(line, missing, None, what)
@@ -230,7 +234,14 @@ pub fn parse_aiter_csv(text: &[u8], file: &str, catalog: &Catalog) -> Result<Vec
         let row = RowReader { file, line, rec: &rec, index: &index };
         let parsed = row.parse(catalog, &extras)?;
         if !parsed.is_recheck() {
-            let key = (parsed.gfx.clone(), parsed.cu_num, parsed.shape(), parsed.libtype.clone(), parsed.kernel_id, parsed.split_k);
+            let key = (
+                parsed.gfx.clone(),
+                parsed.cu_num,
+                parsed.shape(),
+                parsed.libtype.clone(),
+                parsed.kernel_id,
+                parsed.split_k,
+            );
             if let Some(first) = seen.insert(key, line) {
                 return Err(err(
                     Some(line),
@@ -323,7 +334,13 @@ impl RowReader<'_> {
         let sk_text = self.get("splitK");
         let split_k = match sk_text.parse::<u32>() {
             Ok(s) if s <= MAX_SPLIT_K => s,
-            _ => return Err(self.err("splitK", sk_text, format!("expected log2 of the K split, an integer 0..={MAX_SPLIT_K}"))),
+            _ => {
+                return Err(self.err(
+                    "splitK",
+                    sk_text,
+                    format!("expected log2 of the K split, an integer 0..={MAX_SPLIT_K}"),
+                ))
+            }
         };
 
         let mut extra = BTreeMap::new();
@@ -401,7 +418,14 @@ impl RowReader<'_> {
     }
 
     /// The name must be a catalog instance of the row's libtype, and kernelId must denote the same kernel.
-    fn check_kernel(&self, catalog: &Catalog, gfx: &str, libtype: &str, kernel_id: i32, name: &str) -> Result<(), TableError> {
+    fn check_kernel(
+        &self,
+        catalog: &Catalog,
+        gfx: &str,
+        libtype: &str,
+        kernel_id: i32,
+        name: &str,
+    ) -> Result<(), TableError> {
         let inst: &Instance =
             catalog.resolve_name(name).map_err(|e: NameError| self.err("kernelName", name, format!("{e}")))?;
         if inst.libtype() != libtype {
@@ -417,11 +441,16 @@ impl RowReader<'_> {
             }
         };
         match by_id {
-            None => Err(self.err("kernelId", &kernel_id.to_string(), format!("no {libtype} instance has this kernelId"))),
+            None => {
+                Err(self.err("kernelId", &kernel_id.to_string(), format!("no {libtype} instance has this kernelId")))
+            }
             Some(i) if i.params != inst.params => Err(self.err(
                 "kernelId",
                 &kernel_id.to_string(),
-                format!("contradicts kernelName, which is the kernel of kernelId {} (kernelId {kernel_id} is {})", inst.id, i.name),
+                format!(
+                    "contradicts kernelName, which is the kernel of kernelId {} (kernelId {kernel_id} is {})",
+                    inst.id, i.name
+                ),
             )),
             Some(_) => Ok(()),
         }

@@ -117,8 +117,14 @@ fn overview_text(o: &Overview) -> String {
     let mut kv = |k: &str, v: String| s.push_str(&format!("{k:<16}{v}\n"));
     kv("file", o.file.clone());
     kv("rows", format!("{} ({} recheck, {} CK-tile outside the matrix)", o.rows, o.recheck_rows, o.cktile_rows));
-    kv("device", format!("{}, {} CUs{}", o.gfx, o.cu_num, o.device.as_ref().map(|d| format!(", {d}")).unwrap_or_default()));
-    kv("shapes", format!("{} ({} M values in {}..={}, {} layers)", o.shapes, o.m_values, o.m_min, o.m_max, o.layers.len()));
+    kv(
+        "device",
+        format!("{}, {} CUs{}", o.gfx, o.cu_num, o.device.as_ref().map(|d| format!(", {d}")).unwrap_or_default()),
+    );
+    kv(
+        "shapes",
+        format!("{} ({} M values in {}..={}, {} layers)", o.shapes, o.m_values, o.m_min, o.m_max, o.layers.len()),
+    );
     kv("layers (NxK)", o.layers.join(" "));
     kv("candidates", format!("{} measured: {}", o.candidates.len(), o.candidates.join(" ")));
     kv("cells", format!("{} ok, {} invalid, {} missing", o.cells_ok, o.cells_invalid, o.cells_missing));

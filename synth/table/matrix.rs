@@ -112,7 +112,8 @@ impl LatencyMatrix {
     /// errors naming the row's line.
     pub fn from_rows(rows: &[AiterRow]) -> Result<Self, TableError> {
         let used: Vec<&AiterRow> = rows.iter().filter(|r| !r.is_recheck()).collect();
-        let first = *used.first().ok_or_else(|| TableError::at_line(None, "no measurement rows (recheck rows aside)"))?;
+        let first =
+            *used.first().ok_or_else(|| TableError::at_line(None, "no measurement rows (recheck rows aside)"))?;
         let mut device: Option<&str> = None;
         for r in &used {
             if r.libtype != "ck" {
@@ -136,7 +137,10 @@ impl LatencyMatrix {
             if let Some(d) = r.device() {
                 match device {
                     Some(prev) if prev != d => {
-                        return Err(TableError::at_line(Some(r.line), format!("device \"{d}\" differs from \"{prev}\" on earlier rows")))
+                        return Err(TableError::at_line(
+                            Some(r.line),
+                            format!("device \"{d}\" differs from \"{prev}\" on earlier rows"),
+                        ))
                     }
                     _ => device = Some(d),
                 }
@@ -147,7 +151,8 @@ impl LatencyMatrix {
             v.sort_by_key(layer_order);
             v
         };
-        let candidates: Vec<Candidate> = used.iter().map(|r| r.candidate()).collect::<BTreeSet<_>>().into_iter().collect();
+        let candidates: Vec<Candidate> =
+            used.iter().map(|r| r.candidate()).collect::<BTreeSet<_>>().into_iter().collect();
         let mut m = LatencyMatrix::new(&first.gfx, first.cu_num, device.map(str::to_string), shapes, candidates);
         let mut line_of: HashMap<usize, usize> = HashMap::new();
         for r in &used {
@@ -157,7 +162,11 @@ impl LatencyMatrix {
             if let Some(prev) = line_of.insert(at, r.line) {
                 return Err(TableError::at_line(
                     Some(r.line),
-                    format!("shape {} candidate {} already has a row (line {prev}); mark re-measurements with recheck=1", r.shape(), r.candidate()),
+                    format!(
+                        "shape {} candidate {} already has a row (line {prev}); mark re-measurements with recheck=1",
+                        r.shape(),
+                        r.candidate()
+                    ),
                 ));
             }
             m.cells[at] = Cell::from_row(r);

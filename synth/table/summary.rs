@@ -9,7 +9,8 @@ use super::matrix::{Cell, LatencyMatrix};
 pub fn cells_frame(m: &LatencyMatrix) -> PolarsResult<DataFrame> {
     let total = m.cells.len();
     let (mut ns, mut ks, mut ms) = (Vec::with_capacity(total), Vec::with_capacity(total), Vec::with_capacity(total));
-    let (mut cands, mut status, mut us) = (Vec::with_capacity(total), Vec::with_capacity(total), Vec::with_capacity(total));
+    let (mut cands, mut status, mut us) =
+        (Vec::with_capacity(total), Vec::with_capacity(total), Vec::with_capacity(total));
     for (s, shape) in m.shapes.iter().enumerate() {
         for (c, cand) in m.candidates.iter().enumerate() {
             ns.push(shape.n);
@@ -75,7 +76,12 @@ pub fn try_summarize(m: &LatencyMatrix) -> PolarsResult<DataFrame> {
     let medians = best_frame(m)?.lazy().group_by(keys.clone()).agg([col("best_us").median().alias("median_best_us")]);
     let wins = winner_counts(m)?;
     let (mut wn, mut wk, mut text): (Vec<u32>, Vec<u32>, Vec<String>) = (vec![], vec![], vec![]);
-    let (n_col, k_col, w_col, c_col) = (wins.column("N")?.u32()?, wins.column("K")?.u32()?, wins.column("winner")?.str()?, wins.column("wins")?.u32()?);
+    let (n_col, k_col, w_col, c_col) = (
+        wins.column("N")?.u32()?,
+        wins.column("K")?.u32()?,
+        wins.column("winner")?.str()?,
+        wins.column("wins")?.u32()?,
+    );
     for i in 0..wins.height() {
         let (n, k) = (n_col.get(i).unwrap_or(0), k_col.get(i).unwrap_or(0));
         let entry = format!("{}:{}", w_col.get(i).unwrap_or(""), c_col.get(i).unwrap_or(0));
@@ -136,7 +142,9 @@ pub fn frame_to_table(df: &DataFrame) -> PolarsResult<String> {
         let parts: Vec<String> = vals
             .iter()
             .enumerate()
-            .map(|(i, v)| if numeric[i] { format!("{v:>w$}", w = widths[i]) } else { format!("{v:<w$}", w = widths[i]) })
+            .map(
+                |(i, v)| if numeric[i] { format!("{v:>w$}", w = widths[i]) } else { format!("{v:<w$}", w = widths[i]) },
+            )
             .collect();
         parts.join("  ").trim_end().to_string() + "\n"
     };
