@@ -1,1 +1,715 @@
-//! (in progress)
+//! Parser for the C++ form of a rule, as an LLM or a person writes it inside AITER's dispatcher:
+//!
+//! ```text
+//! // optional leading comment: becomes the rule's note
+//! if ((M <= 128 && N >= 4096) || M == 1) {
+//!     return a8w8_blockscale_..._intrawave_v1<DDataType, EDataType>;
+//! } else if (cdiv(M, 64) * cdiv(N, 128) < 304) {
+//!     return {a8w8_blockscale_..._v3<DDataType, EDataType>, 2};   // split-K 2
+//! } else {
+//!     return kernel(7);                                            // by kernelId
+//! }
+//! ```
+//!
+//! Grammar (hand-written recursive descent over [`super::cpp_lex`] tokens):
+//! - the statements may stand alone or form the body of one function definition
+//!   (`[template <...>] Type name(params) { ... }`, header contents ignored);
+//! - statements: `if (cond) stmt [else stmt]` (so `else if` chains and nesting), `{ stmts }`,
+//!   `return leaf;`. An `if` without `else` followed by more statements falls through to them,
+//!   which makes "guard clause" style (`if (c) return a; return b;`) work;
+//! - leaf: `item`, `{item, splitK}`, `Type{item, splitK}` (e.g. `BlockscaleChoice{...}`), where
+//!   item is an instance name in any grammar with optional template arguments (`&` allowed before
+//!   it) or `kernel(ID)`; `kernel(-1)` is the default, resolved to its alias;
+//! - conditions: `||`, `&&`, `!`, `==`, `!=`, `<`, `<=`, `>`, `>=`, `+`, `-`, `*`, `/`, unary minus,
+//!   parentheses, `true`, `false`, integer literals (decimal or hex, `u`/`U`/`l`/`L` suffixes), the
+//!   variables `M`, `N`, `K` (or lower case) and the calls `cdiv(a, b)` / `ceil_div(a, b)`,
+//!   `min(a, b)`, `max(a, b)` (optionally `std::`-qualified). Unary minus on a literal gives a negative
+//!   literal; on anything else it means `0 - x`.
+//!
+//! Every path must end in a `return`: a chain that can fall through is an error at its last `if`.
+
+use super::cpp_lex::{tokenize, Tok, Token};
+use super::error::{Pos, RuleError};
+use super::ir::{BinOp, CmpOp, Cond, Expr, Leaf, Rule, Var};
+use super::source::{split_leading_note, Form, Parsed, SNode};
+use crate::catalog::{Catalog, InstanceParams};
+
+/// Largest rule (in nodes) that fall-through expansion may produce.
+const MAX_NODES: usize = 200_000;
+
+/// Parses the C++ form of a rule, resolving instance names through `catalog`.
+pub fn parse_cpp(text: &str, catalog: &Catalog) -> Result<Rule, RuleError> {
+    parse_cpp_with_source(text, catalog).map(|p| p.rule)
+}
+
+/// Like [`parse_cpp`], also returning the source position of every branch and leaf.
+pub fn parse_cpp_with_source(text: &str, catalog: &Catalog) -> Result<Parsed, RuleError> {
+    let (note, body) = split_leading_note(text);
+    let toks = tokenize(&body)?;
+    let mut parser = Parser { toks, i: 0, catalog };
+    let stmts = parser.program()?;
+    let end = parser.peek().pos;
+    let node = compile(&stmts, None, end)?;
+    let (root, source) = node.into_parts();
+    Ok(Parsed { rule: Rule { root, note }, source, form: Form::Cpp })
+}
+
+/// Resolves an instance name to the legacy kernelId a rule leaf stores.
+pub(crate) fn resolve_leaf_name(name: &str, pos: Pos, catalog: &Catalog) -> Result<i32, RuleError> {
+    let inst = catalog
+        .resolve_name(name)
+        .map_err(|e| RuleError::at(pos, format!("unknown instance `{name}`: {e}")))?;
+    match &inst.params {
+        InstanceParams::Ck(_) if inst.id == -1 => Ok(catalog.default_alias),
+        InstanceParams::Ck(_) => Ok(inst.id),
+        InstanceParams::Cktile(_) => Err(RuleError::at(
+            pos,
+            format!(
+                "`{name}` is a CK-tile instance ({}); rules select CK legacy instances (kernelId 0..18)",
+                inst.arch.as_deref().unwrap_or("cktile")
+            ),
+        )),
+    }
+}
+
+/// Maps a kernelId written in a rule to the stored one (the default -1 becomes its alias).
+pub(crate) fn leaf_id(id: i64, pos: Pos, catalog: &Catalog) -> Result<i32, RuleError> {
+    if id == -1 {
+        return Ok(catalog.default_alias);
+    }
+    i32::try_from(id).map_err(|_| RuleError::at(pos, format!("kernelId {id} is out of range: expected a catalog kernelId such as 0..18")))
+}
+
+/// A statement of the C++ form.
+#[derive(Debug, Clone)]
+enum Stmt {
+    /// `if (c) {..} else if (c) {..} [else {..}]`: branches with the position of their `if`.
+    If { branches: Vec<(Pos, Cond, Vec<Stmt>)>, else_: Option<(Pos, Vec<Stmt>)> },
+    Return { pos: Pos, leaf: Leaf },
+}
+
+impl Stmt {
+    fn pos(&self) -> Pos {
+        match self {
+            Stmt::If { branches, .. } => branches[0].0,
+            Stmt::Return { pos, .. } => *pos,
+        }
+    }
+
+    /// Whether control can reach the end of the statement without returning.
+    fn falls_through(&self) -> bool {
+        match self {
+            Stmt::Return { .. } => false,
+            Stmt::If { else_: None, .. } => true,
+            Stmt::If { branches, else_: Some((_, body)) } => {
+                list_falls_through(body) || branches.iter().any(|(_, _, b)| list_falls_through(b))
+            }
+        }
+    }
+}
+
+fn list_falls_through(stmts: &[Stmt]) -> bool {
+    stmts.last().is_none_or(Stmt::falls_through)
+}
+
+fn missing_else(pos: Pos) -> RuleError {
+    RuleError::at(
+        pos,
+        "this `if` has no final `else` and no `return` follows it: when no condition holds the rule returns \
+         nothing; add `else { return ...; }`",
+    )
+}
+
+/// Turns statements into a node. `cont` is what runs when the statements fall through (None at the
+/// end of the rule); `blame` is where to report a fall-through with nowhere to go.
+fn compile(stmts: &[Stmt], cont: Option<&SNode>, blame: Pos) -> Result<SNode, RuleError> {
+    let Some((first, rest)) = stmts.split_first() else {
+        return cont.cloned().ok_or_else(|| missing_else(blame));
+    };
+    let node = match first {
+        Stmt::Return { pos, leaf } => {
+            if let Some(next) = rest.first() {
+                return Err(RuleError::at(next.pos(), "this statement is never reached: a `return` comes before it"));
+            }
+            SNode::Leaf(*leaf, *pos)
+        }
+        Stmt::If { branches, else_: Some((else_pos, else_body)) } => {
+            let rest_node = match rest.first() {
+                None => cont.cloned(),
+                Some(next) if !first.falls_through() => {
+                    return Err(RuleError::at(
+                        next.pos(),
+                        "this statement is never reached: the `if`/`else` before it returns on every path",
+                    ))
+                }
+                Some(_) => Some(compile(rest, cont, blame)?),
+            };
+            let rest_node = rest_node.as_ref();
+            let compiled = branches
+                .iter()
+                .map(|(pos, cond, body)| Ok((*pos, cond.clone(), compile(body, rest_node, *pos)?)))
+                .collect::<Result<Vec<_>, RuleError>>()?;
+            let otherwise = compile(else_body, rest_node, *else_pos)?;
+            SNode::Chain { branches: compiled, else_pos: *else_pos, otherwise: Box::new(otherwise) }
+        }
+        Stmt::If { branches, else_: None } => {
+            let last_if = branches.last().map(|b| b.0).unwrap_or(blame);
+            let rest_node = compile(rest, cont, last_if)?;
+            let mut compiled = branches
+                .iter()
+                .map(|(pos, cond, body)| Ok((*pos, cond.clone(), compile(body, Some(&rest_node), *pos)?)))
+                .collect::<Result<Vec<_>, RuleError>>()?;
+            // Guard clauses (`if (a) return x; if (b) return y; ...`) read as one else-if chain.
+            match rest_node {
+                SNode::Chain { branches: more, else_pos, otherwise } => {
+                    compiled.extend(more);
+                    SNode::Chain { branches: compiled, else_pos, otherwise }
+                }
+                leaf => {
+                    let else_pos = rest.first().map(Stmt::pos).unwrap_or(last_if);
+                    SNode::Chain { branches: compiled, else_pos, otherwise: Box::new(leaf) }
+                }
+            }
+        }
+    };
+    if node.size() > MAX_NODES {
+        return Err(RuleError::at(
+            first.pos(),
+            format!("the rule expands to more than {MAX_NODES} nodes (statements after an `if` without `else` are copied into its branches); use explicit `else` branches"),
+        ));
+    }
+    Ok(node)
+}
+
+/// Condition syntax tree before typing into [`Cond`] / [`Expr`].
+#[derive(Debug, Clone)]
+enum Ast {
+    Int(i128),
+    Bool(bool),
+    Var(Var),
+    Bin(BinOp, Box<Node>, Box<Node>),
+    Cmp(CmpOp, Box<Node>, Box<Node>),
+    And(Vec<Node>),
+    Or(Vec<Node>),
+    Not(Box<Node>),
+    Neg(Box<Node>),
+    Paren(Box<Node>),
+}
+
+#[derive(Debug, Clone)]
+struct Node {
+    pos: Pos,
+    ast: Ast,
+}
+
+impl Node {
+    fn new(pos: Pos, ast: Ast) -> Node {
+        Node { pos, ast }
+    }
+
+    fn into_cond(self) -> Result<Cond, RuleError> {
+        let all = |v: Vec<Node>| v.into_iter().map(Node::into_cond).collect::<Result<Vec<_>, _>>();
+        match self.ast {
+            Ast::Or(v) => Ok(Cond::Or(all(v)?)),
+            Ast::And(v) => Ok(Cond::And(all(v)?)),
+            Ast::Not(c) => Ok(Cond::Not(Box::new(c.into_cond()?))),
+            Ast::Bool(b) => Ok(Cond::Const(b)),
+            Ast::Paren(c) => c.into_cond(),
+            Ast::Cmp(op, l, r) => Ok(Cond::Cmp { op, lhs: l.into_expr()?, rhs: r.into_expr()? }),
+            Ast::Int(_) | Ast::Var(_) | Ast::Bin(..) | Ast::Neg(_) => Err(RuleError::at(
+                self.pos,
+                "expected a condition such as `M <= 128`, found an integer expression",
+            )),
+        }
+    }
+
+    fn into_expr(self) -> Result<Expr, RuleError> {
+        match self.ast {
+            Ast::Int(v) => i64::try_from(v).map(Expr::Lit).map_err(|_| {
+                RuleError::at(self.pos, format!("integer literal {v} is out of range: rules compute in 64-bit signed integers"))
+            }),
+            Ast::Var(v) => Ok(Expr::Var(v)),
+            Ast::Bin(op, l, r) => Ok(Expr::bin(op, l.into_expr()?, r.into_expr()?)),
+            Ast::Neg(x) => Ok(Expr::bin(BinOp::Sub, Expr::Lit(0), x.into_expr()?)),
+            Ast::Paren(x) => x.into_expr(),
+            Ast::Cmp(..) => Err(RuleError::at(
+                self.pos,
+                "expected an integer expression, found a comparison (to test a range write `a < b && b < c`, \
+                 not `a < b < c`)",
+            )),
+            Ast::And(_) | Ast::Or(_) | Ast::Not(_) | Ast::Bool(_) => {
+                Err(RuleError::at(self.pos, "expected an integer expression, found a condition"))
+            }
+        }
+    }
+}
+
+struct Parser<'a> {
+    toks: Vec<Token>,
+    i: usize,
+    catalog: &'a Catalog,
+}
+
+impl Parser<'_> {
+    fn peek(&self) -> &Token {
+        &self.toks[self.i.min(self.toks.len() - 1)]
+    }
+
+    fn peek_at(&self, ahead: usize) -> &Tok {
+        &self.toks[(self.i + ahead).min(self.toks.len() - 1)].tok
+    }
+
+    fn bump(&mut self) -> Token {
+        let t = self.peek().clone();
+        if self.i < self.toks.len() - 1 {
+            self.i += 1;
+        }
+        t
+    }
+
+    fn is_punct(&self, p: &str) -> bool {
+        matches!(&self.peek().tok, Tok::Punct(q) if *q == p)
+    }
+
+    fn is_ident(&self, s: &str) -> bool {
+        matches!(&self.peek().tok, Tok::Ident(q) if q == s)
+    }
+
+    fn eat_punct(&mut self, p: &str) -> bool {
+        let hit = self.is_punct(p);
+        if hit {
+            self.bump();
+        }
+        hit
+    }
+
+    fn unexpected(&self, expected: &str) -> RuleError {
+        let t = self.peek();
+        RuleError::at(t.pos, format!("expected {expected}, found {}", t.tok))
+    }
+
+    fn expect_punct(&mut self, p: &str, context: &str) -> Result<Pos, RuleError> {
+        if self.is_punct(p) {
+            Ok(self.bump().pos)
+        } else {
+            Err(self.unexpected(&format!("`{p}` {context}")))
+        }
+    }
+
+    /// The whole input: statements, or one function definition around them.
+    fn program(&mut self) -> Result<Vec<Stmt>, RuleError> {
+        let first = self.peek().clone();
+        let starts_statement = self.is_ident("if") || self.is_ident("return") || self.is_punct("{");
+        let stmts = if starts_statement {
+            let stmts = self.statements_until_eof()?;
+            if stmts.is_empty() {
+                return Err(RuleError::at(first.pos, "expected a rule (`if` ... `else` ... with `return` leaves), found an empty block"));
+            }
+            stmts
+        } else if matches!(first.tok, Tok::Eof) {
+            return Err(RuleError::at(first.pos, "expected a rule (`if` ... `else` ... with `return` leaves), found end of input"));
+        } else {
+            if self.function_header().is_err() {
+                self.i = 0;
+                return Err(self.unexpected(
+                    "`if`, `return`, `{` or a function definition such as `BlockwiseKernel select(int M, int N, int K) { ... }`",
+                ));
+            }
+            let open = self.toks[self.i - 1].pos;
+            let stmts = self.block_body(open)?;
+            if stmts.is_empty() {
+                return Err(RuleError::at(open, "expected a rule in the function body, found an empty body"));
+            }
+            if !matches!(self.peek().tok, Tok::Eof) {
+                return Err(self.unexpected("end of input after the function body"));
+            }
+            stmts
+        };
+        Ok(stmts)
+    }
+
+    fn statements_until_eof(&mut self) -> Result<Vec<Stmt>, RuleError> {
+        let mut out = Vec::new();
+        while !matches!(self.peek().tok, Tok::Eof) {
+            if self.is_punct("}") {
+                return Err(self.unexpected("a statement (this `}` closes no `{`)"));
+            }
+            self.statement(&mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// Skips `[template <...>] Type name(params) [const] [-> Type] {`; Err if the tokens do not look
+    /// like that.
+    fn function_header(&mut self) -> Result<(), ()> {
+        if self.is_ident("template") {
+            self.bump();
+            self.skip_angles()?;
+        }
+        let mut words = 0;
+        loop {
+            match &self.peek().tok {
+                Tok::Ident(_) => {
+                    self.bump();
+                    words += 1;
+                }
+                Tok::Punct("::" | "*" | "&") => {
+                    self.bump();
+                }
+                Tok::Punct("<") => self.skip_angles()?,
+                Tok::Punct("(") if words >= 1 => break,
+                _ => return Err(()),
+            }
+        }
+        self.skip_parens()?;
+        while self.is_ident("const") || self.is_ident("noexcept") || self.is_ident("override") {
+            self.bump();
+        }
+        if self.eat_punct("->") {
+            while !self.is_punct("{") {
+                match &self.peek().tok {
+                    Tok::Ident(_) | Tok::Punct("::" | "*" | "&") => {
+                        self.bump();
+                    }
+                    Tok::Punct("<") => self.skip_angles()?,
+                    _ => return Err(()),
+                }
+            }
+        }
+        if self.eat_punct("{") {
+            Ok(())
+        } else {
+            Err(())
+        }
+    }
+
+    /// Skips a balanced `<...>` group starting at the current `<`.
+    fn skip_angles(&mut self) -> Result<(), ()> {
+        self.skip_group("<", ">")
+    }
+
+    fn skip_parens(&mut self) -> Result<(), ()> {
+        self.skip_group("(", ")")
+    }
+
+    fn skip_group(&mut self, open: &str, close: &str) -> Result<(), ()> {
+        if !self.eat_punct(open) {
+            return Err(());
+        }
+        let mut depth = 1;
+        while depth > 0 {
+            match &self.peek().tok {
+                Tok::Eof | Tok::Punct(";" | "{" | "}") => return Err(()),
+                Tok::Punct(p) if *p == open => depth += 1,
+                Tok::Punct(p) if *p == close => depth -= 1,
+                _ => {}
+            }
+            self.bump();
+        }
+        Ok(())
+    }
+
+    /// Statements up to the `}` matching the `{` at `open` (already consumed); consumes the `}`.
+    fn block_body(&mut self, open: Pos) -> Result<Vec<Stmt>, RuleError> {
+        let mut out = Vec::new();
+        loop {
+            if self.eat_punct("}") {
+                return Ok(out);
+            }
+            if matches!(self.peek().tok, Tok::Eof) {
+                return Err(self.unexpected(&format!("`}}` closing the `{{` at {open}")));
+            }
+            self.statement(&mut out)?;
+        }
+    }
+
+    /// One statement, appended to `out` (a nested block appends its statements).
+    fn statement(&mut self, out: &mut Vec<Stmt>) -> Result<(), RuleError> {
+        if self.is_ident("if") {
+            out.push(self.if_statement()?);
+        } else if self.is_ident("return") {
+            out.push(self.return_statement()?);
+        } else if self.is_punct("{") {
+            let open = self.bump().pos;
+            out.extend(self.block_body(open)?);
+        } else {
+            return Err(self.unexpected("`if`, `return` or `{`"));
+        }
+        Ok(())
+    }
+
+    /// A statement used as an `if`/`else` body: a block or a single statement.
+    fn body(&mut self) -> Result<Vec<Stmt>, RuleError> {
+        let mut out = Vec::new();
+        self.statement(&mut out)?;
+        Ok(out)
+    }
+
+    fn if_statement(&mut self) -> Result<Stmt, RuleError> {
+        let mut branches = Vec::new();
+        loop {
+            let pos = self.bump().pos; // `if`
+            let open = self.expect_punct("(", "after `if`")?;
+            let cond = self.or_expr()?.into_cond()?;
+            self.expect_punct(")", &format!("closing the `(` at {open}"))?;
+            let body = self.body()?;
+            branches.push((pos, cond, body));
+            if !self.is_ident("else") {
+                return Ok(Stmt::If { branches, else_: None });
+            }
+            let else_pos = self.bump().pos;
+            if !self.is_ident("if") {
+                let body = self.body()?;
+                return Ok(Stmt::If { branches, else_: Some((else_pos, body)) });
+            }
+        }
+    }
+
+    fn return_statement(&mut self) -> Result<Stmt, RuleError> {
+        let pos = self.bump().pos; // `return`
+        let leaf = self.leaf()?;
+        self.expect_punct(";", "after the returned kernel")?;
+        Ok(Stmt::Return { pos, leaf })
+    }
+
+    /// `item`, `{item, splitK}` or `Type{item, splitK}`.
+    fn leaf(&mut self) -> Result<Leaf, RuleError> {
+        let typed_brace = matches!(self.peek().tok, Tok::Ident(_)) && matches!(self.peek_at(1), Tok::Punct("{"));
+        if typed_brace {
+            self.bump();
+        }
+        if !self.is_punct("{") {
+            return Ok(Leaf { kernel_id: self.item()?, split_k: 0 });
+        }
+        let open = self.bump().pos;
+        let kernel_id = self.item()?;
+        let mut split_k = 0;
+        if self.eat_punct(",") && !self.is_punct("}") {
+            let t = self.bump();
+            split_k = match t.tok {
+                Tok::Int(v) => u32::try_from(v).map_err(|_| RuleError::at(t.pos, format!("split-K {v} is out of range (expected 0..3)")))?,
+                other => {
+                    return Err(RuleError::at(
+                        t.pos,
+                        format!("expected split-K (a non-negative integer, log2 of KBatch), found {other}"),
+                    ))
+                }
+            };
+            self.eat_punct(",");
+        }
+        if !self.eat_punct("}") {
+            return Err(self.unexpected(&format!("`}}` closing the `{{` at {open} (a leaf is `{{kernel, splitK}}`)")));
+        }
+        Ok(Leaf { kernel_id, split_k })
+    }
+
+    /// An instance name (optionally with template arguments and a leading `&`) or `kernel(ID)`.
+    fn item(&mut self) -> Result<i32, RuleError> {
+        self.eat_punct("&");
+        let t = self.peek().clone();
+        let Tok::Ident(name) = &t.tok else {
+            return Err(self.unexpected("an instance name (a8w8_blockscale_...) or `kernel(ID)`"));
+        };
+        self.bump();
+        if name == "kernel" && self.is_punct("(") {
+            self.bump();
+            let neg = self.eat_punct("-");
+            let n = self.bump();
+            let Tok::Int(v) = n.tok else {
+                return Err(RuleError::at(n.pos, format!("expected a kernelId inside `kernel(...)`, found {}", n.tok)));
+            };
+            self.expect_punct(")", "closing `kernel(`")?;
+            let id = if neg { -i128::from(v) } else { i128::from(v) };
+            return leaf_id(i64::try_from(id).unwrap_or(i64::MAX), n.pos, self.catalog);
+        }
+        if self.is_punct("<") {
+            let open = self.peek().pos;
+            self.skip_angles()
+                .map_err(|_| RuleError::at(open, "unbalanced template arguments: expected `>` closing this `<`"))?;
+        }
+        resolve_leaf_name(name, t.pos, self.catalog)
+    }
+
+    // ---- conditions -------------------------------------------------------------------------
+
+    fn or_expr(&mut self) -> Result<Node, RuleError> {
+        let first = self.and_expr()?;
+        if !self.is_punct("||") {
+            return Ok(first);
+        }
+        let pos = first.pos;
+        let mut items = vec![first];
+        while self.eat_punct("||") {
+            items.push(self.and_expr()?);
+        }
+        Ok(Node::new(pos, Ast::Or(items)))
+    }
+
+    fn and_expr(&mut self) -> Result<Node, RuleError> {
+        let first = self.eq_expr()?;
+        if !self.is_punct("&&") {
+            return Ok(first);
+        }
+        let pos = first.pos;
+        let mut items = vec![first];
+        while self.eat_punct("&&") {
+            items.push(self.eq_expr()?);
+        }
+        Ok(Node::new(pos, Ast::And(items)))
+    }
+
+    fn eq_expr(&mut self) -> Result<Node, RuleError> {
+        let mut lhs = self.rel_expr()?;
+        loop {
+            let op = if self.is_punct("==") {
+                CmpOp::Eq
+            } else if self.is_punct("!=") {
+                CmpOp::Ne
+            } else {
+                return Ok(lhs);
+            };
+            self.bump();
+            let rhs = self.rel_expr()?;
+            lhs = Node::new(lhs.pos, Ast::Cmp(op, Box::new(lhs), Box::new(rhs)));
+        }
+    }
+
+    fn rel_expr(&mut self) -> Result<Node, RuleError> {
+        let mut lhs = self.add_expr()?;
+        loop {
+            let op = match &self.peek().tok {
+                Tok::Punct("<") => CmpOp::Lt,
+                Tok::Punct("<=") => CmpOp::Le,
+                Tok::Punct(">") => CmpOp::Gt,
+                Tok::Punct(">=") => CmpOp::Ge,
+                _ => return Ok(lhs),
+            };
+            self.bump();
+            let rhs = self.add_expr()?;
+            lhs = Node::new(lhs.pos, Ast::Cmp(op, Box::new(lhs), Box::new(rhs)));
+        }
+    }
+
+    fn add_expr(&mut self) -> Result<Node, RuleError> {
+        let mut lhs = self.mul_expr()?;
+        loop {
+            let op = match &self.peek().tok {
+                Tok::Punct("+") => BinOp::Add,
+                Tok::Punct("-") => BinOp::Sub,
+                _ => return Ok(lhs),
+            };
+            self.bump();
+            let rhs = self.mul_expr()?;
+            lhs = Node::new(lhs.pos, Ast::Bin(op, Box::new(lhs), Box::new(rhs)));
+        }
+    }
+
+    fn mul_expr(&mut self) -> Result<Node, RuleError> {
+        let mut lhs = self.unary()?;
+        loop {
+            let op = match &self.peek().tok {
+                Tok::Punct("*") => BinOp::Mul,
+                Tok::Punct("/") => BinOp::Div,
+                Tok::Punct("%") => {
+                    return Err(RuleError::at(
+                        self.peek().pos,
+                        "operator `%` is not supported: conditions may use + - * / and cdiv, min, max",
+                    ))
+                }
+                _ => return Ok(lhs),
+            };
+            self.bump();
+            let rhs = self.unary()?;
+            lhs = Node::new(lhs.pos, Ast::Bin(op, Box::new(lhs), Box::new(rhs)));
+        }
+    }
+
+    fn unary(&mut self) -> Result<Node, RuleError> {
+        let pos = self.peek().pos;
+        if self.eat_punct("!") {
+            return Ok(Node::new(pos, Ast::Not(Box::new(self.unary()?))));
+        }
+        if self.eat_punct("+") {
+            return self.unary();
+        }
+        if self.eat_punct("-") {
+            let inner = self.unary()?;
+            return Ok(match inner.ast {
+                Ast::Int(v) => Node::new(pos, Ast::Int(-v)),
+                _ => Node::new(pos, Ast::Neg(Box::new(inner))),
+            });
+        }
+        self.primary()
+    }
+
+    fn primary(&mut self) -> Result<Node, RuleError> {
+        let t = self.peek().clone();
+        match &t.tok {
+            Tok::Int(v) => {
+                self.bump();
+                Ok(Node::new(t.pos, Ast::Int(i128::from(*v))))
+            }
+            Tok::Punct("(") => {
+                self.bump();
+                let inner = self.or_expr()?;
+                self.expect_punct(")", &format!("closing the `(` at {}", t.pos))?;
+                Ok(Node::new(t.pos, Ast::Paren(Box::new(inner))))
+            }
+            Tok::Ident(name) => {
+                self.bump();
+                let mut name = name.clone();
+                if name == "std" && self.eat_punct("::") {
+                    match self.bump().tok {
+                        Tok::Ident(n) => name = n,
+                        other => return Err(RuleError::at(t.pos, format!("expected a function name after `std::`, found {other}"))),
+                    }
+                }
+                match name.as_str() {
+                    "true" => return Ok(Node::new(t.pos, Ast::Bool(true))),
+                    "false" => return Ok(Node::new(t.pos, Ast::Bool(false))),
+                    _ => {}
+                }
+                if self.is_punct("(") {
+                    return self.call(&name, t.pos);
+                }
+                match Var::from_name(&name) {
+                    Some(v) => Ok(Node::new(t.pos, Ast::Var(v))),
+                    None => Err(RuleError::at(t.pos, format!("unknown variable `{name}`; the rule may use M, N, K"))),
+                }
+            }
+            _ => Err(self.unexpected("a number, `M`, `N`, `K`, `true`, `false`, a call such as `cdiv(M, 128)` or `(`")),
+        }
+    }
+
+    /// `cdiv(a, b)`, `ceil_div(a, b)`, `min(a, b)`, `max(a, b)`; the name is consumed.
+    fn call(&mut self, name: &str, pos: Pos) -> Result<Node, RuleError> {
+        let op = match name {
+            "cdiv" | "ceil_div" => BinOp::CeilDiv,
+            "min" => BinOp::Min,
+            "max" => BinOp::Max,
+            _ => {
+                return Err(RuleError::at(
+                    pos,
+                    format!("unknown function `{name}`; conditions may call cdiv, ceil_div, min, max"),
+                ))
+            }
+        };
+        let open = self.bump().pos; // `(`
+        let mut args = Vec::new();
+        if !self.is_punct(")") {
+            loop {
+                args.push(self.or_expr()?);
+                if !self.eat_punct(",") {
+                    break;
+                }
+            }
+        }
+        self.expect_punct(")", &format!("closing the `(` of `{name}` at {open}"))?;
+        if args.len() != 2 {
+            return Err(RuleError::at(pos, format!("`{name}` takes 2 arguments, found {}", args.len())));
+        }
+        let rhs = args.pop().expect("two arguments");
+        let lhs = args.pop().expect("two arguments");
+        Ok(Node::new(pos, Ast::Bin(op, Box::new(lhs), Box::new(rhs))))
+    }
+}

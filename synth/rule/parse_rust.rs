@@ -1,1 +1,357 @@
-//! (in progress)
+//! Parser for the Rust form of a rule (read with `syn`):
+//!
+//! ```text
+//! // optional leading comment: becomes the rule's note
+//! if m <= 128 && n >= 4096 {
+//!     a8w8_blockscale_1x128x128_256x16x64x256_16x16_16x16_1x1_16x16x1_16x16x1_1x16x1x16_4_1x1_intrawave_v1
+//! } else if m.div_ceil(64) * cdiv(n, 128) < 304 {
+//!     (2, 1)
+//! } else {
+//!     7
+//! }
+//! ```
+//!
+//! The rule is one `if`/`else if`/`else` expression (nesting allowed, every `if` needs an `else`),
+//! optionally the tail expression of one function such as `fn select(m: u32, n: u32, k: u32) -> ...`.
+//! A leaf is an instance name (any grammar) as an identifier, an integer kernelId (`-1` is the
+//! default, resolved to its alias), `kernel(ID)`, or a tuple `(instance, split_k)`. Conditions use
+//! `||`, `&&`, `!`, comparisons, `+ - * /`, unary minus, parentheses, `true`/`false`, integer
+//! literals (any integer suffix), `m`, `n`, `k` (or upper case), `cdiv(a, b)` / `ceil_div(a, b)` /
+//! `a.div_ceil(b)`, `min(a, b)` / `a.min(b)`, `max(a, b)` / `a.max(b)`; `as` casts to primitive
+//! integer types are accepted and ignored (all arithmetic is i64, see [`crate::rule::ir`]).
+
+use proc_macro2::Span;
+use quote::ToTokens;
+use syn::spanned::Spanned;
+
+use super::error::{Pos, RuleError};
+use super::ir::{BinOp, CmpOp, Cond, Expr, Leaf, Rule, Var};
+use super::parse_cpp::{leaf_id, resolve_leaf_name};
+use super::source::{split_leading_note, Form, Parsed, SNode};
+use crate::catalog::Catalog;
+
+/// Parses the Rust form of a rule, resolving instance names through `catalog`.
+pub fn parse_rust(text: &str, catalog: &Catalog) -> Result<Rule, RuleError> {
+    parse_rust_with_source(text, catalog).map(|p| p.rule)
+}
+
+/// Like [`parse_rust`], also returning the source position of every branch and leaf.
+pub fn parse_rust_with_source(text: &str, catalog: &Catalog) -> Result<Parsed, RuleError> {
+    let (note, body) = split_leading_note(text);
+    let first_word: String =
+        body.trim_start().chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '#').collect();
+    let is_item = matches!(first_word.as_str(), "fn" | "pub" | "const" | "#");
+    let reader = Reader { catalog };
+    let node = if is_item {
+        let file: syn::File = syn::parse_str(&body).map_err(syn_error)?;
+        reader.function(&file)?
+    } else {
+        let expr: syn::Expr = syn::parse_str(&body).map_err(syn_error)?;
+        reader.node(&expr)?
+    };
+    let (root, source) = node.into_parts();
+    Ok(Parsed { rule: Rule { root, note }, source, form: Form::Rust })
+}
+
+/// 1-based position of the start of a span.
+fn pos_of(span: Span) -> Pos {
+    let lc = span.start();
+    Pos::new(lc.line.max(1), lc.column + 1)
+}
+
+fn syn_error(e: syn::Error) -> RuleError {
+    RuleError::at(pos_of(e.span()), format!("Rust syntax error: {e}"))
+}
+
+/// Source text of a syntax node, shortened for messages.
+fn shown(node: &impl ToTokens) -> String {
+    let text = node.to_token_stream().to_string();
+    if text.chars().count() > 60 {
+        format!("`{}...`", text.chars().take(57).collect::<String>())
+    } else {
+        format!("`{text}`")
+    }
+}
+
+fn err(node: &(impl ToTokens + Spanned), message: impl Into<String>) -> RuleError {
+    RuleError::at(pos_of(node.span()), message)
+}
+
+/// Value of an integer literal (any suffix) as a magnitude.
+fn int_value(lit: &syn::LitInt) -> Result<u64, RuleError> {
+    let ok_suffix = matches!(lit.suffix(), "" | "i64" | "u64" | "i32" | "u32" | "usize" | "isize" | "i128" | "u128");
+    if !ok_suffix {
+        return Err(err(lit, format!("unsupported literal suffix `{}`: expected an integer", lit.suffix())));
+    }
+    lit.base10_parse::<u64>()
+        .ok()
+        .filter(|v| *v <= 1u64 << 63)
+        .ok_or_else(|| err(lit, format!("integer literal {} is out of range: rules compute in 64-bit signed integers", lit.base10_digits())))
+}
+
+/// `-literal` or `literal` as a signed value, if `e` is one.
+fn signed_literal(e: &syn::Expr) -> Option<Result<i128, RuleError>> {
+    match e {
+        syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(lit), .. }) => Some(int_value(lit).map(i128::from)),
+        syn::Expr::Unary(syn::ExprUnary { op: syn::UnOp::Neg(_), expr, .. }) => match &**expr {
+            syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(lit), .. }) => Some(int_value(lit).map(|v| -i128::from(v))),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+struct Reader<'a> {
+    catalog: &'a Catalog,
+}
+
+impl Reader<'_> {
+    /// The tail expression of the file's single function.
+    fn function(&self, file: &syn::File) -> Result<SNode, RuleError> {
+        let f = match file.items.as_slice() {
+            [syn::Item::Fn(f)] => f,
+            [] => return Err(RuleError::at(Pos::new(1, 1), "expected a function such as `fn select(m: u32, n: u32, k: u32) -> ... { ... }`, found nothing")),
+            [_, second, ..] => return Err(err(second, "expected exactly one function holding the rule, found another item")),
+            [other] => return Err(err(other, format!("expected one function holding the rule, found {}", shown(other)))),
+        };
+        self.block(&f.block)
+    }
+
+    fn block(&self, block: &syn::Block) -> Result<SNode, RuleError> {
+        match block.stmts.as_slice() {
+            [syn::Stmt::Expr(e, None)] => self.node(e),
+            [] => Err(RuleError::at(
+                pos_of(block.brace_token.span.open()),
+                "empty block: expected a kernel or an `if`/`else` expression",
+            )),
+            [only] => Err(err(
+                only,
+                "expected the block's value (a kernel or an `if`/`else` expression without `;`); the Rust form has no statements or `return`",
+            )),
+            [_, second, ..] => Err(err(
+                second,
+                "expected a single expression in this block; the Rust form has no statements, `let` or `return`",
+            )),
+        }
+    }
+
+    fn node(&self, e: &syn::Expr) -> Result<SNode, RuleError> {
+        match e {
+            syn::Expr::If(first) => self.chain(first),
+            syn::Expr::Block(b) if b.label.is_none() => self.block(&b.block),
+            syn::Expr::Paren(p) if !matches!(*p.expr, syn::Expr::Tuple(_)) => self.node(&p.expr),
+            syn::Expr::Group(g) => self.node(&g.expr),
+            _ => Ok(SNode::Leaf(self.leaf(e)?, pos_of(e.span()))),
+        }
+    }
+
+    fn chain(&self, first: &syn::ExprIf) -> Result<SNode, RuleError> {
+        let mut branches = Vec::new();
+        let mut current = first;
+        loop {
+            let pos = pos_of(current.if_token.span);
+            let cond = self.cond(&current.cond)?;
+            let body = self.block(&current.then_branch)?;
+            branches.push((pos, cond, body));
+            match &current.else_branch {
+                Some((_, next)) if matches!(**next, syn::Expr::If(_)) => {
+                    let syn::Expr::If(inner) = &**next else { unreachable!("checked by the guard") };
+                    current = inner;
+                }
+                Some((else_token, otherwise)) => {
+                    let otherwise = self.node(otherwise)?;
+                    return Ok(SNode::Chain { branches, else_pos: pos_of(else_token.span), otherwise: Box::new(otherwise) });
+                }
+                None => {
+                    return Err(RuleError::at(
+                        pos,
+                        "this `if` has no final `else`: when no condition holds the rule returns nothing; add `else { ... }`",
+                    ))
+                }
+            }
+        }
+    }
+
+    fn leaf(&self, e: &syn::Expr) -> Result<Leaf, RuleError> {
+        match e {
+            syn::Expr::Tuple(t) if (1..=2).contains(&t.elems.len()) => {
+                let kernel_id = self.item(&t.elems[0])?;
+                let split_k = match t.elems.iter().nth(1) {
+                    None => 0,
+                    Some(s) => match signed_literal(s) {
+                        Some(v) => {
+                            let v = v?;
+                            u32::try_from(v).map_err(|_| err(s, format!("split-K {v} is out of range: expected 0..3 (log2 of KBatch)")))?
+                        }
+                        None => return Err(err(s, format!("expected split-K (a non-negative integer), found {}", shown(s)))),
+                    },
+                };
+                Ok(Leaf { kernel_id, split_k })
+            }
+            syn::Expr::Paren(p) => self.leaf(&p.expr),
+            _ => Ok(Leaf { kernel_id: self.item(e)?, split_k: 0 }),
+        }
+    }
+
+    /// An instance name, a kernelId or `kernel(ID)`.
+    fn item(&self, e: &syn::Expr) -> Result<i32, RuleError> {
+        if let Some(v) = signed_literal(e) {
+            return leaf_id(i64::try_from(v?).unwrap_or(i64::MAX), pos_of(e.span()), self.catalog);
+        }
+        match e {
+            syn::Expr::Path(p) if p.qself.is_none() => match p.path.get_ident() {
+                Some(ident) => resolve_leaf_name(&ident.to_string(), pos_of(ident.span()), self.catalog),
+                None => Err(err(e, format!("expected an instance name, found the path {}", shown(e)))),
+            },
+            syn::Expr::Call(c) if matches!(&*c.func, syn::Expr::Path(p) if p.path.is_ident("kernel")) && c.args.len() == 1 => {
+                self.item(&c.args[0])
+            }
+            syn::Expr::Paren(p) => self.item(&p.expr),
+            _ => Err(err(
+                e,
+                format!("expected an instance name, a kernelId or `(instance, split_k)`, found {}", shown(e)),
+            )),
+        }
+    }
+
+    fn cond(&self, e: &syn::Expr) -> Result<Cond, RuleError> {
+        match e {
+            syn::Expr::Binary(b) => {
+                let cmp = match b.op {
+                    syn::BinOp::And(_) | syn::BinOp::Or(_) => {
+                        let is_and = matches!(b.op, syn::BinOp::And(_));
+                        let mut items = Vec::new();
+                        self.flatten(e, is_and, &mut items)?;
+                        return Ok(if is_and { Cond::And(items) } else { Cond::Or(items) });
+                    }
+                    syn::BinOp::Lt(_) => CmpOp::Lt,
+                    syn::BinOp::Le(_) => CmpOp::Le,
+                    syn::BinOp::Gt(_) => CmpOp::Gt,
+                    syn::BinOp::Ge(_) => CmpOp::Ge,
+                    syn::BinOp::Eq(_) => CmpOp::Eq,
+                    syn::BinOp::Ne(_) => CmpOp::Ne,
+                    _ => return Err(err(e, format!("expected a condition such as `m <= 128`, found the integer expression {}", shown(e)))),
+                };
+                Ok(Cond::Cmp { op: cmp, lhs: self.expr(&b.left)?, rhs: self.expr(&b.right)? })
+            }
+            syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Not(_)) => Ok(Cond::Not(Box::new(self.cond(&u.expr)?))),
+            syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Bool(b), .. }) => Ok(Cond::Const(b.value)),
+            syn::Expr::Paren(p) => self.cond(&p.expr),
+            syn::Expr::Group(g) => self.cond(&g.expr),
+            _ => Err(err(e, format!("expected a condition such as `m <= 128`, found {}", shown(e)))),
+        }
+    }
+
+    /// Operands of a run of the same `&&` / `||` (parenthesized runs stay one operand).
+    fn flatten(&self, e: &syn::Expr, is_and: bool, out: &mut Vec<Cond>) -> Result<(), RuleError> {
+        if let syn::Expr::Binary(b) = e {
+            let same = match b.op {
+                syn::BinOp::And(_) => is_and,
+                syn::BinOp::Or(_) => !is_and,
+                _ => false,
+            };
+            if same {
+                self.flatten(&b.left, is_and, out)?;
+                out.push(self.cond(&b.right)?);
+                return Ok(());
+            }
+        }
+        out.push(self.cond(e)?);
+        Ok(())
+    }
+
+    fn expr(&self, e: &syn::Expr) -> Result<Expr, RuleError> {
+        if let Some(v) = signed_literal(e) {
+            let v = v?;
+            return i64::try_from(v)
+                .map(Expr::Lit)
+                .map_err(|_| err(e, format!("integer literal {v} is out of range: rules compute in 64-bit signed integers")));
+        }
+        match e {
+            syn::Expr::Binary(b) => {
+                let op = match b.op {
+                    syn::BinOp::Add(_) => BinOp::Add,
+                    syn::BinOp::Sub(_) => BinOp::Sub,
+                    syn::BinOp::Mul(_) => BinOp::Mul,
+                    syn::BinOp::Div(_) => BinOp::Div,
+                    syn::BinOp::Lt(_) | syn::BinOp::Le(_) | syn::BinOp::Gt(_) | syn::BinOp::Ge(_) | syn::BinOp::Eq(_) | syn::BinOp::Ne(_) => {
+                        return Err(err(e, format!("expected an integer expression, found the comparison {}", shown(e))))
+                    }
+                    syn::BinOp::And(_) | syn::BinOp::Or(_) => {
+                        return Err(err(e, format!("expected an integer expression, found the condition {}", shown(e))))
+                    }
+                    _ => {
+                        return Err(err(
+                            e,
+                            format!("operator `{}` is not supported: conditions may use + - * / and cdiv, min, max", b.op.to_token_stream()),
+                        ))
+                    }
+                };
+                Ok(Expr::bin(op, self.expr(&b.left)?, self.expr(&b.right)?))
+            }
+            syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => Ok(Expr::bin(BinOp::Sub, Expr::Lit(0), self.expr(&u.expr)?)),
+            syn::Expr::Path(p) if p.qself.is_none() => match p.path.get_ident() {
+                Some(ident) => {
+                    let name = ident.to_string();
+                    Var::from_name(&name)
+                        .map(Expr::Var)
+                        .ok_or_else(|| err(e, format!("unknown variable `{name}`; the rule may use M, N, K")))
+                }
+                None => Err(err(e, format!("unknown variable {}; the rule may use M, N, K", shown(e)))),
+            },
+            syn::Expr::Call(c) => {
+                let name = match &*c.func {
+                    syn::Expr::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default(),
+                    _ => String::new(),
+                };
+                let op = match name.as_str() {
+                    "cdiv" | "ceil_div" | "div_ceil" => BinOp::CeilDiv,
+                    "min" => BinOp::Min,
+                    "max" => BinOp::Max,
+                    _ => {
+                        return Err(err(
+                            &c.func,
+                            format!("unknown function {}; conditions may call cdiv, ceil_div, min, max", shown(&c.func)),
+                        ))
+                    }
+                };
+                if c.args.len() != 2 {
+                    return Err(err(e, format!("`{name}` takes 2 arguments, found {}", c.args.len())));
+                }
+                Ok(Expr::bin(op, self.expr(&c.args[0])?, self.expr(&c.args[1])?))
+            }
+            syn::Expr::MethodCall(mc) => {
+                let name = mc.method.to_string();
+                let op = match name.as_str() {
+                    "div_ceil" => BinOp::CeilDiv,
+                    "min" => BinOp::Min,
+                    "max" => BinOp::Max,
+                    _ => {
+                        return Err(err(
+                            &mc.method,
+                            format!("unknown method `{name}`; conditions may call .div_ceil(b), .min(b), .max(b)"),
+                        ))
+                    }
+                };
+                if mc.args.len() != 1 {
+                    return Err(err(e, format!("`.{name}` takes 1 argument, found {}", mc.args.len())));
+                }
+                Ok(Expr::bin(op, self.expr(&mc.receiver)?, self.expr(&mc.args[0])?))
+            }
+            syn::Expr::Cast(c) => {
+                let ty = c.ty.to_token_stream().to_string();
+                if matches!(ty.as_str(), "i64" | "u64" | "i32" | "u32" | "usize" | "isize" | "i128" | "u128") {
+                    self.expr(&c.expr)
+                } else {
+                    Err(err(&c.ty, format!("unsupported cast to `{ty}`: expected an integer type")))
+                }
+            }
+            syn::Expr::Paren(p) => self.expr(&p.expr),
+            syn::Expr::Group(g) => self.expr(&g.expr),
+            syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Bool(_), .. }) | syn::Expr::Unary(_) => {
+                Err(err(e, format!("expected an integer expression, found the condition {}", shown(e))))
+            }
+            _ => Err(err(e, format!("expected an integer expression, found {}", shown(e)))),
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! Tokenizer for the C++ rule form: identifiers, integer literals (decimal or hex, optional
+//! `u`/`U`/`l`/`L` suffixes), the punctuators the rule grammar uses, `//` and `/* */` comments and
+//! preprocessor lines (skipped).
+
+use std::fmt;
+
+use super::error::{Pos, RuleError};
+
+/// Token kinds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Tok {
+    Ident(String),
+    /// Magnitude of an integer literal (fits in u64; the sign is a separate `-` token).
+    Int(u64),
+    Punct(&'static str),
+    Eof,
+}
+
+impl fmt::Display for Tok {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Tok::Ident(s) => write!(f, "`{s}`"),
+            Tok::Int(v) => write!(f, "`{v}`"),
+            Tok::Punct(p) => write!(f, "`{p}`"),
+            Tok::Eof => write!(f, "end of input"),
+        }
+    }
+}
+
+/// A token and where it starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Token {
+    pub tok: Tok,
+    pub pos: Pos,
+}
+
+const PUNCTS: [&str; 26] = [
+    "||", "&&", "==", "!=", "<=", ">=", "::", "->", "<", ">", "!", "+", "-", "*", "/", "%", "(", ")",
+    "{", "}", ";", ",", "&", ":", "=", "?",
+];
+
+/// Splits `text` into tokens, ending with [`Tok::Eof`].
+pub(crate) fn tokenize(text: &str) -> Result<Vec<Token>, RuleError> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let (mut i, mut line, mut col) = (0usize, 1usize, 1usize);
+    // Advances over `n` chars, tracking line and column.
+    let advance = |i: &mut usize, line: &mut usize, col: &mut usize, n: usize| {
+        for _ in 0..n {
+            if chars[*i] == '\n' {
+                *line += 1;
+                *col = 1;
+            } else {
+                *col += 1;
+            }
+            *i += 1;
+        }
+    };
+    let mut at_line_start = true;
+    while i < chars.len() {
+        let c = chars[i];
+        let pos = Pos::new(line, col);
+        if c == '\n' {
+            at_line_start = true;
+            advance(&mut i, &mut line, &mut col, 1);
+            continue;
+        }
+        if c.is_whitespace() {
+            advance(&mut i, &mut line, &mut col, 1);
+            continue;
+        }
+        if c == '#' && at_line_start {
+            // Preprocessor line (e.g. #include): skipped, with backslash continuations.
+            while i < chars.len() && !(chars[i] == '\n' && chars[i - 1] != '\\') {
+                advance(&mut i, &mut line, &mut col, 1);
+            }
+            continue;
+        }
+        at_line_start = false;
+        let next = chars.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                advance(&mut i, &mut line, &mut col, 1);
+            }
+            continue;
+        }
+        if c == '/' && next == Some('*') {
+            advance(&mut i, &mut line, &mut col, 2);
+            loop {
+                if i >= chars.len() {
+                    return Err(RuleError::at(pos, "unterminated `/*` comment: expected `*/` before the end of input"));
+                }
+                if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
+                    advance(&mut i, &mut line, &mut col, 2);
+                    break;
+                }
+                advance(&mut i, &mut line, &mut col, 1);
+            }
+            continue;
+        }
+        if c.is_ascii_alphabetic() || c == '_' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
+                advance(&mut i, &mut line, &mut col, 1);
+            }
+            out.push(Token { tok: Tok::Ident(chars[start..i].iter().collect()), pos });
+            continue;
+        }
+        if c.is_ascii_digit() {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
+                advance(&mut i, &mut line, &mut col, 1);
+            }
+            let word: String = chars[start..i].iter().collect();
+            out.push(Token { tok: Tok::Int(int_literal(&word, pos)?), pos });
+            continue;
+        }
+        let rest: String = chars[i..chars.len().min(i + 2)].iter().collect();
+        match PUNCTS.iter().find(|p| rest.starts_with(**p)) {
+            Some(p) => {
+                advance(&mut i, &mut line, &mut col, p.len());
+                out.push(Token { tok: Tok::Punct(p), pos });
+            }
+            None => {
+                return Err(RuleError::at(
+                    pos,
+                    format!("unexpected character `{c}`: expected an identifier, a number or one of {}", PUNCTS.join(" ")),
+                ))
+            }
+        }
+    }
+    out.push(Token { tok: Tok::Eof, pos: Pos::new(line, col) });
+    Ok(out)
+}
+
+/// Value of a C++ integer literal such as `128`, `4096u`, `0x100UL`.
+fn int_literal(word: &str, pos: Pos) -> Result<u64, RuleError> {
+    let (digits, radix) = match word.strip_prefix("0x").or_else(|| word.strip_prefix("0X")) {
+        Some(hex) => (hex, 16),
+        None => (word, 10),
+    };
+    let end = digits.find(|c: char| !c.is_digit(radix)).unwrap_or(digits.len());
+    let (num, suffix) = digits.split_at(end);
+    let suffix_ok = suffix.len() <= 3 && suffix.chars().all(|c| matches!(c, 'u' | 'U' | 'l' | 'L'));
+    if num.is_empty() || !suffix_ok {
+        return Err(RuleError::at(
+            pos,
+            format!("invalid integer literal `{word}`: expected digits with an optional u/U/l/L suffix"),
+        ));
+    }
+    u64::from_str_radix(num, radix)
+        .ok()
+        .filter(|v| *v <= 1u64 << 63)
+        .ok_or_else(|| RuleError::at(pos, format!("integer literal `{word}` is out of range: rules compute in 64-bit signed integers")))
+}
