@@ -1,1 +1,600 @@
-//! (in progress)
+//! The loop engine: propose → evaluate → reflect → select, generic over a [`Task`].
+//!
+//! Roles:
+//! - **generator**: the [`Proposer`]s; offspring slot `s` uses `proposers[s % proposers.len()]`;
+//! - **evaluator**: [`Task::evaluate`];
+//! - **reflector**: a [`Reflector`] turns each evaluated attempt (a failure or a regret) into guidance for
+//!   the next proposal built on it ([`DefaultReflector`] unless the task supplies its own);
+//! - **optimizer / selection**: the best attempt is kept; each iteration every slot either repairs its
+//!   lineage's failed head, or continues from a parent drawn from the top of the history (slot 0 always
+//!   from the best).
+//!
+//! Lineages: slot `s` owns one lineage at a time (initially lineage `s + 1`; the baseline is lineage 0).
+//! A failed attempt is repaired in the next iteration (`parent` = the failure, guidance = its reflection).
+//! When the first failure and then `repair_limit` repairs in a row have all failed, the lineage is
+//! dropped (the "debugging trap"): the slot starts a new lineage with `parent: None` and guidance asking
+//! for a different strategy.
+//!
+//! Each iteration proposes and evaluates its `offspring` candidates in parallel (rayon). Proposals of
+//! iteration `t` only see attempts of iterations `< t`, and parent choice uses an RNG seeded from
+//! `(seed, t, slot)`, so a run is deterministic when its proposers are. Every attempt is appended to the
+//! JSONL trace as soon as it is evaluated; `resume` re-reads the trace, replays the same plan and only
+//! runs the slots the trace does not hold.
+
+use super::trace::{read_trace, TraceWriter};
+use super::{Attempt, Evaluation, ProposalRequest, Proposer, Task};
+use anyhow::{bail, Context};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use std::collections::{BTreeMap, HashMap};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Loop settings.
+#[derive(Debug, Clone)]
+pub struct LoopConfig {
+    /// Number of iterations (the baseline, if any, is iteration 0 and not counted).
+    pub iterations: usize,
+    /// Candidates proposed and evaluated per iteration (one per slot).
+    pub offspring: usize,
+    /// Failed repairs tolerated per lineage before it is dropped (K).
+    pub repair_limit: usize,
+    /// Seed of parent selection (and handed to nothing else: proposers derive their own randomness from
+    /// the request).
+    pub seed: u64,
+    /// JSONL trace of every attempt. None: no trace (and no resume).
+    pub trace: Option<PathBuf>,
+    /// Continue the run recorded in `trace` (a missing trace file starts a new run).
+    pub resume: bool,
+    /// Parents are drawn from this many best successful attempts.
+    pub parent_pool: usize,
+    /// Successful attempts (best first) handed to proposers in `history`.
+    pub history_successes: usize,
+    /// Most recent failed attempts handed to proposers after the successes.
+    pub history_failures: usize,
+    /// Worker threads for proposing and evaluating; 0 uses rayon's global pool.
+    pub threads: usize,
+    /// Stop early once the best score is at or below this.
+    pub target_score: Option<f64>,
+    /// Stop early after this many iterations without a new best.
+    pub patience: Option<usize>,
+    /// Print one progress line per iteration to stderr.
+    pub verbose: bool,
+}
+
+impl Default for LoopConfig {
+    fn default() -> Self {
+        LoopConfig {
+            iterations: 10,
+            offspring: 4,
+            repair_limit: 2,
+            seed: 0,
+            trace: None,
+            resume: false,
+            parent_pool: 4,
+            history_successes: 24,
+            history_failures: 8,
+            threads: 0,
+            target_score: None,
+            patience: None,
+            verbose: false,
+        }
+    }
+}
+
+/// Why the loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// All configured iterations ran.
+    Iterations,
+    /// The best score reached [`LoopConfig::target_score`].
+    Target,
+    /// [`LoopConfig::patience`] iterations passed without improvement.
+    Patience,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct LoopOutcome {
+    /// The best successful attempt (lowest score; ties go to the earlier attempt).
+    pub best: Option<Attempt>,
+    /// Every attempt of the run (including those read back on resume), ordered by id.
+    pub attempts: Vec<Attempt>,
+    /// Iterations completed in total (resumed ones included).
+    pub iterations_run: usize,
+    /// Wall time of this invocation.
+    pub elapsed: Duration,
+    /// Candidates evaluated by this invocation (reused duplicates and resumed attempts excluded).
+    pub evaluations: usize,
+    /// Attempts read back from the trace.
+    pub resumed: usize,
+    /// Why the loop ended.
+    pub stop: StopReason,
+}
+
+/// Reflector role: turns an evaluated attempt into guidance for the proposal that builds on it.
+pub trait Reflector: Sync {
+    /// Guidance for a proposal continuing from `attempt` (a repair when it failed, an improvement
+    /// otherwise). `best` is the best successful attempt before this one's iteration.
+    fn reflect(&self, attempt: &Attempt, best: Option<&Attempt>) -> String;
+
+    /// Guidance for the fresh proposal that replaces a dropped lineage whose last attempt was `last`.
+    fn new_strategy(&self, last: &Attempt, repair_limit: usize) -> String {
+        format!(
+            "Lineage {} was dropped: the candidate failed and {} repair attempt(s) in a row failed too \
+             (last error: {}). Do not repair it again. Start over with a new strategy: propose a \
+             different candidate from scratch.",
+            last.lineage,
+            repair_limit,
+            first_line(&last.eval.feedback, 300)
+        )
+    }
+
+    /// Guidance for a proposal with no parent while nothing has succeeded yet.
+    fn initial(&self) -> String {
+        "No candidate has been evaluated successfully yet: propose a first complete candidate.".to_string()
+    }
+}
+
+/// Generic reflection: failures repeat the error and ask for a fix that keeps what worked; successes
+/// state the score relative to the best and repeat the task's feedback.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DefaultReflector;
+
+impl Reflector for DefaultReflector {
+    fn reflect(&self, attempt: &Attempt, best: Option<&Attempt>) -> String {
+        match attempt.eval.score {
+            None => format!(
+                "The candidate failed: {}\nFix exactly this problem and keep the rest of the candidate.",
+                clip(&attempt.eval.feedback, 2000)
+            ),
+            Some(score) => {
+                let rel = match best.and_then(|b| b.eval.score.map(|s| (b.id, s))) {
+                    Some((id, b)) if score < b => {
+                        format!("New best: score {score:.6} beats the previous best {b:.6} (attempt {id}).")
+                    }
+                    Some((id, b)) if b > 0.0 => format!(
+                        "Score {score:.6} is {:.2}% worse than the best {b:.6} (attempt {id}).",
+                        (score / b - 1.0) * 100.0
+                    ),
+                    Some((id, b)) => format!("Score {score:.6}; best so far {b:.6} (attempt {id})."),
+                    None => format!("Score {score:.6}; the first successful candidate."),
+                };
+                format!("{rel}\n{}\nImprove where it loses the most.", clip(&attempt.eval.feedback, 2000))
+            }
+        }
+    }
+}
+
+/// Runs the loop with the [`DefaultReflector`].
+pub fn run_loop(task: &dyn Task, proposers: &[Box<dyn Proposer>], cfg: &LoopConfig) -> anyhow::Result<LoopOutcome> {
+    run_loop_with(task, proposers, &DefaultReflector, cfg)
+}
+
+/// Per-slot lineage state, rebuilt identically on resume by replaying attempts in plan order.
+#[derive(Debug, Clone)]
+struct SlotState {
+    lineage: usize,
+    head: Option<usize>,
+    failures_in_a_row: usize,
+}
+
+/// What one slot will do in an iteration.
+#[derive(Debug, Clone)]
+struct Plan {
+    id: usize,
+    slot: usize,
+    lineage: usize,
+    parent: Option<usize>,
+    guidance: String,
+}
+
+/// Runs the loop with a task-specific reflector. Errors only on configuration or trace I/O problems;
+/// proposer and evaluator failures become failed attempts.
+pub fn run_loop_with(
+    task: &dyn Task,
+    proposers: &[Box<dyn Proposer>],
+    reflector: &dyn Reflector,
+    cfg: &LoopConfig,
+) -> anyhow::Result<LoopOutcome> {
+    let start = Instant::now();
+    if proposers.is_empty() {
+        bail!("the loop needs at least one proposer");
+    }
+    if cfg.offspring == 0 {
+        bail!("offspring must be at least 1");
+    }
+    if cfg.resume && cfg.trace.is_none() {
+        bail!("resume needs a trace file");
+    }
+
+    // Load (resume) or create the trace.
+    let mut loaded: BTreeMap<usize, Attempt> = BTreeMap::new();
+    let writer = match &cfg.trace {
+        None => None,
+        Some(path) if cfg.resume && path.exists() => {
+            let contents = read_trace(path)?;
+            if let Some(tail) = &contents.dropped_tail {
+                if cfg.verbose {
+                    eprintln!("trace {}: dropping a truncated last line ({tail:.60}...)", path.display());
+                }
+            }
+            for a in contents.attempts {
+                if a.iteration > 0 && a.slot >= cfg.offspring {
+                    bail!(
+                        "{}: attempt {} used offspring slot {} but this run has --offspring {}; resume with the \
+                         original offspring count",
+                        path.display(),
+                        a.id,
+                        a.slot,
+                        cfg.offspring
+                    );
+                }
+                if a.id != attempt_id(a.iteration, a.slot, cfg.offspring) {
+                    bail!(
+                        "{}: attempt id {} does not match iteration {} slot {} with offspring {}; the trace \
+                         comes from a run with a different configuration",
+                        path.display(),
+                        a.id,
+                        a.iteration,
+                        a.slot,
+                        cfg.offspring
+                    );
+                }
+                loaded.insert(a.id, a);
+            }
+            Some(TraceWriter::append_after(path, contents.valid_len)?)
+        }
+        Some(path) => Some(TraceWriter::create(path)?),
+    };
+    let resumed = loaded.len();
+
+    let pool = if cfg.threads > 0 {
+        Some(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(cfg.threads)
+                .build()
+                .context("cannot start the worker pool")?,
+        )
+    } else {
+        None
+    };
+
+    let context = task.context();
+    let mut attempts: BTreeMap<usize, Attempt> = BTreeMap::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut evaluations = 0usize;
+
+    // Baseline (iteration 0).
+    if let Some(base) = task.baseline() {
+        let a = match loaded.remove(&0) {
+            Some(a) => a,
+            None => {
+                let eval = guarded_eval(task, &base);
+                evaluations += 1;
+                let mut a = Attempt {
+                    iteration: 0,
+                    lineage: 0,
+                    proposer: "baseline".into(),
+                    candidate: base,
+                    eval,
+                    reflection: String::new(),
+                    id: 0,
+                    slot: 0,
+                    parent_id: None,
+                    guidance: String::new(),
+                    duplicate_of: None,
+                };
+                a.reflection = reflector.reflect(&a, None);
+                if let Some(w) = &writer {
+                    w.append(&a)?;
+                }
+                a
+            }
+        };
+        seen.entry(a.candidate.clone()).or_insert(a.id);
+        attempts.insert(0, a);
+    }
+
+    let mut slots: Vec<SlotState> =
+        (0..cfg.offspring).map(|s| SlotState { lineage: s + 1, head: None, failures_in_a_row: 0 }).collect();
+    let mut next_lineage = cfg.offspring + 1;
+    let mut iterations_run = 0usize;
+    let mut stop = StopReason::Iterations;
+    let mut best_id = best_of(&attempts);
+    let mut since_improvement = 0usize;
+
+    for t in 1..=cfg.iterations {
+        let history = history_for(&attempts, cfg);
+        let best_before = best_id.and_then(|id| attempts.get(&id)).cloned();
+        let plans = plan_iteration(t, cfg, &mut slots, &mut next_lineage, &attempts, reflector);
+
+        // Split into attempts the trace already holds and slots to run.
+        let mut done: Vec<Attempt> = Vec::new();
+        let mut todo: Vec<Plan> = Vec::new();
+        for p in plans {
+            match loaded.remove(&p.id) {
+                Some(a) => {
+                    if a.lineage != p.lineage || a.parent_id != p.parent {
+                        bail!(
+                            "trace attempt {} (iteration {}, slot {}) has lineage {} / parent {:?} but replaying \
+                             the run gives lineage {} / parent {:?}: the trace was written with a different \
+                             seed, repair limit or proposers; resume with the original settings",
+                            a.id,
+                            t,
+                            p.slot,
+                            a.lineage,
+                            a.parent_id,
+                            p.lineage,
+                            p.parent
+                        );
+                    }
+                    done.push(a)
+                }
+                None => todo.push(p),
+            }
+        }
+
+        let run_one = |p: &Plan| -> anyhow::Result<(Attempt, bool)> {
+            let proposer = &proposers[p.slot % proposers.len()];
+            let req = ProposalRequest {
+                task_context: context.clone(),
+                history: history.clone(),
+                parent: p.parent.and_then(|id| attempts.get(&id)).cloned(),
+                guidance: p.guidance.clone(),
+                iteration: t,
+                offspring_index: p.slot,
+            };
+            let proposed = match catch_unwind(AssertUnwindSafe(|| proposer.propose(&req))) {
+                Ok(r) => r,
+                Err(panic) => Err(format!("proposer panicked: {}", panic_text(&panic))),
+            };
+            let (candidate, eval, dup, evaluated) = match proposed {
+                Err(msg) => (
+                    String::new(),
+                    Evaluation {
+                        score: None,
+                        feedback: format!("proposer {} failed: {msg}", proposer.name()),
+                        details: serde_json::json!({ "stage": "propose" }),
+                    },
+                    None,
+                    false,
+                ),
+                Ok(text) => match seen.get(&text).and_then(|id| attempts.get(id)) {
+                    Some(prev) => (text, prev.eval.clone(), Some(prev.id), false),
+                    None => {
+                        let eval = guarded_eval(task, &text);
+                        (text, eval, None, true)
+                    }
+                },
+            };
+            let mut a = Attempt {
+                iteration: t,
+                lineage: p.lineage,
+                proposer: proposer.name(),
+                candidate,
+                eval,
+                reflection: String::new(),
+                id: p.id,
+                slot: p.slot,
+                parent_id: p.parent,
+                guidance: p.guidance.clone(),
+                duplicate_of: dup,
+            };
+            a.reflection = reflector.reflect(&a, best_before.as_ref());
+            if let Some(prev) = dup {
+                a.reflection =
+                    format!("This candidate repeats attempt {prev}; propose something different.\n{}", a.reflection);
+            }
+            // Written as soon as it is known, so an interruption loses only candidates in flight.
+            if let Some(w) = &writer {
+                w.append(&a)?;
+            }
+            Ok((a, evaluated))
+        };
+
+        let results: Vec<anyhow::Result<(Attempt, bool)>> = match &pool {
+            Some(pool) => pool.install(|| todo.par_iter().map(run_one).collect()),
+            None => todo.par_iter().map(run_one).collect(),
+        };
+        for r in results {
+            let (a, evaluated) = r?;
+            evaluations += evaluated as usize;
+            done.push(a);
+        }
+        done.sort_by_key(|a| a.id);
+        for a in done {
+            let st = &mut slots[a.slot];
+            st.head = Some(a.id);
+            if a.eval.score.is_some() {
+                st.failures_in_a_row = 0;
+            } else {
+                st.failures_in_a_row += 1;
+            }
+            if a.duplicate_of.is_none() {
+                seen.entry(a.candidate.clone()).or_insert(a.id);
+            }
+            attempts.insert(a.id, a);
+        }
+        iterations_run = t;
+
+        let new_best = best_of(&attempts);
+        let improved = score_of(&attempts, new_best) < score_of(&attempts, best_id);
+        best_id = new_best;
+        since_improvement = if improved { 0 } else { since_improvement + 1 };
+        if cfg.verbose {
+            let failed = attempts.values().filter(|a| a.iteration == t && a.eval.score.is_none()).count();
+            let best_txt = best_id
+                .and_then(|id| attempts.get(&id))
+                .and_then(|a| a.eval.score.map(|s| format!("{s:.4} (attempt {})", a.id)))
+                .unwrap_or_else(|| "none".into());
+            eprintln!(
+                "iteration {t}/{}: {} candidates, {failed} failed, best {best_txt}",
+                cfg.iterations, cfg.offspring
+            );
+        }
+        if let (Some(target), Some(best)) = (cfg.target_score, score_of(&attempts, best_id)) {
+            if best <= target {
+                stop = StopReason::Target;
+                break;
+            }
+        }
+        if let Some(p) = cfg.patience {
+            if since_improvement >= p {
+                stop = StopReason::Patience;
+                break;
+            }
+        }
+    }
+
+    let best = best_id.and_then(|id| attempts.get(&id)).cloned();
+    Ok(LoopOutcome {
+        best,
+        attempts: attempts.into_values().collect(),
+        iterations_run,
+        elapsed: start.elapsed(),
+        evaluations,
+        resumed,
+        stop,
+    })
+}
+
+/// Stable attempt id: 0 for the baseline, then `1 + (iteration - 1) * offspring + slot`.
+pub fn attempt_id(iteration: usize, slot: usize, offspring: usize) -> usize {
+    if iteration == 0 {
+        0
+    } else {
+        1 + (iteration - 1) * offspring + slot
+    }
+}
+
+/// Decides each slot's parent and guidance for iteration `t`, updating lineage state (drops).
+fn plan_iteration(
+    t: usize,
+    cfg: &LoopConfig,
+    slots: &mut [SlotState],
+    next_lineage: &mut usize,
+    attempts: &BTreeMap<usize, Attempt>,
+    reflector: &dyn Reflector,
+) -> Vec<Plan> {
+    let ranked = ranked_successes(attempts);
+    let pool = ranked.len().min(cfg.parent_pool.max(1));
+    let mut plans = Vec::with_capacity(slots.len());
+    for (s, st) in slots.iter_mut().enumerate() {
+        let id = attempt_id(t, s, cfg.offspring);
+        let head = st.head.and_then(|h| attempts.get(&h));
+        let (parent, guidance) = match head {
+            Some(h) if h.eval.score.is_none() => {
+                if st.failures_in_a_row > cfg.repair_limit {
+                    let guidance = reflector.new_strategy(h, cfg.repair_limit);
+                    st.lineage = *next_lineage;
+                    *next_lineage += 1;
+                    st.failures_in_a_row = 0;
+                    st.head = None;
+                    (None, guidance)
+                } else {
+                    let repair = st.failures_in_a_row;
+                    let note = format!("Repair attempt {repair} of {} for this lineage.\n", cfg.repair_limit);
+                    (Some(h.id), format!("{note}{}", h.reflection))
+                }
+            }
+            _ if pool == 0 => (None, reflector.initial()),
+            _ => {
+                let rank = if s == 0 { 0 } else { pick_rank(cfg.seed, t, s, pool) };
+                let p = ranked[rank];
+                (Some(p.id), p.reflection.clone())
+            }
+        };
+        plans.push(Plan { id, slot: s, lineage: st.lineage, parent, guidance });
+    }
+    plans
+}
+
+/// Rank in `0..pool`, weight 1/(rank+1), from an RNG seeded by (seed, iteration, slot).
+fn pick_rank(seed: u64, t: usize, s: usize, pool: usize) -> usize {
+    let mix = seed ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (s as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    let mut rng = ChaCha8Rng::seed_from_u64(mix);
+    let weights: Vec<f64> = (0..pool).map(|r| 1.0 / (r as f64 + 1.0)).collect();
+    let total: f64 = weights.iter().sum();
+    let mut x = rng.gen::<f64>() * total;
+    for (r, w) in weights.iter().enumerate() {
+        if x < *w {
+            return r;
+        }
+        x -= w;
+    }
+    pool - 1
+}
+
+/// Successful, non-duplicate attempts by score ascending (ties: earlier first).
+fn ranked_successes(attempts: &BTreeMap<usize, Attempt>) -> Vec<&Attempt> {
+    let mut v: Vec<&Attempt> =
+        attempts.values().filter(|a| a.eval.score.is_some() && a.duplicate_of.is_none()).collect();
+    v.sort_by(|a, b| {
+        let (x, y) = (a.eval.score.unwrap_or(f64::INFINITY), b.eval.score.unwrap_or(f64::INFINITY));
+        x.total_cmp(&y).then(a.id.cmp(&b.id))
+    });
+    v
+}
+
+/// The history handed to proposers: best successes first (ascending score), then recent failures.
+fn history_for(attempts: &BTreeMap<usize, Attempt>, cfg: &LoopConfig) -> Vec<Attempt> {
+    let mut out: Vec<Attempt> =
+        ranked_successes(attempts).into_iter().take(cfg.history_successes).cloned().collect();
+    let failures: Vec<&Attempt> =
+        attempts.values().filter(|a| a.eval.score.is_none() && a.duplicate_of.is_none()).collect();
+    let skip = failures.len().saturating_sub(cfg.history_failures);
+    out.extend(failures.into_iter().skip(skip).cloned());
+    out
+}
+
+fn best_of(attempts: &BTreeMap<usize, Attempt>) -> Option<usize> {
+    ranked_successes(attempts).first().map(|a| a.id)
+}
+
+fn score_of(attempts: &BTreeMap<usize, Attempt>, id: Option<usize>) -> Option<f64> {
+    id.and_then(|id| attempts.get(&id)).and_then(|a| a.eval.score)
+}
+
+/// Evaluates, turning a panic inside the task into a failed evaluation.
+fn guarded_eval(task: &dyn Task, candidate: &str) -> Evaluation {
+    match catch_unwind(AssertUnwindSafe(|| task.evaluate(candidate))) {
+        Ok(mut e) => {
+            if e.score.is_some_and(|s| !s.is_finite()) {
+                e.feedback = format!("evaluation produced a non-finite score; treated as a failure.\n{}", e.feedback);
+                e.score = None;
+            }
+            e
+        }
+        Err(p) => Evaluation {
+            score: None,
+            feedback: format!("the evaluator panicked: {}", panic_text(&p)),
+            details: serde_json::json!({ "stage": "evaluate" }),
+        },
+    }
+}
+
+fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// The first line of `s`, at most `max` characters.
+pub fn first_line(s: &str, max: usize) -> String {
+    clip(s.lines().next().unwrap_or(""), max)
+}
+
+/// `s` cut to at most `max` characters (marked with "…" when cut).
+pub fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(max).collect();
+        out.push('…');
+        out
+    }
+}

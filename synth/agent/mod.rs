@@ -3,6 +3,7 @@
 //! (a rule in C++/Rust/JSON form, or a whole rewritten source file).
 
 pub mod engine;
+pub mod trace;
 
 use serde::{Deserialize, Serialize};
 
@@ -44,6 +45,21 @@ pub struct Attempt {
     pub eval: Evaluation,
     /// Reflection: guidance derived from this attempt's failure or regret.
     pub reflection: String,
+    /// Stable id within a run: 0 for the baseline, then `1 + (iteration - 1) * offspring + slot`.
+    #[serde(default)]
+    pub id: usize,
+    /// Offspring slot (0..offspring) that produced the attempt.
+    #[serde(default)]
+    pub slot: usize,
+    /// Id of the attempt this one was proposed from (None: a fresh strategy or the baseline).
+    #[serde(default)]
+    pub parent_id: Option<usize>,
+    /// The guidance the proposer was given.
+    #[serde(default)]
+    pub guidance: String,
+    /// Set when the candidate text equals an earlier attempt's; its evaluation was reused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicate_of: Option<usize>,
 }
 
 /// What a proposer sees each iteration.
