@@ -38,7 +38,7 @@ class Mapping:
 
 
 #: The rule chosen from the calibration run (harness/README.md gives the evidence).
-DEFAULT_MAPPING_TEXT = "64:2:3"
+DEFAULT_MAPPING_TEXT = "64:3:4"
 
 
 def parse_mapping(text):

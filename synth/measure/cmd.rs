@@ -1,6 +1,287 @@
-//! (in progress)
+//! `synth bench`: measure every legacy instance (with split-K where it can matter) on a model's GEMM
+//! shapes with the GPU harness, appending to a resumable journal.
+
+use super::driver::{DeviceInfo, Harness};
+use super::journal::{recheck_noise, CellResult, Journal};
+use super::plan::{build_plan, PlanSpec, SplitKMode};
+use crate::catalog::{Catalog, Instance};
+use crate::table::Shape;
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Instant;
+
 #[derive(Debug, clap::Args)]
-pub struct BenchArgs {}
-pub fn run(_args: BenchArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+pub struct BenchArgs {
+    /// Model whose GEMM shapes are measured.
+    #[arg(long, default_value = "qwen3-32b")]
+    pub model: String,
+    /// Tensor-parallel degree.
+    #[arg(long, default_value_t = 2)]
+    pub tp: u32,
+    /// M values: `dataset` (the 80-value dataset grid), `decode` (1,2,4,...,256), or a comma list.
+    #[arg(long, default_value = "dataset")]
+    pub m_set: String,
+    /// (N,K) pairs to measure instead of the model's layers, e.g. `5120:5120,25600:5120`.
+    #[arg(long)]
+    pub shapes: Option<String>,
+    /// Legacy kernelIds to measure (comma list), or `all` (the 19 candidates).
+    #[arg(long, default_value = "all")]
+    pub instances: String,
+    /// Split-K levels: `auto` (1..3 where the grid is smaller than the CU count) or `none`.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub split_k: SplitKMode,
+    /// Share of cells measured a second time at the end (noise estimate).
+    #[arg(long, default_value_t = 0.05)]
+    pub recheck_fraction: f64,
+    /// Seed of the recheck choice (and of the harness's random inputs).
+    #[arg(long, default_value_t = 7)]
+    pub seed: u64,
+    /// Journal: the output CSV (AITER columns plus extras). Existing rows are kept and skipped.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Python interpreter with PyTorch and Triton.
+    #[arg(long, default_value = "python3")]
+    pub python: PathBuf,
+    /// Path of the harness entry point.
+    #[arg(long, default_value = "harness/blockscale_bench.py")]
+    pub harness: PathBuf,
+    /// Extra argument passed to the harness (repeatable), e.g. `--harness-arg=--mapping=64:2:3`.
+    #[arg(long = "harness-arg", allow_hyphen_values = true)]
+    pub harness_args: Vec<String>,
+    /// CU/SM count for the split-K rule; default: ask the device.
+    #[arg(long)]
+    pub cu_num: Option<u32>,
+    /// Print the plan size (total, already in the journal, to measure) and stop.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Write the cells still to measure as a plan file (JSON lines) and stop.
+    #[arg(long)]
+    pub plan_only: Option<PathBuf>,
+}
+
+/// The dataset's M grid: {1,2,4,8} ∪ 16..=256 step 16 ∪ 288..=1024 step 32 ∪ 1152..=4096 step 128 ∪
+/// 5120..=16384 step 1024 (80 values).
+pub fn m_dataset_grid() -> Vec<u32> {
+    let mut v = vec![1, 2, 4, 8];
+    v.extend((16..=256).step_by(16));
+    v.extend((288..=1024).step_by(32));
+    v.extend((1152..=4096).step_by(128));
+    v.extend((5120..=16384).step_by(1024));
+    v
+}
+
+fn parse_m_set(text: &str) -> Result<Vec<u32>> {
+    match text {
+        "dataset" => Ok(m_dataset_grid()),
+        "decode" => Ok((0..=8).map(|i| 1u32 << i).collect()),
+        list => list
+            .split(',')
+            .map(|s| {
+                let v: u32 = s.trim().parse().with_context(|| format!("--m-set: {s:?} is not a positive integer (or use `dataset`/`decode`)"))?;
+                if v == 0 {
+                    bail!("--m-set: M must be positive, got 0");
+                }
+                Ok(v)
+            })
+            .collect(),
+    }
+}
+
+/// (N, K) of a built-in model's four GEMMs at a TP degree: qkv, o, gate_up, down.
+fn model_layers(model: &str, tp: u32) -> Result<Vec<(u32, u32)>> {
+    // hidden, intermediate, heads, kv_heads, head_dim
+    let (h, inter, heads, kv, hd) = match model {
+        "qwen3-32b" => (5120u32, 25600u32, 64u32, 8u32, 128u32),
+        other => bail!("--model {other:?} is not built in here; pass --shapes N:K,... instead"),
+    };
+    if tp == 0 || heads % tp != 0 || kv % tp != 0 || inter % tp != 0 {
+        bail!("--tp {tp} must divide the attention heads ({heads}), KV heads ({kv}) and intermediate size ({inter})");
+    }
+    Ok(vec![((heads + 2 * kv) * hd / tp, h), (h, heads * hd / tp), (2 * inter / tp, h), (h, inter / tp)])
+}
+
+fn parse_pairs(text: &str) -> Result<Vec<(u32, u32)>> {
+    text.split(',')
+        .map(|p| {
+            let (n, k) = p.split_once(':').with_context(|| format!("--shapes: {p:?} is not N:K"))?;
+            let n: u32 = n.trim().parse().with_context(|| format!("--shapes: N in {p:?} is not an integer"))?;
+            let k: u32 = k.trim().parse().with_context(|| format!("--shapes: K in {p:?} is not an integer"))?;
+            if n == 0 || k == 0 {
+                bail!("--shapes: {p:?} has a zero dimension");
+            }
+            Ok((n, k))
+        })
+        .collect()
+}
+
+fn select_instances<'a>(catalog: &'a Catalog, text: &str) -> Result<Vec<&'a Instance>> {
+    if text == "all" {
+        return Ok(catalog.legacy_candidates().iter().collect());
+    }
+    text.split(',')
+        .map(|s| {
+            let id: i32 = s.trim().parse().with_context(|| format!("--instances: {s:?} is not a kernelId"))?;
+            if id < 0 {
+                bail!("--instances: {id} is an alias; name the candidate id it stands for ({})", catalog.default_alias);
+            }
+            catalog.legacy_by_id(id).with_context(|| format!("--instances: no legacy instance with kernelId {id}"))
+        })
+        .collect()
+}
+
+fn harness_of(args: &BenchArgs) -> Harness {
+    let mut extra = args.harness_args.clone();
+    extra.push(format!("--seed={}", args.seed));
+    Harness { python: args.python.clone(), script: args.harness.clone(), extra_args: extra }
+}
+
+pub fn run(args: BenchArgs) -> Result<()> {
+    let catalog = Catalog::embedded();
+    let ms = parse_m_set(&args.m_set)?;
+    let layers = match &args.shapes {
+        Some(s) => parse_pairs(s)?,
+        None => model_layers(&args.model, args.tp)?,
+    };
+    let instances = select_instances(&catalog, &args.instances)?;
+    let harness = harness_of(&args);
+    let mut device: Option<DeviceInfo> = None;
+    let cu_num = match args.cu_num {
+        Some(c) => c,
+        None => {
+            let d = harness.probe()?;
+            eprintln!("device: {} ({}, {} CUs/SMs, {}; torch {}, triton {}; {})", d.name, d.gfx, d.cu_num, d.backend, d.torch, d.triton, d.mapping_rule);
+            let c = d.cu_num;
+            device = Some(d);
+            c
+        }
+    };
+    let shapes: Vec<Shape> = layers.iter().flat_map(|&(n, k)| ms.iter().map(move |&m| Shape::new(m, n, k))).collect();
+    let spec = PlanSpec { shapes, instances, split_k: args.split_k, cu_num, recheck_fraction: args.recheck_fraction, seed: args.seed };
+    let plan = build_plan(&spec)?;
+    let (mut journal, cut) = Journal::open(&args.out)?;
+    if cut > 0 {
+        eprintln!("journal {}: dropped an incomplete last line ({cut} bytes, an interrupted write)", args.out.display());
+    }
+    let todo = super::remaining(&plan, &journal);
+    let n_recheck = plan.iter().filter(|c| c.recheck != 0).count();
+    eprintln!(
+        "plan: {} cells ({} shapes x {} instances with split-K {:?}, {} rechecks); {} already in {}; {} to measure",
+        plan.len(),
+        spec.shapes.len(),
+        spec.instances.len(),
+        args.split_k,
+        n_recheck,
+        plan.len() - todo.len(),
+        args.out.display(),
+        todo.len()
+    );
+    if let Some(path) = &args.plan_only {
+        let mut text = String::new();
+        for c in &todo {
+            text.push_str(&c.to_json_line());
+            text.push('\n');
+        }
+        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("wrote {} plan cells to {}", todo.len(), path.display());
+        return Ok(());
+    }
+    if args.dry_run {
+        println!("{}", todo.len());
+        return Ok(());
+    }
+    if todo.is_empty() {
+        print_summary(&journal, 0, 0.0);
+        return Ok(());
+    }
+    if device.is_none() {
+        harness.probe()?;
+    }
+    let plan_file = tempfile::Builder::new().prefix("synth-bench-plan").suffix(".jsonl").tempfile().context("cannot create a plan file")?;
+    let interactive = std::io::stderr().is_terminal();
+    let pb = if interactive { ProgressBar::new(todo.len() as u64) } else { ProgressBar::hidden() };
+    pb.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} cells  {per_sec}  ETA {eta}  {msg}").expect("static progress template"),
+    );
+    let started = Instant::now();
+    let total = todo.len();
+    let mut count = 0usize;
+    let pb_log = pb.clone();
+    let result = harness.run(
+        &todo,
+        plan_file.path(),
+        &mut journal,
+        |row: &CellResult| {
+            count += 1;
+            pb.inc(1);
+            pb.set_message(format!("M={} N={} K={}", row.m, row.n, row.k));
+            if !interactive && (count % 250 == 0 || count == total) {
+                let el = started.elapsed().as_secs_f64();
+                let rate = count as f64 / el.max(1e-9);
+                eprintln!("{count}/{total} cells, {el:.0} s, {rate:.1} cells/s, ETA {:.0} s", (total - count) as f64 / rate.max(1e-9));
+            }
+        },
+        move |line: &str| {
+            // Harness progress lines start with '#': under a progress bar only errors and warnings are
+            // shown; without a terminal (a log file) every line is kept.
+            if !interactive {
+                eprintln!("{line}");
+            } else if !line.starts_with('#') {
+                pb_log.println(line);
+            }
+        },
+    );
+    pb.finish_and_clear();
+    let elapsed = started.elapsed().as_secs_f64();
+    let measured = journal.rows().len();
+    let appended = match &result {
+        Ok(n) => *n,
+        Err(_) => count,
+    };
+    print_summary(&journal, appended, elapsed);
+    result.map(|_| ()).with_context(|| format!("{} rows are in {} ({} measured this run)", measured, args.out.display(), appended))
+}
+
+fn print_summary(journal: &Journal, appended: usize, elapsed: f64) {
+    let rows = journal.rows();
+    let mut fails: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in rows {
+        if let Some(reason) = r.status.strip_prefix("fail:") {
+            *fails.entry(reason).or_default() += 1;
+        }
+    }
+    let ok = rows.iter().filter(|r| r.is_ok()).count();
+    println!("journal {}: {} rows, {} ok, {} failed", journal.path().display(), rows.len(), ok, rows.len() - ok);
+    if appended > 0 {
+        println!("this run: {appended} cells in {elapsed:.1} s = {:.2} cells/s", appended as f64 / elapsed.max(1e-9));
+    }
+    for (reason, n) in &fails {
+        println!("  fail:{reason}: {n}");
+    }
+    match recheck_noise(rows) {
+        Some((med, n)) => println!("noise: median |us - us_recheck| / us = {:.2}% over {n} rechecked cells", med * 100.0),
+        None => println!("noise: no rechecked cell pairs yet"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dataset_grid_has_80_values() {
+        let g = m_dataset_grid();
+        assert_eq!(g.len(), 80);
+        assert_eq!(&g[..5], &[1, 2, 4, 8, 16]);
+        assert_eq!(*g.last().unwrap(), 16384);
+        assert!(g.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn qwen3_tp2_layers() {
+        assert_eq!(model_layers("qwen3-32b", 2).unwrap(), vec![(5120, 5120), (5120, 4096), (25600, 5120), (5120, 12800)]);
+        assert!(model_layers("qwen3-32b", 3).is_err());
+    }
 }

@@ -1,0 +1,275 @@
+//! The journal: the measurement output file, in AITER's profile-CSV columns plus extra columns, appended
+//! one flushed row per finished cell so an interrupted run loses at most the cell in flight.
+
+use super::plan::CellKey;
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+/// AITER's tuned/profile CSV columns.
+pub const AITER_COLUMNS: [&str; 13] =
+    ["gfx", "cu_num", "M", "N", "K", "libtype", "kernelId", "splitK", "us", "kernelName", "tflops", "bw", "errRatio"];
+/// Extra columns the journal adds after AITER's.
+pub const EXTRA_COLUMNS: [&str; 10] =
+    ["device", "backend", "timing", "us_min", "us_max", "us_p10", "us_p90", "reps", "status", "recheck"];
+
+/// All journal columns, in order.
+pub fn columns() -> Vec<&'static str> {
+    AITER_COLUMNS.iter().chain(EXTRA_COLUMNS.iter()).copied().collect()
+}
+
+/// One measured cell as the harness streams it (JSON) and the journal stores it (CSV).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct CellResult {
+    pub gfx: String,
+    pub cu_num: u32,
+    #[serde(rename = "M")]
+    pub m: u32,
+    #[serde(rename = "N")]
+    pub n: u32,
+    #[serde(rename = "K")]
+    pub k: u32,
+    #[serde(default = "ck")]
+    pub libtype: String,
+    #[serde(rename = "kernelId")]
+    pub kernel_id: i32,
+    #[serde(rename = "splitK")]
+    pub split_k: u32,
+    pub us: Option<f64>,
+    #[serde(rename = "kernelName")]
+    pub kernel_name: String,
+    pub tflops: Option<f64>,
+    pub bw: Option<f64>,
+    #[serde(rename = "errRatio")]
+    pub err_ratio: Option<f64>,
+    #[serde(default)]
+    pub device: String,
+    #[serde(default)]
+    pub backend: String,
+    #[serde(default)]
+    pub timing: String,
+    pub us_min: Option<f64>,
+    pub us_max: Option<f64>,
+    pub us_p10: Option<f64>,
+    pub us_p90: Option<f64>,
+    #[serde(default)]
+    pub reps: u32,
+    pub status: String,
+    #[serde(default)]
+    pub recheck: u8,
+}
+
+fn ck() -> String {
+    "ck".to_string()
+}
+
+impl CellResult {
+    pub fn key(&self) -> CellKey {
+        CellKey { m: self.m, n: self.n, k: self.k, kernel_id: self.kernel_id, split_k: self.split_k, recheck: self.recheck != 0 }
+    }
+
+    pub fn is_ok(&self) -> bool {
+        self.status == "ok"
+    }
+
+    /// Checks what the journal promises its readers: status "ok" or "fail:<reason>", a finite positive
+    /// `us` for "ok" rows.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.status == "ok" {
+            match self.us {
+                Some(u) if u.is_finite() && u > 0.0 => Ok(()),
+                other => Err(format!("status ok but us = {other:?} (expected a finite positive number)")),
+            }
+        } else if self.status.strip_prefix("fail:").is_some_and(|r| !r.is_empty()) {
+            Ok(())
+        } else {
+            Err(format!("status {:?} is neither \"ok\" nor \"fail:<reason>\"", self.status))
+        }
+    }
+
+    /// The CSV record, in [`columns`] order.
+    pub fn to_record(&self) -> Vec<String> {
+        let f = |v: Option<f64>, prec: usize| v.map(|x| format!("{x:.prec$}")).unwrap_or_default();
+        vec![
+            self.gfx.clone(),
+            self.cu_num.to_string(),
+            self.m.to_string(),
+            self.n.to_string(),
+            self.k.to_string(),
+            self.libtype.clone(),
+            self.kernel_id.to_string(),
+            self.split_k.to_string(),
+            f(self.us, 4),
+            self.kernel_name.clone(),
+            f(self.tflops, 3),
+            f(self.bw, 3),
+            self.err_ratio.map(|e| format!("{e}")).unwrap_or_else(|| "".into()),
+            self.device.clone(),
+            self.backend.clone(),
+            self.timing.clone(),
+            f(self.us_min, 4),
+            f(self.us_max, 4),
+            f(self.us_p10, 4),
+            f(self.us_p90, 4),
+            self.reps.to_string(),
+            self.status.clone(),
+            self.recheck.to_string(),
+        ]
+    }
+}
+
+/// Reads every row of a journal, strictly: wrong header, bad numbers or a bad status name the line,
+/// column and value.
+pub fn read_journal(path: &Path) -> Result<Vec<CellResult>> {
+    let file = File::open(path).with_context(|| format!("cannot open journal {}", path.display()))?;
+    read_journal_from(file, &path.display().to_string())
+}
+
+/// [`read_journal`] over any reader; `src` names it in errors.
+pub fn read_journal_from<R: Read>(r: R, src: &str) -> Result<Vec<CellResult>> {
+    let mut rdr = csv::ReaderBuilder::new().has_headers(true).from_reader(r);
+    let header: Vec<String> = rdr.headers().with_context(|| format!("{src}: cannot read the header"))?.iter().map(String::from).collect();
+    let want = columns();
+    if header != want {
+        bail!("{src}:1: header is `{}`; expected `{}` (a journal written by `synth bench`)", header.join(","), want.join(","));
+    }
+    let mut rows = Vec::new();
+    for (i, rec) in rdr.records().enumerate() {
+        let line = i + 2;
+        let rec = rec.with_context(|| format!("{src}:{line}: malformed CSV row"))?;
+        let get = |c: usize| rec.get(c).unwrap_or("");
+        let num = |c: usize| -> Result<Option<f64>> {
+            let s = get(c);
+            if s.is_empty() {
+                return Ok(None);
+            }
+            s.parse::<f64>().map(Some).map_err(|_| anyhow::anyhow!("{src}:{line}: column {} = {s:?} is not a number", want[c]))
+        };
+        fn int<T: std::str::FromStr>(src: &str, line: usize, col: &str, s: &str) -> Result<T> {
+            s.parse::<T>().map_err(|_| anyhow::anyhow!("{src}:{line}: column {col} = {s:?} is not an integer"))
+        }
+        let row = CellResult {
+            gfx: get(0).to_string(),
+            cu_num: int(src, line, want[1], get(1))?,
+            m: int(src, line, want[2], get(2))?,
+            n: int(src, line, want[3], get(3))?,
+            k: int(src, line, want[4], get(4))?,
+            libtype: get(5).to_string(),
+            kernel_id: int(src, line, want[6], get(6))?,
+            split_k: int(src, line, want[7], get(7))?,
+            us: num(8)?,
+            kernel_name: get(9).to_string(),
+            tflops: num(10)?,
+            bw: num(11)?,
+            err_ratio: num(12)?,
+            device: get(13).to_string(),
+            backend: get(14).to_string(),
+            timing: get(15).to_string(),
+            us_min: num(16)?,
+            us_max: num(17)?,
+            us_p10: num(18)?,
+            us_p90: num(19)?,
+            reps: int(src, line, want[20], get(20))?,
+            status: get(21).to_string(),
+            recheck: int(src, line, want[22], get(22))?,
+        };
+        row.validate().map_err(|e| anyhow::anyhow!("{src}:{line}: {e}"))?;
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// An open journal, appending.
+pub struct Journal {
+    path: PathBuf,
+    writer: csv::Writer<File>,
+    done: HashSet<CellKey>,
+    rows: Vec<CellResult>,
+}
+
+impl Journal {
+    /// Opens (or creates) the journal at `path`. Existing rows are read (their keys are "done"); an
+    /// incomplete last line left by an interrupted write is cut off; a different header is an error.
+    /// Returns the journal and the number of bytes cut.
+    pub fn open(path: &Path) -> Result<(Journal, usize)> {
+        let mut cut = 0;
+        let mut rows = Vec::new();
+        if path.exists() {
+            let mut f = OpenOptions::new().read(true).write(true).open(path).with_context(|| format!("cannot open journal {}", path.display()))?;
+            let mut bytes = Vec::new();
+            f.read_to_end(&mut bytes)?;
+            if !bytes.is_empty() && !bytes.ends_with(b"\n") {
+                let keep = bytes.iter().rposition(|&b| b == b'\n').map(|p| p + 1).unwrap_or(0);
+                cut = bytes.len() - keep;
+                f.set_len(keep as u64)?;
+                f.seek(SeekFrom::Start(keep as u64))?;
+                bytes.truncate(keep);
+            }
+            if !bytes.is_empty() {
+                rows = read_journal_from(&bytes[..], &path.display().to_string())?;
+            }
+        }
+        let needs_header = !path.exists() || std::fs::metadata(path)?.len() == 0;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        let file = OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("cannot open journal {} for appending", path.display()))?;
+        let mut writer = csv::WriterBuilder::new().has_headers(false).from_writer(file);
+        if needs_header {
+            writer.write_record(columns())?;
+            writer.flush()?;
+        }
+        let done = rows.iter().map(|r| r.key()).collect();
+        Ok((Journal { path: path.to_path_buf(), writer, done, rows }, cut))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Keys of the cells already in the journal.
+    pub fn is_done(&self, key: &CellKey) -> bool {
+        self.done.contains(key)
+    }
+
+    /// All rows, those read at open and those appended since.
+    pub fn rows(&self) -> &[CellResult] {
+        &self.rows
+    }
+
+    /// Appends one row and flushes it to the file. A key already present is an error (no duplicates).
+    pub fn append(&mut self, row: CellResult) -> Result<()> {
+        row.validate().map_err(|e| anyhow::anyhow!("harness row M={} N={} K={} id={}: {e}", row.m, row.n, row.k, row.kernel_id))?;
+        if !self.done.insert(row.key()) {
+            bail!("harness measured cell {:?} twice", row.key());
+        }
+        self.writer.write_record(row.to_record())?;
+        self.writer.flush()?;
+        self.rows.push(row);
+        Ok(())
+    }
+}
+
+/// Noise: median over recheck pairs (both ok) of |us - us_recheck| / us, and the number of pairs.
+pub fn recheck_noise(rows: &[CellResult]) -> Option<(f64, usize)> {
+    let first: std::collections::HashMap<CellKey, f64> =
+        rows.iter().filter(|r| r.recheck == 0 && r.is_ok()).filter_map(|r| Some((r.key(), r.us?))).collect();
+    let mut rel: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.recheck != 0 && r.is_ok())
+        .filter_map(|r| {
+            let base = *first.get(&CellKey { recheck: false, ..r.key() })?;
+            Some((r.us? - base).abs() / base)
+        })
+        .collect();
+    if rel.is_empty() {
+        return None;
+    }
+    rel.sort_by(|a, b| a.total_cmp(b));
+    let n = rel.len();
+    let med = if n % 2 == 1 { rel[n / 2] } else { (rel[n / 2 - 1] + rel[n / 2]) / 2.0 };
+    Some((med, n))
+}

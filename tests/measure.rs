@@ -1,0 +1,223 @@
+//! `synth bench` against a protocol test double of the GPU harness (tests/fixtures/fake_harness.py):
+//! journal resume after a kill, the split-K plan rule, clear errors for a missing Python/PyTorch/GPU.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const FAKE: &str = "tests/fixtures/fake_harness.py";
+
+fn synth() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_synth"));
+    c.current_dir(env!("CARGO_MANIFEST_DIR"));
+    c
+}
+
+/// `synth bench` over M in {1,16}, N=K=5120, instances 0, 7, 8 with the fake harness.
+fn bench_args(out: &Path, extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "bench", "--m-set", "1,16", "--shapes", "5120:5120", "--instances", "0,7,8", "--cu-num", "132", "--recheck-fraction",
+        "0.25", "--python", "python3", "--harness", FAKE, "--out",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.push(out.display().to_string());
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+fn run(args: &[String], envs: &[(&str, &str)]) -> Output {
+    let mut c = synth();
+    c.args(args);
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    c.output().expect("synth runs")
+}
+
+/// Journal keys (M,N,K,kernelId,splitK,recheck) with their multiplicity.
+fn journal_keys(path: &Path) -> BTreeMap<String, usize> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no column {name}"));
+    let (m, n, k, id, sk, rc) = (col("M"), col("N"), col("K"), col("kernelId"), col("splitK"), col("recheck"));
+    let mut keys = BTreeMap::new();
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        *keys.entry(format!("{},{},{},{},{},{}", f[m], f[n], f[k], f[id], f[sk], f[rc])).or_insert(0) += 1;
+    }
+    keys
+}
+
+fn log_counts(path: &Path) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for l in std::fs::read_to_string(path).unwrap_or_default().lines() {
+        *counts.entry(l.to_string()).or_insert(0) += 1;
+    }
+    counts
+}
+
+// Plan of bench_args: per shape, instance 0 (128x128x128) and 7 (16x128x256) have 40 tiles at N=5120 ->
+// split levels 0,1,2 (40, 80 < 132; 160 >= 132); instance 8 (16x64x256) has 80 tiles -> 0,1.
+// 2 shapes x 8 = 16 cells, plus round(16 * 0.25) = 4 rechecks.
+const PLAN_CELLS: usize = 20;
+
+#[test]
+fn dry_run_counts_the_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("j.csv");
+    let o = run(&bench_args(&out, &["--dry-run"]), &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), PLAN_CELLS.to_string());
+}
+
+#[test]
+fn resume_after_kill_loses_and_repeats_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("journal.csv");
+    let log = dir.path().join("measured.log");
+    let log_s = log.display().to_string();
+
+    let mut child = synth()
+        .args(bench_args(&out, &[]))
+        .env("FAKE_DELAY_S", "0.2")
+        .env("FAKE_LOG", &log_s)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until a few cells are journaled, then kill the driver mid-run.
+    let start = Instant::now();
+    loop {
+        let rows = std::fs::read_to_string(&out).map(|t| t.lines().count().saturating_sub(1)).unwrap_or(0);
+        if rows >= 4 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "no progress from the fake harness");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The orphaned harness dies at its next write into the closed pipe.
+    std::thread::sleep(Duration::from_millis(600));
+    let first = journal_keys(&out);
+    assert!(first.len() >= 4 && first.len() < PLAN_CELLS, "killed run journaled {} cells", first.len());
+    assert!(first.values().all(|&c| c == 1));
+
+    let o = run(&bench_args(&out, &[]), &[("FAKE_LOG", &log_s)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains(&format!("{} already in", first.len())), "{stderr}");
+
+    let all = journal_keys(&out);
+    assert_eq!(all.len(), PLAN_CELLS, "every planned cell is journaled");
+    assert!(all.values().all(|&c| c == 1), "no duplicate rows: {all:?}");
+    let measured = log_counts(&log);
+    for key in first.keys() {
+        assert_eq!(measured.get(key), Some(&1), "cell {key} was journaled before the kill and must not be measured again");
+    }
+    let rechecks: BTreeSet<_> = all.keys().filter(|k| k.ends_with(",1")).collect();
+    assert_eq!(rechecks.len(), 4);
+    for r in &rechecks {
+        let base = format!("{}0", &r[..r.len() - 1]);
+        assert!(all.contains_key(&base), "recheck {r} repeats a planned cell");
+    }
+    // The fake harness reports rechecks 2% slower: the noise figure is exactly that.
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("noise: median |us - us_recheck| / us = 2.00% over 4"), "{stdout}");
+
+    // A third run has nothing left to do.
+    let o = run(&bench_args(&out, &["--dry-run"]), &[]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "0");
+}
+
+#[test]
+fn incomplete_last_line_is_dropped_and_remeasured() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("j.csv");
+    let o = run(&bench_args(&out, &[]), &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&out).unwrap();
+    // Cut the file in the middle of its last row, as a kill during a write would.
+    let cut = text.len() - 30;
+    std::fs::write(&out, &text[..cut]).unwrap();
+    let o = run(&bench_args(&out, &[]), &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("dropped an incomplete last line"));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), text);
+}
+
+fn plan_levels(cu_num: &str) -> BTreeMap<i64, Vec<i64>> {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.jsonl");
+    let args: Vec<String> = [
+        "bench", "--m-set", "1", "--shapes", "5120:5120", "--instances", "0,7,8", "--cu-num", cu_num, "--recheck-fraction", "0",
+        "--out",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([dir.path().join("j.csv").display().to_string(), "--plan-only".into(), plan.display().to_string()])
+    .collect();
+    let o = run(&args, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut levels: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+    for l in std::fs::read_to_string(&plan).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        levels.entry(v["kernelId"].as_i64().unwrap()).or_default().push(v["splitK"].as_i64().unwrap());
+    }
+    levels
+}
+
+#[test]
+fn plan_split_k_rule() {
+    // H200 (132 SMs): 40 tiles for 128x128 and 16x128 at N=5120 -> 0,1,2; 80 tiles for 16x64 -> 0,1.
+    let h200 = plan_levels("132");
+    assert_eq!(h200[&0], vec![0, 1, 2]);
+    assert_eq!(h200[&7], vec![0, 1, 2]);
+    assert_eq!(h200[&8], vec![0, 1]);
+    // MI300X (304 CUs): 40, 80, 160 < 304 -> up to 3; 80, 160 < 304 <= 320 -> up to 2.
+    let mi300 = plan_levels("304");
+    assert_eq!(mi300[&0], vec![0, 1, 2, 3]);
+    assert_eq!(mi300[&8], vec![0, 1, 2]);
+}
+
+fn stderr_of(extra_env: &[(&str, &str)], python: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("j.csv");
+    let mut args = bench_args(&out, &[]);
+    let i = args.iter().position(|a| a == "python3").unwrap();
+    args[i] = python.to_string();
+    let o = run(&args, extra_env);
+    assert!(!o.status.success());
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn clear_errors_for_missing_python_torch_gpu() {
+    let e = stderr_of(&[], "/nonexistent/python3");
+    assert!(e.contains("cannot start the harness with Python `/nonexistent/python3`"), "{e}");
+    assert!(e.contains("--python"), "{e}");
+    let e = stderr_of(&[("FAKE_EXIT", "5")], "python3");
+    assert!(e.contains("no GPU found"), "{e}");
+    let e = stderr_of(&[("FAKE_EXIT", "3")], "python3");
+    assert!(e.contains("PyTorch is not importable"), "{e}");
+    let e = stderr_of(&[("FAKE_EXIT", "4")], "python3");
+    assert!(e.contains("Triton is not importable"), "{e}");
+}
+
+#[test]
+fn failed_cells_are_journaled_with_their_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("j.csv");
+    let o = run(&bench_args(&out, &[]), &[("FAKE_FAIL_ID", "7")]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&out).unwrap();
+    let fails = text.lines().filter(|l| l.contains(",fail:compile,")).count();
+    let id7 = journal_keys(&out).keys().filter(|k| k.split(',').nth(3) == Some("7")).count();
+    assert!(fails > 0 && fails == id7, "{fails} fail rows vs {id7} id-7 rows");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("fail:compile: "));
+    let _ = PathBuf::new();
+}
