@@ -34,7 +34,7 @@ pub fn representative_shape(matrix: &LatencyMatrix, candidate: &Candidate) -> Op
         let Some(us) = matrix.us(s, c) else { continue };
         let others = (0..matrix.candidates.len()).filter(|&o| o != c).filter_map(|o| matrix.us(s, o)).reduce(f64::min);
         let ratio = others.map_or(1.0, |o| us / o);
-        if best.map_or(true, |b| ratio < b.ratio) {
+        if best.is_none_or(|b| ratio < b.ratio) {
             best = Some(InstanceRow { candidate: *candidate, shape: s, us, ratio });
         }
     }

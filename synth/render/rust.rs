@@ -75,7 +75,27 @@ pub fn render_rust(rule: &Rule, catalog: &Catalog, provenance: &Provenance) -> a
     };
     let file: syn::File = syn::parse2(tokens)
         .map_err(|e| anyhow::anyhow!("internal error: the generated Rust does not parse: {e}"))?;
-    Ok(prettyplease::unparse(&file))
+    Ok(separate_items(&prettyplease::unparse(&file)))
+}
+
+/// prettyplease writes top-level items back to back; put one blank line between them (and after the
+/// module docs).
+fn separate_items(code: &str) -> String {
+    let starts_item = |l: &str| ["///", "#[", "pub ", "const ", "fn "].iter().any(|p| l.starts_with(p));
+    let mut out = String::with_capacity(code.len() + 256);
+    let mut prev: Option<&str> = None;
+    for line in code.lines() {
+        if let Some(p) = prev {
+            let item_ended = p == "}" || p.starts_with("//!") || (!p.starts_with(' ') && p.ends_with(';'));
+            if item_ended && starts_item(line) {
+                out.push('\n');
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
+        prev = Some(line);
+    }
+    out
 }
 
 fn kbatch(split_k: u32) -> u64 {
@@ -129,8 +149,8 @@ impl Gen {
             Cond::Cmp { op, lhs, rhs } => {
                 // Two bare literals would default to i32: give the left one its type.
                 let both_lit = matches!((lhs, rhs), (Expr::Lit(_), Expr::Lit(_)));
-                let l = self.expr(lhs, both_lit);
-                let r = self.expr(rhs, false);
+                let l = self.expr(lhs, if both_lit { Ctx::Typed } else { Ctx::Plain });
+                let r = self.expr(rhs, Ctx::Plain);
                 let op = cmp_tokens(*op);
                 quote!(#l #op #r)
             }
@@ -171,19 +191,18 @@ impl Gen {
         }
     }
 
-    /// `receiver`: the expression is the receiver of a method call, so a literal needs its type and a
-    /// negative one needs parentheses.
-    fn expr(&mut self, expr: &Expr, receiver: bool) -> TokenStream {
+    /// `ctx`: where the expression goes, which decides how a literal is spelled.
+    fn expr(&mut self, expr: &Expr, ctx: Ctx) -> TokenStream {
         match expr {
             Expr::Var(v) => {
                 let name = format_ident!("{}", v.lower());
                 quote!(#name)
             }
-            Expr::Lit(v) => literal(*v, receiver),
+            Expr::Lit(v) => literal(*v, ctx),
             Expr::Bin { op, lhs, rhs } => match op {
                 BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Min | BinOp::Max => {
-                    let l = self.expr(lhs, true);
-                    let r = self.expr(rhs, false);
+                    let l = self.expr(lhs, Ctx::Receiver);
+                    let r = self.expr(rhs, Ctx::Plain);
                     let method = match op {
                         BinOp::Add => format_ident!("wrapping_add"),
                         BinOp::Sub => format_ident!("wrapping_sub"),
@@ -195,8 +214,8 @@ impl Gen {
                 }
                 BinOp::Div | BinOp::CeilDiv => {
                     self.helpers.insert(*op);
-                    let l = self.expr(lhs, false);
-                    let r = self.expr(rhs, false);
+                    let l = self.expr(lhs, Ctx::Plain);
+                    let r = self.expr(rhs, Ctx::Plain);
                     let f = if *op == BinOp::Div { format_ident!("div") } else { format_ident!("cdiv") };
                     quote!(#f(#l, #r))
                 }
@@ -226,17 +245,33 @@ impl Gen {
     }
 }
 
-fn literal(v: i64, receiver: bool) -> TokenStream {
-    if v == i64::MIN {
-        return quote!(i64::MIN);
+/// Where a literal is written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ctx {
+    /// Where the type is inferred from the other operand or the parameter: `5`, `-5`.
+    Plain,
+    /// Needs its own type (a comparison of two literals): `5i64`, `-5i64`.
+    Typed,
+    /// Receiver of a method call: typed, and parenthesized when negative: `(-5i64)`.
+    Receiver,
+}
+
+/// An i64 literal. `i64::MIN` and `i64::MAX` are written as paths: the first has no literal form and a
+/// comparison against the second as a literal would trip rustc's useless-comparison lint.
+fn literal(v: i64, ctx: Ctx) -> TokenStream {
+    match v {
+        i64::MIN => return quote!(i64::MIN),
+        i64::MAX => return quote!(i64::MAX),
+        _ => {}
     }
     let abs = v.unsigned_abs();
-    let lit = if receiver { Literal::u64_unsuffixed(abs).to_string() + "i64" } else { abs.to_string() };
-    let lit: TokenStream = lit.parse().expect("an integer literal is a valid token");
-    match (v < 0, receiver) {
+    let lit: TokenStream = if ctx == Ctx::Plain { abs.to_string() } else { format!("{abs}i64") }
+        .parse()
+        .expect("an integer literal is a valid token");
+    match (v < 0, ctx) {
         (false, _) => lit,
-        (true, false) => quote!(-#lit),
-        (true, true) => quote!((-#lit)),
+        (true, Ctx::Receiver) => quote!((-#lit)),
+        (true, _) => quote!(-#lit),
     }
 }
 
@@ -266,12 +301,14 @@ mod tests {
     fn expressions_use_wrapping_ops_and_typed_receivers() {
         let mut g = Gen::default();
         let e = Expr::bin(BinOp::Add, lit(-3), Expr::bin(BinOp::CeilDiv, var(Var::M), lit(16)));
-        assert_eq!(g.expr(&e, false).to_string(), quote!((-3i64).wrapping_add(cdiv(m, 16))).to_string());
+        assert_eq!(g.expr(&e, Ctx::Plain).to_string(), quote!((-3i64).wrapping_add(cdiv(m, 16))).to_string());
         let e = Expr::bin(BinOp::Min, lit(5), Expr::bin(BinOp::Div, var(Var::K), lit(i64::MIN)));
-        assert_eq!(g.expr(&e, false).to_string(), quote!(5i64.min(div(k, i64::MIN))).to_string());
+        assert_eq!(g.expr(&e, Ctx::Plain).to_string(), quote!(5i64.min(div(k, i64::MIN))).to_string());
         assert_eq!(g.helpers, [BinOp::Div, BinOp::CeilDiv].into_iter().collect());
-        let c = Cond::cmp(CmpOp::Lt, lit(3_000_000_000), lit(-1));
-        assert_eq!(g.cond(&c).to_string(), quote!(3000000000i64 < -1).to_string());
+        let c = Cond::cmp(CmpOp::Lt, lit(-3_000_000_000), lit(-1));
+        assert_eq!(g.cond(&c).to_string(), quote!(-3000000000i64 < -1).to_string());
+        let c = Cond::cmp(CmpOp::Le, var(Var::N), lit(i64::MAX));
+        assert_eq!(g.cond(&c).to_string(), quote!(n <= i64::MAX).to_string());
     }
 
     #[test]

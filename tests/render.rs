@@ -1,0 +1,594 @@
+//! Generated dispatchers, verified for real: the C++ header is compiled with g++ (-std=c++17 -Wall -Wextra
+//! -Werror, UB sanitizer) against the stand-in declarations rendered from templates/check/, the Rust
+//! module with rustc (-D warnings, overflow checks on), and both are run on the same random shapes as the
+//! rule interpreter; all three must pick the same (kernelId, splitK) everywhere. Plus exact-text checks
+//! of the header, the instance CSV on a hand-built latency matrix, and the --check freshness mode.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use gemm_synth::catalog::{Candidate, Catalog};
+use gemm_synth::render::{self, cpp, Provenance, StaleFiles};
+use gemm_synth::rule::{BinOp, CmpOp, Cond, Expr, Leaf, Node, Rule, Var};
+use gemm_synth::table::{Cell, LatencyMatrix, Shape};
+use proptest::strategy::{Strategy, ValueTree};
+use rand::{Rng, SeedableRng};
+
+// ---------------------------------------------------------------------------------------------------
+// Rule construction helpers.
+
+fn m() -> Expr {
+    Expr::Var(Var::M)
+}
+fn n() -> Expr {
+    Expr::Var(Var::N)
+}
+fn k() -> Expr {
+    Expr::Var(Var::K)
+}
+fn lit(v: i64) -> Expr {
+    Expr::Lit(v)
+}
+fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
+    Expr::bin(op, a, b)
+}
+fn cmp(op: CmpOp, a: Expr, b: Expr) -> Cond {
+    Cond::cmp(op, a, b)
+}
+fn leaf(id: i32, sk: u32) -> Node {
+    Node::Leaf(Leaf::new(id, sk))
+}
+fn chain(branches: Vec<(Cond, Node)>, otherwise: Node) -> Node {
+    Node::Chain { branches, otherwise: Box::new(otherwise) }
+}
+
+fn provenance() -> Provenance {
+    Provenance {
+        dataset: "tests (hand-written rule)".into(),
+        training: "none".into(),
+        figures: vec!["not measured".into()],
+        command: "cargo test --test render".into(),
+    }
+}
+
+/// Division by zero, cdiv with non-positive divisors, truncating division of negatives, wrapping
+/// multiplication, i64::MIN / -1, min/max, negation and constant conditions. Expected picks at the
+/// shapes of [`EDGE_EXPECTED`] are worked out by hand in the comments.
+fn edge_rule() -> Rule {
+    let zero_m = bin(BinOp::Mul, m(), lit(0)); // 0, but not a constant expression
+    Rule::new(chain(
+        vec![
+            // cdiv(M, 0) = 0 and M / 0 = 0: never taken.
+            (
+                Cond::Or(vec![
+                    cmp(CmpOp::Ne, bin(BinOp::CeilDiv, m(), lit(0)), lit(0)),
+                    cmp(CmpOp::Ne, bin(BinOp::Div, m(), lit(0)), lit(0)),
+                ]),
+                leaf(18, 0),
+            ),
+            // cdiv(M, -5) = 0 (non-positive divisor): never taken.
+            (cmp(CmpOp::Ne, bin(BinOp::CeilDiv, m(), lit(-5)), lit(0)), leaf(17, 0)),
+            // (M - M - 7) / 2 = -3 (truncation toward zero, not -4): taken for M <= 3.
+            (
+                Cond::And(vec![
+                    cmp(CmpOp::Eq, bin(BinOp::Div, bin(BinOp::Sub, bin(BinOp::Sub, m(), m()), lit(7)), lit(2)), lit(-3)),
+                    cmp(CmpOp::Le, m(), lit(3)),
+                ]),
+                leaf(1, 0),
+            ),
+            // 4 * 2^62 wraps to 0: taken for M = 4.
+            (
+                Cond::And(vec![
+                    cmp(CmpOp::Eq, bin(BinOp::Mul, m(), lit(1 << 62)), lit(0)),
+                    cmp(CmpOp::Eq, m(), lit(4)),
+                ]),
+                leaf(2, 1),
+            ),
+            // (0 + i64::MIN) / (0 - 1) wraps to i64::MIN: taken for M = 5.
+            (
+                Cond::And(vec![
+                    cmp(
+                        CmpOp::Eq,
+                        bin(BinOp::Div, bin(BinOp::Add, zero_m.clone(), lit(i64::MIN)), bin(BinOp::Sub, zero_m, lit(1))),
+                        lit(i64::MIN),
+                    ),
+                    cmp(CmpOp::Eq, m(), lit(5)),
+                ]),
+                leaf(3, 2),
+            ),
+            // Tiles: cdiv(M, 128) * cdiv(N, 128) <= 304 (one wave on 304 CUs), split by K / 1024.
+            (
+                cmp(CmpOp::Le, bin(BinOp::Mul, bin(BinOp::CeilDiv, m(), lit(128)), bin(BinOp::CeilDiv, n(), lit(128))), lit(304)),
+                chain(vec![(cmp(CmpOp::Ge, bin(BinOp::Div, k(), lit(1024)), lit(8)), leaf(4, 3))], leaf(5, 0)),
+            ),
+            // !(max(M, K) > 16384) with a constant-true conjunct and a min() that never matters.
+            (
+                Cond::And(vec![
+                    Cond::Not(Box::new(cmp(CmpOp::Gt, bin(BinOp::Max, m(), k()), lit(16384)))),
+                    Cond::Const(true),
+                    cmp(CmpOp::Ge, bin(BinOp::Min, n(), lit(-1)), lit(-1)),
+                ]),
+                leaf(6, 0),
+            ),
+        ],
+        leaf(7, 0),
+    ))
+}
+
+type Dims = (u32, u32, u32);
+
+/// (M, N, K) → (kernelId, splitK) for [`edge_rule`], computed by hand.
+const EDGE_EXPECTED: [(Dims, (i32, u32)); 8] = [
+    ((1, 128, 128), (1, 0)),
+    ((3, 32768, 32768), (1, 0)),
+    ((4, 4096, 4096), (2, 1)),
+    ((5, 128, 128), (3, 2)),
+    ((200, 4096, 8192), (4, 3)),   // 2 * 32 = 64 tiles, 8192 / 1024 = 8
+    ((200, 4096, 4096), (5, 0)),   // 64 tiles, 4
+    ((4096, 32768, 4096), (6, 0)), // 32 * 256 tiles; max(4096, 4096) <= 16384
+    ((65536, 32768, 32768), (7, 0)),
+];
+
+/// M bucket boundaries of [`deep_rule`]: bucket b holds M < BOUNDS[b] (and >= BOUNDS[b - 1]).
+const BOUNDS: [i64; 16] = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536];
+
+/// A balanced binary search over the M buckets (nested if/else five levels deep), each bucket ending in
+/// an else-if chain on N: kernel = bucket mod 19, split-K = N class. [`deep_expected`] computes the same
+/// in closed form.
+fn deep_rule() -> Rule {
+    fn node(lo: usize, hi: usize) -> Node {
+        // Buckets lo..=hi; bucket b covers [BOUNDS[b - 1], BOUNDS[b]) (bucket 16: M >= 65536).
+        if lo == hi {
+            let id = (lo % 19) as i32;
+            return chain(
+                vec![
+                    (cmp(CmpOp::Le, n(), lit(4096)), leaf(id, 0)),
+                    (cmp(CmpOp::Lt, bin(BinOp::Div, n(), lit(128)), lit(128)), leaf(id, 1)),
+                ],
+                leaf(id, 2),
+            );
+        }
+        let mid = (lo + hi) / 2;
+        chain(vec![(cmp(CmpOp::Lt, m(), lit(BOUNDS[mid])), node(lo, mid))], node(mid + 1, hi))
+    }
+    Rule::new(node(0, BOUNDS.len()))
+}
+
+fn deep_expected(mm: u32, nn: u32) -> (i32, u32) {
+    let bucket = BOUNDS.iter().take_while(|&&b| i64::from(mm) >= b).count();
+    let sk = if nn <= 4096 {
+        0
+    } else if nn / 128 < 128 {
+        1
+    } else {
+        2
+    };
+    ((bucket % 19) as i32, sk)
+}
+
+fn geak_rule(catalog: &Catalog) -> Rule {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/rules/geak_blog_rule.cpp");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    gemm_synth::rule::parse_cpp::parse_cpp(&text, catalog).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+// Random rules (proptest strategies, driven by a fixed seed so the compiled programs are reproducible).
+
+fn arb_expr() -> impl Strategy<Value = Expr> {
+    use proptest::prelude::*;
+    let atom = prop_oneof![
+        3 => prop_oneof![Just(m()), Just(n()), Just(k())],
+        2 => prop_oneof![(-4i64..=4), (1i64..=512), Just(128), Just(304), Just(4096)].prop_map(lit),
+        1 => prop_oneof![any::<i64>(), Just(i64::MIN), Just(i64::MAX), Just(1i64 << 32)].prop_map(lit),
+    ];
+    atom.prop_recursive(3, 12, 2, |inner| {
+        let op = prop_oneof![
+            Just(BinOp::Add),
+            Just(BinOp::Sub),
+            Just(BinOp::Mul),
+            Just(BinOp::Div),
+            Just(BinOp::CeilDiv),
+            Just(BinOp::Min),
+            Just(BinOp::Max)
+        ];
+        (op, inner.clone(), inner).prop_map(|(op, a, b)| Expr::bin(op, a, b))
+    })
+}
+
+fn arb_cond() -> impl Strategy<Value = Cond> {
+    use proptest::prelude::*;
+    let op = prop_oneof![
+        Just(CmpOp::Lt),
+        Just(CmpOp::Le),
+        Just(CmpOp::Gt),
+        Just(CmpOp::Ge),
+        Just(CmpOp::Eq),
+        Just(CmpOp::Ne)
+    ];
+    let cmp_s = (op, arb_expr(), arb_expr()).prop_map(|(op, a, b)| Cond::cmp(op, a, b));
+    let atom = prop_oneof![8 => cmp_s, 1 => any::<bool>().prop_map(Cond::Const)];
+    atom.prop_recursive(2, 6, 3, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..3).prop_map(Cond::And),
+            proptest::collection::vec(inner.clone(), 0..3).prop_map(Cond::Or),
+            inner.prop_map(|c| Cond::Not(Box::new(c))),
+        ]
+    })
+}
+
+fn arb_node() -> impl Strategy<Value = Node> {
+    use proptest::prelude::*;
+    let leaf_s = (0i32..19, 0u32..4).prop_map(|(id, sk)| leaf(id, sk));
+    leaf_s.prop_recursive(4, 24, 3, |inner| {
+        (proptest::collection::vec((arb_cond(), inner.clone()), 0..4), inner)
+            .prop_map(|(branches, otherwise)| chain(branches, otherwise))
+    })
+}
+
+fn random_rules(count: usize) -> Vec<Rule> {
+    let mut runner = proptest::test_runner::TestRunner::new_with_rng(
+        proptest::test_runner::Config::default(),
+        proptest::test_runner::TestRng::from_seed(proptest::test_runner::RngAlgorithm::ChaCha, &[42; 32]),
+    );
+    (0..count).map(|_| Rule::new(arb_node().new_tree(&mut runner).expect("strategy").current())).collect()
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Compiling and running the generated code.
+
+/// Seeded random shapes (M in 1..=65536, N and K multiples of 128 up to 32768) plus the corners.
+fn random_shapes(count: usize, seed: u64) -> Vec<(u32, u32, u32)> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut out = vec![(1, 128, 128), (65536, 32768, 32768), (1, 32768, 128), (65536, 128, 32768)];
+    out.extend(EDGE_EXPECTED.iter().map(|(s, _)| *s));
+    while out.len() < count {
+        // Half the M values log-uniform, so small M (where rules branch most) is well covered.
+        let mm = if rng.gen_bool(0.5) { rng.gen_range(1..=65536) } else { (2f64.powf(rng.gen_range(0.0..16.0))) as u32 };
+        out.push((mm.clamp(1, 65536), 128 * rng.gen_range(1..=256), 128 * rng.gen_range(1..=256)));
+    }
+    out
+}
+
+/// Path of a compiler, or a failure that says what to install (never a silent pass).
+fn require_tool(name: &str) -> PathBuf {
+    let ok = Command::new(name).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
+    match ok {
+        Ok(s) if s.success() => PathBuf::from(name),
+        _ => panic!(
+            "`{name}` is required to verify the generated code but was not found or does not run; \
+             install it (e.g. `apt-get install g++`; rustc comes with the Rust toolchain) and rerun"
+        ),
+    }
+}
+
+fn run_checked(cmd: &mut Command, what: &str) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Writes each rule's header into `dir`, compiles one driver including all of them (`namespaced`: each in
+/// its own namespace; otherwise there must be one rule, included at global scope as AITER does).
+fn build_cpp(dir: &Path, catalog: &Catalog, rules: &[Rule], namespaced: bool) -> PathBuf {
+    assert!(namespaced || rules.len() == 1);
+    let gxx = require_tool("g++");
+    std::fs::write(dir.join(cpp::CHECK_STUB), cpp::render_check_stub(catalog).unwrap()).unwrap();
+    let mut headers = Vec::new();
+    for (i, rule) in rules.iter().enumerate() {
+        let name = format!("rule_{i}.h");
+        std::fs::write(dir.join(&name), render::render_cpp(rule, catalog, &provenance()).unwrap()).unwrap();
+        headers.push(cpp::CheckHeader { header: name, ns: namespaced.then(|| format!("rule_{i}")) });
+    }
+    std::fs::write(dir.join("driver.cpp"), cpp::render_check_driver(catalog, &headers).unwrap()).unwrap();
+    let exe = dir.join("driver_cpp");
+    run_checked(
+        Command::new(gxx)
+            .current_dir(dir)
+            .args(["-std=c++17", "-Wall", "-Wextra", "-Werror", "-O1"])
+            .args(["-fsanitize=undefined", "-fno-sanitize-recover=all"])
+            .arg("driver.cpp")
+            .arg("-o")
+            .arg(&exe),
+        "g++ on the generated header",
+    );
+    exe
+}
+
+/// Writes each rule's module into `dir` and compiles a driver that prints `kernelId splitK name` per rule.
+fn build_rust(dir: &Path, catalog: &Catalog, rules: &[Rule]) -> PathBuf {
+    let rustc = require_tool("rustc");
+    let mut main = String::new();
+    for (i, rule) in rules.iter().enumerate() {
+        std::fs::write(dir.join(format!("rule_{i}.rs")), render::render_rust(rule, catalog, &provenance()).unwrap()).unwrap();
+        main.push_str(&format!("#[path = \"rule_{i}.rs\"]\nmod rule_{i};\n"));
+    }
+    main.push_str(
+        "use std::io::{BufRead, Write};\nfn main() {\n    let mut out = std::io::BufWriter::new(std::io::stdout().lock());\n    \
+         for line in std::io::stdin().lock().lines() {\n        let line = line.unwrap();\n        \
+         let v: Vec<u32> = line.split_whitespace().map(|x| x.parse().unwrap()).collect();\n        let mut parts = Vec::new();\n",
+    );
+    for i in 0..rules.len() {
+        main.push_str(&format!(
+            "        let s = rule_{i}::select(v[0], v[1], v[2]);\n        parts.push(format!(\"{{}} {{}} {{}}\", s.kernel_id, s.split_k, s.name));\n"
+        ));
+    }
+    main.push_str("        writeln!(out, \"{}\", parts.join(\" \")).unwrap();\n    }\n}\n");
+    std::fs::write(dir.join("main.rs"), main).unwrap();
+    let exe = dir.join("driver_rs");
+    run_checked(
+        Command::new(rustc).current_dir(dir).args(["--edition", "2021", "-D", "warnings", "-C", "overflow-checks=on"]).arg("main.rs").arg("-o").arg(&exe),
+        "rustc on the generated module",
+    );
+    exe
+}
+
+fn run_driver(exe: &Path, shapes: &[(u32, u32, u32)]) -> Vec<String> {
+    let mut child = Command::new(exe).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let input: String = shapes.iter().map(|(a, b, c)| format!("{a} {b} {c}\n")).collect();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()).unwrap());
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(out.status.success(), "{} failed: {}", exe.display(), String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<String> = String::from_utf8(out.stdout).unwrap().lines().map(str::to_string).collect();
+    assert_eq!(lines.len(), shapes.len(), "{} printed one line per shape", exe.display());
+    lines
+}
+
+/// Runs the interpreter, the compiled C++ and the compiled Rust on `shapes` and asserts they agree for
+/// every rule; returns the interpreter's picks. C++: one program per rule with the header at global scope,
+/// or (`namespaced`) one program holding every rule's header in its own namespace.
+fn differential(catalog: &Catalog, rules: &[Rule], namespaced: bool, shapes: &[(u32, u32, u32)]) -> Vec<Vec<Leaf>> {
+    let dir = tempfile::tempdir().unwrap();
+    let (cpp_exes, rust_exe) = std::thread::scope(|scope| {
+        let rust = scope.spawn(|| {
+            let d = dir.path().join("rust");
+            std::fs::create_dir(&d).unwrap();
+            build_rust(&d, catalog, rules)
+        });
+        let cpp: Vec<PathBuf> = if namespaced {
+            let d = dir.path().join("cpp");
+            std::fs::create_dir(&d).unwrap();
+            vec![build_cpp(&d, catalog, rules, true)]
+        } else {
+            rules
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    let d = dir.path().join(format!("cpp_{i}"));
+                    std::fs::create_dir(&d).unwrap();
+                    build_cpp(&d, catalog, std::slice::from_ref(r), false)
+                })
+                .collect()
+        };
+        (cpp, rust.join().unwrap())
+    });
+
+    let interp: Vec<Vec<Leaf>> =
+        rules.iter().map(|r| shapes.iter().map(|&(a, b, c)| resolve(catalog, r.eval(a, b, c))).collect()).collect();
+
+    // C++: per line, "id sk" for each rule of the program.
+    let mut cpp_picks: Vec<Vec<Leaf>> = vec![Vec::new(); rules.len()];
+    let mut first = 0;
+    for exe in &cpp_exes {
+        let lines = run_driver(exe, shapes);
+        let per_exe = if namespaced { rules.len() } else { 1 };
+        for line in &lines {
+            let f: Vec<&str> = line.split(' ').collect();
+            assert_eq!(f.len(), 2 * per_exe, "C++ driver line {line:?}");
+            for j in 0..per_exe {
+                let id = f[2 * j].parse().unwrap_or_else(|_| panic!("C++ returned a kernel that is no instance: {line:?}"));
+                cpp_picks[first + j].push(Leaf::new(id, f[2 * j + 1].parse().unwrap()));
+            }
+        }
+        first += per_exe;
+    }
+    // Rust: per line, "id sk name" for each rule.
+    let mut rust_picks: Vec<Vec<Leaf>> = vec![Vec::new(); rules.len()];
+    for line in run_driver(&rust_exe, shapes) {
+        let f: Vec<&str> = line.split(' ').collect();
+        assert_eq!(f.len(), 3 * rules.len(), "Rust driver line {line:?}");
+        for j in 0..rules.len() {
+            let pick = Leaf::new(f[3 * j].parse().unwrap(), f[3 * j + 1].parse().unwrap());
+            assert_eq!(f[3 * j + 2], catalog.legacy_by_id(pick.kernel_id).unwrap().name, "Rust name of {pick:?}");
+            rust_picks[j].push(pick);
+        }
+    }
+
+    for (r, rule_interp) in interp.iter().enumerate() {
+        for (i, shape) in shapes.iter().enumerate() {
+            assert_eq!(cpp_picks[r][i], rule_interp[i], "rule {r}: C++ differs from the interpreter at {shape:?}");
+            assert_eq!(rust_picks[r][i], rule_interp[i], "rule {r}: Rust differs from the interpreter at {shape:?}");
+        }
+    }
+    interp
+}
+
+/// A leaf with the default alias resolved to its instance id (what both dispatchers report).
+fn resolve(catalog: &Catalog, leaf: Leaf) -> Leaf {
+    Leaf::new(catalog.legacy_by_id(leaf.kernel_id).expect("rule leaf in the catalog").id, leaf.split_k)
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Tests.
+
+#[test]
+fn compiled_cpp_and_rust_match_the_interpreter_on_hand_written_rules() {
+    let catalog = Catalog::embedded();
+    let rules = vec![edge_rule(), deep_rule(), geak_rule(&catalog)];
+    let shapes = random_shapes(10_000, 1);
+    let picks = differential(&catalog, &rules, false, &shapes);
+
+    // Independent expectations, not only agreement.
+    for (shape, want) in EDGE_EXPECTED {
+        let i = shapes.iter().position(|s| *s == shape).unwrap();
+        assert_eq!(picks[0][i], Leaf::new(want.0, want.1), "edge rule at {shape:?}");
+    }
+    for (i, &(mm, nn, _)) in shapes.iter().enumerate() {
+        let (id, sk) = deep_expected(mm, nn);
+        assert_eq!(picks[1][i], Leaf::new(id, sk), "deep rule at {:?}", shapes[i]);
+    }
+    let used: std::collections::BTreeSet<Leaf> = picks[1].iter().copied().collect();
+    assert!(used.len() >= 40, "the shapes reach most of the deep rule's leaves ({} reached)", used.len());
+    // The GEAK rule: M <= 128 with N >= 4096 takes the 16x64 memory-bound tile (id 8 in the catalog).
+    let i = shapes.iter().position(|s| *s == (1, 32768, 128)).unwrap();
+    assert_eq!(catalog.legacy_by_id(picks[2][i].kernel_id).unwrap().tile(), (16, 64, 256));
+}
+
+#[test]
+fn compiled_cpp_and_rust_match_the_interpreter_on_random_rules() {
+    let catalog = Catalog::embedded();
+    let rules = random_rules(24);
+    let depth = rules.iter().map(Rule::depth).max().unwrap();
+    assert!(depth >= 4, "random rules include nested chains (max depth {depth})");
+    let shapes = random_shapes(10_000, 2);
+    let picks = differential(&catalog, &rules, true, &shapes);
+    let varied = picks.iter().filter(|p| p.iter().collect::<std::collections::BTreeSet<_>>().len() > 1).count();
+    assert!(varied >= 3, "some random rules branch on the shapes ({varied} do)");
+}
+
+fn small_rule() -> Rule {
+    Rule::new(chain(
+        vec![
+            (
+                Cond::And(vec![cmp(CmpOp::Le, m(), lit(64)), cmp(CmpOp::Ge, n(), lit(4096))]),
+                chain(vec![(cmp(CmpOp::Ge, k(), lit(8192)), leaf(8, 1))], leaf(8, 0)),
+            ),
+            (cmp(CmpOp::Le, bin(BinOp::Mul, bin(BinOp::CeilDiv, m(), lit(128)), bin(BinOp::CeilDiv, n(), lit(128))), lit(304)), leaf(2, 0)),
+        ],
+        leaf(0, 0),
+    ))
+}
+
+#[test]
+fn header_has_the_aiter_interface_and_nothing_aiter_defines() {
+    let catalog = Catalog::embedded();
+    let text = render::render_cpp(&small_rule(), &catalog, &provenance()).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "// gemm_a8w8_blockscale_heuristic.h - generated by gemm-synth; do not edit by hand.");
+    assert!(lines.contains(&"// Regenerate with: cargo test --test render"));
+    assert!(lines.contains(&"// Dataset: tests (hand-written rule)"));
+    assert!(lines.contains(&"#pragma once"));
+    assert!(text.contains("struct BlockscaleChoice\n{\n    BlockwiseKernel kernel;\n    int splitK;\n};\n"));
+    assert!(text.contains(
+        "template <typename DDataType, typename EDataType = DDataType>\nBlockscaleChoice a8w8_blockscale_heuristic_dispatch(int M, int N, int K)\n"
+    ));
+    assert!(!text.contains("using BlockwiseKernel"), "BlockwiseKernel is AITER's: the header must not define it");
+    assert!(!text.contains("torch::Tensor"), "the header declares no instance");
+    // Leaves name the current-grammar instance and carry split-K; nesting is indented.
+    let k8 = &catalog.legacy_by_id(8).unwrap().name;
+    assert!(text.contains(&format!("            return BlockscaleChoice{{&{k8}<DDataType, EDataType>, 1}}; // kernelId 8\n")));
+    assert!(text.contains("    if(M <= 64 && N >= 4096) {\n        if(K >= 8192) {\n"));
+    assert!(text.contains("    } else if(cdiv(M, 128) * cdiv(N, 128) <= 304) {\n"));
+    assert!(!lines.iter().any(|l| l.ends_with(' ')), "no trailing whitespace");
+    insta::assert_snapshot!("small_rule_header", text);
+}
+
+#[test]
+fn rust_module_is_formatted_and_self_contained() {
+    let catalog = Catalog::embedded();
+    let text = render::render_rust(&small_rule(), &catalog, &provenance()).unwrap();
+    assert!(text.starts_with("//! dispatch.rs - generated by gemm-synth; do not edit by hand.\n"));
+    assert!(text.contains("pub fn select(m: u32, n: u32, k: u32) -> Selection {"));
+    assert!(text.contains("pub struct Selection {"));
+    assert!(!text.contains("use "), "no imports: the module depends on nothing");
+    // Unused operations get no helper; used ones do.
+    assert!(text.contains("fn cdiv(a: i64, b: i64) -> i64") && !text.contains("fn div("));
+    insta::assert_snapshot!("small_rule_rust", text);
+}
+
+#[test]
+fn header_refuses_a_kernel_the_catalog_does_not_have() {
+    let catalog = Catalog::embedded();
+    let rule = Rule::new(chain(vec![(Cond::Const(true), leaf(42, 0))], leaf(0, 0)));
+    let err = render::render_cpp(&rule, &catalog, &provenance()).unwrap_err().to_string();
+    assert!(err.contains("kernelId 42"), "{err}");
+    let err = render::render_rust(&rule, &catalog, &provenance()).unwrap_err().to_string();
+    assert!(err.contains("kernelId 42"), "{err}");
+}
+
+/// Three shapes x four candidates, times chosen so each candidate's best relative shape is known.
+fn small_matrix() -> LatencyMatrix {
+    let shapes = vec![Shape::new(16, 5120, 5120), Shape::new(512, 5120, 5120), Shape::new(4096, 25600, 5120)];
+    let cands = vec![Candidate::new(0, 0), Candidate::new(7, 0), Candidate::new(8, 0), Candidate::new(8, 1)];
+    let mut mat = LatencyMatrix::new("gfx942", 304, None, shapes, cands);
+    let us = [
+        [40.0, 20.0, 10.0, 12.0],    // 16: #8 wins by 12/10 over #8/sk1; #0 is 4x the best
+        [50.0, 60.0, 90.0, 45.0],    // 512: #8/sk1 wins, 45/50 = 0.9
+        [300.0, 900.0, 1200.0, 0.0], // 4096: #0 wins alone (900/300)
+    ];
+    for (s, row) in us.iter().enumerate() {
+        for (c, &t) in row.iter().enumerate() {
+            mat.set(s, c, if t > 0.0 { Cell::Ok(t) } else { Cell::Invalid("errRatio 0.2 > 0.05".into()) });
+        }
+    }
+    mat
+}
+
+#[test]
+fn instance_csv_lists_each_leaf_at_its_best_relative_shape_plus_the_default() {
+    let catalog = Catalog::embedded();
+    let name = |id: i32| catalog.legacy_by_id(id).unwrap().name.clone();
+    let rule = Rule::new(chain(
+        vec![(cmp(CmpOp::Le, m(), lit(64)), leaf(8, 0)), (cmp(CmpOp::Le, m(), lit(1024)), leaf(8, 1))],
+        leaf(0, 0),
+    ));
+    let csv = render::render_instances_csv(&rule, &catalog, &small_matrix()).unwrap();
+    // Ratios to the best other candidate: #0 300/900 at M=4096; #8 10/12 at M=16; #8/sk1 45/50 at M=512;
+    // the default #7 (not in the rule) 60/45 at M=512 (20/10 at M=16 and 900/300 at M=4096 are worse).
+    // tflops = 2MNK/us/1e6, e.g. 2*16*5120*5120/10/1e6 = 83.89; bw = (MK + NK + 2MN)/us/1e3 = 26460160/10/1e3.
+    let want = format!(
+        "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio\n\
+         gfx942,304,4096,25600,5120,ck,0,0,300,{},3579.14,1205.86,0\n\
+         gfx942,304,16,5120,5120,ck,8,0,10,{},83.89,2646.02,0\n\
+         gfx942,304,512,5120,5120,ck,8,1,45,{},596.52,757.3,0\n\
+         gfx942,304,512,5120,5120,ck,7,0,60,{},447.39,567.98,0\n",
+        name(0),
+        name(8),
+        name(8),
+        name(7)
+    );
+    assert_eq!(csv, want);
+
+    // A rule using the default kernel gets no extra row for it.
+    let with_default = Rule::new(chain(vec![(cmp(CmpOp::Le, m(), lit(64)), leaf(7, 0))], leaf(0, 0)));
+    let csv = render::render_instances_csv(&with_default, &catalog, &small_matrix()).unwrap();
+    assert_eq!(csv.lines().count(), 3);
+}
+
+#[test]
+fn instance_csv_refuses_an_unmeasured_leaf() {
+    let catalog = Catalog::embedded();
+    let rule = Rule::new(chain(vec![(cmp(CmpOp::Le, m(), lit(64)), leaf(2, 0))], leaf(0, 0)));
+    let err = render::render_instances_csv(&rule, &catalog, &small_matrix()).unwrap_err().to_string();
+    assert!(err.contains("#2") && err.contains("no valid measurement"), "{err}");
+}
+
+#[test]
+fn write_generated_writes_three_files_and_check_reports_stale_ones() {
+    let catalog = Catalog::embedded();
+    let rule = Rule::new(chain(vec![(cmp(CmpOp::Le, m(), lit(64)), leaf(8, 0))], leaf(0, 0)));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("generated");
+    let paths = render::write_generated(&rule, &catalog, &small_matrix(), &provenance(), &out, false).unwrap();
+    let names: Vec<String> = paths.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, [render::CPP_HEADER, render::INSTANCES_CSV, render::RUST_MODULE]);
+    render::write_generated(&rule, &catalog, &small_matrix(), &provenance(), &out, true).expect("fresh");
+
+    // A different rule makes the header, the CSV and the module stale; check mode names them and writes nothing.
+    let other = Rule::new(chain(vec![(cmp(CmpOp::Le, m(), lit(32)), leaf(8, 0))], leaf(0, 0)));
+    let before = std::fs::read_to_string(out.join(render::CPP_HEADER)).unwrap();
+    let err = render::write_generated(&other, &catalog, &small_matrix(), &provenance(), &out, true).unwrap_err();
+    let stale = err.downcast_ref::<StaleFiles>().expect("StaleFiles");
+    let stale_names: Vec<String> =
+        stale.stale.iter().map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    assert_eq!(stale_names, [render::CPP_HEADER, render::RUST_MODULE], "the instance list is unchanged");
+    assert!(err.to_string().contains(render::CPP_HEADER), "{err}");
+    assert_eq!(std::fs::read_to_string(out.join(render::CPP_HEADER)).unwrap(), before);
+}
