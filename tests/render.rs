@@ -592,3 +592,21 @@ fn write_generated_writes_three_files_and_check_reports_stale_ones() {
     assert!(err.to_string().contains(render::CPP_HEADER), "{err}");
     assert_eq!(std::fs::read_to_string(out.join(render::CPP_HEADER)).unwrap(), before);
 }
+
+#[test]
+fn default_alias_leaves_render_as_the_kernel_they_name() {
+    let catalog = Catalog::embedded();
+    let alias = catalog.default_instance().id;
+    let rule = Rule::new(chain(
+        vec![(cmp(CmpOp::Le, m(), lit(64)), leaf(-1, 0)), (cmp(CmpOp::Le, m(), lit(512)), leaf(alias, 0))],
+        leaf(0, 0),
+    ));
+    let rust = render::render_rust(&rule, &catalog, &provenance()).unwrap();
+    assert_eq!(rust.matches(&format!("const KERNEL_{alias}: Selection")).count(), 1, "{rust}");
+    assert!(!rust.contains("kernel_id: -1"));
+    let header = render::render_cpp(&rule, &catalog, &provenance()).unwrap();
+    assert_eq!(header.matches(&format!("// kernelId {alias}\n")).count(), 2);
+    let csv = render::render_instances_csv(&rule, &catalog, &small_matrix()).unwrap();
+    let ids: Vec<&str> = csv.lines().skip(1).map(|l| l.split(',').nth(6).unwrap()).collect();
+    assert_eq!(ids, ["0", &alias.to_string()], "one row per kernel, no separate default row");
+}

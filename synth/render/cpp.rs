@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use minijinja::{AutoEscape, Environment, UndefinedBehavior};
 use serde::Serialize;
 
-use super::{leaf_instance, writer, Provenance, CPP_HEADER};
+use super::{leaf_instance, resolved, writer, Provenance, CPP_HEADER};
 use crate::catalog::Catalog;
 use crate::rule::text::cond_to_cpp;
 use crate::rule::{BinOp, Cond, Expr, Node, Rule, Var};
@@ -118,7 +118,7 @@ fn template_node(node: &Node, catalog: &Catalog, depth: usize) -> anyhow::Result
 /// and `a8w8_blockscale_heuristic_dispatch<DDataType, EDataType>(int M, int N, int K)`, with
 /// `provenance` as the leading comment.
 pub fn render_cpp(rule: &Rule, catalog: &Catalog, provenance: &Provenance) -> anyhow::Result<String> {
-    let rule = rule.canonical();
+    let rule = resolved(rule, catalog)?;
     let used = rule.vars_used();
     let params: Vec<TParam> = Var::ALL.iter().map(|v| TParam { name: v.upper(), used: used.contains(v) }).collect();
     let root = template_node(&rule.root, catalog, 1)?;

@@ -10,7 +10,7 @@ use crate::catalog::{Candidate, Catalog};
 use crate::rule::{Leaf, Rule};
 use crate::table::{write_aiter_csv, AiterRow, LatencyMatrix, Shape};
 
-use super::leaf_instance;
+use super::{leaf_instance, resolved};
 
 /// The row chosen for one candidate.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -45,14 +45,14 @@ pub fn representative_shape(matrix: &LatencyMatrix, candidate: &Candidate) -> Op
 /// default kernel's when no leaf uses it.
 pub fn instance_rows(rule: &Rule, catalog: &Catalog, matrix: &LatencyMatrix) -> anyhow::Result<Vec<InstanceRow>> {
     let mut rows = Vec::new();
-    let leaves = rule.instances_used();
+    let leaves = resolved(rule, catalog)?.instances_used();
     for leaf in &leaves {
         let inst = leaf_instance(catalog, leaf)?;
         let cand = Candidate::new(inst.id, leaf.split_k);
         rows.push(representative_shape(matrix, &cand).ok_or_else(|| unmeasured(matrix, &cand, "the rule returns it"))?);
     }
     let default = catalog.default_instance().id;
-    if !leaves.iter().any(|l: &Leaf| catalog.legacy_by_id(l.kernel_id).map(|i| i.id) == Some(default)) {
+    if !leaves.iter().any(|l| l.kernel_id == default) {
         // AITER always compiles its default kernel; prefer its row without split-K.
         let mut cands: Vec<Candidate> = matrix.candidates.iter().copied().filter(|c| c.kernel_id == default).collect();
         cands.sort_by_key(|c| c.split_k);

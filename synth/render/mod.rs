@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::{Catalog, Instance};
-use crate::rule::{Leaf, Rule};
+use crate::rule::{Leaf, Node, Rule};
 use crate::table::LatencyMatrix;
 
 pub use self::cpp::render_cpp;
@@ -68,6 +68,23 @@ pub fn write_generated(
         writer::GeneratedFile::new(RUST_MODULE, render_rust(rule, catalog, provenance)?),
     ];
     writer::write_files(dir, &files, check)
+}
+
+/// The rule as the renderers emit it: conditions in [`Rule::canonical`] shape and every leaf's kernelId
+/// replaced by its catalog instance's id (the default alias -1 becomes the kernel it names), so equal
+/// kernels are one leaf; an id the catalog does not have is an error.
+pub(crate) fn resolved(rule: &Rule, catalog: &Catalog) -> anyhow::Result<Rule> {
+    fn walk(node: &Node, catalog: &Catalog) -> anyhow::Result<Node> {
+        Ok(match node {
+            Node::Leaf(leaf) => Node::Leaf(Leaf::new(leaf_instance(catalog, leaf)?.id, leaf.split_k)),
+            Node::Chain { branches, otherwise } => Node::Chain {
+                branches: branches.iter().map(|(c, n)| Ok((c.clone(), walk(n, catalog)?))).collect::<anyhow::Result<_>>()?,
+                otherwise: Box::new(walk(otherwise, catalog)?),
+            },
+        })
+    }
+    let rule = rule.canonical();
+    Ok(Rule { root: walk(&rule.root, catalog)?, note: rule.note })
 }
 
 /// The catalog instance a leaf selects, or an error naming the leaf.

@@ -9,14 +9,14 @@ use std::collections::BTreeSet;
 use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
 
-use super::{leaf_instance, writer, Provenance, RUST_MODULE};
+use super::{leaf_instance, resolved, writer, Provenance, RUST_MODULE};
 use crate::catalog::Catalog;
 use crate::rule::{BinOp, CmpOp, Cond, Expr, Leaf, Node, Rule, Var};
 
 /// Renders `rule` as a Rust module: `pub struct Selection { kernel_id, split_k, name }` and
 /// `pub fn select(m: u32, n: u32, k: u32) -> Selection`, with `provenance` as `//!` comments.
 pub fn render_rust(rule: &Rule, catalog: &Catalog, provenance: &Provenance) -> anyhow::Result<String> {
-    let rule = rule.canonical();
+    let rule = resolved(rule, catalog)?;
     let mut consts = Vec::new();
     for leaf in rule.instances_used() {
         let inst = leaf_instance(catalog, &leaf)?;
@@ -104,9 +104,9 @@ fn kbatch(split_k: u32) -> u64 {
 
 fn leaf_ident(leaf: &Leaf) -> proc_macro2::Ident {
     if leaf.split_k == 0 {
-        format_ident!("KERNEL_{}", leaf.kernel_id.max(0) as u32)
+        format_ident!("KERNEL_{}", leaf.kernel_id.unsigned_abs())
     } else {
-        format_ident!("KERNEL_{}_SPLITK_{}", leaf.kernel_id.max(0) as u32, leaf.split_k)
+        format_ident!("KERNEL_{}_SPLITK_{}", leaf.kernel_id.unsigned_abs(), leaf.split_k)
     }
 }
 
