@@ -91,7 +91,10 @@ impl Node {
         loop {
             match node {
                 Node::Leaf(l) => return *l,
-                Node::Chain { branches, otherwise } => {
+                Node::Chain {
+                    branches,
+                    otherwise,
+                } => {
                     node = branches
                         .iter()
                         .find(|(c, _)| c.eval_i64(vars))

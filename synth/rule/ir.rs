@@ -40,7 +40,11 @@ pub enum BinOp {
 pub enum Expr {
     Var(Var),
     Lit(i64),
-    Bin { op: BinOp, lhs: Box<Expr>, rhs: Box<Expr> },
+    Bin {
+        op: BinOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
 }
 
 /// Comparison operators (`<`, `<=`, `>`, `>=`, `==`, `!=`).
@@ -80,7 +84,10 @@ pub struct Leaf {
 #[serde(rename_all = "snake_case")]
 pub enum Node {
     Leaf(Leaf),
-    Chain { branches: Vec<(Cond, Node)>, otherwise: Box<Node> },
+    Chain {
+        branches: Vec<(Cond, Node)>,
+        otherwise: Box<Node>,
+    },
 }
 
 /// A whole rule with optional provenance text.
@@ -90,6 +97,10 @@ pub struct Rule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
+
+/// Deepest nesting of JSON arrays/objects a rule's serde form may have: the JSON reader (and so
+/// every stored rule) stops there. Parsers reject deeper rules; see [`Rule::json_depth`].
+pub const MAX_JSON_DEPTH: usize = 127;
 
 impl Var {
     /// All variables, in M, N, K order.
@@ -127,7 +138,11 @@ impl Var {
 impl Expr {
     /// A binary expression.
     pub fn bin(op: BinOp, lhs: Expr, rhs: Expr) -> Expr {
-        Expr::Bin { op, lhs: Box::new(lhs), rhs: Box::new(rhs) }
+        Expr::Bin {
+            op,
+            lhs: Box::new(lhs),
+            rhs: Box::new(rhs),
+        }
     }
 
     /// Variables the expression reads.
@@ -147,6 +162,14 @@ impl Expr {
                 lhs.collect_vars(out);
                 rhs.collect_vars(out);
             }
+        }
+    }
+
+    /// Nesting of arrays/objects in the serde JSON form (`{"var": "M"}` is 1, each `bin` adds 2).
+    pub fn json_depth(&self) -> usize {
+        match self {
+            Expr::Var(_) | Expr::Lit(_) => 1,
+            Expr::Bin { lhs, rhs, .. } => 2 + lhs.json_depth().max(rhs.json_depth()),
         }
     }
 
@@ -223,6 +246,16 @@ impl Cond {
         }
     }
 
+    /// Nesting of arrays/objects in the serde JSON form.
+    pub fn json_depth(&self) -> usize {
+        match self {
+            Cond::Const(_) => 1,
+            Cond::Cmp { lhs, rhs, .. } => 2 + lhs.json_depth().max(rhs.json_depth()),
+            Cond::And(cs) | Cond::Or(cs) => 2 + cs.iter().map(Cond::json_depth).max().unwrap_or(0),
+            Cond::Not(c) => 1 + c.json_depth(),
+        }
+    }
+
     /// The same condition in the shape the text forms write: `And`/`Or` with no operand become
     /// `Const(true)`/`Const(false)` and with one operand become that operand. Evaluation is unchanged.
     pub fn canonical(&self) -> Cond {
@@ -266,7 +299,10 @@ impl Node {
     fn collect_leaves(&self, out: &mut Vec<Leaf>) {
         match self {
             Node::Leaf(l) => out.push(*l),
-            Node::Chain { branches, otherwise } => {
+            Node::Chain {
+                branches,
+                otherwise,
+            } => {
                 branches.iter().for_each(|(_, n)| n.collect_leaves(out));
                 otherwise.collect_leaves(out);
             }
@@ -280,9 +316,37 @@ impl Node {
     pub fn depth(&self) -> usize {
         match self {
             Node::Leaf(_) => 0,
-            Node::Chain { branches, otherwise } => {
-                let in_branches = branches.iter().enumerate().map(|(i, (_, n))| i + 1 + n.depth());
-                in_branches.chain(std::iter::once(branches.len() + otherwise.depth())).max().unwrap_or(0)
+            Node::Chain {
+                branches,
+                otherwise,
+            } => {
+                let in_branches = branches
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (_, n))| i + 1 + n.depth());
+                in_branches
+                    .chain(std::iter::once(branches.len() + otherwise.depth()))
+                    .max()
+                    .unwrap_or(0)
+            }
+        }
+    }
+
+    /// Nesting of arrays/objects in the serde JSON form (a leaf is 2; a chain puts its branches 4
+    /// levels down and its `otherwise` 2 levels down).
+    pub fn json_depth(&self) -> usize {
+        match self {
+            Node::Leaf(_) => 2,
+            Node::Chain {
+                branches,
+                otherwise,
+            } => {
+                let in_branches = branches
+                    .iter()
+                    .map(|(c, n)| 4 + c.json_depth().max(n.json_depth()))
+                    .max()
+                    .unwrap_or(3);
+                in_branches.max(2 + otherwise.json_depth())
             }
         }
     }
@@ -296,7 +360,11 @@ impl Node {
 
     /// Calls `f` on every condition, in source order.
     pub fn visit_conds(&self, f: &mut dyn FnMut(&Cond)) {
-        if let Node::Chain { branches, otherwise } = self {
+        if let Node::Chain {
+            branches,
+            otherwise,
+        } = self
+        {
             for (c, n) in branches {
                 f(c);
                 n.visit_conds(f);
@@ -310,9 +378,18 @@ impl Node {
     pub fn canonical(&self) -> Node {
         match self {
             Node::Leaf(l) => Node::Leaf(*l),
-            Node::Chain { branches, otherwise } if branches.is_empty() => otherwise.canonical(),
-            Node::Chain { branches, otherwise } => Node::Chain {
-                branches: branches.iter().map(|(c, n)| (c.canonical(), n.canonical())).collect(),
+            Node::Chain {
+                branches,
+                otherwise,
+            } if branches.is_empty() => otherwise.canonical(),
+            Node::Chain {
+                branches,
+                otherwise,
+            } => Node::Chain {
+                branches: branches
+                    .iter()
+                    .map(|(c, n)| (c.canonical(), n.canonical()))
+                    .collect(),
                 otherwise: Box::new(otherwise.canonical()),
             },
         }
@@ -350,9 +427,17 @@ impl Rule {
         self.root.vars_used()
     }
 
+    /// Nesting of arrays/objects in the serde JSON form; at most [`MAX_JSON_DEPTH`] can be read back.
+    pub fn json_depth(&self) -> usize {
+        1 + self.root.json_depth()
+    }
+
     /// The same rule in canonical shape ([`Node::canonical`]): what the text forms read back after
     /// printing it.
     pub fn canonical(&self) -> Rule {
-        Rule { root: self.root.canonical(), note: self.note.clone() }
+        Rule {
+            root: self.root.canonical(),
+            note: self.note.clone(),
+        }
     }
 }

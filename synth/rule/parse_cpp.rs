@@ -31,11 +31,15 @@
 use super::cpp_lex::{tokenize, Tok, Token};
 use super::error::{Pos, RuleError};
 use super::ir::{BinOp, CmpOp, Cond, Expr, Leaf, Rule, Var};
-use super::source::{split_leading_note, Form, Parsed, SNode};
+use super::source::{check_text_limits, split_leading_note, Form, Parsed, SNode};
 use crate::catalog::{Catalog, InstanceParams};
 
 /// Largest rule (in nodes) that fall-through expansion may produce.
 const MAX_NODES: usize = 200_000;
+/// Deepest recursion of the parser (nested statements, unary operators, parentheses).
+const MAX_RECURSION: usize = 256;
+/// Deepest condition syntax tree (left-associative chains such as `a + b + c` grow it).
+const MAX_AST_DEPTH: usize = 100;
 
 /// Parses the C++ form of a rule, resolving instance names through `catalog`.
 pub fn parse_cpp(text: &str, catalog: &Catalog) -> Result<Rule, RuleError> {
@@ -45,13 +49,24 @@ pub fn parse_cpp(text: &str, catalog: &Catalog) -> Result<Rule, RuleError> {
 /// Like [`parse_cpp`], also returning the source position of every branch and leaf.
 pub fn parse_cpp_with_source(text: &str, catalog: &Catalog) -> Result<Parsed, RuleError> {
     let (note, body) = split_leading_note(text);
+    check_text_limits(&body)?;
     let toks = tokenize(&body)?;
-    let mut parser = Parser { toks, i: 0, catalog };
+    let mut parser = Parser {
+        toks,
+        i: 0,
+        catalog,
+        depth: 0,
+    };
     let stmts = parser.program()?;
     let end = parser.peek().pos;
     let node = compile(&stmts, None, end)?;
+    node.check_json_depth(1)?;
     let (root, source) = node.into_parts();
-    Ok(Parsed { rule: Rule { root, note }, source, form: Form::Cpp })
+    Ok(Parsed {
+        rule: Rule { root, note },
+        source,
+        form: Form::Cpp,
+    })
 }
 
 /// Resolves an instance name to the legacy kernelId a rule leaf stores.
@@ -77,15 +92,26 @@ pub(crate) fn leaf_id(id: i64, pos: Pos, catalog: &Catalog) -> Result<i32, RuleE
     if id == -1 {
         return Ok(catalog.default_alias);
     }
-    i32::try_from(id).map_err(|_| RuleError::at(pos, format!("kernelId {id} is out of range: expected a catalog kernelId such as 0..18")))
+    i32::try_from(id).map_err(|_| {
+        RuleError::at(
+            pos,
+            format!("kernelId {id} is out of range: expected a catalog kernelId such as 0..18"),
+        )
+    })
 }
 
 /// A statement of the C++ form.
 #[derive(Debug, Clone)]
 enum Stmt {
     /// `if (c) {..} else if (c) {..} [else {..}]`: branches with the position of their `if`.
-    If { branches: Vec<(Pos, Cond, Vec<Stmt>)>, else_: Option<(Pos, Vec<Stmt>)> },
-    Return { pos: Pos, leaf: Leaf },
+    If {
+        branches: Vec<(Pos, Cond, Vec<Stmt>)>,
+        else_: Option<(Pos, Vec<Stmt>)>,
+    },
+    Return {
+        pos: Pos,
+        leaf: Leaf,
+    },
 }
 
 impl Stmt {
@@ -101,9 +127,10 @@ impl Stmt {
         match self {
             Stmt::Return { .. } => false,
             Stmt::If { else_: None, .. } => true,
-            Stmt::If { branches, else_: Some((_, body)) } => {
-                list_falls_through(body) || branches.iter().any(|(_, _, b)| list_falls_through(b))
-            }
+            Stmt::If {
+                branches,
+                else_: Some((_, body)),
+            } => list_falls_through(body) || branches.iter().any(|(_, _, b)| list_falls_through(b)),
         }
     }
 }
@@ -129,11 +156,17 @@ fn compile(stmts: &[Stmt], cont: Option<&SNode>, blame: Pos) -> Result<SNode, Ru
     let node = match first {
         Stmt::Return { pos, leaf } => {
             if let Some(next) = rest.first() {
-                return Err(RuleError::at(next.pos(), "this statement is never reached: a `return` comes before it"));
+                return Err(RuleError::at(
+                    next.pos(),
+                    "this statement is never reached: a `return` comes before it",
+                ));
             }
             SNode::Leaf(*leaf, *pos)
         }
-        Stmt::If { branches, else_: Some((else_pos, else_body)) } => {
+        Stmt::If {
+            branches,
+            else_: Some((else_pos, else_body)),
+        } => {
             let rest_node = match rest.first() {
                 None => cont.cloned(),
                 Some(next) if !first.falls_through() => {
@@ -150,24 +183,45 @@ fn compile(stmts: &[Stmt], cont: Option<&SNode>, blame: Pos) -> Result<SNode, Ru
                 .map(|(pos, cond, body)| Ok((*pos, cond.clone(), compile(body, rest_node, *pos)?)))
                 .collect::<Result<Vec<_>, RuleError>>()?;
             let otherwise = compile(else_body, rest_node, *else_pos)?;
-            SNode::Chain { branches: compiled, else_pos: *else_pos, otherwise: Box::new(otherwise) }
+            SNode::Chain {
+                branches: compiled,
+                else_pos: *else_pos,
+                otherwise: Box::new(otherwise),
+            }
         }
-        Stmt::If { branches, else_: None } => {
+        Stmt::If {
+            branches,
+            else_: None,
+        } => {
             let last_if = branches.last().map(|b| b.0).unwrap_or(blame);
             let rest_node = compile(rest, cont, last_if)?;
             let mut compiled = branches
                 .iter()
-                .map(|(pos, cond, body)| Ok((*pos, cond.clone(), compile(body, Some(&rest_node), *pos)?)))
+                .map(|(pos, cond, body)| {
+                    Ok((*pos, cond.clone(), compile(body, Some(&rest_node), *pos)?))
+                })
                 .collect::<Result<Vec<_>, RuleError>>()?;
             // Guard clauses (`if (a) return x; if (b) return y; ...`) read as one else-if chain.
             match rest_node {
-                SNode::Chain { branches: more, else_pos, otherwise } => {
+                SNode::Chain {
+                    branches: more,
+                    else_pos,
+                    otherwise,
+                } => {
                     compiled.extend(more);
-                    SNode::Chain { branches: compiled, else_pos, otherwise }
+                    SNode::Chain {
+                        branches: compiled,
+                        else_pos,
+                        otherwise,
+                    }
                 }
                 leaf => {
                     let else_pos = rest.first().map(Stmt::pos).unwrap_or(last_if);
-                    SNode::Chain { branches: compiled, else_pos, otherwise: Box::new(leaf) }
+                    SNode::Chain {
+                        branches: compiled,
+                        else_pos,
+                        otherwise: Box::new(leaf),
+                    }
                 }
             }
         }
@@ -200,22 +254,42 @@ enum Ast {
 struct Node {
     pos: Pos,
     ast: Ast,
+    /// Height of the tree below and including this node.
+    depth: usize,
 }
 
 impl Node {
     fn new(pos: Pos, ast: Ast) -> Node {
-        Node { pos, ast }
+        let below = match &ast {
+            Ast::Int(_) | Ast::Bool(_) | Ast::Var(_) => 0,
+            Ast::Bin(_, l, r) | Ast::Cmp(_, l, r) => l.depth.max(r.depth),
+            Ast::And(v) | Ast::Or(v) => v.iter().map(|n| n.depth).max().unwrap_or(0),
+            Ast::Not(x) | Ast::Neg(x) | Ast::Paren(x) => x.depth,
+        };
+        Node {
+            pos,
+            ast,
+            depth: below + 1,
+        }
     }
 
     fn into_cond(self) -> Result<Cond, RuleError> {
-        let all = |v: Vec<Node>| v.into_iter().map(Node::into_cond).collect::<Result<Vec<_>, _>>();
+        let all = |v: Vec<Node>| {
+            v.into_iter()
+                .map(Node::into_cond)
+                .collect::<Result<Vec<_>, _>>()
+        };
         match self.ast {
             Ast::Or(v) => Ok(Cond::Or(all(v)?)),
             Ast::And(v) => Ok(Cond::And(all(v)?)),
             Ast::Not(c) => Ok(Cond::Not(Box::new(c.into_cond()?))),
             Ast::Bool(b) => Ok(Cond::Const(b)),
             Ast::Paren(c) => c.into_cond(),
-            Ast::Cmp(op, l, r) => Ok(Cond::Cmp { op, lhs: l.into_expr()?, rhs: r.into_expr()? }),
+            Ast::Cmp(op, l, r) => Ok(Cond::Cmp {
+                op,
+                lhs: l.into_expr()?,
+                rhs: r.into_expr()?,
+            }),
             Ast::Int(_) | Ast::Var(_) | Ast::Bin(..) | Ast::Neg(_) => Err(RuleError::at(
                 self.pos,
                 "expected a condition such as `M <= 128`, found an integer expression",
@@ -248,6 +322,20 @@ struct Parser<'a> {
     toks: Vec<Token>,
     i: usize,
     catalog: &'a Catalog,
+    /// Current recursion depth (see [`MAX_RECURSION`]).
+    depth: usize,
+}
+
+/// A binary node, refused when the expression grows deeper than [`MAX_AST_DEPTH`].
+fn binary(pos: Pos, ast: Ast) -> Result<Node, RuleError> {
+    let node = Node::new(pos, ast);
+    if node.depth > MAX_AST_DEPTH {
+        return Err(RuleError::at(
+            pos,
+            format!("this expression nests more than {MAX_AST_DEPTH} levels deep; split it"),
+        ));
+    }
+    Ok(node)
 }
 
 impl Parser<'_> {
@@ -307,7 +395,10 @@ impl Parser<'_> {
             }
             stmts
         } else if matches!(first.tok, Tok::Eof) {
-            return Err(RuleError::at(first.pos, "expected a rule (`if` ... `else` ... with `return` leaves), found end of input"));
+            return Err(RuleError::at(
+                first.pos,
+                "expected a rule (`if` ... `else` ... with `return` leaves), found end of input",
+            ));
         } else {
             if self.function_header().is_err() {
                 self.i = 0;
@@ -318,7 +409,10 @@ impl Parser<'_> {
             let open = self.toks[self.i - 1].pos;
             let stmts = self.block_body(open)?;
             if stmts.is_empty() {
-                return Err(RuleError::at(open, "expected a rule in the function body, found an empty body"));
+                return Err(RuleError::at(
+                    open,
+                    "expected a rule in the function body, found an empty body",
+                ));
             }
             if !matches!(self.peek().tok, Tok::Eof) {
                 return Err(self.unexpected("end of input after the function body"));
@@ -423,8 +517,27 @@ impl Parser<'_> {
         }
     }
 
+    /// Enters one level of recursion; errors past [`MAX_RECURSION`].
+    fn enter(&mut self) -> Result<(), RuleError> {
+        self.depth += 1;
+        if self.depth > MAX_RECURSION {
+            return Err(RuleError::at(
+                self.peek().pos,
+                format!("the rule nests more than {MAX_RECURSION} levels deep here"),
+            ));
+        }
+        Ok(())
+    }
+
     /// One statement, appended to `out` (a nested block appends its statements).
     fn statement(&mut self, out: &mut Vec<Stmt>) -> Result<(), RuleError> {
+        self.enter()?;
+        let result = self.statement_inner(out);
+        self.depth -= 1;
+        result
+    }
+
+    fn statement_inner(&mut self, out: &mut Vec<Stmt>) -> Result<(), RuleError> {
         if self.is_ident("if") {
             out.push(self.if_statement()?);
         } else if self.is_ident("return") {
@@ -455,12 +568,18 @@ impl Parser<'_> {
             let body = self.body()?;
             branches.push((pos, cond, body));
             if !self.is_ident("else") {
-                return Ok(Stmt::If { branches, else_: None });
+                return Ok(Stmt::If {
+                    branches,
+                    else_: None,
+                });
             }
             let else_pos = self.bump().pos;
             if !self.is_ident("if") {
                 let body = self.body()?;
-                return Ok(Stmt::If { branches, else_: Some((else_pos, body)) });
+                return Ok(Stmt::If {
+                    branches,
+                    else_: Some((else_pos, body)),
+                });
             }
         }
     }
@@ -474,12 +593,16 @@ impl Parser<'_> {
 
     /// `item`, `{item, splitK}` or `Type{item, splitK}`.
     fn leaf(&mut self) -> Result<Leaf, RuleError> {
-        let typed_brace = matches!(self.peek().tok, Tok::Ident(_)) && matches!(self.peek_at(1), Tok::Punct("{"));
+        let typed_brace =
+            matches!(self.peek().tok, Tok::Ident(_)) && matches!(self.peek_at(1), Tok::Punct("{"));
         if typed_brace {
             self.bump();
         }
         if !self.is_punct("{") {
-            return Ok(Leaf { kernel_id: self.item()?, split_k: 0 });
+            return Ok(Leaf {
+                kernel_id: self.item()?,
+                split_k: 0,
+            });
         }
         let open = self.bump().pos;
         let kernel_id = self.item()?;
@@ -487,18 +610,27 @@ impl Parser<'_> {
         if self.eat_punct(",") && !self.is_punct("}") {
             let t = self.bump();
             split_k = match t.tok {
-                Tok::Int(v) => u32::try_from(v).map_err(|_| RuleError::at(t.pos, format!("split-K {v} is out of range (expected 0..3)")))?,
+                Tok::Int(v) => u32::try_from(v).map_err(|_| {
+                    RuleError::at(
+                        t.pos,
+                        format!("split-K {v} is out of range (expected 0..3)"),
+                    )
+                })?,
                 other => {
                     return Err(RuleError::at(
                         t.pos,
-                        format!("expected split-K (a non-negative integer, log2 of KBatch), found {other}"),
+                        format!(
+                        "expected split-K (a non-negative integer, log2 of KBatch), found {other}"
+                    ),
                     ))
                 }
             };
             self.eat_punct(",");
         }
         if !self.eat_punct("}") {
-            return Err(self.unexpected(&format!("`}}` closing the `{{` at {open} (a leaf is `{{kernel, splitK}}`)")));
+            return Err(self.unexpected(&format!(
+                "`}}` closing the `{{` at {open} (a leaf is `{{kernel, splitK}}`)"
+            )));
         }
         Ok(Leaf { kernel_id, split_k })
     }
@@ -516,7 +648,10 @@ impl Parser<'_> {
             let neg = self.eat_punct("-");
             let n = self.bump();
             let Tok::Int(v) = n.tok else {
-                return Err(RuleError::at(n.pos, format!("expected a kernelId inside `kernel(...)`, found {}", n.tok)));
+                return Err(RuleError::at(
+                    n.pos,
+                    format!("expected a kernelId inside `kernel(...)`, found {}", n.tok),
+                ));
             };
             self.expect_punct(")", "closing `kernel(`")?;
             let id = if neg { -i128::from(v) } else { i128::from(v) };
@@ -524,8 +659,12 @@ impl Parser<'_> {
         }
         if self.is_punct("<") {
             let open = self.peek().pos;
-            self.skip_angles()
-                .map_err(|_| RuleError::at(open, "unbalanced template arguments: expected `>` closing this `<`"))?;
+            self.skip_angles().map_err(|_| {
+                RuleError::at(
+                    open,
+                    "unbalanced template arguments: expected `>` closing this `<`",
+                )
+            })?;
         }
         resolve_leaf_name(name, t.pos, self.catalog)
     }
@@ -570,7 +709,7 @@ impl Parser<'_> {
             };
             self.bump();
             let rhs = self.rel_expr()?;
-            lhs = Node::new(lhs.pos, Ast::Cmp(op, Box::new(lhs), Box::new(rhs)));
+            lhs = binary(lhs.pos, Ast::Cmp(op, Box::new(lhs), Box::new(rhs)))?;
         }
     }
 
@@ -586,7 +725,7 @@ impl Parser<'_> {
             };
             self.bump();
             let rhs = self.add_expr()?;
-            lhs = Node::new(lhs.pos, Ast::Cmp(op, Box::new(lhs), Box::new(rhs)));
+            lhs = binary(lhs.pos, Ast::Cmp(op, Box::new(lhs), Box::new(rhs)))?;
         }
     }
 
@@ -600,7 +739,7 @@ impl Parser<'_> {
             };
             self.bump();
             let rhs = self.mul_expr()?;
-            lhs = Node::new(lhs.pos, Ast::Bin(op, Box::new(lhs), Box::new(rhs)));
+            lhs = binary(lhs.pos, Ast::Bin(op, Box::new(lhs), Box::new(rhs)))?;
         }
     }
 
@@ -610,21 +749,26 @@ impl Parser<'_> {
             let op = match &self.peek().tok {
                 Tok::Punct("*") => BinOp::Mul,
                 Tok::Punct("/") => BinOp::Div,
-                Tok::Punct("%") => {
-                    return Err(RuleError::at(
-                        self.peek().pos,
-                        "operator `%` is not supported: conditions may use + - * / and cdiv, min, max",
-                    ))
-                }
+                Tok::Punct("%") => return Err(RuleError::at(
+                    self.peek().pos,
+                    "operator `%` is not supported: conditions may use + - * / and cdiv, min, max",
+                )),
                 _ => return Ok(lhs),
             };
             self.bump();
             let rhs = self.unary()?;
-            lhs = Node::new(lhs.pos, Ast::Bin(op, Box::new(lhs), Box::new(rhs)));
+            lhs = binary(lhs.pos, Ast::Bin(op, Box::new(lhs), Box::new(rhs)))?;
         }
     }
 
     fn unary(&mut self) -> Result<Node, RuleError> {
+        self.enter()?;
+        let result = self.unary_inner();
+        self.depth -= 1;
+        result
+    }
+
+    fn unary_inner(&mut self) -> Result<Node, RuleError> {
         let pos = self.peek().pos;
         if self.eat_punct("!") {
             return Ok(Node::new(pos, Ast::Not(Box::new(self.unary()?))));
@@ -661,7 +805,12 @@ impl Parser<'_> {
                 if name == "std" && self.eat_punct("::") {
                     match self.bump().tok {
                         Tok::Ident(n) => name = n,
-                        other => return Err(RuleError::at(t.pos, format!("expected a function name after `std::`, found {other}"))),
+                        other => {
+                            return Err(RuleError::at(
+                                t.pos,
+                                format!("expected a function name after `std::`, found {other}"),
+                            ))
+                        }
                     }
                 }
                 match name.as_str() {
@@ -674,10 +823,15 @@ impl Parser<'_> {
                 }
                 match Var::from_name(&name) {
                     Some(v) => Ok(Node::new(t.pos, Ast::Var(v))),
-                    None => Err(RuleError::at(t.pos, format!("unknown variable `{name}`; the rule may use M, N, K"))),
+                    None => Err(RuleError::at(
+                        t.pos,
+                        format!("unknown variable `{name}`; the rule may use M, N, K"),
+                    )),
                 }
             }
-            _ => Err(self.unexpected("a number, `M`, `N`, `K`, `true`, `false`, a call such as `cdiv(M, 128)` or `(`")),
+            _ => Err(self.unexpected(
+                "a number, `M`, `N`, `K`, `true`, `false`, a call such as `cdiv(M, 128)` or `(`",
+            )),
         }
     }
 
@@ -690,7 +844,9 @@ impl Parser<'_> {
             _ => {
                 return Err(RuleError::at(
                     pos,
-                    format!("unknown function `{name}`; conditions may call cdiv, ceil_div, min, max"),
+                    format!(
+                        "unknown function `{name}`; conditions may call cdiv, ceil_div, min, max"
+                    ),
                 ))
             }
         };
@@ -706,10 +862,13 @@ impl Parser<'_> {
         }
         self.expect_punct(")", &format!("closing the `(` of `{name}` at {open}"))?;
         if args.len() != 2 {
-            return Err(RuleError::at(pos, format!("`{name}` takes 2 arguments, found {}", args.len())));
+            return Err(RuleError::at(
+                pos,
+                format!("`{name}` takes 2 arguments, found {}", args.len()),
+            ));
         }
         let rhs = args.pop().expect("two arguments");
         let lhs = args.pop().expect("two arguments");
-        Ok(Node::new(pos, Ast::Bin(op, Box::new(lhs), Box::new(rhs))))
+        binary(pos, Ast::Bin(op, Box::new(lhs), Box::new(rhs)))
     }
 }

@@ -27,7 +27,12 @@ use syn::spanned::Spanned;
 use super::error::{Pos, RuleError};
 use super::ir::{BinOp, CmpOp, Cond, Expr, Leaf, Rule, Var};
 use super::parse_cpp::{leaf_id, resolve_leaf_name};
-use super::source::{split_leading_note, Form, Parsed, SNode};
+use super::source::{check_text_limits, split_leading_note, Form, Parsed, SNode};
+
+/// Deepest recursion of the reader over syn's tree (nested blocks, operators, parentheses).
+const MAX_RECURSION: usize = 128;
+/// Most `if`s the Rust form may hold (syn nests `else if` chains recursively).
+pub const MAX_RUST_IFS: usize = 2000;
 use crate::catalog::Catalog;
 
 /// Parses the Rust form of a rule, resolving instance names through `catalog`.
@@ -38,10 +43,18 @@ pub fn parse_rust(text: &str, catalog: &Catalog) -> Result<Rule, RuleError> {
 /// Like [`parse_rust`], also returning the source position of every branch and leaf.
 pub fn parse_rust_with_source(text: &str, catalog: &Catalog) -> Result<Parsed, RuleError> {
     let (note, body) = split_leading_note(text);
-    let first_word: String =
-        body.trim_start().chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '#').collect();
+    check_text_limits(&body)?;
+    check_if_count(&body)?;
+    let first_word: String = body
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '#')
+        .collect();
     let is_item = matches!(first_word.as_str(), "fn" | "pub" | "const" | "#");
-    let reader = Reader { catalog };
+    let reader = Reader {
+        catalog,
+        depth: std::cell::Cell::new(0),
+    };
     let node = if is_item {
         let file: syn::File = syn::parse_str(&body).map_err(syn_error)?;
         reader.function(&file)?
@@ -49,14 +62,51 @@ pub fn parse_rust_with_source(text: &str, catalog: &Catalog) -> Result<Parsed, R
         let expr: syn::Expr = syn::parse_str(&body).map_err(syn_error)?;
         reader.node(&expr)?
     };
+    node.check_json_depth(1)?;
     let (root, source) = node.into_parts();
-    Ok(Parsed { rule: Rule { root, note }, source, form: Form::Rust })
+    Ok(Parsed {
+        rule: Rule { root, note },
+        source,
+        form: Form::Rust,
+    })
+}
+
+/// Refuses Rust text with more than [`MAX_RUST_IFS`] `if` keywords (outside `//` comments).
+fn check_if_count(text: &str) -> Result<(), RuleError> {
+    let mut count = 0;
+    for (i, line) in text.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        let words = code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
+        count += words.filter(|w| *w == "if").count();
+        if count > MAX_RUST_IFS {
+            return Err(RuleError::at(
+                Pos::new(i + 1, 1),
+                format!("the Rust form reads at most {MAX_RUST_IFS} `if`s; write larger rules in the C++ or JSON form"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// 1-based position of the start of a span.
 fn pos_of(span: Span) -> Pos {
     let lc = span.start();
     Pos::new(lc.line.max(1), lc.column + 1)
+}
+
+/// A span for `e` that does not walk its whole subtree (which [`Spanned::span`] does).
+fn shallow_span(e: &syn::Expr) -> Span {
+    match e {
+        syn::Expr::Binary(b) => b.op.span(),
+        syn::Expr::Unary(u) => u.op.span(),
+        syn::Expr::Paren(p) => p.paren_token.span.open(),
+        syn::Expr::If(i) => i.if_token.span,
+        syn::Expr::Block(b) => b.block.brace_token.span.open(),
+        syn::Expr::MethodCall(m) => m.dot_token.span,
+        syn::Expr::Call(c) => c.paren_token.span.open(),
+        syn::Expr::Cast(c) => c.as_token.span,
+        _ => e.span(),
+    }
 }
 
 fn syn_error(e: syn::Error) -> RuleError {
@@ -79,22 +129,49 @@ fn err(node: &(impl ToTokens + Spanned), message: impl Into<String>) -> RuleErro
 
 /// Value of an integer literal (any suffix) as a magnitude.
 fn int_value(lit: &syn::LitInt) -> Result<u64, RuleError> {
-    let ok_suffix = matches!(lit.suffix(), "" | "i64" | "u64" | "i32" | "u32" | "usize" | "isize" | "i128" | "u128");
+    let ok_suffix = matches!(
+        lit.suffix(),
+        "" | "i64" | "u64" | "i32" | "u32" | "usize" | "isize" | "i128" | "u128"
+    );
     if !ok_suffix {
-        return Err(err(lit, format!("unsupported literal suffix `{}`: expected an integer", lit.suffix())));
+        return Err(err(
+            lit,
+            format!(
+                "unsupported literal suffix `{}`: expected an integer",
+                lit.suffix()
+            ),
+        ));
     }
     lit.base10_parse::<u64>()
         .ok()
         .filter(|v| *v <= 1u64 << 63)
-        .ok_or_else(|| err(lit, format!("integer literal {} is out of range: rules compute in 64-bit signed integers", lit.base10_digits())))
+        .ok_or_else(|| {
+            err(
+                lit,
+                format!(
+                    "integer literal {} is out of range: rules compute in 64-bit signed integers",
+                    lit.base10_digits()
+                ),
+            )
+        })
 }
 
 /// `-literal` or `literal` as a signed value, if `e` is one.
 fn signed_literal(e: &syn::Expr) -> Option<Result<i128, RuleError>> {
     match e {
-        syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(lit), .. }) => Some(int_value(lit).map(i128::from)),
-        syn::Expr::Unary(syn::ExprUnary { op: syn::UnOp::Neg(_), expr, .. }) => match &**expr {
-            syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(lit), .. }) => Some(int_value(lit).map(|v| -i128::from(v))),
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(lit),
+            ..
+        }) => Some(int_value(lit).map(i128::from)),
+        syn::Expr::Unary(syn::ExprUnary {
+            op: syn::UnOp::Neg(_),
+            expr,
+            ..
+        }) => match &**expr {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(lit),
+                ..
+            }) => Some(int_value(lit).map(|v| -i128::from(v))),
             _ => None,
         },
         _ => None,
@@ -103,9 +180,30 @@ fn signed_literal(e: &syn::Expr) -> Option<Result<i128, RuleError>> {
 
 struct Reader<'a> {
     catalog: &'a Catalog,
+    /// Current recursion depth (see [`MAX_RECURSION`]).
+    depth: std::cell::Cell<usize>,
 }
 
 impl Reader<'_> {
+    /// Runs `f` one recursion level deeper; errors at `at` past [`MAX_RECURSION`].
+    fn nested<T>(
+        &self,
+        at: &syn::Expr,
+        f: impl FnOnce() -> Result<T, RuleError>,
+    ) -> Result<T, RuleError> {
+        let depth = self.depth.get() + 1;
+        if depth > MAX_RECURSION {
+            return Err(RuleError::at(
+                pos_of(shallow_span(at)),
+                format!("the rule nests more than {MAX_RECURSION} levels deep here; split the expression or flatten the nesting"),
+            ));
+        }
+        self.depth.set(depth);
+        let result = f();
+        self.depth.set(depth - 1);
+        result
+    }
+
     /// The tail expression of the file's single function.
     fn function(&self, file: &syn::File) -> Result<SNode, RuleError> {
         let f = match file.items.as_slice() {
@@ -136,6 +234,10 @@ impl Reader<'_> {
     }
 
     fn node(&self, e: &syn::Expr) -> Result<SNode, RuleError> {
+        self.nested(e, || self.node_inner(e))
+    }
+
+    fn node_inner(&self, e: &syn::Expr) -> Result<SNode, RuleError> {
         match e {
             syn::Expr::If(first) => self.chain(first),
             syn::Expr::Block(b) if b.label.is_none() => self.block(&b.block),
@@ -183,38 +285,68 @@ impl Reader<'_> {
                             let v = v?;
                             u32::try_from(v).map_err(|_| err(s, format!("split-K {v} is out of range: expected 0..3 (log2 of KBatch)")))?
                         }
-                        None => return Err(err(s, format!("expected split-K (a non-negative integer), found {}", shown(s)))),
+                        None => {
+                            return Err(err(
+                                s,
+                                format!(
+                                    "expected split-K (a non-negative integer), found {}",
+                                    shown(s)
+                                ),
+                            ))
+                        }
                     },
                 };
                 Ok(Leaf { kernel_id, split_k })
             }
             syn::Expr::Paren(p) => self.leaf(&p.expr),
-            _ => Ok(Leaf { kernel_id: self.item(e)?, split_k: 0 }),
+            _ => Ok(Leaf {
+                kernel_id: self.item(e)?,
+                split_k: 0,
+            }),
         }
     }
 
     /// An instance name, a kernelId or `kernel(ID)`.
     fn item(&self, e: &syn::Expr) -> Result<i32, RuleError> {
         if let Some(v) = signed_literal(e) {
-            return leaf_id(i64::try_from(v?).unwrap_or(i64::MAX), pos_of(e.span()), self.catalog);
+            return leaf_id(
+                i64::try_from(v?).unwrap_or(i64::MAX),
+                pos_of(e.span()),
+                self.catalog,
+            );
         }
         match e {
             syn::Expr::Path(p) if p.qself.is_none() => match p.path.get_ident() {
-                Some(ident) => resolve_leaf_name(&ident.to_string(), pos_of(ident.span()), self.catalog),
-                None => Err(err(e, format!("expected an instance name, found the path {}", shown(e)))),
+                Some(ident) => {
+                    resolve_leaf_name(&ident.to_string(), pos_of(ident.span()), self.catalog)
+                }
+                None => Err(err(
+                    e,
+                    format!("expected an instance name, found the path {}", shown(e)),
+                )),
             },
-            syn::Expr::Call(c) if matches!(&*c.func, syn::Expr::Path(p) if p.path.is_ident("kernel")) && c.args.len() == 1 => {
+            syn::Expr::Call(c)
+                if matches!(&*c.func, syn::Expr::Path(p) if p.path.is_ident("kernel"))
+                    && c.args.len() == 1 =>
+            {
                 self.item(&c.args[0])
             }
             syn::Expr::Paren(p) => self.item(&p.expr),
             _ => Err(err(
                 e,
-                format!("expected an instance name, a kernelId or `(instance, split_k)`, found {}", shown(e)),
+                format!(
+                    "expected an instance name, a kernelId or `(instance, split_k)`, found {}",
+                    shown(e)
+                ),
             )),
         }
     }
 
     fn cond(&self, e: &syn::Expr) -> Result<Cond, RuleError> {
+        self.nested(e, || self.cond_inner(e))
+    }
+
+    fn cond_inner(&self, e: &syn::Expr) -> Result<Cond, RuleError> {
         match e {
             syn::Expr::Binary(b) => {
                 let cmp = match b.op {
@@ -232,35 +364,60 @@ impl Reader<'_> {
                     syn::BinOp::Ne(_) => CmpOp::Ne,
                     _ => return Err(err(e, format!("expected a condition such as `m <= 128`, found the integer expression {}", shown(e)))),
                 };
-                Ok(Cond::Cmp { op: cmp, lhs: self.expr(&b.left)?, rhs: self.expr(&b.right)? })
+                Ok(Cond::Cmp {
+                    op: cmp,
+                    lhs: self.expr(&b.left)?,
+                    rhs: self.expr(&b.right)?,
+                })
             }
-            syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Not(_)) => Ok(Cond::Not(Box::new(self.cond(&u.expr)?))),
-            syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Bool(b), .. }) => Ok(Cond::Const(b.value)),
+            syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Not(_)) => {
+                Ok(Cond::Not(Box::new(self.cond(&u.expr)?)))
+            }
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Bool(b),
+                ..
+            }) => Ok(Cond::Const(b.value)),
             syn::Expr::Paren(p) => self.cond(&p.expr),
             syn::Expr::Group(g) => self.cond(&g.expr),
-            _ => Err(err(e, format!("expected a condition such as `m <= 128`, found {}", shown(e)))),
+            _ => Err(err(
+                e,
+                format!(
+                    "expected a condition such as `m <= 128`, found {}",
+                    shown(e)
+                ),
+            )),
         }
     }
 
-    /// Operands of a run of the same `&&` / `||` (parenthesized runs stay one operand).
+    /// Operands of a run of the same `&&` / `||` (parenthesized runs stay one operand). syn nests
+    /// the run to the left, so walk down the left spine.
     fn flatten(&self, e: &syn::Expr, is_and: bool, out: &mut Vec<Cond>) -> Result<(), RuleError> {
-        if let syn::Expr::Binary(b) = e {
+        let mut rights = Vec::new();
+        let mut current = e;
+        while let syn::Expr::Binary(b) = current {
             let same = match b.op {
                 syn::BinOp::And(_) => is_and,
                 syn::BinOp::Or(_) => !is_and,
                 _ => false,
             };
-            if same {
-                self.flatten(&b.left, is_and, out)?;
-                out.push(self.cond(&b.right)?);
-                return Ok(());
+            if !same {
+                break;
             }
+            rights.push(&*b.right);
+            current = &b.left;
         }
-        out.push(self.cond(e)?);
+        out.push(self.cond(current)?);
+        for right in rights.into_iter().rev() {
+            out.push(self.cond(right)?);
+        }
         Ok(())
     }
 
     fn expr(&self, e: &syn::Expr) -> Result<Expr, RuleError> {
+        self.nested(e, || self.expr_inner(e))
+    }
+
+    fn expr_inner(&self, e: &syn::Expr) -> Result<Expr, RuleError> {
         if let Some(v) = signed_literal(e) {
             let v = v?;
             return i64::try_from(v)
@@ -289,19 +446,32 @@ impl Reader<'_> {
                 };
                 Ok(Expr::bin(op, self.expr(&b.left)?, self.expr(&b.right)?))
             }
-            syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => Ok(Expr::bin(BinOp::Sub, Expr::Lit(0), self.expr(&u.expr)?)),
+            syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => {
+                Ok(Expr::bin(BinOp::Sub, Expr::Lit(0), self.expr(&u.expr)?))
+            }
             syn::Expr::Path(p) if p.qself.is_none() => match p.path.get_ident() {
                 Some(ident) => {
                     let name = ident.to_string();
-                    Var::from_name(&name)
-                        .map(Expr::Var)
-                        .ok_or_else(|| err(e, format!("unknown variable `{name}`; the rule may use M, N, K")))
+                    Var::from_name(&name).map(Expr::Var).ok_or_else(|| {
+                        err(
+                            e,
+                            format!("unknown variable `{name}`; the rule may use M, N, K"),
+                        )
+                    })
                 }
-                None => Err(err(e, format!("unknown variable {}; the rule may use M, N, K", shown(e)))),
+                None => Err(err(
+                    e,
+                    format!("unknown variable {}; the rule may use M, N, K", shown(e)),
+                )),
             },
             syn::Expr::Call(c) => {
                 let name = match &*c.func {
-                    syn::Expr::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default(),
+                    syn::Expr::Path(p) => p
+                        .path
+                        .segments
+                        .last()
+                        .map(|s| s.ident.to_string())
+                        .unwrap_or_default(),
                     _ => String::new(),
                 };
                 let op = match name.as_str() {
@@ -311,14 +481,24 @@ impl Reader<'_> {
                     _ => {
                         return Err(err(
                             &c.func,
-                            format!("unknown function {}; conditions may call cdiv, ceil_div, min, max", shown(&c.func)),
+                            format!(
+                                "unknown function {}; conditions may call cdiv, ceil_div, min, max",
+                                shown(&c.func)
+                            ),
                         ))
                     }
                 };
                 if c.args.len() != 2 {
-                    return Err(err(e, format!("`{name}` takes 2 arguments, found {}", c.args.len())));
+                    return Err(err(
+                        e,
+                        format!("`{name}` takes 2 arguments, found {}", c.args.len()),
+                    ));
                 }
-                Ok(Expr::bin(op, self.expr(&c.args[0])?, self.expr(&c.args[1])?))
+                Ok(Expr::bin(
+                    op,
+                    self.expr(&c.args[0])?,
+                    self.expr(&c.args[1])?,
+                ))
             }
             syn::Expr::MethodCall(mc) => {
                 let name = mc.method.to_string();
@@ -334,24 +514,48 @@ impl Reader<'_> {
                     }
                 };
                 if mc.args.len() != 1 {
-                    return Err(err(e, format!("`.{name}` takes 1 argument, found {}", mc.args.len())));
+                    return Err(err(
+                        e,
+                        format!("`.{name}` takes 1 argument, found {}", mc.args.len()),
+                    ));
                 }
-                Ok(Expr::bin(op, self.expr(&mc.receiver)?, self.expr(&mc.args[0])?))
+                Ok(Expr::bin(
+                    op,
+                    self.expr(&mc.receiver)?,
+                    self.expr(&mc.args[0])?,
+                ))
             }
             syn::Expr::Cast(c) => {
                 let ty = c.ty.to_token_stream().to_string();
-                if matches!(ty.as_str(), "i64" | "u64" | "i32" | "u32" | "usize" | "isize" | "i128" | "u128") {
+                if matches!(
+                    ty.as_str(),
+                    "i64" | "u64" | "i32" | "u32" | "usize" | "isize" | "i128" | "u128"
+                ) {
                     self.expr(&c.expr)
                 } else {
-                    Err(err(&c.ty, format!("unsupported cast to `{ty}`: expected an integer type")))
+                    Err(err(
+                        &c.ty,
+                        format!("unsupported cast to `{ty}`: expected an integer type"),
+                    ))
                 }
             }
             syn::Expr::Paren(p) => self.expr(&p.expr),
             syn::Expr::Group(g) => self.expr(&g.expr),
-            syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Bool(_), .. }) | syn::Expr::Unary(_) => {
-                Err(err(e, format!("expected an integer expression, found the condition {}", shown(e))))
-            }
-            _ => Err(err(e, format!("expected an integer expression, found {}", shown(e)))),
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Bool(_),
+                ..
+            })
+            | syn::Expr::Unary(_) => Err(err(
+                e,
+                format!(
+                    "expected an integer expression, found the condition {}",
+                    shown(e)
+                ),
+            )),
+            _ => Err(err(
+                e,
+                format!("expected an integer expression, found {}", shown(e)),
+            )),
         }
     }
 }

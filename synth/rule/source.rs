@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use super::error::Pos;
-use super::ir::{Cond, Leaf, Node, Rule};
+use super::error::{Pos, RuleError};
+use super::ir::{Cond, Leaf, Node, Rule, MAX_JSON_DEPTH};
 
 /// Child indices from the root to a node (see the module docs).
 pub type NodePath = Vec<usize>;
@@ -63,7 +63,11 @@ pub struct Parsed {
 #[derive(Debug, Clone)]
 pub(crate) enum SNode {
     Leaf(Leaf, Pos),
-    Chain { branches: Vec<(Pos, Cond, SNode)>, else_pos: Pos, otherwise: Box<SNode> },
+    Chain {
+        branches: Vec<(Pos, Cond, SNode)>,
+        else_pos: Pos,
+        otherwise: Box<SNode>,
+    },
 }
 
 impl SNode {
@@ -81,7 +85,11 @@ impl SNode {
                 map.leaves.insert(path.clone(), pos);
                 Node::Leaf(leaf)
             }
-            SNode::Chain { branches, else_pos, otherwise } => {
+            SNode::Chain {
+                branches,
+                else_pos,
+                otherwise,
+            } => {
                 let count = branches.len();
                 let mut out = Vec::with_capacity(count);
                 for (i, (pos, cond, child)) in branches.into_iter().enumerate() {
@@ -94,18 +102,60 @@ impl SNode {
                 map.guards.insert(path.clone(), else_pos);
                 let otherwise = otherwise.build(path, map);
                 path.pop();
-                Node::Chain { branches: out, otherwise: Box::new(otherwise) }
+                Node::Chain {
+                    branches: out,
+                    otherwise: Box::new(otherwise),
+                }
             }
         }
+    }
+
+    /// Checks that the rule fits [`MAX_JSON_DEPTH`] when this node's JSON value starts `level`
+    /// levels down; the error points at the branch or leaf that goes too deep.
+    pub(crate) fn check_json_depth(&self, level: usize) -> Result<(), RuleError> {
+        let too_deep = |pos: Pos, what: &str| {
+            RuleError::at(
+                pos,
+                format!(
+                    "this {what} nests too deeply: a rule may nest chains, conditions and expressions at most {MAX_JSON_DEPTH} levels deep in its JSON form; split the expression or flatten the nesting"
+                ),
+            )
+        };
+        match self {
+            SNode::Leaf(_, pos) => {
+                if level + 2 > MAX_JSON_DEPTH {
+                    return Err(too_deep(*pos, "leaf"));
+                }
+            }
+            SNode::Chain {
+                branches,
+                else_pos,
+                otherwise,
+            } => {
+                for (pos, cond, child) in branches {
+                    if level + 4 + cond.json_depth() > MAX_JSON_DEPTH {
+                        return Err(too_deep(*pos, "branch"));
+                    }
+                    child.check_json_depth(level + 4)?;
+                }
+                if level + 2 > MAX_JSON_DEPTH {
+                    return Err(too_deep(*else_pos, "branch"));
+                }
+                otherwise.check_json_depth(level + 2)?;
+            }
+        }
+        Ok(())
     }
 
     /// Number of nodes (to bound the growth of C++ fall-through expansion).
     pub(crate) fn size(&self) -> usize {
         match self {
             SNode::Leaf(..) => 1,
-            SNode::Chain { branches, otherwise, .. } => {
-                1 + otherwise.size() + branches.iter().map(|(_, _, n)| n.size()).sum::<usize>()
-            }
+            SNode::Chain {
+                branches,
+                otherwise,
+                ..
+            } => 1 + otherwise.size() + branches.iter().map(|(_, _, n)| n.size()).sum::<usize>(),
         }
     }
 }
@@ -154,4 +204,87 @@ pub(crate) fn note_comment(note: &str) -> String {
         }
     }
     out
+}
+
+/// Deepest bracket nesting rule text may use.
+pub(crate) const MAX_BRACKET_DEPTH: usize = 48;
+/// Most operator characters between two braces / semicolons (one condition).
+pub(crate) const MAX_OPERATOR_RUN: usize = 1000;
+/// Most prefix operators (`!`, `-`) applied in a row.
+pub(crate) const MAX_PREFIX_RUN: usize = 64;
+
+/// Rejects text whose nesting or expression length would exhaust the parsers' stack: brackets
+/// nested deeper than [`MAX_BRACKET_DEPTH`] or more than [`MAX_OPERATOR_RUN`] operator characters
+/// in one condition or more than [`MAX_PREFIX_RUN`] `!`/`-` in a row. Comments are skipped.
+pub(crate) fn check_text_limits(text: &str) -> Result<(), RuleError> {
+    let chars: Vec<char> = text.chars().collect();
+    let (mut line, mut col) = (1usize, 1usize);
+    let mut depth = 0usize;
+    let mut run = 0usize;
+    let mut run_start = Pos::new(1, 1);
+    let mut prefix = 0usize;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        let pos = Pos::new(line, col);
+        let skip_to = if c == '/' && next == Some('/') {
+            (i..chars.len())
+                .find(|&j| chars[j] == '\n')
+                .unwrap_or(chars.len())
+        } else if c == '/' && next == Some('*') {
+            (i + 2..chars.len())
+                .find(|&j| chars[j] == '*' && chars.get(j + 1) == Some(&'/'))
+                .map_or(chars.len(), |j| j + 2)
+        } else {
+            match c {
+                '(' | '[' | '{' => {
+                    depth += 1;
+                    if depth > MAX_BRACKET_DEPTH {
+                        return Err(RuleError::at(pos, format!("brackets nest more than {MAX_BRACKET_DEPTH} levels deep here; flatten the rule")));
+                    }
+                }
+                ')' | ']' | '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            if matches!(c, '!' | '-') {
+                prefix += 1;
+                if prefix > MAX_PREFIX_RUN {
+                    return Err(RuleError::at(
+                        pos,
+                        format!(
+                            "more than {MAX_PREFIX_RUN} `!`/`-` in a row; simplify the condition"
+                        ),
+                    ));
+                }
+            } else if !c.is_whitespace() && c != '(' {
+                prefix = 0;
+            }
+            if matches!(c, '{' | '}' | ';') {
+                run = 0;
+            } else if matches!(c, '+' | '-' | '*' | '/' | '<' | '>' | '=' | '&' | '|' | '!') {
+                if run == 0 {
+                    run_start = pos;
+                }
+                run += 1;
+                if run > MAX_OPERATOR_RUN {
+                    return Err(RuleError::at(
+                        run_start,
+                        format!("the condition starting here has more than {MAX_OPERATOR_RUN} operator characters; split it"),
+                    ));
+                }
+            }
+            i + 1
+        };
+        while i < skip_to {
+            if chars[i] == '\n' {
+                line += 1;
+                col = 1;
+            } else {
+                col += 1;
+            }
+            i += 1;
+        }
+    }
+    Ok(())
 }
