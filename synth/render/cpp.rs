@@ -125,7 +125,7 @@ pub fn render_cpp(rule: &Rule, catalog: &Catalog, provenance: &Provenance) -> an
     render(
         HEADER_TEMPLATE,
         minijinja::context! {
-            provenance => writer::provenance_lines(CPP_HEADER, provenance),
+            provenance => writer::header_lines(CPP_HEADER, provenance, &rule),
             ns => DETAIL_NAMESPACE,
             params => params,
             root => root,

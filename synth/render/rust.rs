@@ -44,7 +44,7 @@ pub fn render_rust(rule: &Rule, catalog: &Catalog, provenance: &Provenance) -> a
     });
     let helpers = gen.helpers();
 
-    let docs = writer::provenance_lines(RUST_MODULE, provenance)
+    let docs = writer::header_lines(RUST_MODULE, provenance, &rule)
         .into_iter()
         .chain(["".to_string(), "Arithmetic: i64; + - * wrap; / truncates and x / 0 = 0; cdiv(a, b) = (a + b - 1) / b for b > 0, else 0.".to_string()])
         .map(|l| if l.is_empty() { l } else { format!(" {l}") });

@@ -81,6 +81,27 @@ pub fn provenance_lines(title: &str, p: &Provenance) -> Vec<String> {
     out
 }
 
+/// The comment header of a generated source: [`provenance_lines`] then [`rule_summary_lines`].
+pub fn header_lines(title: &str, provenance: &Provenance, rule: &crate::rule::Rule) -> Vec<String> {
+    let mut lines = provenance_lines(title, provenance);
+    lines.extend(rule_summary_lines(rule));
+    lines
+}
+
+/// Lines describing the rule itself: its size and, when it has one, its note.
+pub fn rule_summary_lines(rule: &crate::rule::Rule) -> Vec<String> {
+    let mut out = vec![format!(
+        "Rule: {} leaves, depth {}, {} distinct (kernel, splitK) choices",
+        rule.num_leaves(),
+        rule.depth(),
+        rule.instances_used().len()
+    )];
+    if let Some(note) = rule.note.as_deref().filter(|n| !n.trim().is_empty()) {
+        push_field(&mut out, "Note", note);
+    }
+    out
+}
+
 fn push_field(out: &mut Vec<String>, label: &str, value: &str) {
     let value = if value.trim().is_empty() { "(not recorded)" } else { value };
     let mut lines = value.lines();
@@ -184,6 +205,20 @@ mod tests {
         assert!(lines.contains(&"Dataset: (not recorded)".to_string()));
         assert!(lines.contains(&"Training shapes: (not recorded)".to_string()));
         assert!(lines.contains(&"Figures: none recorded".to_string()));
+    }
+
+    #[test]
+    fn rule_summary_counts_leaves_and_keeps_the_note() {
+        use crate::rule::{Cond, Leaf, Node, Rule};
+        let mut rule = Rule::new(Node::Chain {
+            branches: vec![(Cond::Const(true), Node::Leaf(Leaf::new(1, 0))), (Cond::Const(false), Node::Leaf(Leaf::new(1, 0)))],
+            otherwise: Box::new(Node::Leaf(Leaf::new(2, 1))),
+        });
+        rule.note = Some("fitted on 40 shapes\nseed 7".into());
+        assert_eq!(
+            rule_summary_lines(&rule),
+            vec!["Rule: 3 leaves, depth 2, 2 distinct (kernel, splitK) choices", "Note: fitted on 40 shapes", "  seed 7"]
+        );
     }
 
     #[test]
