@@ -1,2 +1,470 @@
 //! Cost-sensitive decision-tree synthesis over a latency matrix.
+//!
+//! The synthesizer picks, for a set of measured training shapes, a decision tree over integer feature
+//! expressions ([`features`]) whose leaves name (instance, split-K) candidates, minimizing the total
+//! (optionally weighted) latency of the chosen candidates over the training shapes:
+//! - cost of candidate `c` on training shape `s` = `w_s · us(s, c)`; a Missing or Invalid cell costs a
+//!   penalty larger than the whole finite cost of the training set, so fewer unusable choices always win
+//!   and a leaf never picks a candidate that is unusable on one of its shapes when a candidate usable on
+//!   all of them is allowed;
+//! - splits compare one feature with an integer threshold halfway between consecutive observed values;
+//! - limits: depth, leaves, and distinct instances (kernels compiled into AITER — all split-K values of an
+//!   instance count once); see [`Limits`].
+//!
+//! The search itself is in [`tree`]; this module builds the cost problem from a [`LatencyMatrix`], turns
+//! trees into [`Rule`]s, and enforces the instance limit by searching within chosen instance subsets.
+
+pub mod curve;
+pub mod features;
 pub mod pipeline;
+pub mod tree;
+
+use std::collections::BTreeSet;
+
+use crate::catalog::{Candidate, Catalog};
+use crate::rule::{CmpOp, Cond, Expr, Leaf, Node, Rule};
+use crate::table::LatencyMatrix;
+
+pub use features::{Feature, FeatureSet};
+use tree::{Problem, SearchConfig, Solution, Tree};
+
+/// Limits and effort of a synthesis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Most conditions tested on the way to a leaf (as [`Node::depth`] counts them).
+    pub max_depth: usize,
+    /// Most leaves (return statements).
+    pub max_leaves: usize,
+    /// Most distinct instances (kernel ids) the rule may return; `None` = no limit beyond the leaves.
+    pub max_instances: Option<usize>,
+    /// Features the splits may test.
+    pub features: FeatureSet,
+    /// Depth of the exact (optimal) search phase; `None` picks it from the training-set size
+    /// (3 up to 64 shapes, 2 up to 160, else 1).
+    pub exact_depth: Option<usize>,
+    /// Look-ahead depth (1 or 2) of the best-first growth; `None`: 2 up to 160 shapes, else 1.
+    pub lookahead: Option<usize>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_depth: 6, max_leaves: 8, max_instances: None, features: FeatureSet::Machine, exact_depth: None, lookahead: None }
+    }
+}
+
+/// Why a synthesis could not run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SynthError {
+    #[error("no training shapes: pick at least one shape of the matrix to train on")]
+    EmptyTraining,
+    #[error("training shape index {index} is out of range: the matrix has {shapes} shapes")]
+    BadShapeIndex { index: usize, shapes: usize },
+    #[error("{got} weights given for {train} training shapes: give one weight per training shape")]
+    WeightCount { got: usize, train: usize },
+    #[error("weight {value} of training shape {shape} is not a positive finite number")]
+    BadWeight { shape: String, value: f64 },
+    #[error("the matrix has no candidates")]
+    NoCandidates,
+    #[error("limits must allow at least one leaf and one instance (max_leaves = {leaves}, max_instances = {instances:?})")]
+    BadLimits { leaves: usize, instances: Option<usize> },
+}
+
+/// One synthesized rule and its in-sample figures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Synthesized {
+    /// The rule (a nested if/else tree).
+    pub rule: Rule,
+    /// Unweighted total time of the rule's choices over the training shapes (us), usable choices only.
+    pub train_us: f64,
+    /// Weighted objective (us × weight), usable choices only.
+    pub train_cost: f64,
+    /// Training shapes where the rule picks a Missing or Invalid cell.
+    pub unusable: usize,
+    /// Leaves of the rule.
+    pub leaves: usize,
+    /// Depth of the rule (conditions on the longest path).
+    pub depth: usize,
+    /// Distinct instances (kernel ids) the rule returns.
+    pub instances: BTreeSet<i32>,
+}
+
+/// Synthesizes a rule with the embedded catalog and `limits`.
+///
+/// `train` indexes `matrix.shapes`; `weights` (if given) has one positive weight per entry of `train`.
+///
+/// # Panics
+/// On the argument errors [`try_synthesize`] reports (empty or out-of-range training set, wrong weights,
+/// zero limits); call [`try_synthesize`] to handle them.
+pub fn synthesize(matrix: &LatencyMatrix, train: &[usize], weights: Option<&[f64]>, limits: &Limits) -> Rule {
+    match try_synthesize(matrix, &Catalog::embedded(), train, weights, limits) {
+        Ok(s) => s.rule,
+        Err(e) => panic!("synthesize: {e}"),
+    }
+}
+
+/// Synthesizes a rule; see the module documentation for the objective.
+pub fn try_synthesize(
+    matrix: &LatencyMatrix,
+    catalog: &Catalog,
+    train: &[usize],
+    weights: Option<&[f64]>,
+    limits: &Limits,
+) -> Result<Synthesized, SynthError> {
+    let mut all = synthesize_budgets(matrix, catalog, train, weights, limits, &[limits.max_leaves])?;
+    Ok(all.pop().expect("one budget asked, one result"))
+}
+
+/// One search, reported for several leaf budgets (each capped by nothing but itself; `limits.max_leaves`
+/// is ignored). Results follow `budgets` in order. Within one call, a larger budget never yields a rule
+/// with a higher training objective than a smaller one.
+pub fn synthesize_budgets(
+    matrix: &LatencyMatrix,
+    catalog: &Catalog,
+    train: &[usize],
+    weights: Option<&[f64]>,
+    limits: &Limits,
+    budgets: &[usize],
+) -> Result<Vec<Synthesized>, SynthError> {
+    let max_budget = budgets.iter().copied().max().unwrap_or(limits.max_leaves);
+    if max_budget == 0 || budgets.contains(&0) || limits.max_instances == Some(0) {
+        return Err(SynthError::BadLimits { leaves: budgets.iter().copied().min().unwrap_or(0), instances: limits.max_instances });
+    }
+    let built = Built::new(matrix, catalog, train, weights, limits)?;
+    let cfg = built.config(limits, max_budget);
+    let all_cols: Vec<usize> = (0..matrix.candidates.len()).collect();
+    let mut front = tree::search(&built.problem, &all_cols, &cfg);
+    if let Some(k) = limits.max_instances {
+        if built.kernels.len() > k {
+            front = built.limit_instances(front, k, &cfg);
+        }
+    }
+    Ok(budgets
+        .iter()
+        .map(|&b| {
+            let sol = &front[b.min(front.len()) - 1];
+            let tree = built.repair(&sol.tree, limits.max_instances);
+            built.finish(tree)
+        })
+        .collect())
+}
+
+/// The cost problem of one synthesis, with the maps back to the matrix.
+struct Built<'m> {
+    matrix: &'m LatencyMatrix,
+    train: Vec<usize>,
+    weights: Vec<f64>,
+    problem: Problem,
+    /// Feature of each problem feature column.
+    features: Vec<Feature>,
+    /// Distinct kernel ids of the matrix's candidates, ascending.
+    kernels: Vec<i32>,
+}
+
+impl<'m> Built<'m> {
+    fn new(
+        matrix: &'m LatencyMatrix,
+        catalog: &Catalog,
+        train: &[usize],
+        weights: Option<&[f64]>,
+        limits: &Limits,
+    ) -> Result<Built<'m>, SynthError> {
+        if train.is_empty() {
+            return Err(SynthError::EmptyTraining);
+        }
+        if matrix.candidates.is_empty() {
+            return Err(SynthError::NoCandidates);
+        }
+        if let Some(&bad) = train.iter().find(|&&s| s >= matrix.shapes.len()) {
+            return Err(SynthError::BadShapeIndex { index: bad, shapes: matrix.shapes.len() });
+        }
+        let weights: Vec<f64> = match weights {
+            None => vec![1.0; train.len()],
+            Some(w) if w.len() != train.len() => return Err(SynthError::WeightCount { got: w.len(), train: train.len() }),
+            Some(w) => {
+                if let Some((i, v)) = w.iter().enumerate().find(|(_, v)| !(v.is_finite() && **v > 0.0)) {
+                    return Err(SynthError::BadWeight { shape: matrix.shapes[train[i]].to_string(), value: *v });
+                }
+                w.to_vec()
+            }
+        };
+        let nc = matrix.candidates.len();
+        // Penalty: more than the whole finite cost of the training set.
+        let finite_total: f64 = train
+            .iter()
+            .zip(&weights)
+            .map(|(&s, w)| w * (0..nc).filter_map(|c| matrix.us(s, c)).fold(0.0, f64::max))
+            .sum();
+        let penalty = 1.0 + 2.0 * finite_total;
+        let mut cost = Vec::with_capacity(train.len() * nc);
+        for (&s, w) in train.iter().zip(&weights) {
+            for c in 0..nc {
+                cost.push(matrix.us(s, c).map_or(penalty, |t| w * t));
+            }
+        }
+        let all_features = features::for_candidates(limits.features, &matrix.candidates, catalog, matrix.cu_num);
+        let values: Vec<Vec<i64>> = all_features
+            .iter()
+            .map(|f| train.iter().map(|&s| f.eval(matrix.shapes[s].m, matrix.shapes[s].n, matrix.shapes[s].k)).collect())
+            .collect();
+        let keep = tree::useful_features(&values);
+        let features: Vec<Feature> = keep.iter().map(|&i| all_features[i].clone()).collect();
+        let values: Vec<Vec<i64>> = keep.iter().map(|&i| values[i].clone()).collect();
+        let problem = Problem::new(train.len(), nc, cost, values);
+        let kernels = matrix.candidates.iter().map(|c| c.kernel_id).collect::<BTreeSet<_>>().into_iter().collect();
+        Ok(Built { matrix, train: train.to_vec(), weights, problem, features, kernels })
+    }
+
+    fn config(&self, limits: &Limits, max_leaves: usize) -> SearchConfig {
+        let n = self.train.len();
+        let exact_depth = limits.exact_depth.unwrap_or(if n <= 64 {
+            3
+        } else if n <= 160 {
+            2
+        } else {
+            1
+        });
+        let lookahead = limits.lookahead.unwrap_or(if n <= 160 { 2 } else { 1 });
+        SearchConfig { max_depth: limits.max_depth, max_leaves, exact_depth, lookahead }
+    }
+
+    fn usable(&self, row: usize, col: usize) -> bool {
+        self.matrix.us(self.train[row], col).is_some()
+    }
+
+    fn cols_of(&self, kernels: &[i32]) -> Vec<usize> {
+        (0..self.matrix.candidates.len()).filter(|&c| kernels.contains(&self.matrix.candidates[c].kernel_id)).collect()
+    }
+
+    /// Enforces the instance limit: searches within instance subsets (greedy facility location with
+    /// swaps, and the unrestricted trees' own instances thinned one at a time), and re-labels the
+    /// unrestricted trees within each subset; per budget, the cheapest result.
+    fn limit_instances(&self, front: Vec<Solution>, k: usize, cfg: &SearchConfig) -> Vec<Solution> {
+        let p = &self.problem;
+        let mut subsets: Vec<Vec<i32>> = vec![self.greedy_subset(k)];
+        let widest = &front[front.len() - 1].tree;
+        let thinned = self.thin_subset(widest, k);
+        if !subsets.contains(&thinned) {
+            subsets.push(thinned);
+        }
+        let mut pool: Vec<Solution> =
+            front.iter().filter(|s| leaf_kernels(&s.tree, self.matrix).len() <= k).cloned().collect();
+        for kernels in &subsets {
+            let cols = self.cols_of(kernels);
+            for sol in &front {
+                let t = sol.tree.relabeled(p, &cols);
+                pool.push(Solution { cost: t.cost(p), tree: t });
+            }
+            pool.extend(tree::search(p, &cols, cfg));
+        }
+        tree::frontier(pool, cfg.max_leaves)
+    }
+
+    /// Sum over training shapes of the cheapest candidate among `cols`.
+    fn oracle_cost(&self, cols: &[usize]) -> f64 {
+        let p = &self.problem;
+        (0..p.shapes()).map(|s| cols.iter().map(|&c| p.cost(s, c)).fold(f64::INFINITY, f64::min)).sum()
+    }
+
+    /// Greedy forward selection of `k` instances minimizing the per-shape best cost, then single swaps
+    /// while they help.
+    fn greedy_subset(&self, k: usize) -> Vec<i32> {
+        let eval = |set: &[i32]| self.oracle_cost(&self.cols_of(set));
+        let mut chosen: Vec<i32> = Vec::new();
+        while chosen.len() < k.min(self.kernels.len()) {
+            let mut best: Option<(f64, i32)> = None;
+            for &kid in &self.kernels {
+                if chosen.contains(&kid) {
+                    continue;
+                }
+                let mut trial = chosen.clone();
+                trial.push(kid);
+                let c = eval(&trial);
+                if best.map_or(true, |(b, _)| c < b) {
+                    best = Some((c, kid));
+                }
+            }
+            chosen.push(best.expect("a kernel is left").1);
+        }
+        let mut current = eval(&chosen);
+        loop {
+            let mut improved = false;
+            for i in 0..chosen.len() {
+                for &kid in &self.kernels {
+                    if chosen.contains(&kid) {
+                        continue;
+                    }
+                    let mut trial = chosen.clone();
+                    trial[i] = kid;
+                    let c = eval(&trial);
+                    if c < current - 1e-9 * current.abs() {
+                        chosen = trial;
+                        current = c;
+                        improved = true;
+                    }
+                }
+            }
+            if !improved {
+                break;
+            }
+        }
+        chosen.sort_unstable();
+        chosen
+    }
+
+    /// The instances of `tree`, dropping one at a time the one whose loss (tree re-labelled without it)
+    /// costs least, until `k` remain.
+    fn thin_subset(&self, t: &Tree, k: usize) -> Vec<i32> {
+        let p = &self.problem;
+        let mut kernels: Vec<i32> =
+            t.leaf_candidates().iter().map(|&c| self.matrix.candidates[c].kernel_id).collect::<BTreeSet<_>>().into_iter().collect();
+        while kernels.len() > k {
+            let mut best: Option<(f64, usize)> = None;
+            for i in 0..kernels.len() {
+                let mut trial = kernels.clone();
+                trial.remove(i);
+                let c = t.relabeled(p, &self.cols_of(&trial)).cost(p);
+                if best.map_or(true, |(b, _)| c < b) {
+                    best = Some((c, i));
+                }
+            }
+            kernels.remove(best.expect("more than k kernels").1);
+        }
+        kernels
+    }
+
+    /// Re-labels any leaf that picks an unusable cell on one of its training shapes with the cheapest
+    /// candidate usable on all of them, when one exists and the instance limit still holds.
+    fn repair(&self, t: &Tree, max_instances: Option<usize>) -> Tree {
+        let mut t = t.clone();
+        let all = tree::Bits::full(self.problem.shapes());
+        let mut leaves: Vec<(tree::Bits, usize)> = Vec::new();
+        collect_leaf_sets(&t, &self.problem, all, &mut leaves);
+        for (i, (set, col)) in leaves.iter().enumerate() {
+            let rows = set.members();
+            if rows.iter().all(|&r| self.usable(r, *col)) {
+                continue;
+            }
+            let used: BTreeSet<i32> = leaf_kernels(&t, self.matrix);
+            let mut best: Option<(f64, usize)> = None;
+            for c in 0..self.matrix.candidates.len() {
+                if !rows.iter().all(|&r| self.usable(r, c)) {
+                    continue;
+                }
+                let kid = self.matrix.candidates[c].kernel_id;
+                let count = used.len() + usize::from(!used.contains(&kid));
+                if max_instances.is_some_and(|k| count > k) {
+                    continue;
+                }
+                let cost: f64 = rows.iter().map(|&r| self.problem.cost(r, c)).sum();
+                if best.map_or(true, |(b, _)| cost < b) {
+                    best = Some((cost, c));
+                }
+            }
+            if let Some((_, c)) = best {
+                set_leaf(&mut t, i, c);
+            }
+        }
+        t
+    }
+
+    fn finish(&self, t: Tree) -> Synthesized {
+        let t = t.simplified();
+        let p = &self.problem;
+        let (mut train_us, mut train_cost, mut unusable) = (0.0, 0.0, 0);
+        for (row, &s) in self.train.iter().enumerate() {
+            let col = t.route(p, row);
+            match self.matrix.us(s, col) {
+                Some(us) => {
+                    train_us += us;
+                    train_cost += us * self.weights[row];
+                }
+                None => unusable += 1,
+            }
+        }
+        let root = self.node(&t);
+        let rule = Rule { root, note: None };
+        let instances = rule.root.leaves().iter().map(|l| l.kernel_id).collect();
+        Synthesized { leaves: t.leaves(), depth: rule.root.depth(), rule, train_us, train_cost, unusable, instances }
+    }
+
+    /// The rule node of a tree: a split is `if (feature <= threshold) { left } else { right }`, with an
+    /// `else` that is itself a chain flattened into `else if` branches.
+    fn node(&self, t: &Tree) -> Node {
+        match t {
+            Tree::Leaf(c) => {
+                let cand: Candidate = self.matrix.candidates[*c];
+                Node::Leaf(Leaf::new(cand.kernel_id, cand.split_k))
+            }
+            Tree::Split { feature, threshold, left, right } => {
+                let cond = Cond::cmp(CmpOp::Le, self.features[*feature].expr.clone(), Expr::Lit(*threshold));
+                let mut branches = vec![(cond, self.node(left))];
+                let otherwise = match self.node(right) {
+                    Node::Chain { branches: more, otherwise } => {
+                        branches.extend(more);
+                        otherwise
+                    }
+                    leaf => Box::new(leaf),
+                };
+                Node::Chain { branches, otherwise }
+            }
+        }
+    }
+}
+
+fn collect_leaf_sets(t: &Tree, p: &Problem, set: tree::Bits, out: &mut Vec<(tree::Bits, usize)>) {
+    match t {
+        Tree::Leaf(c) => out.push((set, *c)),
+        Tree::Split { feature, threshold, left, right } => {
+            let (l, r) = set.split(p, *feature, *threshold);
+            collect_leaf_sets(left, p, l, out);
+            collect_leaf_sets(right, p, r, out);
+        }
+    }
+}
+
+fn leaf_kernels(t: &Tree, m: &LatencyMatrix) -> BTreeSet<i32> {
+    t.leaf_candidates().iter().map(|&c| m.candidates[c].kernel_id).collect()
+}
+
+fn set_leaf(t: &mut Tree, target: usize, col: usize) {
+    fn walk(t: &mut Tree, target: usize, k: &mut usize, col: usize) {
+        match t {
+            Tree::Leaf(c) => {
+                if *k == target {
+                    *c = col;
+                }
+                *k += 1;
+            }
+            Tree::Split { left, right, .. } => {
+                walk(left, target, k, col);
+                walk(right, target, k, col);
+            }
+        }
+    }
+    walk(t, target, &mut 0, col);
+}
+
+/// Per-shape weights for the objective.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Weighting {
+    /// Every shape's latency counts as measured: the objective is the total time of running each shape once.
+    #[default]
+    Uniform,
+    /// Each shape's latency divided by its work (2·M·N·K, normalized to mean 1 over the training shapes):
+    /// the objective is time per unit of work, so decode-sized shapes weigh as much as prefill-sized ones.
+    Flops,
+}
+
+impl Weighting {
+    /// Weights for the training shapes `train` of `matrix` (`None` for uniform).
+    pub fn weights(self, matrix: &LatencyMatrix, train: &[usize]) -> Option<Vec<f64>> {
+        match self {
+            Weighting::Uniform => None,
+            Weighting::Flops => {
+                let inv: Vec<f64> = train.iter().map(|&s| 1.0 / matrix.shapes[s].flops().max(1.0)).collect();
+                let mean = inv.iter().sum::<f64>() / inv.len().max(1) as f64;
+                Some(inv.iter().map(|w| w / mean).collect())
+            }
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! SVG plot of a [`Report`]: per-shape speed-ups against the default and against the tuned baseline,
+//! one row of panels per (N, K) layer, M on a log axis, one colour per policy. The output is a string
+//! with no timestamps, so it can be committed and checked for freshness.
+
+use plotters::prelude::*;
+
+use super::report::{layer_name, LayerNames};
+use super::Report;
+
+/// Colours by policy position (the default, always 1.0 against itself, is not drawn against the default).
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(44, 160, 44),
+    RGBColor(127, 127, 127),
+    RGBColor(214, 39, 40),
+    RGBColor(140, 86, 75),
+    RGBColor(23, 190, 207),
+];
+
+/// The plot as SVG text, `title` on top.
+pub fn speedup_svg(report: &Report, names: &LayerNames, title: &str) -> anyhow::Result<String> {
+    let layers = report.layers();
+    let baselines: Vec<(&str, &[f64])> = std::iter::once(("default", report.default_us.as_slice()))
+        .chain(report.tuned.as_ref().map(|(n, t)| (n.as_str(), t.as_slice())))
+        .collect();
+    let cols = baselines.len();
+    let rows = layers.len().max(1);
+    let (w, h) = (560 * cols as u32, 280 * rows as u32 + 40);
+    let mut buf = String::new();
+    {
+        let root = SVGBackend::with_string(&mut buf, (w, h)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let root = root.titled(title, ("sans-serif", 20))?;
+        let panels = root.split_evenly((rows, cols));
+        for (li, (&(n, k), idx)) in layers.iter().enumerate() {
+            for (bi, &(base_name, base)) in baselines.iter().enumerate() {
+                let area = &panels[li * cols + bi];
+                let series: Vec<(usize, Vec<(f64, f64)>)> = report
+                    .policies
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.name != base_name && !(bi == 0 && p.name == "default"))
+                    .map(|(pi, p)| {
+                        let pts = idx.iter().map(|&i| (f64::from(report.shape_list[i].m), base[i] / p.outcomes[i].us)).collect();
+                        (pi, pts)
+                    })
+                    .collect();
+                let xs = idx.iter().map(|&i| f64::from(report.shape_list[i].m.max(1)));
+                let xmin = xs.clone().fold(f64::INFINITY, f64::min);
+                let mut xmax = xs.fold(0.0, f64::max);
+                if xmax <= xmin {
+                    xmax = xmin * 2.0;
+                }
+                let ys = series.iter().flat_map(|(_, p)| p.iter().map(|q| q.1));
+                let ymin = ys.clone().fold(1.0, f64::min) * 0.95;
+                let ymax = ys.fold(1.0, f64::max) * 1.05;
+                let mut chart = ChartBuilder::on(area)
+                    .caption(format!("{} (N={n}, K={k}): speed-up vs {base_name}", layer_name(names, n, k)), ("sans-serif", 14))
+                    .margin(8)
+                    .x_label_area_size(30)
+                    .y_label_area_size(46)
+                    .build_cartesian_2d((xmin..xmax).log_scale(), ymin..ymax)?;
+                chart
+                    .configure_mesh()
+                    .x_desc("M")
+                    .y_desc(format!("{base_name} time / policy time"))
+                    .x_labels(8)
+                    .y_labels(6)
+                    .x_label_formatter(&|x| format!("{}", x.round() as u64))
+                    .y_label_formatter(&|y| format!("{y:.2}"))
+                    .draw()?;
+                chart.draw_series(LineSeries::new(vec![(xmin, 1.0), (xmax, 1.0)], BLACK.mix(0.6)))?;
+                for (pi, pts) in series {
+                    let color = PALETTE[pi % PALETTE.len()];
+                    chart
+                        .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
+                        .label(report.policies[pi].name.clone())
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+                    chart.draw_series(pts.iter().map(|&(x, y)| Circle::new((x, y), 2, color.filled())))?;
+                }
+                if li == 0 {
+                    chart
+                        .configure_series_labels()
+                        .background_style(WHITE.mix(0.85))
+                        .border_style(BLACK.mix(0.4))
+                        .position(SeriesLabelPosition::UpperLeft)
+                        .draw()?;
+                }
+            }
+        }
+        root.present()?;
+    }
+    Ok(buf)
+}

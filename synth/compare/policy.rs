@@ -1,0 +1,222 @@
+//! Selection policies: how each contender picks a candidate for a shape.
+//!
+//! - [`Policy::Default`]: AITER without a tuned row — the legacy default kernel (kernelId -1, the same
+//!   kernel as id 7), split-K 0, for every shape.
+//! - [`Policy::Tuned`]: AITER's offline-tuned lookup over a [`TunedTable`]: the exact (M, N, K) row; else
+//!   M padded fine ([`pad_fine`]); else M padded coarse ([`pad_coarse`]); else the default.
+//! - [`Policy::NearestM`]: the vLLM/SGLang lookup over the same kind of table: among the tuned rows of
+//!   the shape's (N, K), the one whose M is nearest; on a tie, the smaller M (the first key of an
+//!   ascending list, as `min(keys, key=|x - M|)` picks it); the default when (N, K) has no row.
+//! - [`Policy::Rule`]: a selection rule, evaluated by the rule interpreter.
+//! - [`Policy::Oracle`]: the fastest usable candidate of each shape.
+
+use std::collections::BTreeMap;
+
+use crate::catalog::{Candidate, Catalog};
+use crate::rule::Rule;
+use crate::table::{AiterRow, LatencyMatrix, Shape};
+
+/// AITER's fine M padding: M ≤ 256 → next multiple of 16; ≤ 1024 → of 32; ≤ 4096 → of 64; else of 128.
+pub fn pad_fine(m: u32) -> u32 {
+    let step = if m <= 256 {
+        16
+    } else if m <= 1024 {
+        32
+    } else if m <= 4096 {
+        64
+    } else {
+        128
+    };
+    m.div_ceil(step).saturating_mul(step)
+}
+
+/// AITER's coarse M padding: 8192 when M > 8192 and N > 4096; otherwise the next power of two (M ≤ 1 → 1).
+pub fn pad_coarse(m: u32, n: u32) -> u32 {
+    if m > 8192 && n > 4096 {
+        8192
+    } else if m <= 1 {
+        1
+    } else {
+        m.checked_next_power_of_two().unwrap_or(u32::MAX)
+    }
+}
+
+/// How a tuned lookup found its row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LookupKind {
+    /// The shape's own row.
+    Exact,
+    /// The row of M padded fine.
+    Fine,
+    /// The row of M padded coarse.
+    Coarse,
+    /// The row of the nearest tuned M (nearest-M policy).
+    Nearest,
+    /// No row: the default kernel.
+    Default,
+}
+
+/// A tuned entry: the kernel a tuned table names for one (M, N, K).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TunedEntry {
+    /// Kernel id (the default alias -1 resolved to its target) and split-K.
+    pub candidate: Candidate,
+    /// `false` for CK-tile rows: such a kernel is not a column of a legacy latency matrix.
+    pub legacy: bool,
+}
+
+/// A tuned table: the chosen kernel per (M, N, K) of one device.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TunedTable {
+    entries: BTreeMap<(u32, u32, u32), TunedEntry>,
+    /// Where it came from (file or "best of N measured shapes").
+    pub source: String,
+}
+
+impl TunedTable {
+    /// An empty table.
+    pub fn new(source: impl Into<String>) -> TunedTable {
+        TunedTable { entries: BTreeMap::new(), source: source.into() }
+    }
+
+    /// Sets the entry of `shape`.
+    pub fn insert(&mut self, shape: Shape, entry: TunedEntry) {
+        self.entries.insert((shape.m, shape.n, shape.k), entry);
+    }
+
+    /// Number of tuned shapes.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The tuned shapes, ascending (M, N, K).
+    pub fn shapes(&self) -> impl Iterator<Item = Shape> + '_ {
+        self.entries.keys().map(|&(m, n, k)| Shape::new(m, n, k))
+    }
+
+    /// Entry of exactly this shape.
+    pub fn get(&self, m: u32, n: u32, k: u32) -> Option<TunedEntry> {
+        self.entries.get(&(m, n, k)).copied()
+    }
+
+    /// A table of the rows of one device (`gfx`, `cu_num`), as AITER keys it. Rows of other devices are
+    /// left out and counted in the second value; a later row of the same shape replaces an earlier one
+    /// (AITER builds a dict from the rows), counted in the third value.
+    pub fn from_rows(rows: &[AiterRow], catalog: &Catalog, gfx: &str, cu_num: u32, source: &str) -> (TunedTable, usize, usize) {
+        let mut t = TunedTable::new(source);
+        let (mut other_device, mut replaced) = (0, 0);
+        for r in rows {
+            if r.gfx != gfx || r.cu_num != cu_num {
+                other_device += 1;
+                continue;
+            }
+            let legacy = r.libtype == "ck";
+            let kernel_id = if legacy && r.kernel_id < 0 { catalog.default_alias } else { r.kernel_id };
+            let entry = TunedEntry { candidate: Candidate::new(kernel_id, r.split_k), legacy };
+            if t.entries.insert((r.m, r.n, r.k), entry).is_some() {
+                replaced += 1;
+            }
+        }
+        (t, other_device, replaced)
+    }
+
+    /// A table tuned on the given shapes of a matrix: each shape's fastest usable candidate (shapes with
+    /// no usable cell get no row), as AITER's tuner would write it from the same measurements.
+    pub fn from_matrix(matrix: &LatencyMatrix, shapes: &[usize], source: &str) -> TunedTable {
+        let mut t = TunedTable::new(source);
+        for &s in shapes {
+            if let Some((c, _)) = matrix.best(s) {
+                t.insert(matrix.shapes[s], TunedEntry { candidate: matrix.candidates[c], legacy: true });
+            }
+        }
+        t
+    }
+
+    /// AITER's lookup: exact, then fine padding, then coarse padding; `None` → the default.
+    pub fn lookup_aiter(&self, m: u32, n: u32, k: u32) -> Option<(TunedEntry, LookupKind)> {
+        if let Some(e) = self.get(m, n, k) {
+            return Some((e, LookupKind::Exact));
+        }
+        if let Some(e) = self.get(pad_fine(m), n, k) {
+            return Some((e, LookupKind::Fine));
+        }
+        self.get(pad_coarse(m, n), n, k).map(|e| (e, LookupKind::Coarse))
+    }
+
+    /// The nearest-M lookup among the rows of (N, K); ties → the smaller M. Returns the entry and its M.
+    pub fn lookup_nearest(&self, m: u32, n: u32, k: u32) -> Option<(TunedEntry, u32)> {
+        let mut best: Option<(u64, u32, TunedEntry)> = None;
+        for (&(tm, tn, tk), e) in &self.entries {
+            if tn != n || tk != k {
+                continue;
+            }
+            let d = u64::from(tm.abs_diff(m));
+            if best.map_or(true, |(bd, _, _)| d < bd) {
+                best = Some((d, tm, *e));
+            }
+        }
+        best.map(|(_, tm, e)| (e, tm))
+    }
+}
+
+/// A contender in a comparison.
+#[derive(Debug, Clone)]
+pub enum Policy {
+    /// The legacy default kernel, split-K 0.
+    Default,
+    /// AITER's offline-tuned lookup.
+    Tuned { name: String, table: TunedTable },
+    /// Nearest tuned M per (N, K).
+    NearestM { name: String, table: TunedTable },
+    /// A selection rule.
+    Rule { name: String, rule: Rule },
+    /// The fastest usable candidate per shape.
+    Oracle,
+}
+
+/// What a policy picks for one shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pick {
+    /// The chosen kernel and split-K.
+    pub candidate: Candidate,
+    /// `false` when the kernel cannot be a column of the matrix (a CK-tile row of a tuned table).
+    pub legacy: bool,
+    /// How a table lookup found it (`None` for rules, the default and the oracle).
+    pub lookup: Option<LookupKind>,
+}
+
+impl Policy {
+    /// Display name.
+    pub fn name(&self) -> &str {
+        match self {
+            Policy::Default => "default",
+            Policy::Tuned { name, .. } | Policy::NearestM { name, .. } | Policy::Rule { name, .. } => name,
+            Policy::Oracle => "oracle",
+        }
+    }
+
+    /// The candidate this policy picks for shape `s` of `matrix`; `default` is the default candidate.
+    pub fn pick(&self, matrix: &LatencyMatrix, s: usize, default: Candidate) -> Pick {
+        let Shape { m, n, k } = matrix.shapes[s];
+        let plain = |candidate| Pick { candidate, legacy: true, lookup: None };
+        let from_table = |found: Option<(TunedEntry, LookupKind)>| match found {
+            Some((e, kind)) => Pick { candidate: e.candidate, legacy: e.legacy, lookup: Some(kind) },
+            None => Pick { candidate: default, legacy: true, lookup: Some(LookupKind::Default) },
+        };
+        match self {
+            Policy::Default => plain(default),
+            Policy::Tuned { table, .. } => from_table(table.lookup_aiter(m, n, k)),
+            Policy::NearestM { table, .. } => from_table(table.lookup_nearest(m, n, k).map(|(e, _)| (e, LookupKind::Nearest))),
+            Policy::Rule { rule, .. } => {
+                let leaf = rule.eval(m, n, k);
+                plain(Candidate::new(leaf.kernel_id, leaf.split_k))
+            }
+            Policy::Oracle => plain(matrix.best(s).map_or(default, |(c, _)| matrix.candidates[c])),
+        }
+    }
+}

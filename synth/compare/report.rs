@@ -1,0 +1,154 @@
+//! Text forms of a [`Report`]: the terminal table and the per-shape CSV. Both are deterministic (fixed
+//! decimal places, no timestamps), so they can be committed and checked for freshness.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::{Report, Summary};
+
+/// Layer names by (N, K); shapes of other (N, K) are named `N=..,K=..`.
+pub type LayerNames = BTreeMap<(u32, u32), String>;
+
+/// The name of the (N, K) layer.
+pub fn layer_name(names: &LayerNames, n: u32, k: u32) -> String {
+    names.get(&(n, k)).cloned().unwrap_or_else(|| format!("N={n},K={k}"))
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(|| "-".to_string(), |x| format!("{x:.digits$}"))
+}
+
+fn pad_table(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for (i, r) in rows.iter().enumerate() {
+        let line: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(c, s)| if c == 0 { format!("{s:<w$}", w = widths[c]) } else { format!("{s:>w$}", w = widths[c]) })
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+        if i == 0 {
+            let total: usize = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
+            out.push_str(&"-".repeat(total));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Candidates picked, most used first: `#8:12 #14/sk1:3`.
+fn picks_text(s: &Summary) -> String {
+    let mut v: Vec<_> = s.picks.iter().collect();
+    v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    v.iter().map(|(c, n)| format!("{c}:{n}")).collect::<Vec<_>>().join(" ")
+}
+
+/// The overall table (one row per policy) followed by a per-layer table of geomean speed-up against the
+/// default and fraction of the oracle.
+pub fn table(report: &Report, names: &LayerNames) -> String {
+    let mut out = String::new();
+    let tuned = report.tuned.as_ref().map(|(n, _)| n.as_str()).unwrap_or("-");
+    let _ = writeln!(
+        out,
+        "{} shapes scored{}; speed-ups are default (or tuned = {tuned}) time / policy time; fallbacks are picks of \
+         Missing/Invalid cells, charged the default's time",
+        report.shapes.len(),
+        if report.unscorable.is_empty() { String::new() } else { format!(", {} unscorable (no usable cell)", report.unscorable.len()) },
+    );
+    let mut rows = vec![vec![
+        "policy".to_string(),
+        "total ms".into(),
+        "x default (total)".into(),
+        "x default (geo)".into(),
+        "x tuned (total)".into(),
+        "x tuned (geo)".into(),
+        "of oracle".into(),
+        "fallbacks".into(),
+        "kernels".into(),
+    ]];
+    for p in &report.policies {
+        let s = &p.summary;
+        rows.push(vec![
+            p.name.clone(),
+            format!("{:.3}", s.total_us / 1000.0),
+            format!("{:.3}", s.total_vs_default),
+            format!("{:.3}", s.geomean_vs_default),
+            opt(s.total_vs_tuned, 3),
+            opt(s.geomean_vs_tuned, 3),
+            format!("{:.3}", s.of_oracle),
+            format!("{}", s.missing + s.invalid),
+            format!("{}", s.picks.keys().map(|c| c.kernel_id).collect::<std::collections::BTreeSet<_>>().len()),
+        ]);
+    }
+    out.push_str(&pad_table(&rows));
+    let layers = report.layers();
+    if layers.len() > 1 {
+        out.push('\n');
+        let mut rows = vec![std::iter::once("x default (geo) / of oracle".to_string())
+            .chain(layers.keys().map(|&(n, k)| layer_name(names, n, k)))
+            .collect::<Vec<_>>()];
+        for (pi, p) in report.policies.iter().enumerate() {
+            let mut r = vec![p.name.clone()];
+            for idx in layers.values() {
+                let s = report.summarize(pi, idx);
+                r.push(format!("{:.3} / {:.3}", s.geomean_vs_default, s.of_oracle));
+            }
+            rows.push(r);
+        }
+        out.push_str(&pad_table(&rows));
+    }
+    out.push('\n');
+    for p in &report.policies {
+        let _ = writeln!(out, "{:<w$}  picks: {}", p.name, picks_text(&p.summary), w = report.policies.iter().map(|p| p.name.len()).max().unwrap_or(0));
+    }
+    out
+}
+
+/// Quotes a CSV field when needed.
+fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Header of [`csv`].
+pub const CSV_COLUMNS: &str = "layer,M,N,K,policy,kernelId,splitK,lookup,status,us,default_us,tuned_us,oracle_us,speedup_vs_default,speedup_vs_tuned,of_oracle";
+
+/// One row per (scored shape, policy), shapes in report order, policies in report order.
+pub fn csv(report: &Report, names: &LayerNames) -> String {
+    let mut out = String::from(CSV_COLUMNS);
+    out.push('\n');
+    for (i, shape) in report.shape_list.iter().enumerate() {
+        let tuned = report.tuned.as_ref().map(|(_, t)| t[i]);
+        for p in &report.policies {
+            let o = &p.outcomes[i];
+            let lookup = o.pick.lookup.map_or(String::new(), |k| format!("{k:?}").to_lowercase());
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{},{},{},{},{},{:.4},{:.4},{},{:.4},{:.4},{},{:.4}",
+                field(&layer_name(names, shape.n, shape.k)),
+                shape.m,
+                shape.n,
+                shape.k,
+                field(&p.name),
+                o.pick.candidate.kernel_id,
+                o.pick.candidate.split_k,
+                lookup,
+                o.status.as_str(),
+                o.us,
+                report.default_us[i],
+                opt(tuned, 4),
+                report.oracle_us[i],
+                report.default_us[i] / o.us,
+                opt(tuned.map(|t| t / o.us), 4),
+                report.oracle_us[i] / o.us,
+            );
+        }
+    }
+    out
+}
