@@ -1,6 +1,157 @@
-//! (in progress)
+//! Drift: re-check a committed rule on new measurements (a new driver, ROCm or CUDA release, or another
+//! GPU). The rule is re-scored against the new per-shape oracle; shapes where its choice fell behind and
+//! choices that no longer run correctly are listed, and the command fails past a tolerance so CI can gate
+//! on it.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+
+use crate::catalog::{Candidate, Catalog};
+use crate::rule::Rule;
+use crate::table::LatencyMatrix;
+
 #[derive(Debug, clap::Args)]
-pub struct DriftArgs {}
-pub fn run(_args: DriftArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+pub struct DriftArgs {
+    /// Rule to re-check (JSON, C++ or Rust form).
+    #[arg(long, default_value = "generated/rule.json")]
+    pub rule: PathBuf,
+    /// New measurements (AITER CSV / gemm-synth measurement file).
+    #[arg(long)]
+    pub dataset: PathBuf,
+    /// Measurements the rule was accepted on; when given, the fraction of oracle is compared with it.
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
+    /// Fail when the rule's geomean fraction of oracle on the new data is below this.
+    #[arg(long, default_value_t = 0.85)]
+    pub min_fraction: f64,
+    /// Fail when the fraction of oracle dropped by more than this against the baseline.
+    #[arg(long, default_value_t = 0.05)]
+    pub max_drop: f64,
+    /// List shapes where the rule's choice is this much slower than the new oracle (0.25 = 25%).
+    #[arg(long, default_value_t = 0.25)]
+    pub shape_regret: f64,
+}
+
+/// How a rule does on one latency matrix.
+#[derive(Debug, Clone)]
+pub struct RuleScore {
+    /// Shapes scored (those with at least one valid cell).
+    pub shapes: usize,
+    /// Geomean over shapes of oracle_us / rule_us (1.0 = always the fastest).
+    pub fraction_of_oracle: f64,
+    /// (shape index, chosen candidate, rule us, oracle us) where the choice is slower than allowed.
+    pub regressions: Vec<(usize, Candidate, f64, f64)>,
+    /// (shape index, chosen candidate, reason) where the chosen cell is missing or invalid.
+    pub unusable: Vec<(usize, Candidate, String)>,
+}
+
+/// Score `rule` on every shape of `mat` that has a valid cell.
+pub fn score_rule(rule: &Rule, mat: &LatencyMatrix, shape_regret: f64) -> RuleScore {
+    let mut log_sum = 0.0;
+    let mut shapes = 0usize;
+    let mut regressions = Vec::new();
+    let mut unusable = Vec::new();
+    for (s, shape) in mat.shapes.iter().enumerate() {
+        let Some((_, best_us)) = mat.best(s) else { continue };
+        shapes += 1;
+        let leaf = rule.eval(shape.m, shape.n, shape.k);
+        let cand = Candidate::new(leaf.kernel_id, leaf.split_k);
+        let cell = mat.candidate_index(&cand).map(|c| mat.cell(s, c));
+        let us = match cell {
+            Some(crate::table::Cell::Ok(us)) => *us,
+            Some(crate::table::Cell::Invalid(reason)) => {
+                unusable.push((s, cand, reason.clone()));
+                continue;
+            }
+            _ => {
+                unusable.push((s, cand, "not measured".to_string()));
+                continue;
+            }
+        };
+        log_sum += (best_us / us).ln();
+        if us > best_us * (1.0 + shape_regret) {
+            regressions.push((s, cand, us, best_us));
+        }
+    }
+    let scored = shapes - unusable.len();
+    let fraction_of_oracle = if scored == 0 { 0.0 } else { (log_sum / scored as f64).exp() };
+    RuleScore { shapes, fraction_of_oracle, regressions, unusable }
+}
+
+fn load_matrix(path: &std::path::Path, catalog: &Catalog) -> Result<LatencyMatrix> {
+    LatencyMatrix::load(path, catalog).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+fn print_score(label: &str, mat: &LatencyMatrix, score: &RuleScore) {
+    println!(
+        "{label}: {} shapes, {} on {} ({} CUs): geomean fraction of oracle {:.3}; {} shapes slower than allowed, {} choices unusable",
+        score.shapes,
+        mat.device.as_deref().unwrap_or("unknown device"),
+        mat.gfx,
+        mat.cu_num,
+        score.fraction_of_oracle,
+        score.regressions.len(),
+        score.unusable.len()
+    );
+}
+
+/// `synth drift`: exit non-zero when the rule no longer holds on the new measurements.
+pub fn run(args: DriftArgs) -> Result<()> {
+    let catalog = Catalog::embedded();
+    let rule = crate::rule::load(&args.rule, &catalog)
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .with_context(|| format!("cannot load the rule to re-check from {}", args.rule.display()))?;
+    let new = load_matrix(&args.dataset, &catalog)?;
+    let score = score_rule(&rule, &new, args.shape_regret);
+    print_score("new measurements", &new, &score);
+
+    let mut problems = Vec::new();
+    if let Some(base_path) = &args.baseline {
+        let base = load_matrix(base_path, &catalog)?;
+        let base_score = score_rule(&rule, &base, args.shape_regret);
+        print_score("baseline", &base, &base_score);
+        let drop = base_score.fraction_of_oracle - score.fraction_of_oracle;
+        println!("change in fraction of oracle: {:+.3}", -drop);
+        if drop > args.max_drop {
+            problems.push(format!(
+                "fraction of oracle fell by {drop:.3} (from {:.3} to {:.3}), more than --max-drop {}",
+                base_score.fraction_of_oracle, score.fraction_of_oracle, args.max_drop
+            ));
+        }
+    }
+    if score.fraction_of_oracle < args.min_fraction {
+        problems.push(format!(
+            "fraction of oracle {:.3} is below --min-fraction {}",
+            score.fraction_of_oracle, args.min_fraction
+        ));
+    }
+    for (s, cand, reason) in &score.unusable {
+        println!("  unusable: {} -> {cand}: {reason}", new.shapes[*s]);
+    }
+    if !score.unusable.is_empty() {
+        problems.push(format!(
+            "{} shapes pick a kernel that is not measured or failed on the new data",
+            score.unusable.len()
+        ));
+    }
+    let mut worst = score.regressions.clone();
+    worst.sort_by(|a, b| (b.2 / b.3).total_cmp(&(a.2 / a.3)));
+    for (s, cand, us, best) in worst.iter().take(10) {
+        println!(
+            "  slower: {} -> {cand}: {us:.2} us vs oracle {best:.2} us ({:+.0}%)",
+            new.shapes[*s],
+            (us / best - 1.0) * 100.0
+        );
+    }
+    if problems.is_empty() {
+        println!("no drift: the rule holds on the new measurements");
+        Ok(())
+    } else {
+        anyhow::bail!(
+            "drift detected:\n  - {}\nre-run `synth run --dataset {}` to synthesize a rule for the new data",
+            problems.join("\n  - "),
+            args.dataset.display()
+        )
+    }
 }
