@@ -152,7 +152,9 @@ pub fn run(args: RewriteArgs) -> anyhow::Result<()> {
         if a.candidate.is_empty() || a.duplicate_of.is_some() || !written.insert(a.id) {
             continue;
         }
-        let p = cand_dir.join(format!("{:03}-{}.{ext}", a.id, slug(&source(a))));
+        let label = slug(&source(a));
+        let label = label.strip_suffix(&format!(".{ext}")).unwrap_or(&label);
+        let p = cand_dir.join(format!("{:03}-{label}.{ext}", a.id));
         std::fs::write(&p, &a.candidate).with_context(|| format!("cannot write {}", p.display()))?;
     }
 

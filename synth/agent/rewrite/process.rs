@@ -41,6 +41,8 @@ impl StepOutput {
         }
         match self.status {
             Some(s) => match s.code() {
+                // A shell reports a child killed by signal N as status 128 + N.
+                Some(c) if c > 128 && c < 160 => format!("exit status {c} (killed by signal {})", c - 128),
                 Some(c) => format!("exit status {c}"),
                 None => {
                     #[cfg(unix)]

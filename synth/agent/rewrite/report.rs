@@ -1,6 +1,7 @@
 //! The rewrite report: every candidate's status, latency and speedup against the original, the winner,
 //! as JSON and as a text table.
 
+use crate::agent::engine::clip;
 use crate::agent::Attempt;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -145,15 +146,16 @@ pub fn render_text(r: &Report) -> String {
         if let Some(d) = c.duplicate_of {
             notes.push(format!("same text as #{d}, not re-run"));
         }
-        if let Some(serde_json::Value::Object(m)) = &c.result {
-            for key in ["gbps", "max_abs_err", "mismatches"] {
-                if let Some(v) = m.get(key) {
-                    notes.push(format!("{key}={v}"));
+        match (&c.result, c.latency_us) {
+            (Some(serde_json::Value::Object(m)), Some(_)) => {
+                for key in ["gbps", "max_abs_err"] {
+                    if let Some(v) = m.get(key) {
+                        notes.push(format!("{key}={v}"));
+                    }
                 }
             }
-        }
-        if c.latency_us.is_none() && c.result.is_none() {
-            notes.push(c.feedback.lines().next().unwrap_or("").chars().take(70).collect());
+            (_, Some(_)) => {}
+            (_, None) => notes.push(clip(c.feedback.lines().next().unwrap_or(""), 90)),
         }
         let source: String = c.source.chars().take(34).collect();
         let _ = writeln!(s, "{:>3} {:>4} {:<34} {:<13} {:>12} {:>8}  {}", c.id, c.iteration, source, c.status, lat, sp, notes.join("; "));

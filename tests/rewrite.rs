@@ -1,0 +1,450 @@
+//! The kernel-rewrite task end to end on a tiny C program built with gcc: spec parsing, the result
+//! line, the evaluator's failure feedback, the loop's choice, the report, and the promise that the
+//! task directory is never modified.
+//!
+//! The C harness reports an operation count as its "latency" (ops / 1000, in µs), so the loop's choice
+//! and the speedups are deterministic: these tests never depend on wall-clock timing.
+
+use gemm_synth::agent::rewrite::spec::{Pick, ResultFormat};
+use gemm_synth::agent::rewrite::{extract_result, load_spec, parse_spec, ResultLineError, RewriteTask};
+use gemm_synth::agent::Task;
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const HARNESS: &str = r#"#include <stdio.h>
+long long ops = 0;
+long long sum_squares(const int *v, int n);
+int main(void) {
+    enum { N = 1000 };
+    int v[N];
+    for (int i = 0; i < N; i++) v[i] = (i * 7) % 13 - 6;
+    long long expect = 0;
+    for (int i = 0; i < N; i++) expect += (long long)v[i] * v[i];
+    long long got = sum_squares(v, N);
+    printf("checking %d values\n", N);
+    if (got != expect) {
+        printf("GEMMSYNTH_RESULT {\"correct\": false, \"got\": %lld, \"expected\": %lld}\n", got, expect);
+        return 1;
+    }
+    printf("GEMMSYNTH_RESULT {\"correct\": true, \"latency_us\": %.3f, \"ops\": %lld}\n", ops / 1000.0, ops);
+    return 0;
+}
+"#;
+
+/// Original: squares by repeated addition (one op per addition).
+const ORIGINAL: &str = r#"extern long long ops;
+long long sum_squares(const int *v, int n) {
+    long long s = 0;
+    for (int i = 0; i < n; i++) {
+        int a = v[i] < 0 ? -v[i] : v[i];
+        for (int k = 0; k < a; k++) { s += a; ops++; }
+    }
+    return s;
+}
+"#;
+
+/// Correct, two ops per element.
+const MEDIUM: &str = r#"extern long long ops;
+long long sum_squares(const int *v, int n) {
+    long long s = 0;
+    for (int i = 0; i < n; i++) { long long a = v[i]; ops++; s += a * a; ops++; }
+    return s;
+}
+"#;
+
+/// Correct, one op per element: the fastest.
+const FAST: &str = r#"extern long long ops;
+long long sum_squares(const int *v, int n) {
+    long long s = 0;
+    for (int i = 0; i < n; i++) { s += (long long)v[i] * v[i]; ops++; }
+    return s;
+}
+"#;
+
+/// Compile error on line 4 (undeclared identifier).
+const BROKEN: &str = r#"extern long long ops;
+long long sum_squares(const int *v, int n) {
+    long long s = 0;
+    for (int i = 0; i < n; i++) { s += (long long)v[i] * v[i]; opz++; }
+    return s;
+}
+"#;
+
+/// Skips the last element: wrong result, very few ops.
+const WRONG: &str = r#"extern long long ops;
+long long sum_squares(const int *v, int n) {
+    long long s = 0;
+    for (int i = 0; i < n - 1; i++) { s += (long long)v[i] * v[i]; ops++; }
+    return s;
+}
+"#;
+
+/// Crashes before printing a result.
+const CRASH: &str = r#"#include <stdlib.h>
+extern long long ops;
+long long sum_squares(const int *v, int n) { (void)v; (void)n; abort(); }
+"#;
+
+const SPEC: &str = r#"name = "sumsq"
+target = "src/kernel.c"
+
+[workdir]
+root = "src"
+exclude = ["prog"]
+keep = "failed"
+
+[build]
+command = "gcc -O1 -o prog main.c kernel.c"
+timeout_s = 60
+
+[test]
+command = "./prog"
+timeout_s = 30
+"#;
+
+fn gcc_available() -> bool {
+    Command::new("gcc").arg("--version").output().map(|o| o.status.success()).unwrap_or(false)
+}
+
+/// Builds the task directory (spec.toml + src/) and the rewrites directory.
+fn make_task(root: &Path) -> (PathBuf, PathBuf) {
+    let task = root.join("task");
+    fs::create_dir_all(task.join("src")).unwrap();
+    fs::write(task.join("spec.toml"), SPEC).unwrap();
+    fs::write(task.join("src/main.c"), HARNESS).unwrap();
+    fs::write(task.join("src/kernel.c"), ORIGINAL).unwrap();
+    let rewrites = root.join("rewrites");
+    fs::create_dir_all(&rewrites).unwrap();
+    for (name, text) in [
+        ("a_medium.c", MEDIUM),
+        ("b_compile_error.c", BROKEN),
+        ("c_wrong.c", WRONG),
+        ("d_fast.c", FAST),
+        ("e_crash.c", CRASH),
+        ("f_original_again.c", ORIGINAL),
+    ] {
+        fs::write(rewrites.join(name), text).unwrap();
+    }
+    (task, rewrites)
+}
+
+/// FNV-1a over every path, permission mode and byte of a tree (sorted walk).
+fn tree_hash(dir: &Path) -> u64 {
+    fn walk(base: &Path, dir: &Path, h: &mut u64) {
+        let mut entries: Vec<_> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+        entries.sort();
+        for p in entries {
+            let rel = p.strip_prefix(base).unwrap().to_string_lossy().into_owned();
+            feed(h, rel.as_bytes());
+            let meta = fs::symlink_metadata(&p).unwrap();
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                feed(h, &meta.permissions().mode().to_le_bytes());
+            }
+            if meta.is_dir() {
+                walk(base, &p, h);
+            } else {
+                feed(h, &fs::read(&p).unwrap());
+            }
+        }
+    }
+    fn feed(h: &mut u64, bytes: &[u8]) {
+        for b in bytes.iter().chain(&[0xffu8]) {
+            *h ^= *b as u64;
+            *h = h.wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    walk(dir, dir, &mut h);
+    h
+}
+
+/// The harness's inputs and the original's op count, computed independently of the C code.
+fn original_ops() -> u64 {
+    (0..1000).map(|i: i64| ((i * 7) % 13 - 6).unsigned_abs()).sum()
+}
+
+#[test]
+fn loop_picks_fastest_correct_rewrite_and_leaves_the_task_untouched() {
+    if !gcc_available() {
+        eprintln!("gcc not found: skipping the end-to-end rewrite test");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (task, rewrites) = make_task(tmp.path());
+    let before = tree_hash(&task);
+    let out = tmp.path().join("out");
+    let run = Command::new(env!("CARGO_BIN_EXE_synth"))
+        .args(["rewrite", "--task"])
+        .arg(task.join("spec.toml"))
+        .arg("--agent")
+        .arg(format!("replay:{}", rewrites.display()))
+        .args(["--iterations", "3", "--offspring", "2", "--quiet", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "synth rewrite failed:\n{stdout}\n{stderr}");
+    assert_eq!(tree_hash(&task), before, "the task directory changed");
+    assert!(!task.join("src/prog").exists(), "a build ran in the original directory");
+
+    let report: serde_json::Value = serde_json::from_str(&fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let base_us = original_ops() as f64 / 1000.0;
+    assert_eq!(original_ops(), 3234);
+    assert_eq!(report["baseline_latency_us"].as_f64(), Some(base_us));
+    let winner = &report["winner"];
+    assert_eq!(winner["source"], "d_fast.c", "{stdout}");
+    assert_eq!(winner["latency_us"].as_f64(), Some(1.0));
+    assert!((winner["speedup"].as_f64().unwrap() - base_us / 1.0).abs() < 1e-9);
+    assert_eq!(fs::read_to_string(out.join("kernel.c")).unwrap(), FAST);
+
+    let rows = report["candidates"].as_array().unwrap();
+    assert_eq!(rows.len(), 7, "baseline + 6 replayed rewrites");
+    let by_source = |s: &str| rows.iter().find(|r| r["source"] == s).unwrap_or_else(|| panic!("no row for {s}"));
+    assert_eq!(by_source("original")["id"], 0);
+    assert_eq!(by_source("original")["status"], "ok");
+
+    let medium = by_source("a_medium.c");
+    assert_eq!(medium["status"], "ok");
+    assert_eq!(medium["latency_us"].as_f64(), Some(2.0));
+    assert!((medium["speedup"].as_f64().unwrap() - base_us / 2.0).abs() < 1e-9);
+
+    let broken = by_source("b_compile_error.c");
+    assert_eq!(broken["status"], "build_error");
+    let fb = broken["feedback"].as_str().unwrap();
+    assert!(fb.contains("kernel.c:4:"), "compiler error should name the line: {fb}");
+    assert!(fb.contains("opz"), "{fb}");
+    assert!(!fb.contains(&tmp.path().display().to_string()), "temporary paths leak into feedback: {fb}");
+
+    let wrong = by_source("c_wrong.c");
+    assert_eq!(wrong["status"], "mismatch");
+    assert!(wrong["latency_us"].is_null());
+    let fb = wrong["feedback"].as_str().unwrap();
+    // The rewrite skips the last element, v[999] = (999*7)%13 - 6 = 12 - 6 = 6: the sum is short by 36.
+    let expected: i64 = (0..1000).map(|i: i64| ((i * 7) % 13 - 6).pow(2)).sum();
+    assert_eq!(expected, 14014);
+    assert!(fb.contains("expected=14014") && fb.contains("got=13978"), "{fb}");
+    assert!(fb.contains("checking 1000 values"), "mismatch feedback keeps the other output: {fb}");
+
+    let crash = by_source("e_crash.c");
+    assert_eq!(crash["status"], "run_error");
+    assert!(crash["feedback"].as_str().unwrap().contains("signal 6"), "{}", crash["feedback"]);
+
+    let again = by_source("original");
+    assert_eq!(again["id"], 0);
+    let dup = rows.iter().find(|r| r["duplicate_of"] == 0).expect("the replayed original is a duplicate of the baseline");
+    assert_eq!(dup["source"], "original");
+
+    // Kept working copies of failures (workdir.keep = "failed"), with the build log.
+    let kept: Vec<_> = fs::read_dir(out.join("work")).unwrap().collect();
+    assert_eq!(kept.len(), 3, "build error, mismatch and crash are kept");
+    assert!(out.join("report.txt").exists() && out.join("trace.jsonl").exists());
+    let text = fs::read_to_string(out.join("report.txt")).unwrap();
+    assert!(text.contains("winner: #") && text.contains("d_fast.c"), "{text}");
+}
+
+#[test]
+fn evaluator_feedback_and_timeouts() {
+    if !gcc_available() {
+        eprintln!("gcc not found: skipping");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (task_dir, _) = make_task(tmp.path());
+    let spec = load_spec(&task_dir.join("spec.toml")).unwrap();
+    let task = RewriteTask::new(spec).unwrap();
+    assert_eq!(task.baseline().as_deref(), Some(ORIGINAL));
+    assert_eq!(task.context()["target"], "kernel.c");
+    assert_eq!(task.context()["language"], "c");
+
+    let ok = task.evaluate(&format!("```c\n{FAST}```\n"));
+    assert_eq!(ok.score, Some(1.0), "fenced candidates are unwrapped: {}", ok.feedback);
+    assert_eq!(ok.details["result"]["ops"], 1000);
+
+    let empty = task.evaluate("  \n");
+    assert_eq!(empty.score, None);
+    assert_eq!(empty.details["status"], "empty");
+
+    // A candidate that never finishes: the test step is killed at its timeout.
+    let spec_text = SPEC.replace("timeout_s = 30", "timeout_s = 0.5");
+    fs::write(task_dir.join("slow.toml"), spec_text).unwrap();
+    let slow = RewriteTask::new(load_spec(&task_dir.join("slow.toml")).unwrap()).unwrap();
+    let hang = "#include <unistd.h>\nlong long sum_squares(const int *v, int n) { for (;;) sleep(1); }\n";
+    let e = slow.evaluate(hang);
+    assert_eq!(e.details["status"], "run_timeout", "{}", e.feedback);
+    assert!(e.feedback.contains("timed out after 0.5 s"), "{}", e.feedback);
+
+    // A test that prints no result line.
+    let quiet = SPEC.replace("command = \"./prog\"", "command = \"./prog > /dev/null\"");
+    fs::write(task_dir.join("quiet.toml"), quiet).unwrap();
+    let q = RewriteTask::new(load_spec(&task_dir.join("quiet.toml")).unwrap()).unwrap();
+    let e = q.evaluate(FAST);
+    assert_eq!(e.details["status"], "no_result", "{}", e.feedback);
+    assert!(e.feedback.contains("GEMMSYNTH_RESULT"), "{}", e.feedback);
+}
+
+#[test]
+fn output_directory_inside_the_task_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (task, rewrites) = make_task(tmp.path());
+    let before = tree_hash(&task);
+    let run = Command::new(env!("CARGO_BIN_EXE_synth"))
+        .args(["rewrite", "--task"])
+        .arg(task.join("spec.toml"))
+        .arg("--agent")
+        .arg(format!("replay:{}", rewrites.display()))
+        .arg("--out")
+        .arg(task.join("src/out"))
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(err.contains("inside the task directory"), "{err}");
+    // The refused directory was created before the check; nothing else changed.
+    fs::remove_dir(task.join("src/out")).ok();
+    assert_eq!(tree_hash(&task), before);
+
+    let run = Command::new(env!("CARGO_BIN_EXE_synth"))
+        .args(["rewrite", "--task"])
+        .arg(task.join("spec.toml"))
+        .args(["--agent", "bogus:x", "--out"])
+        .arg(tmp.path().join("o2"))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&run.stderr).contains("expected replay:DIR"));
+}
+
+fn spec_err(text: &str) -> String {
+    let tmp = tempfile::tempdir().unwrap();
+    fs::write(tmp.path().join("k.c"), "int x;\n").unwrap();
+    let file = tmp.path().join("bad.toml");
+    let e = parse_spec(text, &file).unwrap_err().to_string();
+    assert!(e.starts_with(&file.display().to_string()), "error must name the file: {e}");
+    e.replacen(&file.display().to_string(), "bad.toml", 1)
+}
+
+#[test]
+fn spec_errors_name_file_line_and_key() {
+    let e = spec_err("target = \"k.c\"\n[test]\ncommand = \"./a\"\ntimeout_s = \"soon\"\n");
+    assert_eq!(e, "bad.toml:4:13: key `test.timeout_s`: expected a number of seconds, found string \"soon\"");
+
+    let e = spec_err("target = \"k.c\"\n[test]\ncomand = \"./a\"\n");
+    assert!(e.starts_with("bad.toml:3:1: unknown field `comand`"), "{e}");
+
+    let e = spec_err("target = \"k.c\"\n[build]\ncommand = \"make\"\n[test]\ntimeout_s = 3\n");
+    assert!(e.starts_with("bad.toml:4:1: key `test.command`: missing"), "{e}");
+
+    let e = spec_err("target = \"missing.c\"\n[test]\ncommand = \"./a\"\n");
+    assert!(e.starts_with("bad.toml:1:10: key `target`: missing.c is not a file"), "{e}");
+
+    let e = spec_err("target = \"../k.c\"\n[test]\ncommand = \"./a\"\n");
+    assert!(e.contains("key `target`") && e.contains("without `..`"), "{e}");
+
+    let e = spec_err("target = \"k.c\"\n[test]\ncommand = \"./a\"\n[result]\nline = \"middle\"\n");
+    assert_eq!(e, "bad.toml:5:8: key `result.line`: expected one of \"first\", \"last\", found \"middle\"");
+
+    let e = spec_err("target = \"k.c\"\n[test]\ncommand = \"./a\"\ntimeout_s = -1\n");
+    assert!(e.starts_with("bad.toml:4:13: key `test.timeout_s`: expected seconds in (0, 86400]"), "{e}");
+
+    let e = spec_err("target = \"k.c\"\n[test]\ncommand = \"./a\"\n[workdir]\nexclude = [\"*.c\"]\n");
+    assert!(e.contains("key `workdir.exclude`") && e.contains("excludes the target"), "{e}");
+
+    let e = spec_err("target = \"k.c\"\n");
+    assert!(e.contains("key `test`: missing"), "{e}");
+
+    let e = spec_err("target = \"k.c\n");
+    assert!(e.starts_with("bad.toml:1:"), "syntax errors carry a position: {e}");
+}
+
+#[test]
+fn spec_defaults_and_paths() {
+    let tmp = tempfile::tempdir().unwrap();
+    fs::create_dir_all(tmp.path().join("src")).unwrap();
+    fs::write(tmp.path().join("src/k.c"), "int x;\n").unwrap();
+    let file = tmp.path().join("t.toml");
+    let s = parse_spec("target = \"src/k.c\"\n[test]\ncommand = \"./a\"\n[env]\nN = 3\n", &file).unwrap();
+    assert_eq!(s.name, "t");
+    assert!(s.build.is_none());
+    assert_eq!(s.workdir.root, tmp.path());
+    assert_eq!(s.target_in_root(), Path::new("src/k.c"));
+    assert_eq!(s.test.timeout.as_secs(), 600);
+    assert!(s.exclusive_test);
+    assert_eq!(s.result, ResultFormat::default());
+    assert_eq!(s.env, BTreeMap::from([("N".to_string(), "3".to_string())]));
+}
+
+#[test]
+fn shipped_swiglu_specs_parse_and_replays_start_from_the_original() {
+    let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/swiglu");
+    for (spec, target, replay) in
+        [("cuda.toml", "cuda/swiglu.cu", "rewrites/cuda"), ("hip.toml", "hip/swiglu.hip", "rewrites/hip")]
+    {
+        let s = load_spec(&ex.join(spec)).unwrap();
+        assert_eq!(s.target, ex.join(target));
+        let original = fs::read_to_string(ex.join(target)).unwrap();
+        let ext = Path::new(target).extension().unwrap().to_str().unwrap();
+        let first = fs::read_to_string(ex.join(replay).join(format!("01_original.{ext}"))).unwrap();
+        assert_eq!(original, first, "{replay}/01_original.{ext} must equal {target}");
+        let names: Vec<String> = fs::read_dir(ex.join(replay))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 6, "{names:?}");
+        assert!(names.iter().any(|n| n.contains("broken")) && names.iter().any(|n| n.contains("wrong")));
+    }
+}
+
+fn fmt(pick: Pick) -> ResultFormat {
+    ResultFormat { pick, ..ResultFormat::default() }
+}
+
+#[test]
+fn result_line_extraction() {
+    let last = fmt(Pick::Last);
+    let first = fmt(Pick::First);
+
+    assert_eq!(extract_result("hello\n", &last), Err(ResultLineError::Missing { tag: "GEMMSYNTH_RESULT".into() }));
+    // A longer word starting with the tag is not the tag.
+    assert!(matches!(extract_result("GEMMSYNTH_RESULTS {\"correct\": true}\n", &last), Err(ResultLineError::Missing { .. })));
+
+    let out = "warmup\nGEMMSYNTH_RESULT {\"correct\": true, \"latency_us\": 5}\nnoise\n  GEMMSYNTH_RESULT\t{\"correct\": true, \"latency_us\": 3.5, \"gbps\": 900}\n";
+    let r = extract_result(out, &last).unwrap();
+    assert_eq!((r.line_no, r.tagged_lines, r.correct, r.latency_us), (4, 2, true, Some(3.5)));
+    assert_eq!(r.figures(&last), "gbps=900");
+    let r = extract_result(out, &first).unwrap();
+    assert_eq!((r.line_no, r.latency_us), (2, Some(5.0)));
+
+    match extract_result("GEMMSYNTH_RESULT {\"correct\": true, latency_us: 3}\n", &last) {
+        Err(ResultLineError::Malformed { line_no: 1, reason, .. }) => assert!(reason.contains("key must be a string"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(extract_result("GEMMSYNTH_RESULT [1, 2]\n", &last), Err(ResultLineError::Malformed { .. })));
+    assert!(matches!(extract_result("GEMMSYNTH_RESULT\n", &last), Err(ResultLineError::Malformed { .. })));
+    // The picked (last) line is malformed: an error, never a silent fall-back to an earlier line.
+    let two = "GEMMSYNTH_RESULT {\"correct\": true, \"latency_us\": 1}\nGEMMSYNTH_RESULT {oops\n";
+    assert!(matches!(extract_result(two, &last), Err(ResultLineError::Malformed { line_no: 2, .. })));
+    assert!(extract_result(two, &first).is_ok());
+
+    let e = extract_result("GEMMSYNTH_RESULT {\"latency_us\": 1}\n", &last).unwrap_err();
+    assert_eq!(e.to_string(), "result line 1: key `correct` is missing (a boolean verdict is required)");
+    let e = extract_result("GEMMSYNTH_RESULT {\"correct\": \"yes\", \"latency_us\": 1}\n", &last).unwrap_err();
+    assert!(e.to_string().contains("must be true or false"));
+    let e = extract_result("GEMMSYNTH_RESULT {\"correct\": true}\n", &last).unwrap_err();
+    assert!(e.to_string().contains("`latency_us` is missing"));
+    let e = extract_result("GEMMSYNTH_RESULT {\"correct\": true, \"latency_us\": -2}\n", &last).unwrap_err();
+    assert!(e.to_string().contains("finite positive"));
+
+    // Wrong results need no latency; their figures are kept.
+    let r = extract_result("GEMMSYNTH_RESULT {\"correct\": false, \"max_abs_err\": 0.5}\n", &last).unwrap();
+    assert_eq!((r.correct, r.latency_us), (false, None));
+    assert_eq!(r.figures(&last), "max_abs_err=0.5");
+
+    // Custom tag and keys.
+    let custom = ResultFormat { tag: "RES".into(), correct_key: "ok".into(), latency_key: "t".into(), ..ResultFormat::default() };
+    let r = extract_result("RES {\"ok\": true, \"t\": 7}\n", &custom).unwrap();
+    assert_eq!(r.latency_us, Some(7.0));
+}
