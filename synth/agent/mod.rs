@@ -3,6 +3,9 @@
 //! (a rule in C++/Rust/JSON form, or a whole rewritten source file).
 
 pub mod engine;
+pub mod extract;
+pub mod proposers;
+pub mod rule_task;
 pub mod trace;
 
 use serde::{Deserialize, Serialize};
