@@ -315,7 +315,42 @@ fn output_directory_inside_the_task_is_refused() {
         .arg(tmp.path().join("o2"))
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&run.stderr).contains("expected replay:DIR"));
+    assert!(String::from_utf8_lossy(&run.stderr).contains("expected replay:DIR, cmd:<command> or openai"));
+}
+
+#[test]
+fn command_agent_gets_the_prompt_and_its_rewrite_is_evaluated() {
+    if !gcc_available() {
+        eprintln!("gcc not found: skipping");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (task, rewrites) = make_task(tmp.path());
+    let req = tmp.path().join("request.json");
+    // The agent saves its request and answers with the fast rewrite wrapped in prose and a fence.
+    let agent = format!(
+        "cmd:cat > {}; echo 'Here is a faster version:'; echo '```c'; cat {}; echo '```'",
+        req.display(),
+        rewrites.join("d_fast.c").display()
+    );
+    let out = tmp.path().join("out");
+    let run = Command::new(env!("CARGO_BIN_EXE_synth"))
+        .args(["rewrite", "--task"])
+        .arg(task.join("spec.toml"))
+        .arg("--agent")
+        .arg(&agent)
+        .args(["--iterations", "1", "--offspring", "1", "--quiet", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(fs::read_to_string(out.join("kernel.c")).unwrap(), FAST);
+    let request: serde_json::Value = serde_json::from_str(&fs::read_to_string(&req).unwrap()).unwrap();
+    let user = request["messages"][1]["content"].as_str().unwrap();
+    assert!(user.contains("The file to rewrite, kernel.c:") && user.contains(ORIGINAL.trim_end()), "{user}");
+    assert!(user.contains("Build command: `gcc -O1 -o prog main.c kernel.c`"), "{user}");
+    assert!(user.contains("Reply with the complete new kernel.c"), "{user}");
+    assert_eq!(request["context"]["task"], "rewrite");
 }
 
 fn spec_err(text: &str) -> String {

@@ -10,10 +10,15 @@ use super::report::{render_text, rows, status_of, Report, Winner};
 use super::spec::load_spec;
 use super::task::RewriteTask;
 use crate::agent::engine::{run_loop, LoopConfig};
+use crate::agent::proposers::command::CommandProposer;
+use crate::agent::proposers::openai::OpenAiProposer;
+use crate::agent::proposers::Checker;
 use crate::agent::{Attempt, Proposer};
 use anyhow::{bail, Context};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Arguments of `synth rewrite`.
 #[derive(Debug, clap::Args)]
@@ -21,10 +26,26 @@ pub struct RewriteArgs {
     /// Task spec (TOML): target file, build and test commands, timeouts, result line.
     #[arg(long)]
     pub task: PathBuf,
-    /// Proposer: `replay:DIR` (pre-written rewrites, in file-name order). Repeat for several; offspring
-    /// slot s uses agent s % count.
+    /// Proposer: `replay:DIR` (pre-written rewrites, in file-name order), `cmd:<shell command>` (the
+    /// request as JSON on stdin, the rewritten file on stdout) or `openai` (an OpenAI-compatible chat
+    /// endpoint). Repeat for several; offspring slot s uses agent s % count.
     #[arg(long = "agent", required = true)]
     pub agents: Vec<String>,
+    /// Seconds an agent command or HTTP request may take before it is killed / abandoned.
+    #[arg(long, default_value_t = 600.0)]
+    pub agent_timeout: f64,
+    /// Base URL of the OpenAI-compatible API (for `--agent openai`), e.g. https://api.openai.com/v1.
+    #[arg(long)]
+    pub base_url: Option<String>,
+    /// Chat model name (for `--agent openai`).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Environment variable holding the API key (for `--agent openai`).
+    #[arg(long, default_value = "OPENAI_API_KEY")]
+    pub api_key_env: String,
+    /// Sampling temperature sent to the chat model.
+    #[arg(long)]
+    pub temperature: Option<f64>,
     /// Loop iterations (the original is evaluated first, before iteration 1).
     #[arg(long, default_value_t = 3)]
     pub iterations: usize,
@@ -56,22 +77,45 @@ pub struct RewriteArgs {
     pub quiet: bool,
 }
 
-/// Builds the proposers named by `--agent` values.
-pub fn make_proposers(agents: &[String], offspring: usize) -> anyhow::Result<(Vec<Box<dyn Proposer>>, Vec<ReplayProposer>)> {
+/// Accepts any non-blank code block as a rewrite (the build is the real check).
+fn rewrite_checker() -> Checker {
+    Arc::new(|text: &str| {
+        if text.trim().is_empty() {
+            Err("the code block is empty; reply with the whole rewritten file".to_string())
+        } else {
+            Ok(())
+        }
+    })
+}
+
+/// Builds the proposers named by `--agent` values; also returns the replay proposers (to name the
+/// candidates they proposed in the report).
+pub fn make_proposers(args: &RewriteArgs) -> anyhow::Result<(Vec<Box<dyn Proposer>>, Vec<ReplayProposer>)> {
+    if !(args.agent_timeout.is_finite() && args.agent_timeout > 0.0) {
+        bail!("--agent-timeout must be a positive number of seconds, got {}", args.agent_timeout);
+    }
+    let timeout = Duration::from_secs_f64(args.agent_timeout);
     let mut proposers: Vec<Box<dyn Proposer>> = Vec::new();
     let mut replays = Vec::new();
-    for (i, a) in agents.iter().enumerate() {
+    for (i, a) in args.agents.iter().enumerate() {
+        let a = a.trim();
         if let Some(dir) = a.strip_prefix("replay:") {
-            let r = ReplayProposer::from_dir(Path::new(dir), offspring, i, agents.len())?;
+            let r = ReplayProposer::from_dir(Path::new(dir), args.offspring, i, args.agents.len())?;
             replays.push(r.clone());
             proposers.push(Box::new(r));
-        } else if a.starts_with("cmd:") {
-            bail!(
-                "--agent {a}: command proposers are not available for `synth rewrite` yet; use replay:DIR \
-                 (a directory of pre-written rewrites)"
-            );
+        } else if let Some(command) = a.strip_prefix("cmd:") {
+            if command.trim().is_empty() {
+                bail!("--agent cmd: needs a command after `cmd:`, e.g. --agent 'cmd:python3 my_agent.py'");
+            }
+            proposers.push(Box::new(CommandProposer::new(command, timeout, rewrite_checker())));
+        } else if a == "openai" {
+            let base = args.base_url.as_deref().context("--agent openai needs --base-url URL (e.g. https://api.openai.com/v1)")?;
+            let model = args.model.as_deref().context("--agent openai needs --model NAME")?;
+            let mut p = OpenAiProposer::new(base, model, &args.api_key_env, timeout, rewrite_checker());
+            p.temperature = args.temperature;
+            proposers.push(Box::new(p));
         } else {
-            bail!("--agent {a}: expected replay:DIR");
+            bail!("--agent {a}: expected replay:DIR, cmd:<command> or openai");
         }
     }
     Ok((proposers, replays))
@@ -109,7 +153,7 @@ pub fn run(args: RewriteArgs) -> anyhow::Result<()> {
     let task = RewriteTask::new(spec)?;
     let out = check_out_dir(&args.out, &task)?;
     let task = task.with_keep_dir(out.join("work"));
-    let (proposers, replays) = make_proposers(&args.agents, args.offspring)?;
+    let (proposers, replays) = make_proposers(&args)?;
 
     let cfg = LoopConfig {
         iterations: args.iterations,

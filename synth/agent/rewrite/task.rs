@@ -307,6 +307,28 @@ impl Task for RewriteTask {
 
     fn context(&self) -> serde_json::Value {
         let fmt = &self.spec.result;
+        let target = self.spec.target_in_root().display().to_string();
+        let lang = self.language();
+        let system = format!(
+            "You are an expert {lang} performance engineer. You rewrite one source file of a program to make \
+             its kernel faster while keeping its results correct. Every rewrite is built and run by a test \
+             harness that checks the results and measures the latency."
+        );
+        let mut user = String::new();
+        if !self.spec.description.trim().is_empty() {
+            user.push_str(&format!("Task: {}\n\n", self.spec.description.trim()));
+        }
+        user.push_str(&format!("The file to rewrite, {target}:\n```{lang}\n{}\n```\n", self.original.trim_end()));
+        if let Some(b) = &self.spec.build {
+            user.push_str(&format!("Build command: `{}`\n", b.command));
+        }
+        user.push_str(&format!(
+            "Test command: `{}`. It prints `{} {{\"{}\": true|false, \"{}\": ...}}`; the score is {} in \
+             microseconds (lower is better) and counts only when {} is true.\n",
+            self.spec.test.command, fmt.tag, fmt.correct_key, fmt.latency_key, fmt.latency_key, fmt.correct_key
+        ));
+        user.push_str("Keep every function the rest of the program calls with the same signature and behaviour.\n");
+        let reply = format!("Reply with the complete new {target} (the whole file, not a diff) in one fenced code block.");
         json!({
             "task": "rewrite",
             "name": self.spec.name,
@@ -325,6 +347,7 @@ impl Task for RewriteTask {
                 fmt.latency_key,
                 fmt.correct_key
             ),
+            "prompt": { "system": system, "user": user, "reply": reply },
         })
     }
 
