@@ -242,3 +242,353 @@ fn engine_resume_rejects_corrupt_middle_line_and_other_offspring() {
         .to_string();
     assert!(err.contains("t.jsonl:2:"), "{err}");
 }
+
+// ---------------------------------------------------------------------------------------------------
+// The rule task on a small synthetic latency matrix (built here, independent of any measurement file).
+
+use gemm_synth::agent::engine::run_loop_with;
+use gemm_synth::agent::proposers::builtin::BuiltinProposer;
+use gemm_synth::agent::proposers::command::CommandProposer;
+use gemm_synth::agent::proposers::openai::OpenAiProposer;
+use gemm_synth::agent::rule_task::{score_rule, RuleReflector, RuleSetup, RuleTask};
+use gemm_synth::catalog::{Candidate, Catalog};
+use gemm_synth::synthesize::Limits;
+use gemm_synth::table::{Cell, LatencyMatrix, Shape};
+use std::sync::Arc;
+use std::time::Duration;
+
+const MS: [u32; 6] = [1, 16, 64, 256, 1024, 4096];
+const LAYERS: [(u32, u32); 2] = [(5120, 5120), (5120, 4096)];
+const CANDS: [(i32, u32); 4] = [(0, 0), (4, 0), (4, 1), (7, 0)];
+
+/// Latency model of the synthetic matrix: kernel 0 wins at large M, kernel 4 at small M (split-K 1
+/// helps the wider-K layer a little at the smallest M), the default kernel 7 is in between.
+fn model_us(m: u32, k: u32, c: (i32, u32)) -> f64 {
+    let m = m as f64;
+    let scale = if k == 5120 { 1.0 } else { 0.8 };
+    scale
+        * match c {
+            (0, 0) => 20.0 + 0.01 * m,
+            (4, 0) => 5.0 + 0.05 * m,
+            (4, 1) => if k == 5120 { 4.0 + 0.06 * m } else { 6.5 + 0.06 * m },
+            _ => 12.0 + 0.02 * m,
+        }
+}
+
+/// Cells that are not Ok: (M, K, candidate) → Invalid, and one Missing.
+fn cell_of(m: u32, k: u32, c: (i32, u32)) -> Cell {
+    if m == 4096 && k == 5120 && c == (4, 0) {
+        Cell::Invalid("errRatio 0.2".into())
+    } else if m == 1024 && k == 4096 && c == (0, 0) {
+        Cell::Missing
+    } else {
+        Cell::Ok(model_us(m, k, c))
+    }
+}
+
+fn synthetic_matrix() -> LatencyMatrix {
+    let shapes: Vec<Shape> = LAYERS.iter().flat_map(|&(n, k)| MS.iter().map(move |&m| Shape::new(m, n, k))).collect();
+    let cands: Vec<Candidate> = CANDS.iter().map(|&(id, sk)| Candidate::new(id, sk)).collect();
+    let mut mat = LatencyMatrix::new("gfx942", 304, Some("synthetic".into()), shapes.clone(), cands);
+    for (s, sh) in shapes.iter().enumerate() {
+        for (c, &cand) in CANDS.iter().enumerate() {
+            mat.set(s, c, cell_of(sh.m, sh.k, cand));
+        }
+    }
+    mat
+}
+
+fn setup_all(max_leaves: usize) -> Arc<RuleSetup> {
+    let mat = synthetic_matrix();
+    let train: Vec<usize> = (0..mat.shapes.len()).collect();
+    let limits = Limits { max_leaves, max_depth: 4, ..Limits::default() };
+    Arc::new(RuleSetup::new(Catalog::embedded(), mat, train, None, limits).unwrap())
+}
+
+fn name(id: i32) -> String {
+    Catalog::embedded().legacy_by_id(id).unwrap().name.clone()
+}
+
+/// `if (M <= 64) kernel 4 else kernel 0`, in the C++ form.
+fn two_leaf_rule() -> String {
+    format!(
+        "if (M <= 64) {{\n    return {{{}<DDataType, EDataType>, 0}};\n}} else {{\n    return {{{}<DDataType, EDataType>, 0}};\n}}\n",
+        name(4),
+        name(0)
+    )
+}
+
+#[test]
+fn rule_task_scores_hand_computed_totals() {
+    let setup = setup_all(8);
+    let task = RuleTask::new(setup.clone());
+    let eval = task.evaluate(&two_leaf_rule());
+    // Expected: kernel 4 for M <= 64, kernel 0 above; unusable cells charged the default (7) time.
+    let mut total = 0.0;
+    let mut oracle = 0.0;
+    for &(_, k) in &LAYERS {
+        for &m in &MS {
+            let pick = if m <= 64 { (4, 0) } else { (0, 0) };
+            total += match cell_of(m, k, pick) {
+                Cell::Ok(t) => t,
+                _ => model_us(m, k, (7, 0)),
+            };
+            oracle += CANDS.iter().filter_map(|&c| cell_of(m, k, c).us()).fold(f64::INFINITY, f64::min);
+        }
+    }
+    let score = eval.score.expect(&eval.feedback);
+    assert!((score - total).abs() < 1e-9, "{score} vs {total}");
+    assert!((eval.details["oracle_us"].as_f64().unwrap() - oracle).abs() < 1e-9);
+    // The Missing cell (M=1024, K=4096, kernel 0) is a fallback.
+    assert_eq!(eval.details["fallbacks"].as_u64(), Some(1));
+    assert!(eval.feedback.contains("1 pick(s) of unmeasured or failed cells"), "{}", eval.feedback);
+    // Worst shape: M=1024 K=4096 charged 0.8*(12+20.48)=25.984 vs best 0.8*(5+51.2)... compute regret independently.
+    let regret = |m: u32, k: u32| {
+        let pick = if m <= 64 { (4, 0) } else { (0, 0) };
+        let t = cell_of(m, k, pick).us().unwrap_or_else(|| model_us(m, k, (7, 0)));
+        t - CANDS.iter().filter_map(|&c| cell_of(m, k, c).us()).fold(f64::INFINITY, f64::min)
+    };
+    let mut worst: Vec<(f64, u32, u32)> =
+        LAYERS.iter().flat_map(|&(_, k)| MS.iter().map(move |&m| (regret(m, k), m, k))).filter(|x| x.0 > 1e-9).collect();
+    worst.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let first = &eval.details["worst"][0];
+    assert_eq!((first["m"].as_u64().unwrap() as u32, first["k"].as_u64().unwrap() as u32), (worst[0].1, worst[0].2));
+    assert!((first["regret_us"].as_f64().unwrap() - worst[0].0).abs() < 1e-9);
+    assert!(eval.feedback.contains(&format!("M={} N=5120 K={}", worst[0].1, worst[0].2)), "{}", eval.feedback);
+    assert!(eval.feedback.contains("[leaf at line"), "{}", eval.feedback);
+
+    // score_rule agrees, and the built-in proposer's fast objective matches it on every neighbour.
+    let rule = gemm_synth::rule::parse_any(&two_leaf_rule(), &setup.catalog).unwrap();
+    assert!((score_rule(&setup, &rule).objective - total).abs() < 1e-9);
+    let b = BuiltinProposer::new(setup.clone(), 0);
+    let nb = b.neighbours(&rule);
+    assert!(nb.len() > 5);
+    for r in nb.iter().chain(std::iter::once(&rule)) {
+        assert!((b.objective(r) - score_rule(&setup, r).objective).abs() < 1e-9);
+        assert!(r.num_leaves() <= 8);
+    }
+}
+
+#[test]
+fn rule_task_failures_carry_positions_and_limits() {
+    let setup = setup_all(2);
+    let task = RuleTask::new(setup.clone());
+    let bad = "if (M <= 64) {\n    return {nope, 0};\n} else {\n    return {also_nope, 0};\n}\n";
+    let e = task.evaluate(bad);
+    assert!(e.score.is_none());
+    assert!(e.feedback.contains("2:"), "{}", e.feedback);
+    assert_eq!(e.details["stage"], "parse");
+    assert_eq!(e.details["line"], 2);
+    let three = format!(
+        "if (M <= 16) {{ return {{{a}<DDataType, EDataType>, 0}}; }} else if (M <= 64) {{ return {{{b}<DDataType, EDataType>, 0}}; }} else {{ return {{{b}<DDataType, EDataType>, 1}}; }}\n",
+        a = name(4),
+        b = name(0)
+    );
+    let e = task.evaluate(&three);
+    assert!(e.score.is_none());
+    assert!(e.feedback.contains("3 leaves") && e.feedback.contains("at most 2"), "{}", e.feedback);
+    let reflection = RuleReflector.reflect(
+        &gemm_synth::agent::Attempt {
+            iteration: 1,
+            lineage: 1,
+            proposer: "x".into(),
+            candidate: bad.into(),
+            eval: task.evaluate(bad),
+            reflection: String::new(),
+            id: 1,
+            slot: 0,
+            parent_id: None,
+            guidance: String::new(),
+            duplicate_of: None,
+        },
+        None,
+    );
+    assert!(reflection.contains("does not parse") && reflection.contains("2:"), "{reflection}");
+}
+
+use gemm_synth::agent::engine::Reflector;
+
+#[test]
+fn builtin_search_reaches_the_oracle_and_is_deterministic() {
+    let setup = setup_all(8);
+    let run = || {
+        let task = RuleTask::new(setup.clone());
+        let props: Vec<Box<dyn Proposer>> = vec![Box::new(BuiltinProposer::new(setup.clone(), 3))];
+        let c = LoopConfig { iterations: 3, offspring: 4, seed: 3, threads: 2, ..LoopConfig::default() };
+        run_loop_with(&task, &props, &RuleReflector, &c).unwrap()
+    };
+    let a = run();
+    let b = run();
+    assert_eq!(a.attempts, b.attempts);
+    let best = a.best.unwrap();
+    // The oracle on this matrix needs at most 8 leaves, so the best rule matches it exactly.
+    let oracle = best.eval.details["oracle_us"].as_f64().unwrap();
+    assert!((best.eval.score.unwrap() - oracle).abs() < 1e-9, "{} vs {oracle}\n{}", best.eval.score.unwrap(), best.candidate);
+    // The baseline (default rule) scores the default's total.
+    let base = &a.attempts[0];
+    let default_total: f64 = LAYERS.iter().flat_map(|&(_, k)| MS.iter().map(move |&m| model_us(m, k, (7, 0)))).sum();
+    assert!((base.eval.score.unwrap() - default_total).abs() < 1e-9);
+    assert!(a.attempts.iter().all(|x| x.eval.score.is_some()), "built-in proposals never fail here");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// External command agents.
+
+fn script(dir: &std::path::Path, name: &str, body: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    format!("python3 {}", p.display())
+}
+
+#[test]
+fn command_agents_tolerate_llm_output_and_failures() {
+    let setup = setup_all(8);
+    let dir = tempfile::tempdir().unwrap();
+    let rule = two_leaf_rule();
+    let seen = dir.path().join("request.json");
+    let fenced = script(
+        dir.path(),
+        "fenced.py",
+        &format!(
+            "import sys, json\nreq = json.load(sys.stdin)\nopen({seen:?}, 'w').write(json.dumps(req))\n\
+             print('Sure! Here is a rule that should beat the default:')\nprint('```cpp')\nprint({rule:?}, end='')\nprint('```')\n\
+             print('It picks the small-tile kernel for decode shapes.')\n",
+            seen = seen.display().to_string()
+        ),
+    );
+    let several = script(
+        dir.path(),
+        "several.py",
+        &format!(
+            "import sys\nsys.stdin.read()\nprint('First try:')\nprint('```')\nprint('if (M <= 64) {{ return {{bogus_kernel, 0}}; }} else {{ return {{bogus, 0}}; }}')\nprint('```')\n\
+             print('Better:')\nprint('```rust')\nprint({rust:?})\nprint('```')\n",
+            rust = format!("if m <= 64 {{ ({}, 0) }} else {{ ({}, 0) }}", name(4), name(0))
+        ),
+    );
+    let garbage = script(dir.path(), "garbage.py", "import sys\nsys.stdin.read()\nprint('I am not sure what you mean.')\n");
+    let sleepy = script(dir.path(), "sleepy.py", "import sys, time\nsys.stdin.read()\ntime.sleep(60)\nprint('too late')\n");
+    let failing = script(dir.path(), "failing.py", "import sys\nsys.stdin.read()\nsys.stderr.write('model quota exceeded')\nsys.exit(3)\n");
+    let checker = gemm_synth::agent::cmd::rule_checker(setup.catalog.clone());
+    let t = Duration::from_secs(2);
+    let props: Vec<Box<dyn Proposer>> = vec![
+        Box::new(CommandProposer::new(fenced, t, checker.clone())),
+        Box::new(CommandProposer::new(several, t, checker.clone())),
+        Box::new(CommandProposer::new(garbage, t, checker.clone())),
+        Box::new(CommandProposer::new(sleepy, Duration::from_millis(700), checker.clone())),
+        Box::new(CommandProposer::new(failing, t, checker.clone())),
+    ];
+    let task = RuleTask::new(setup.clone());
+    let c = LoopConfig { iterations: 1, offspring: 5, threads: 5, ..LoopConfig::default() };
+    let out = run_loop_with(&task, &props, &RuleReflector, &c).unwrap();
+    let a = &out.attempts;
+    assert_eq!(a.len(), 6);
+    // 1: fenced code with prose around it.
+    assert!(a[1].eval.score.is_some(), "{}", a[1].eval.feedback);
+    assert_eq!(a[1].candidate.trim(), rule.trim());
+    // The request carried the context: training shapes with latencies, history and guidance.
+    let req: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&seen).unwrap()).unwrap();
+    assert_eq!(req["context"]["training_shapes"].as_array().unwrap().len(), 12);
+    assert_eq!(req["context"]["training_shapes"][0]["m"], 1);
+    assert!(req["context"]["instances"].as_array().unwrap().iter().any(|i| i["id"] == 4));
+    assert_eq!(req["history"][0]["proposer"], "baseline");
+    assert!(req["messages"][1]["content"].as_str().unwrap().contains("M=16 N=5120 K=5120"));
+    // 2: several blocks, the first invalid: the second (Rust form) is taken.
+    assert!(a[2].eval.score.is_some(), "{}", a[2].eval.feedback);
+    assert!(a[2].candidate.contains("if m <= 64"), "{}", a[2].candidate);
+    assert_eq!(a[2].eval.score, a[1].eval.score);
+    // 3: garbage → failure feedback listing what was tried.
+    assert!(a[3].eval.score.is_none());
+    assert!(a[3].eval.feedback.contains("no code block in the output is a valid candidate"), "{}", a[3].eval.feedback);
+    assert!(a[3].reflection.contains("No rule was received"), "{}", a[3].reflection);
+    // 4: timeout → killed, feedback.
+    assert!(a[4].eval.score.is_none());
+    assert!(a[4].eval.feedback.contains("timed out"), "{}", a[4].eval.feedback);
+    // 5: non-zero exit → status and stderr in the feedback.
+    assert!(a[5].eval.score.is_none());
+    assert!(a[5].eval.feedback.contains("status 3") && a[5].eval.feedback.contains("model quota exceeded"), "{}", a[5].eval.feedback);
+}
+
+#[test]
+fn command_agent_reports_every_rejected_block() {
+    let setup = setup_all(8);
+    let dir = tempfile::tempdir().unwrap();
+    let cmd = script(
+        dir.path(),
+        "two_bad.py",
+        "import sys\nsys.stdin.read()\nprint('```cpp\\nif (M <= ) { return {x, 0}; } else { return {y, 0}; }\\n```\\ntext\\n```\\nreturn {z, 0};\\n```')\n",
+    );
+    let p = CommandProposer::new(cmd, Duration::from_secs(5), gemm_synth::agent::cmd::rule_checker(setup.catalog.clone()));
+    let req = gemm_synth::agent::ProposalRequest {
+        task_context: RuleTask::new(setup.clone()).context(),
+        history: vec![],
+        parent: None,
+        guidance: String::new(),
+        iteration: 1,
+        offspring_index: 0,
+    };
+    let err = p.propose(&req).unwrap_err();
+    assert!(err.contains("code block 1 (cpp) at output line 2: 1:"), "{err}");
+    assert!(err.contains("code block 2 at output line 6: 1:"), "{err}");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// OpenAI-compatible endpoint on a loopback server.
+
+#[test]
+fn openai_proposer_talks_to_a_chat_endpoint() {
+    let setup = setup_all(8);
+    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+    let addr = server.server_addr().to_ip().unwrap();
+    let reply_rule = two_leaf_rule();
+    let handle = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for i in 0..2 {
+            let mut req = server.recv().unwrap();
+            let mut body = String::new();
+            req.as_reader().read_to_string(&mut body).unwrap();
+            let auth = req.headers().iter().find(|h| h.field.equiv("Authorization")).map(|h| h.value.to_string());
+            seen.push((req.url().to_string(), auth, body));
+            let resp = if i == 0 {
+                let content = format!("Here is an improved rule.\n\n```cpp\n{reply_rule}```\nIt should help decode shapes.");
+                let json = serde_json::json!({ "choices": [ { "message": { "role": "assistant", "content": content } } ] });
+                tiny_http::Response::from_string(json.to_string()).with_status_code(200)
+            } else {
+                tiny_http::Response::from_string("{\"error\": \"overloaded\"}").with_status_code(503)
+            };
+            req.respond(resp).unwrap();
+        }
+        seen
+    });
+    let key_env = "GEMM_SYNTH_TEST_OPENAI_KEY";
+    std::env::set_var(key_env, "sk-test-123");
+    let p = OpenAiProposer::new(
+        &format!("http://{addr}/v1/"),
+        "rule-writer-7b",
+        key_env,
+        Duration::from_secs(10),
+        gemm_synth::agent::cmd::rule_checker(setup.catalog.clone()),
+    );
+    let props: Vec<Box<dyn Proposer>> = vec![Box::new(p)];
+    let task = RuleTask::new(setup.clone());
+    let c = LoopConfig { iterations: 1, offspring: 2, threads: 1, ..LoopConfig::default() };
+    let out = run_loop_with(&task, &props, &RuleReflector, &c).unwrap();
+    let seen = handle.join().unwrap();
+    assert_eq!(seen.len(), 2);
+    let (url, auth, body) = &seen[0];
+    assert_eq!(url, "/v1/chat/completions");
+    assert_eq!(auth.as_deref(), Some("Bearer sk-test-123"));
+    let body: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(body["model"], "rule-writer-7b");
+    assert_eq!(body["messages"][0]["role"], "system");
+    let user = body["messages"][1]["content"].as_str().unwrap();
+    for m in MS {
+        assert!(user.contains(&format!("M={m} N=5120 K=5120")), "prompt lacks M={m}: {user}");
+    }
+    assert!(user.contains(&name(4)));
+    // One slot got the rule, the other the HTTP error as feedback.
+    let ok: Vec<_> = out.attempts.iter().filter(|a| a.iteration == 1 && a.eval.score.is_some()).collect();
+    let bad: Vec<_> = out.attempts.iter().filter(|a| a.iteration == 1 && a.eval.score.is_none()).collect();
+    assert_eq!((ok.len(), bad.len()), (1, 1));
+    assert_eq!(ok[0].candidate.trim(), two_leaf_rule().trim());
+    assert!(bad[0].eval.feedback.contains("HTTP 503") && bad[0].eval.feedback.contains("overloaded"), "{}", bad[0].eval.feedback);
+}
