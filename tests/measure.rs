@@ -72,6 +72,7 @@ fn dry_run_counts_the_plan() {
     let o = run(&bench_args(&out, &["--dry-run"]), &[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), PLAN_CELLS.to_string());
+    assert!(!out.exists(), "a dry run creates no journal");
 }
 
 #[test]
@@ -219,5 +220,35 @@ fn failed_cells_are_journaled_with_their_reason() {
     let id7 = journal_keys(&out).keys().filter(|k| k.split(',').nth(3) == Some("7")).count();
     assert!(fails > 0 && fails == id7, "{fails} fail rows vs {id7} id-7 rows");
     assert!(String::from_utf8_lossy(&o.stdout).contains("fail:compile: "));
-    let _ = PathBuf::new();
+}
+
+/// The committed H200 dataset reads back through the journal reader and the table reader alike, and its
+/// split-K cells are exactly what the plan rule gives for a 132-SM device.
+#[test]
+fn committed_h200_dataset_matches_the_plan() {
+    use gemm_synth::measure::{plan::split_levels, read_journal, recheck_noise};
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("measurements/h200/qwen3-32b-tp2.csv");
+    let catalog = gemm_synth::Catalog::embedded();
+    let rows = read_journal(&path, &catalog).unwrap();
+    let table_rows = gemm_synth::table::read_aiter_csv(&path, &catalog).unwrap();
+    assert_eq!(rows.len(), table_rows.len());
+    assert_eq!(rows.len(), 7425);
+    assert!(rows.iter().all(|r| r.is_ok() && r.cu_num == 132 && r.reps >= 20));
+    let rechecks = rows.iter().filter(|r| r.recheck == 1).count();
+    assert_eq!(rechecks, 354);
+    let (noise, pairs) = recheck_noise(&rows).unwrap();
+    assert_eq!(pairs, 354);
+    assert!(noise < 0.05, "noise {noise}");
+    let mut levels: BTreeMap<(u32, u32, u32, i32), Vec<u32>> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.recheck == 0) {
+        levels.entry((r.m, r.n, r.k, r.kernel_id)).or_default().push(r.split_k);
+    }
+    assert_eq!(levels.len(), 320 * 19);
+    for ((m, n, k, id), mut got) in levels {
+        got.sort();
+        let inst = catalog.legacy_by_id(id).unwrap();
+        let (bm, bn, bk) = inst.tile();
+        let want = split_levels(gemm_synth::Shape::new(m, n, k), bm, bn, bk, 132);
+        assert_eq!(got, want, "M={m} N={n} K={k} id={id}");
+    }
 }

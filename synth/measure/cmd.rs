@@ -5,6 +5,7 @@ use super::driver::{DeviceInfo, Harness};
 use super::journal::{recheck_noise, CellResult, Journal};
 use super::plan::{build_plan, PlanSpec, SplitKMode};
 use crate::catalog::{Catalog, Instance};
+use crate::shapes;
 use crate::table::Shape;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -21,7 +22,7 @@ pub struct BenchArgs {
     /// Tensor-parallel degree.
     #[arg(long, default_value_t = 2)]
     pub tp: u32,
-    /// M values: `dataset` (the 80-value dataset grid), `decode` (1,2,4,...,256), or a comma list.
+    /// M values: `dataset` (the 80-value dataset grid), `decode` (the decode set), or a comma list.
     #[arg(long, default_value = "dataset")]
     pub m_set: String,
     /// (N,K) pairs to measure instead of the model's layers, e.g. `5120:5120,25600:5120`.
@@ -62,21 +63,10 @@ pub struct BenchArgs {
     pub plan_only: Option<PathBuf>,
 }
 
-/// The dataset's M grid: {1,2,4,8} ∪ 16..=256 step 16 ∪ 288..=1024 step 32 ∪ 1152..=4096 step 128 ∪
-/// 5120..=16384 step 1024 (80 values).
-pub fn m_dataset_grid() -> Vec<u32> {
-    let mut v = vec![1, 2, 4, 8];
-    v.extend((16..=256).step_by(16));
-    v.extend((288..=1024).step_by(32));
-    v.extend((1152..=4096).step_by(128));
-    v.extend((5120..=16384).step_by(1024));
-    v
-}
-
 fn parse_m_set(text: &str) -> Result<Vec<u32>> {
     match text {
-        "dataset" => Ok(m_dataset_grid()),
-        "decode" => Ok((0..=8).map(|i| 1u32 << i).collect()),
+        "dataset" => Ok(shapes::m_dataset_grid()),
+        "decode" => Ok(shapes::m_decode()),
         list => list
             .split(',')
             .map(|s| {
@@ -90,17 +80,11 @@ fn parse_m_set(text: &str) -> Result<Vec<u32>> {
     }
 }
 
-/// (N, K) of a built-in model's four GEMMs at a TP degree: qkv, o, gate_up, down.
+/// (N, K) of a model's four GEMMs at a TP degree: qkv, o, gate_up, down.
 fn model_layers(model: &str, tp: u32) -> Result<Vec<(u32, u32)>> {
-    // hidden, intermediate, heads, kv_heads, head_dim
-    let (h, inter, heads, kv, hd) = match model {
-        "qwen3-32b" => (5120u32, 25600u32, 64u32, 8u32, 128u32),
-        other => bail!("--model {other:?} is not built in here; pass --shapes N:K,... instead"),
-    };
-    if tp == 0 || heads % tp != 0 || kv % tp != 0 || inter % tp != 0 {
-        bail!("--tp {tp} must divide the attention heads ({heads}), KV heads ({kv}) and intermediate size ({inter})");
-    }
-    Ok(vec![((heads + 2 * kv) * hd / tp, h), (h, heads * hd / tp), (2 * inter / tp, h), (h, inter / tp)])
+    let spec = shapes::ModelSpec::builtin(model).with_context(|| format!("--model {model:?}"))?;
+    let layers = spec.layers(tp).with_context(|| format!("--model {model:?} --tp {tp}"))?;
+    Ok(layers.into_iter().map(|l| (l.n, l.k)).collect())
 }
 
 fn parse_pairs(text: &str) -> Result<Vec<(u32, u32)>> {
@@ -161,11 +145,21 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let shapes: Vec<Shape> = layers.iter().flat_map(|&(n, k)| ms.iter().map(move |&m| Shape::new(m, n, k))).collect();
     let spec = PlanSpec { shapes, instances, split_k: args.split_k, cu_num, recheck_fraction: args.recheck_fraction, seed: args.seed };
     let plan = build_plan(&spec)?;
-    let (mut journal, cut) = Journal::open(&args.out)?;
-    if cut > 0 {
-        eprintln!("journal {}: dropped an incomplete last line ({cut} bytes, an interrupted write)", args.out.display());
-    }
-    let todo = super::remaining(&plan, &journal);
+    let only_plan = args.dry_run || args.plan_only.is_some();
+    // A dry run or plan export reads an existing journal but creates none.
+    let journal = if only_plan && !args.out.exists() {
+        None
+    } else {
+        let (j, cut) = Journal::open(&args.out, &catalog)?;
+        if cut > 0 {
+            eprintln!("journal {}: dropped an incomplete last line ({cut} bytes, an interrupted write)", args.out.display());
+        }
+        Some(j)
+    };
+    let todo = match &journal {
+        Some(j) => super::remaining(&plan, j),
+        None => plan.clone(),
+    };
     let n_recheck = plan.iter().filter(|c| c.recheck != 0).count();
     eprintln!(
         "plan: {} cells ({} shapes x {} instances with split-K {:?}, {} rechecks); {} already in {}; {} to measure",
@@ -192,6 +186,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         println!("{}", todo.len());
         return Ok(());
     }
+    let mut journal = journal.expect("opened unless only planning");
     if todo.is_empty() {
         print_summary(&journal, 0, 0.0);
         return Ok(());
@@ -271,12 +266,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dataset_grid_has_80_values() {
-        let g = m_dataset_grid();
-        assert_eq!(g.len(), 80);
-        assert_eq!(&g[..5], &[1, 2, 4, 8, 16]);
-        assert_eq!(*g.last().unwrap(), 16384);
-        assert!(g.windows(2).all(|w| w[0] < w[1]));
+    fn m_sets() {
+        assert_eq!(parse_m_set("dataset").unwrap().len(), 80);
+        assert_eq!(parse_m_set("1, 16,4096").unwrap(), vec![1, 16, 4096]);
+        assert!(parse_m_set("0").is_err());
+        assert!(parse_m_set("abc").is_err());
     }
 
     #[test]

@@ -2,6 +2,9 @@
 //! one flushed row per finished cell so an interrupted run loses at most the cell in flight.
 
 use super::plan::CellKey;
+use crate::catalog::Catalog;
+use crate::table::aiter_csv::{parse_aiter_csv, AITER_COLUMNS};
+use crate::table::AiterRow;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -9,9 +12,6 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-/// AITER's tuned/profile CSV columns.
-pub const AITER_COLUMNS: [&str; 13] =
-    ["gfx", "cu_num", "M", "N", "K", "libtype", "kernelId", "splitK", "us", "kernelName", "tflops", "bw", "errRatio"];
 /// Extra columns the journal adds after AITER's.
 pub const EXTRA_COLUMNS: [&str; 10] =
     ["device", "backend", "timing", "us_min", "us_max", "us_p10", "us_p90", "reps", "status", "recheck"];
@@ -121,65 +121,55 @@ impl CellResult {
     }
 }
 
-/// Reads every row of a journal, strictly: wrong header, bad numbers or a bad status name the line,
-/// column and value.
-pub fn read_journal(path: &Path) -> Result<Vec<CellResult>> {
-    let file = File::open(path).with_context(|| format!("cannot open journal {}", path.display()))?;
-    read_journal_from(file, &path.display().to_string())
+/// Reads every row of a journal with the table reader ([`crate::table::read_aiter_csv`]'s strict checks,
+/// kernel names against `catalog`), after checking that the header is exactly the journal's.
+pub fn read_journal(path: &Path, catalog: &Catalog) -> Result<Vec<CellResult>> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read journal {}", path.display()))?;
+    read_journal_bytes(&bytes, &path.display().to_string(), catalog)
 }
 
-/// [`read_journal`] over any reader; `src` names it in errors.
-pub fn read_journal_from<R: Read>(r: R, src: &str) -> Result<Vec<CellResult>> {
-    let mut rdr = csv::ReaderBuilder::new().has_headers(true).from_reader(r);
-    let header: Vec<String> = rdr.headers().with_context(|| format!("{src}: cannot read the header"))?.iter().map(String::from).collect();
-    let want = columns();
+fn read_journal_bytes(bytes: &[u8], src: &str, catalog: &Catalog) -> Result<Vec<CellResult>> {
+    let first = bytes.split(|&b| b == b'\n').next().unwrap_or(&[]);
+    let header = String::from_utf8_lossy(first).trim_end_matches('\r').to_string();
+    let want = columns().join(",");
     if header != want {
-        bail!("{src}:1: header is `{}`; expected `{}` (a journal written by `synth bench`)", header.join(","), want.join(","));
+        bail!("{src}:1: header is `{header}`; expected `{want}` (a journal written by `synth bench`); use another --out");
     }
-    let mut rows = Vec::new();
-    for (i, rec) in rdr.records().enumerate() {
-        let line = i + 2;
-        let rec = rec.with_context(|| format!("{src}:{line}: malformed CSV row"))?;
-        let get = |c: usize| rec.get(c).unwrap_or("");
-        let num = |c: usize| -> Result<Option<f64>> {
-            let s = get(c);
-            if s.is_empty() {
-                return Ok(None);
-            }
-            s.parse::<f64>().map(Some).map_err(|_| anyhow::anyhow!("{src}:{line}: column {} = {s:?} is not a number", want[c]))
-        };
-        fn int<T: std::str::FromStr>(src: &str, line: usize, col: &str, s: &str) -> Result<T> {
-            s.parse::<T>().map_err(|_| anyhow::anyhow!("{src}:{line}: column {col} = {s:?} is not an integer"))
+    let rows = parse_aiter_csv(bytes, src, catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(rows.iter().map(CellResult::from_aiter_row).collect())
+}
+
+impl CellResult {
+    /// The journal view of a row read by the table reader (extra columns by name).
+    pub fn from_aiter_row(r: &AiterRow) -> CellResult {
+        let text = |k: &str| r.extra.get(k).cloned().unwrap_or_default();
+        let num = |k: &str| r.extra.get(k).and_then(|s| s.parse::<f64>().ok());
+        CellResult {
+            gfx: r.gfx.clone(),
+            cu_num: r.cu_num,
+            m: r.m,
+            n: r.n,
+            k: r.k,
+            libtype: r.libtype.clone(),
+            kernel_id: r.kernel_id,
+            split_k: r.split_k,
+            us: r.us,
+            kernel_name: r.kernel_name.clone(),
+            tflops: r.tflops,
+            bw: r.bw,
+            err_ratio: Some(r.err_ratio),
+            device: text("device"),
+            backend: text("backend"),
+            timing: text("timing"),
+            us_min: num("us_min"),
+            us_max: num("us_max"),
+            us_p10: num("us_p10"),
+            us_p90: num("us_p90"),
+            reps: r.extra.get("reps").and_then(|s| s.parse().ok()).unwrap_or(0),
+            status: r.extra.get("status").cloned().unwrap_or_else(|| "ok".into()),
+            recheck: u8::from(r.is_recheck()),
         }
-        let row = CellResult {
-            gfx: get(0).to_string(),
-            cu_num: int(src, line, want[1], get(1))?,
-            m: int(src, line, want[2], get(2))?,
-            n: int(src, line, want[3], get(3))?,
-            k: int(src, line, want[4], get(4))?,
-            libtype: get(5).to_string(),
-            kernel_id: int(src, line, want[6], get(6))?,
-            split_k: int(src, line, want[7], get(7))?,
-            us: num(8)?,
-            kernel_name: get(9).to_string(),
-            tflops: num(10)?,
-            bw: num(11)?,
-            err_ratio: num(12)?,
-            device: get(13).to_string(),
-            backend: get(14).to_string(),
-            timing: get(15).to_string(),
-            us_min: num(16)?,
-            us_max: num(17)?,
-            us_p10: num(18)?,
-            us_p90: num(19)?,
-            reps: int(src, line, want[20], get(20))?,
-            status: get(21).to_string(),
-            recheck: int(src, line, want[22], get(22))?,
-        };
-        row.validate().map_err(|e| anyhow::anyhow!("{src}:{line}: {e}"))?;
-        rows.push(row);
     }
-    Ok(rows)
 }
 
 /// An open journal, appending.
@@ -194,7 +184,7 @@ impl Journal {
     /// Opens (or creates) the journal at `path`. Existing rows are read (their keys are "done"); an
     /// incomplete last line left by an interrupted write is cut off; a different header is an error.
     /// Returns the journal and the number of bytes cut.
-    pub fn open(path: &Path) -> Result<(Journal, usize)> {
+    pub fn open(path: &Path, catalog: &Catalog) -> Result<(Journal, usize)> {
         let mut cut = 0;
         let mut rows = Vec::new();
         if path.exists() {
@@ -209,7 +199,7 @@ impl Journal {
                 bytes.truncate(keep);
             }
             if !bytes.is_empty() {
-                rows = read_journal_from(&bytes[..], &path.display().to_string())?;
+                rows = read_journal_bytes(&bytes, &path.display().to_string(), catalog)?;
             }
         }
         let needs_header = !path.exists() || std::fs::metadata(path)?.len() == 0;
