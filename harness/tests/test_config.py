@@ -1,7 +1,10 @@
+import os
+import sys
 import unittest
 
-import _path  # noqa: F401
-from bsbench import config
+# The harness directory, so `bsbench` imports as the entry point imports it, however the tests are found.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bsbench import config  # noqa: E402
 
 
 class MappingTest(unittest.TestCase):

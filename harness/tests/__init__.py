@@ -1,0 +1,1 @@
+"""Unit tests of the harness's pure-Python parts (no torch, no GPU)."""
