@@ -304,8 +304,19 @@ fn output_directory_inside_the_task_is_refused() {
     assert!(!run.status.success());
     let err = String::from_utf8_lossy(&run.stderr);
     assert!(err.contains("inside the task directory"), "{err}");
-    // The refused directory was created before the check; nothing else changed.
-    fs::remove_dir(task.join("src/out")).ok();
+    assert_eq!(tree_hash(&task), before, "a refused --out must not be created");
+
+    // An output directory that would put the winner over the original (via `..`) is refused too.
+    let run = Command::new(env!("CARGO_BIN_EXE_synth"))
+        .args(["rewrite", "--task"])
+        .arg(task.join("spec.toml"))
+        .arg("--agent")
+        .arg(format!("replay:{}", rewrites.display()))
+        .arg("--out")
+        .arg(task.join("src/../src"))
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
     assert_eq!(tree_hash(&task), before);
 
     let run = Command::new(env!("CARGO_BIN_EXE_synth"))

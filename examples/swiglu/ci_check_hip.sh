@@ -5,7 +5,8 @@
 #   - every rewrite compiles and links, except those named *broken*, which must fail with a compiler error
 #     in swiglu.hip;
 #   - the device code of the 128-bit rewrites (*vec128*, not broken/wrong) really uses 16-byte loads and
-#     stores (global_load_dwordx4 / global_store_dwordx4 in the AMDGPU assembly).
+#     stores (global_load_dwordx4 / global_store_dwordx4 in the AMDGPU assembly), and the scalar original
+#     none.
 # Nothing is run: running needs a ROCm GPU (see README.md).
 #
 # hipcc comes from Debian 12's own packages (ROCm 5.2, clang 15): `apt-get install --no-install-recommends
@@ -67,6 +68,10 @@ for src in rewrites/hip/*.hip; do
     stores=$(grep -c 'global_store_dwordx4' "$tmp/device.s" || true)
     note="builds; device code: $loads 16-byte loads, $stores 16-byte stores"
     case "$name" in
+      *original*)
+        if [ "$loads" -ne 0 ]; then
+          echo "FAIL $label: $note (the scalar original should have no 16-byte loads)"; failures=$((failures + 1)); continue
+        fi ;;
       *vec128*)
         case "$name" in *wrong*) ;; *)
           if [ "$loads" -lt 2 ] || [ "$stores" -lt 1 ]; then

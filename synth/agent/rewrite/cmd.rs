@@ -121,12 +121,34 @@ pub fn make_proposers(args: &RewriteArgs) -> anyhow::Result<(Vec<Box<dyn Propose
     Ok((proposers, replays))
 }
 
-/// Refuses output directories that could overwrite or pollute the task.
+/// `path` made absolute with its longest existing prefix resolved (links, `..`), so a directory that
+/// does not exist yet can be compared with existing ones.
+fn resolve_future(path: &Path) -> anyhow::Result<PathBuf> {
+    let abs = std::path::absolute(path).with_context(|| format!("cannot resolve {}", path.display()))?;
+    let mut existing = abs.as_path();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => break,
+        }
+    }
+    let mut out = std::fs::canonicalize(existing).with_context(|| format!("cannot resolve {}", existing.display()))?;
+    for name in rest.into_iter().rev() {
+        out.push(name);
+    }
+    Ok(out)
+}
+
+/// Refuses output directories that could overwrite or pollute the task (checked before anything is
+/// created), then creates the directory.
 fn check_out_dir(out: &Path, task: &RewriteTask) -> anyhow::Result<PathBuf> {
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create the output directory {}", out.display()))?;
-    let out = std::fs::canonicalize(out).with_context(|| format!("cannot resolve {}", out.display()))?;
+    let resolved = resolve_future(out)?;
     let root = std::fs::canonicalize(&task.spec().workdir.root)?;
-    if out.starts_with(&root) {
+    if resolved.starts_with(&root) {
         bail!(
             "--out {} is inside the task directory {} that is copied for every candidate; choose a directory \
              outside it",
@@ -135,10 +157,11 @@ fn check_out_dir(out: &Path, task: &RewriteTask) -> anyhow::Result<PathBuf> {
         );
     }
     let target = std::fs::canonicalize(&task.spec().target)?;
-    if out.join(task.spec().target_file_name()) == target {
+    if resolved.join(task.spec().target_file_name()) == target {
         bail!("--out {} would write the winner over the original {}", out.display(), target.display());
     }
-    Ok(out)
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create the output directory {}", out.display()))?;
+    std::fs::canonicalize(out).with_context(|| format!("cannot resolve {}", out.display()))
 }
 
 /// File-name-safe label.
