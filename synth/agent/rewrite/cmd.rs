@@ -88,9 +88,11 @@ fn rewrite_checker() -> Checker {
     })
 }
 
-/// Builds the proposers named by `--agent` values; also returns the replay proposers (to name the
-/// candidates they proposed in the report).
-pub fn make_proposers(args: &RewriteArgs) -> anyhow::Result<(Vec<Box<dyn Proposer>>, Vec<ReplayProposer>)> {
+/// The loop's proposers, and the replay proposers among them (to name their candidates in the report).
+pub type Proposers = (Vec<Box<dyn Proposer>>, Vec<ReplayProposer>);
+
+/// Builds the proposers named by `--agent` values.
+pub fn make_proposers(args: &RewriteArgs) -> anyhow::Result<Proposers> {
     if !(args.agent_timeout.is_finite() && args.agent_timeout > 0.0) {
         bail!("--agent-timeout must be a positive number of seconds, got {}", args.agent_timeout);
     }
