@@ -261,8 +261,11 @@ fn evaluator_feedback_and_timeouts() {
     assert_eq!(task.context()["target"], "kernel.c");
     assert_eq!(task.context()["language"], "c");
 
+    let base = task.evaluate(ORIGINAL);
+    assert_eq!(base.score, Some(3.234), "{}", base.feedback);
     let ok = task.evaluate(&format!("```c\n{FAST}```\n"));
     assert_eq!(ok.score, Some(1.0), "fenced candidates are unwrapped: {}", ok.feedback);
+    assert!(ok.feedback.ends_with("; 3.23x the original's speed (3.234 us)"), "{}", ok.feedback);
     assert_eq!(ok.details["result"]["ops"], 1000);
 
     let empty = task.evaluate("  \n");

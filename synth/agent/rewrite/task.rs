@@ -68,6 +68,8 @@ pub struct RewriteTask {
     keep_dir: Option<PathBuf>,
     test_lock: Mutex<()>,
     seq: AtomicUsize,
+    /// Latency of the original once it has been measured (feedback states speedups against it).
+    original_us: Mutex<Option<f64>>,
 }
 
 impl RewriteTask {
@@ -75,7 +77,14 @@ impl RewriteTask {
     pub fn new(spec: RewriteSpec) -> anyhow::Result<Self> {
         let original = std::fs::read_to_string(&spec.target)
             .with_context(|| format!("cannot read the target {} as UTF-8 text", spec.target.display()))?;
-        Ok(RewriteTask { spec, original, keep_dir: None, test_lock: Mutex::new(()), seq: AtomicUsize::new(0) })
+        Ok(RewriteTask {
+            spec,
+            original,
+            keep_dir: None,
+            test_lock: Mutex::new(()),
+            seq: AtomicUsize::new(0),
+            original_us: Mutex::new(None),
+        })
     }
 
     /// Where working copies kept by the spec's `workdir.keep` policy go (`<dir>/cand-NNN/`).
@@ -365,6 +374,15 @@ impl Task for RewriteTask {
         details["status"] = json!(status.as_str());
         details["seq"] = json!(seq);
         let score = if status == Status::Ok { details["latency_us"].as_f64() } else { None };
+        let mut feedback = feedback;
+        if let Some(lat) = score {
+            let mut orig = self.original_us.lock().unwrap_or_else(|e| e.into_inner());
+            if text == self.original {
+                orig.get_or_insert(lat);
+            } else if let Some(o) = *orig {
+                feedback.push_str(&format!("; {:.2}x the original's speed ({o} us)", o / lat));
+            }
+        }
         Evaluation { score, feedback, details }
     }
 
