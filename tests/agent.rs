@@ -36,7 +36,11 @@ impl Task for Distance {
                 feedback: format!("off by {}", v - 1000),
                 details: serde_json::Value::Null,
             },
-            Err(e) => Evaluation { score: None, feedback: format!("1:1: not an integer: {e}"), details: serde_json::Value::Null },
+            Err(e) => Evaluation {
+                score: None,
+                feedback: format!("1:1: not an integer: {e}"),
+                details: serde_json::Value::Null,
+            },
         }
     }
     fn baseline(&self) -> Option<String> {
@@ -169,8 +173,8 @@ fn engine_resume_from_truncated_trace() {
 
     // Reference: an uninterrupted run of 5 iterations.
     let full_task = Distance::new();
-    let full = run_loop(&full_task, &props, &LoopConfig { trace: Some(dir.path().join("full.jsonl")), ..cfg(5, 3) })
-        .unwrap();
+    let full =
+        run_loop(&full_task, &props, &LoopConfig { trace: Some(dir.path().join("full.jsonl")), ..cfg(5, 3) }).unwrap();
 
     // Interrupted run: 3 iterations, then cut the file in the middle of its last line.
     let first = Distance::new();
@@ -189,8 +193,8 @@ fn engine_resume_from_truncated_trace() {
         .collect();
 
     let second = Distance::new();
-    let resumed = run_loop(&second, &props, &LoopConfig { trace: Some(trace.clone()), resume: true, ..cfg(5, 3) })
-        .unwrap();
+    let resumed =
+        run_loop(&second, &props, &LoopConfig { trace: Some(trace.clone()), resume: true, ..cfg(5, 3) }).unwrap();
     assert_eq!(resumed.iterations_run, 5);
     assert_eq!(resumed.resumed, kept.len());
     // Exactly the lost attempt and iterations 4 and 5 were evaluated; nothing finished was re-evaluated.
@@ -215,8 +219,8 @@ fn engine_resume_from_truncated_trace() {
 
     // Resuming a complete trace does nothing.
     let third = Distance::new();
-    let again = run_loop(&third, &props, &LoopConfig { trace: Some(trace.clone()), resume: true, ..cfg(5, 3) })
-        .unwrap();
+    let again =
+        run_loop(&third, &props, &LoopConfig { trace: Some(trace.clone()), resume: true, ..cfg(5, 3) }).unwrap();
     assert_eq!(again.evaluations, 0);
     assert_eq!(third.evals.load(Ordering::SeqCst), 0);
     assert_eq!(again.attempts, full.attempts);
@@ -232,6 +236,27 @@ fn engine_resume_rejects_corrupt_middle_line_and_other_offspring() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("offspring"), "{err}");
+
+    // A trace of another task (different baseline) is refused.
+    struct OtherBase(Distance);
+    impl Task for OtherBase {
+        fn kind(&self) -> &'static str {
+            "other"
+        }
+        fn context(&self) -> serde_json::Value {
+            self.0.context()
+        }
+        fn evaluate(&self, c: &str) -> Evaluation {
+            self.0.evaluate(c)
+        }
+        fn baseline(&self) -> Option<String> {
+            Some("5".into())
+        }
+    }
+    let err = run_loop(&OtherBase(Distance::new()), &props, &LoopConfig { trace: Some(trace.clone()), resume: true, ..cfg(3, 2) })
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("baseline"), "{err}");
 
     let text = std::fs::read_to_string(&trace).unwrap();
     let mut lines: Vec<String> = text.lines().map(String::from).collect();
@@ -270,7 +295,13 @@ fn model_us(m: u32, k: u32, c: (i32, u32)) -> f64 {
         * match c {
             (0, 0) => 20.0 + 0.01 * m,
             (4, 0) => 5.0 + 0.05 * m,
-            (4, 1) => if k == 5120 { 4.0 + 0.06 * m } else { 6.5 + 0.06 * m },
+            (4, 1) => {
+                if k == 5120 {
+                    4.0 + 0.06 * m
+                } else {
+                    6.5 + 0.06 * m
+                }
+            }
             _ => 12.0 + 0.02 * m,
         }
 }
@@ -348,8 +379,11 @@ fn rule_task_scores_hand_computed_totals() {
         let t = cell_of(m, k, pick).us().unwrap_or_else(|| model_us(m, k, (7, 0)));
         t - CANDS.iter().filter_map(|&c| cell_of(m, k, c).us()).fold(f64::INFINITY, f64::min)
     };
-    let mut worst: Vec<(f64, u32, u32)> =
-        LAYERS.iter().flat_map(|&(_, k)| MS.iter().map(move |&m| (regret(m, k), m, k))).filter(|x| x.0 > 1e-9).collect();
+    let mut worst: Vec<(f64, u32, u32)> = LAYERS
+        .iter()
+        .flat_map(|&(_, k)| MS.iter().map(move |&m| (regret(m, k), m, k)))
+        .filter(|x| x.0 > 1e-9)
+        .collect();
     worst.sort_by(|a, b| b.0.total_cmp(&a.0));
     let first = &eval.details["worst"][0];
     assert_eq!((first["m"].as_u64().unwrap() as u32, first["k"].as_u64().unwrap() as u32), (worst[0].1, worst[0].2));
@@ -423,7 +457,12 @@ fn builtin_search_reaches_the_oracle_and_is_deterministic() {
     let best = a.best.unwrap();
     // The oracle on this matrix needs at most 8 leaves, so the best rule matches it exactly.
     let oracle = best.eval.details["oracle_us"].as_f64().unwrap();
-    assert!((best.eval.score.unwrap() - oracle).abs() < 1e-9, "{} vs {oracle}\n{}", best.eval.score.unwrap(), best.candidate);
+    assert!(
+        (best.eval.score.unwrap() - oracle).abs() < 1e-9,
+        "{} vs {oracle}\n{}",
+        best.eval.score.unwrap(),
+        best.candidate
+    );
     // The baseline (default rule) scores the default's total.
     let base = &a.attempts[0];
     let default_total: f64 = LAYERS.iter().flat_map(|&(_, k)| MS.iter().map(move |&m| model_us(m, k, (7, 0)))).sum();
@@ -465,9 +504,15 @@ fn command_agents_tolerate_llm_output_and_failures() {
             rust = format!("if m <= 64 {{ ({}, 0) }} else {{ ({}, 0) }}", name(4), name(0))
         ),
     );
-    let garbage = script(dir.path(), "garbage.py", "import sys\nsys.stdin.read()\nprint('I am not sure what you mean.')\n");
-    let sleepy = script(dir.path(), "sleepy.py", "import sys, time\nsys.stdin.read()\ntime.sleep(60)\nprint('too late')\n");
-    let failing = script(dir.path(), "failing.py", "import sys\nsys.stdin.read()\nsys.stderr.write('model quota exceeded')\nsys.exit(3)\n");
+    let garbage =
+        script(dir.path(), "garbage.py", "import sys\nsys.stdin.read()\nprint('I am not sure what you mean.')\n");
+    let sleepy =
+        script(dir.path(), "sleepy.py", "import sys, time\nsys.stdin.read()\ntime.sleep(60)\nprint('too late')\n");
+    let failing = script(
+        dir.path(),
+        "failing.py",
+        "import sys\nsys.stdin.read()\nsys.stderr.write('model quota exceeded')\nsys.exit(3)\n",
+    );
     let checker = gemm_synth::agent::cmd::rule_checker(setup.catalog.clone());
     let t = Duration::from_secs(2);
     let props: Vec<Box<dyn Proposer>> = vec![
@@ -505,7 +550,11 @@ fn command_agents_tolerate_llm_output_and_failures() {
     assert!(a[4].eval.feedback.contains("timed out"), "{}", a[4].eval.feedback);
     // 5: non-zero exit → status and stderr in the feedback.
     assert!(a[5].eval.score.is_none());
-    assert!(a[5].eval.feedback.contains("status 3") && a[5].eval.feedback.contains("model quota exceeded"), "{}", a[5].eval.feedback);
+    assert!(
+        a[5].eval.feedback.contains("status 3") && a[5].eval.feedback.contains("model quota exceeded"),
+        "{}",
+        a[5].eval.feedback
+    );
 }
 
 #[test]
@@ -517,7 +566,8 @@ fn command_agent_reports_every_rejected_block() {
         "two_bad.py",
         "import sys\nsys.stdin.read()\nprint('```cpp\\nif (M <= ) { return {x, 0}; } else { return {y, 0}; }\\n```\\ntext\\n```\\nreturn {z, 0};\\n```')\n",
     );
-    let p = CommandProposer::new(cmd, Duration::from_secs(5), gemm_synth::agent::cmd::rule_checker(setup.catalog.clone()));
+    let p =
+        CommandProposer::new(cmd, Duration::from_secs(5), gemm_synth::agent::cmd::rule_checker(setup.catalog.clone()));
     let req = gemm_synth::agent::ProposalRequest {
         task_context: RuleTask::new(setup.clone()).context(),
         history: vec![],
@@ -549,8 +599,10 @@ fn openai_proposer_talks_to_a_chat_endpoint() {
             let auth = req.headers().iter().find(|h| h.field.equiv("Authorization")).map(|h| h.value.to_string());
             seen.push((req.url().to_string(), auth, body));
             let resp = if i == 0 {
-                let content = format!("Here is an improved rule.\n\n```cpp\n{reply_rule}```\nIt should help decode shapes.");
-                let json = serde_json::json!({ "choices": [ { "message": { "role": "assistant", "content": content } } ] });
+                let content =
+                    format!("Here is an improved rule.\n\n```cpp\n{reply_rule}```\nIt should help decode shapes.");
+                let json =
+                    serde_json::json!({ "choices": [ { "message": { "role": "assistant", "content": content } } ] });
                 tiny_http::Response::from_string(json.to_string()).with_status_code(200)
             } else {
                 tiny_http::Response::from_string("{\"error\": \"overloaded\"}").with_status_code(503)
@@ -590,5 +642,9 @@ fn openai_proposer_talks_to_a_chat_endpoint() {
     let bad: Vec<_> = out.attempts.iter().filter(|a| a.iteration == 1 && a.eval.score.is_none()).collect();
     assert_eq!((ok.len(), bad.len()), (1, 1));
     assert_eq!(ok[0].candidate.trim(), two_leaf_rule().trim());
-    assert!(bad[0].eval.feedback.contains("HTTP 503") && bad[0].eval.feedback.contains("overloaded"), "{}", bad[0].eval.feedback);
+    assert!(
+        bad[0].eval.feedback.contains("HTTP 503") && bad[0].eval.feedback.contains("overloaded"),
+        "{}",
+        bad[0].eval.feedback
+    );
 }

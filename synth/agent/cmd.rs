@@ -136,9 +136,13 @@ pub fn build_proposers(args: &SearchArgs, setup: &Arc<RuleSetup>) -> anyhow::Res
             }
             out.push(Box::new(CommandProposer::new(command, timeout, rule_checker(setup.catalog.clone()))));
         } else if spec == "openai" {
-            let base = args.base_url.as_deref().context("--agent openai needs --base-url URL (e.g. https://api.openai.com/v1)")?;
+            let base = args
+                .base_url
+                .as_deref()
+                .context("--agent openai needs --base-url URL (e.g. https://api.openai.com/v1)")?;
             let model = args.model.as_deref().context("--agent openai needs --model NAME")?;
-            let mut p = OpenAiProposer::new(base, model, &args.api_key_env, timeout, rule_checker(setup.catalog.clone()));
+            let mut p =
+                OpenAiProposer::new(base, model, &args.api_key_env, timeout, rule_checker(setup.catalog.clone()));
             p.temperature = args.temperature;
             out.push(Box::new(p));
         } else {
@@ -195,8 +199,18 @@ pub fn run(args: SearchArgs) -> anyhow::Result<()> {
         verbose: !args.quiet,
         ..LoopConfig::default()
     };
-    println!("dataset:  {} ({} shapes × {} candidates)", display_path(&dataset), matrix.shapes.len(), matrix.candidates.len());
-    println!("training: {} shapes of {what}: M in {picked:?} × {} layers; {} held out", train.len(), layers.len(), heldout.len());
+    println!(
+        "dataset:  {} ({} shapes × {} candidates)",
+        display_path(&dataset),
+        matrix.shapes.len(),
+        matrix.candidates.len()
+    );
+    println!(
+        "training: {} shapes of {what}: M in {picked:?} × {} layers; {} held out",
+        train.len(),
+        layers.len(),
+        heldout.len()
+    );
     println!("agents:   {}", proposers.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "));
     let task = RuleTask::new(setup.clone());
     let outcome = run_loop_with(&task, &proposers, &RuleReflector, &cfg)?;
@@ -229,11 +243,17 @@ fn report_and_render(
         outcome.elapsed.as_secs_f64()
     );
     let Some(best) = &outcome.best else {
-        let last: Vec<String> =
-            outcome.attempts.iter().rev().take(3).map(|a| format!("attempt {}: {}", a.id, super::engine::first_line(&a.eval.feedback, 200))).collect();
+        let last: Vec<String> = outcome
+            .attempts
+            .iter()
+            .rev()
+            .take(3)
+            .map(|a| format!("attempt {}: {}", a.id, super::engine::first_line(&a.eval.feedback, 200)))
+            .collect();
         bail!("no candidate was evaluated successfully; last feedback:\n  {}", last.join("\n  "));
     };
-    let rule = crate::rule::parse_any(&best.candidate, catalog).map_err(|e| anyhow::anyhow!("the winning rule no longer parses: {e}"))?;
+    let rule = crate::rule::parse_any(&best.candidate, catalog)
+        .map_err(|e| anyhow::anyhow!("the winning rule no longer parses: {e}"))?;
     let issues = validate(&rule, catalog);
     if issues.iter().any(|i| i.severity == Severity::Error) {
         bail!("the winning rule is invalid: {}", issues.iter().map(|i| i.to_string()).collect::<Vec<_>>().join("; "));

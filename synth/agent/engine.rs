@@ -252,12 +252,7 @@ pub fn run_loop_with(
     let resumed = loaded.len();
 
     let pool = if cfg.threads > 0 {
-        Some(
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(cfg.threads)
-                .build()
-                .context("cannot start the worker pool")?,
-        )
+        Some(rayon::ThreadPoolBuilder::new().num_threads(cfg.threads).build().context("cannot start the worker pool")?)
     } else {
         None
     };
@@ -270,6 +265,10 @@ pub fn run_loop_with(
     // Baseline (iteration 0).
     if let Some(base) = task.baseline() {
         let a = match loaded.remove(&0) {
+            Some(a) if a.candidate != base => bail!(
+                "the trace's baseline (attempt 0) differs from this task's starting point: the trace belongs to \
+                 another task or input; pass another --trace or start without --resume"
+            ),
             Some(a) => a,
             None => {
                 let eval = guarded_eval(task, &base);
@@ -541,8 +540,7 @@ fn ranked_successes(attempts: &BTreeMap<usize, Attempt>) -> Vec<&Attempt> {
 
 /// The history handed to proposers: best successes first (ascending score), then recent failures.
 fn history_for(attempts: &BTreeMap<usize, Attempt>, cfg: &LoopConfig) -> Vec<Attempt> {
-    let mut out: Vec<Attempt> =
-        ranked_successes(attempts).into_iter().take(cfg.history_successes).cloned().collect();
+    let mut out: Vec<Attempt> = ranked_successes(attempts).into_iter().take(cfg.history_successes).cloned().collect();
     let failures: Vec<&Attempt> =
         attempts.values().filter(|a| a.eval.score.is_none() && a.duplicate_of.is_none()).collect();
     let skip = failures.len().saturating_sub(cfg.history_failures);

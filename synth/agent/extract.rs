@@ -20,7 +20,10 @@ pub fn fenced_blocks(text: &str) -> Vec<Block> {
     while i < lines.len() {
         let t = lines[i].trim_start();
         if let Some((fence, info)) = open_fence(t) {
-            let lang = info.split_whitespace().next().map(|s| s.trim_matches(|c| c == '{' || c == '}' || c == '.').to_ascii_lowercase());
+            let lang = info
+                .split_whitespace()
+                .next()
+                .map(|s| s.trim_matches(|c| c == '{' || c == '}' || c == '.').to_ascii_lowercase());
             let start = i + 1;
             let mut j = start;
             while j < lines.len() && !closes(lines[j].trim(), &fence) {
@@ -118,7 +121,11 @@ mod tests {
     use super::*;
 
     fn parses(t: &str) -> Result<(), String> {
-        if t.trim_start().starts_with("if") { Ok(()) } else { Err(format!("1:1: expected `if`, found {:?}", t.trim().chars().next())) }
+        if t.trim_start().starts_with("if") {
+            Ok(())
+        } else {
+            Err(format!("1:1: expected `if`, found {:?}", t.trim().chars().next()))
+        }
     }
 
     #[test]

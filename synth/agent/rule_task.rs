@@ -247,7 +247,10 @@ impl RuleTask {
     }
 
     /// Parses, validates and checks limits; on failure, the feedback and details of the failure.
-    pub fn check(&self, text: &str) -> Result<(Rule, crate::rule::SourceMap, Vec<String>), (String, serde_json::Value)> {
+    pub fn check(
+        &self,
+        text: &str,
+    ) -> Result<(Rule, crate::rule::SourceMap, Vec<String>), (String, serde_json::Value)> {
         let parsed = parse_any_with_source(text, &self.setup.catalog).map_err(|e| parse_failure(text, &e))?;
         let issues = validate_with_source(&parsed.rule, &self.setup.catalog, &parsed.source);
         let (errors, warnings): (Vec<_>, Vec<_>) = issues.iter().partition(|i| i.severity == Severity::Error);
@@ -294,7 +297,8 @@ fn leaf_advice(setup: &RuleSetup, score: &RuleScore, rule: &Rule) -> Vec<LeafAdv
             let cost: f64 = shapes
                 .iter()
                 .map(|o| {
-                    let t = setup.matrix.us(o.index, c).unwrap_or_else(|| charged_fallback(setup, o.index, default_col));
+                    let t =
+                        setup.matrix.us(o.index, c).unwrap_or_else(|| charged_fallback(setup, o.index, default_col));
                     o.weight * t
                 })
                 .sum();
@@ -418,7 +422,11 @@ impl Task for RuleTask {
         let mut worst_json = Vec::new();
         for o in &worst {
             let line = source.leaf_line(&o.leaf);
-            let status = if o.status == Status::Ok { String::new() } else { format!(" ({}, charged default)", o.status.as_str()) };
+            let status = if o.status == Status::Ok {
+                String::new()
+            } else {
+                format!(" ({}, charged default)", o.status.as_str())
+            };
             let at = line.map(|l| format!(" [leaf at line {l}]")).unwrap_or_default();
             let _ = writeln!(
                 fb,
@@ -446,7 +454,10 @@ impl Task for RuleTask {
             let saving = a.current - a.best_cost;
             let current = Candidate::new(a.leaf.kernel_id, a.leaf.split_k);
             if saving > 1e-9 && a.best != current {
-                let at = source.leaf_line(&a.path).map(|l| format!("leaf at line {l}")).unwrap_or_else(|| format!("leaf {:?}", a.path));
+                let at = source
+                    .leaf_line(&a.path)
+                    .map(|l| format!("leaf at line {l}"))
+                    .unwrap_or_else(|| format!("leaf {:?}", a.path));
                 let _ = writeln!(
                     fb,
                     "{at} ({} shapes, returns {}): returning {} there instead saves {:.2} us",
@@ -533,7 +544,11 @@ impl Reflector for RuleReflector {
                     if score < bs {
                         let _ = write!(out, " New best (previous {bs:.2}, attempt {bid}).");
                     } else {
-                        let _ = write!(out, " The best so far is {bs:.2} (attempt {bid}); this one loses {:.2}.", score - bs);
+                        let _ = write!(
+                            out,
+                            " The best so far is {bs:.2} (attempt {bid}); this one loses {:.2}.",
+                            score - bs
+                        );
                     }
                 }
                 if let Some(worst) = d.get("worst").and_then(|w| w.as_array()).filter(|w| !w.is_empty()) {
@@ -542,7 +557,9 @@ impl Reflector for RuleReflector {
                         let _ = write!(
                             out,
                             "\n  M={} N={} K={}: {} costs +{:.2} us (+{:.1}%) over {}",
-                            w["m"], w["n"], w["k"],
+                            w["m"],
+                            w["n"],
+                            w["k"],
                             w["pick"].as_str().unwrap_or("?"),
                             w["regret_us"].as_f64().unwrap_or(0.0),
                             w["regret_pct"].as_f64().unwrap_or(0.0),
@@ -553,14 +570,25 @@ impl Reflector for RuleReflector {
                 let mut fixes: Vec<&serde_json::Value> = d
                     .get("leaf_advice")
                     .and_then(|a| a.as_array())
-                    .map(|a| a.iter().filter(|x| x["cost"].as_f64().unwrap_or(0.0) - x["best_cost"].as_f64().unwrap_or(0.0) > 1e-9).collect())
+                    .map(|a| {
+                        a.iter()
+                            .filter(|x| {
+                                x["cost"].as_f64().unwrap_or(0.0) - x["best_cost"].as_f64().unwrap_or(0.0) > 1e-9
+                            })
+                            .collect()
+                    })
                     .unwrap_or_default();
                 fixes.sort_by(|a, b| {
-                    let s = |x: &serde_json::Value| x["cost"].as_f64().unwrap_or(0.0) - x["best_cost"].as_f64().unwrap_or(0.0);
+                    let s = |x: &serde_json::Value| {
+                        x["cost"].as_f64().unwrap_or(0.0) - x["best_cost"].as_f64().unwrap_or(0.0)
+                    };
                     s(b).total_cmp(&s(a))
                 });
                 for f in fixes.iter().take(3) {
-                    let at = f["line"].as_u64().map(|l| format!("the leaf at line {l}")).unwrap_or_else(|| format!("leaf {}", f["path"]));
+                    let at = f["line"]
+                        .as_u64()
+                        .map(|l| format!("the leaf at line {l}"))
+                        .unwrap_or_else(|| format!("leaf {}", f["path"]));
                     let _ = write!(
                         out,
                         "\nAt {at} ({} shapes) return {} instead of {} (saves {:.2}), or split it where its shapes disagree.",
@@ -610,8 +638,11 @@ pub fn rule_context(setup: &RuleSetup) -> serde_json::Value {
                     "default_us": default_col.and_then(|c| m.us(s, c)), "us": lat })
         })
         .collect();
-    let features: Vec<serde_json::Value> =
-        setup.features.iter().map(|f| json!({ "name": f.name, "expr": crate::rule::text::expr_to_cpp(&f.expr) })).collect();
+    let features: Vec<serde_json::Value> = setup
+        .features
+        .iter()
+        .map(|f| json!({ "name": f.name, "expr": crate::rule::text::expr_to_cpp(&f.expr) }))
+        .collect();
     let limits = json!({
         "max_leaves": setup.limits.max_leaves,
         "max_depth": setup.limits.max_depth,

@@ -30,9 +30,7 @@ pub fn read_trace(path: &Path) -> anyhow::Result<TraceContents> {
     let mut lines: Vec<(Vec<u8>, bool)> = Vec::new();
     loop {
         let mut buf = Vec::new();
-        let n = reader
-            .read_until(b'\n', &mut buf)
-            .with_context(|| format!("cannot read trace {}", path.display()))?;
+        let n = reader.read_until(b'\n', &mut buf).with_context(|| format!("cannot read trace {}", path.display()))?;
         if n == 0 {
             break;
         }

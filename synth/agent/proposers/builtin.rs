@@ -12,15 +12,17 @@
 //! neighbouring observed value of its expression (arithmetic and geometric midpoints), set a leaf to one
 //! of the best candidates for the training shapes reaching it, drop a branch (its shapes fall through),
 //! collapse a chain into its best single leaf (merge), split a leaf on the best feature threshold, and
-//! refit every leaf after a structural move. Moves are ranked by the training objective computed with the
-//! same charging as the evaluator (an unusable cell costs the default kernel's time). The returned rule is
-//! never one already in the history when any other neighbour exists.
+//! refit every leaf after a structural move. Moves are ranked by the training objective computed with
+//! the same charging as the evaluator (an unusable cell costs the default kernel's time). The returned
+//! rule gets the synthesizer's split-K guards where they fit the limits, and is never one already in the
+//! history when any other neighbour exists.
 
 use super::super::rule_task::{charged_fallback, leaf_path, limit_violations, RuleSetup};
 use crate::agent::{ProposalRequest, Proposer};
 use crate::rule::source::NodePath;
 use crate::rule::text::rule_to_cpp_text;
 use crate::rule::{parse_any, CmpOp, Cond, Expr, Leaf, Node, Rule};
+use crate::synthesize::guard::Guards;
 use crate::synthesize::{try_synthesize, FeatureSet, Limits, Weighting};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -40,7 +42,12 @@ pub struct Variant {
 
 /// The synthesizer variant number `i` (unbounded: past the fixed list, bootstrap subsets).
 pub fn variants(base: &Limits, i: usize) -> Variant {
-    let v = |label: &str, limits: Limits, weighting: Weighting| Variant { label: label.into(), limits, weighting, subset: None };
+    let v = |label: &str, limits: Limits, weighting: Weighting| Variant {
+        label: label.into(),
+        limits,
+        weighting,
+        subset: None,
+    };
     let other_features = match base.features {
         FeatureSet::Machine => FeatureSet::Raw,
         FeatureSet::Raw => FeatureSet::Machine,
@@ -49,11 +56,15 @@ pub fn variants(base: &Limits, i: usize) -> Variant {
         v("as configured", base.clone(), Weighting::Uniform),
         v("per-FLOP weights", base.clone(), Weighting::Flops),
         v("other features", Limits { features: other_features, ..base.clone() }, Weighting::Uniform),
-        v("fewer leaves", Limits { max_leaves: base.max_leaves.saturating_sub(2).max(1), ..base.clone() }, Weighting::Uniform),
-        v("shallower", Limits { max_depth: base.max_depth.min(4).max(1), ..base.clone() }, Weighting::Uniform),
+        v(
+            "fewer leaves",
+            Limits { max_leaves: base.max_leaves.saturating_sub(2).max(1), ..base.clone() },
+            Weighting::Uniform,
+        ),
+        v("shallower", Limits { max_depth: base.max_depth.clamp(1, 4), ..base.clone() }, Weighting::Uniform),
         v(
             "fewer instances",
-            Limits { max_instances: Some(base.max_instances.unwrap_or(4).min(4).max(1)), ..base.clone() },
+            Limits { max_instances: Some(base.max_instances.unwrap_or(4).clamp(1, 4)), ..base.clone() },
             Weighting::Uniform,
         ),
         v("half the leaves", Limits { max_leaves: (base.max_leaves / 2).max(1), ..base.clone() }, Weighting::Uniform),
@@ -62,7 +73,7 @@ pub fn variants(base: &Limits, i: usize) -> Variant {
         return fixed[i].clone();
     }
     let seed = (i - fixed.len()) as u64 + 1;
-    let weighting = if seed % 2 == 0 { Weighting::Flops } else { Weighting::Uniform };
+    let weighting = if seed.is_multiple_of(2) { Weighting::Flops } else { Weighting::Uniform };
     Variant { label: format!("bootstrap subset {seed}"), limits: base.clone(), weighting, subset: Some(seed) }
 }
 
@@ -134,7 +145,8 @@ impl BuiltinProposer {
 
     /// Training shapes (positions) reaching each leaf path.
     fn shapes_by_leaf(&self, rule: &Rule) -> Vec<(NodePath, Vec<usize>)> {
-        let mut out: Vec<(NodePath, Vec<usize>)> = leaf_paths(&rule.root).into_iter().map(|p| (p, Vec::new())).collect();
+        let mut out: Vec<(NodePath, Vec<usize>)> =
+            leaf_paths(&rule.root).into_iter().map(|p| (p, Vec::new())).collect();
         for (i, &(m, n, k)) in self.dims.iter().enumerate() {
             let p = leaf_path(&rule.root, m, n, k);
             if let Some(e) = out.iter_mut().find(|(q, _)| *q == p) {
@@ -193,12 +205,17 @@ impl BuiltinProposer {
                 for i in 0..branches.len() {
                     let mut b = branches.clone();
                     b.remove(i);
-                    let node = if b.is_empty() { (**otherwise).clone() } else { Node::Chain { branches: b, otherwise: otherwise.clone() } };
+                    let node = if b.is_empty() {
+                        (**otherwise).clone()
+                    } else {
+                        Node::Chain { branches: b, otherwise: otherwise.clone() }
+                    };
                     let r = Rule::new(replace_at(&rule.root, &chain, node));
                     push(r.clone(), &mut out);
                     push(self.refit(&r), &mut out);
                 }
-                let shapes: Vec<usize> = by_leaf.iter().filter(|(p, _)| p.starts_with(&chain)).flat_map(|(_, s)| s.clone()).collect();
+                let shapes: Vec<usize> =
+                    by_leaf.iter().filter(|(p, _)| p.starts_with(&chain)).flat_map(|(_, s)| s.clone()).collect();
                 if let Some((leaf, _)) = self.best_for(&shapes, 1).first() {
                     push(Rule::new(replace_at(&rule.root, &chain, Node::Leaf(*leaf))), &mut out);
                 }
@@ -223,13 +240,14 @@ impl BuiltinProposer {
         let nc = self.setup.matrix.candidates.len();
         let mut found: Vec<(f64, usize, i64)> = Vec::new();
         for (fi, f) in self.setup.features.iter().enumerate() {
-            let mut vals: Vec<(i64, usize)> = shapes.iter().map(|&i| (f.expr.eval(self.dims[i].0, self.dims[i].1, self.dims[i].2), i)).collect();
+            let mut vals: Vec<(i64, usize)> =
+                shapes.iter().map(|&i| (f.expr.eval(self.dims[i].0, self.dims[i].1, self.dims[i].2), i)).collect();
             vals.sort();
             let mut left = vec![0.0; nc];
             let mut right = vec![0.0; nc];
             for &(_, i) in &vals {
-                for c in 0..nc {
-                    right[c] += self.cost[i][c];
+                for (r, x) in right.iter_mut().zip(&self.cost[i]) {
+                    *r += x;
                 }
             }
             for j in 0..vals.len() - 1 {
@@ -256,7 +274,10 @@ impl BuiltinProposer {
                     shapes.iter().partition(|&&i| f.expr.eval(self.dims[i].0, self.dims[i].1, self.dims[i].2) <= t);
                 let bl = self.best_for(&l, 1)[0].0;
                 let br = self.best_for(&r, 1)[0].0;
-                Node::Chain { branches: vec![(Cond::cmp(CmpOp::Le, f.expr.clone(), Expr::Lit(t)), Node::Leaf(bl))], otherwise: Box::new(Node::Leaf(br)) }
+                Node::Chain {
+                    branches: vec![(Cond::cmp(CmpOp::Le, f.expr.clone(), Expr::Lit(t)), Node::Leaf(bl))],
+                    otherwise: Box::new(Node::Leaf(br)),
+                }
             })
             .collect()
     }
@@ -309,6 +330,20 @@ impl BuiltinProposer {
             }
         }
         (cur, cost)
+    }
+
+    /// `rule` with the synthesizer's split-K guards ([`Guards`]) added where they fit the limits: a
+    /// split-K leaf stops where the training shapes show its cell stops being measured. Training picks
+    /// are unchanged.
+    pub fn guarded(&self, rule: &Rule) -> Rule {
+        let s = &self.setup;
+        let (node, added) = Guards::new(&s.matrix, &s.catalog, &s.train, s.limits.max_depth).apply(&rule.root);
+        let out = Rule::new(node);
+        if added > 0 && self.admissible(&out) {
+            out
+        } else {
+            rule.clone()
+        }
     }
 
     fn synthesize_variant(&self, index: usize) -> Result<Rule, String> {
@@ -378,7 +413,8 @@ impl Proposer for BuiltinProposer {
             self.local_search(parent_rule.clone(), &mut rng, 1.0)
         } else {
             // Iterated local search: a random move (biased to good ones), then local search.
-            let mut nb: Vec<(f64, Rule)> = self.neighbours(&parent_rule).into_iter().map(|r| (self.objective(&r), r)).collect();
+            let mut nb: Vec<(f64, Rule)> =
+                self.neighbours(&parent_rule).into_iter().map(|r| (self.objective(&r), r)).collect();
             nb.sort_by(|a, b| a.0.total_cmp(&b.0));
             nb.truncate(12);
             match nb.is_empty() {
@@ -390,6 +426,7 @@ impl Proposer for BuiltinProposer {
                 }
             }
         };
+        let rule = self.guarded(&rule);
         let text = rule_to_cpp_text(&rule, catalog);
         if cost < parent_cost - 1e-9 && !seen.contains(&text) {
             return Ok(text);
@@ -397,8 +434,12 @@ impl Proposer for BuiltinProposer {
         // Stuck: return the best neighbour not yet in the history, so the lineage keeps exploring.
         let mut nb: Vec<(f64, Rule)> = self.neighbours(&rule).into_iter().map(|r| (self.objective(&r), r)).collect();
         nb.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let fresh: Vec<String> =
-            nb.iter().map(|(_, r)| rule_to_cpp_text(r, catalog)).filter(|t| !seen.contains(t)).take(4).collect();
+        let fresh: Vec<String> = nb
+            .iter()
+            .map(|(_, r)| rule_to_cpp_text(&self.guarded(r), catalog))
+            .filter(|t| !seen.contains(t))
+            .take(4)
+            .collect();
         match fresh.len() {
             0 => Ok(text),
             n => Ok(fresh[rng.gen_range(0..n)].clone()),

@@ -119,7 +119,10 @@ impl Proposer for CommandProposer {
         if !status.success() {
             let code = status.code().map(|c| format!("status {c}")).unwrap_or_else(|| "a signal".into());
             let tail: String = stderr.trim().chars().rev().take(800).collect::<Vec<_>>().into_iter().rev().collect();
-            return Err(format!("the agent command exited with {code}; stderr: {}", if tail.is_empty() { "(empty)" } else { &tail }));
+            return Err(format!(
+                "the agent command exited with {code}; stderr: {}",
+                if tail.is_empty() { "(empty)" } else { &tail }
+            ));
         }
         pick_candidate(&stdout, &*self.checker)
     }

@@ -55,7 +55,8 @@ pub fn build_messages(req: &ProposalRequest) -> (String, String) {
     let reply = text("reply").unwrap_or_else(|| "Reply with the complete candidate in one fenced code block.".into());
 
     let best: Vec<&Attempt> = req.history.iter().filter(|a| a.eval.score.is_some()).take(PROMPT_BEST).collect();
-    let failures: Vec<&Attempt> = req.history.iter().filter(|a| a.eval.score.is_none()).rev().take(PROMPT_FAILURES).collect();
+    let failures: Vec<&Attempt> =
+        req.history.iter().filter(|a| a.eval.score.is_none()).rev().take(PROMPT_FAILURES).collect();
     if !best.is_empty() {
         let _ = writeln!(user, "\n## Best candidates so far (lower score is better)");
         for a in best {

@@ -85,10 +85,9 @@ impl Proposer for OpenAiProposer {
         };
         let reply: serde_json::Value =
             response.into_json().map_err(|e| format!("{url} returned a body that is not JSON: {e}"))?;
-        let content = reply
-            .pointer("/choices/0/message/content")
-            .and_then(|c| c.as_str())
-            .ok_or_else(|| format!("{url} returned no choices[0].message.content: {}", clip(&reply.to_string(), 400)))?;
+        let content = reply.pointer("/choices/0/message/content").and_then(|c| c.as_str()).ok_or_else(|| {
+            format!("{url} returned no choices[0].message.content: {}", clip(&reply.to_string(), 400))
+        })?;
         pick_candidate(content, &*self.checker)
     }
 }
