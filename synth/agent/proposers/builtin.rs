@@ -14,15 +14,13 @@
 //! collapse a chain into its best single leaf (merge), split a leaf on the best feature threshold, and
 //! refit every leaf after a structural move. Moves are ranked by the training objective computed with
 //! the same charging as the evaluator (an unusable cell costs the default kernel's time). The returned
-//! rule gets the synthesizer's split-K guards where they fit the limits, and is never one already in the
-//! history when any other neighbour exists.
+//! rule is never one already in the history when any other neighbour exists.
 
 use super::super::rule_task::{charged_fallback, leaf_path, limit_violations, RuleSetup};
 use crate::agent::{ProposalRequest, Proposer};
 use crate::rule::source::NodePath;
 use crate::rule::text::rule_to_cpp_text;
 use crate::rule::{parse_any, CmpOp, Cond, Expr, Leaf, Node, Rule};
-use crate::synthesize::guard::Guards;
 use crate::synthesize::{try_synthesize, FeatureSet, Limits, Weighting};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -332,20 +330,6 @@ impl BuiltinProposer {
         (cur, cost)
     }
 
-    /// `rule` with the synthesizer's split-K guards ([`Guards`]) added where they fit the limits: a
-    /// split-K leaf stops where the training shapes show its cell stops being measured. Training picks
-    /// are unchanged.
-    pub fn guarded(&self, rule: &Rule) -> Rule {
-        let s = &self.setup;
-        let (node, added) = Guards::new(&s.matrix, &s.catalog, &s.train, s.limits.max_depth).apply(&rule.root);
-        let out = Rule::new(node);
-        if added > 0 && self.admissible(&out) {
-            out
-        } else {
-            rule.clone()
-        }
-    }
-
     fn synthesize_variant(&self, index: usize) -> Result<Rule, String> {
         let v = variants(&self.setup.limits, index);
         let train: Vec<usize> = match v.subset {
@@ -426,7 +410,6 @@ impl Proposer for BuiltinProposer {
                 }
             }
         };
-        let rule = self.guarded(&rule);
         let text = rule_to_cpp_text(&rule, catalog);
         if cost < parent_cost - 1e-9 && !seen.contains(&text) {
             return Ok(text);
@@ -436,7 +419,7 @@ impl Proposer for BuiltinProposer {
         nb.sort_by(|a, b| a.0.total_cmp(&b.0));
         let fresh: Vec<String> = nb
             .iter()
-            .map(|(_, r)| rule_to_cpp_text(&self.guarded(r), catalog))
+            .map(|(_, r)| rule_to_cpp_text(r, catalog))
             .filter(|t| !seen.contains(t))
             .take(4)
             .collect();
