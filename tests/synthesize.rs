@@ -338,3 +338,90 @@ fn relabel_restricts_leaves_to_allowed_columns() {
     assert_eq!(r.leaf_candidates(), vec![1, 1]);
     assert_eq!(r.simplified(), Tree::Leaf(1));
 }
+
+/// Two candidates, #2 without and with split-K 1, on one down_proj-like layer (N=5120, K=12800); split-K
+/// is measured only while the 64x128 grid is under one wave of 132 CUs (M <= 192), as a bench would.
+fn split_k_matrix(ms: &[u32]) -> LatencyMatrix {
+    let shapes: Vec<Shape> = ms.iter().map(|&m| Shape::new(m, 5120, 12800)).collect();
+    let cands = vec![Candidate::new(2, 0), Candidate::new(2, 1)];
+    let mut m = LatencyMatrix::new("sm_90", 132, None, shapes.clone(), cands);
+    for (s, sh) in shapes.iter().enumerate() {
+        let t0 = 40.0 + f64::from(sh.m);
+        m.set(s, 0, Cell::Ok(t0));
+        if sh.m.div_ceil(64) * 40 < 132 {
+            m.set(s, 1, Cell::Ok(t0 * 0.6));
+        }
+    }
+    m
+}
+
+#[test]
+fn split_k_leaf_is_guarded_by_the_fill_boundary() {
+    use gemm_synth::synthesize::guard::Guards;
+    let m = split_k_matrix(&[16, 96, 288]);
+    let c = Catalog::embedded();
+    let g = Guards::new(&m, &c, &[0, 1, 2], 6);
+    // A rule returning split-K everywhere reaches M > 192, where the training shapes show it unusable:
+    // usable up to 80 tiles (M=96), unusable at 200 (M=288); one wave (132) lies between.
+    let (node, added) = g.apply(&Node::Leaf(Leaf::new(2, 1)));
+    let tiles = Expr::bin(
+        gemm_synth::rule::BinOp::Mul,
+        Expr::bin(gemm_synth::rule::BinOp::CeilDiv, Expr::Var(Var::M), Expr::Lit(64)),
+        Expr::bin(gemm_synth::rule::BinOp::CeilDiv, Expr::Var(Var::N), Expr::Lit(128)),
+    );
+    let waves = Expr::bin(gemm_synth::rule::BinOp::CeilDiv, tiles, Expr::Lit(132));
+    let want = Node::Chain { branches: vec![(le(waves, 1), Node::Leaf(Leaf::new(2, 1)))], otherwise: Box::new(Node::Leaf(Leaf::new(2, 0))) };
+    assert_eq!((node.clone(), added), (want, 1));
+    assert_eq!(node.eval(192, 5120, 12800), Leaf::new(2, 1));
+    assert_eq!(node.eval(193, 5120, 12800), Leaf::new(2, 0));
+    // Not added where no shape beyond the boundary reaches the leaf, nor beyond the depth limit.
+    let inside = Node::Chain { branches: vec![(le(Expr::Var(Var::M), 100), Node::Leaf(Leaf::new(2, 1)))], otherwise: Box::new(Node::Leaf(Leaf::new(2, 0))) };
+    assert_eq!(g.apply(&inside), (inside.clone(), 0));
+    let shallow = Guards::new(&m, &c, &[0, 1, 2], 0);
+    assert_eq!(shallow.apply(&Node::Leaf(Leaf::new(2, 1))).1, 0);
+    // Split-K 0 leaves are never guarded.
+    assert_eq!(g.apply(&Node::Leaf(Leaf::new(2, 0))).1, 0);
+}
+
+#[test]
+fn synthesized_split_k_rules_stay_within_measured_cells() {
+    // Trained on M = 16, 96, 288, 1024; every dataset M from 1 to 2048 is then scored: the rule must never
+    // pick split-K where it was not measured.
+    let train_ms = [16, 96, 288, 1024];
+    let all: Vec<u32> = (1..=2048).step_by(7).chain(train_ms).collect();
+    let m = split_k_matrix(&all);
+    let c = Catalog::embedded();
+    let train: Vec<usize> = (0..m.shapes.len()).filter(|&s| train_ms.contains(&m.shapes[s].m)).collect();
+    for leaves in [2, 3, 4] {
+        let s = try_synthesize(&m, &c, &train, None, &limits(leaves, FeatureSet::Machine)).unwrap();
+        assert!(s.leaves <= leaves);
+        for (i, sh) in m.shapes.iter().enumerate() {
+            let leaf = s.rule.eval(sh.m, sh.n, sh.k);
+            let col = m.candidate_index(&Candidate::new(leaf.kernel_id, leaf.split_k)).unwrap();
+            assert!(m.us(i, col).is_some(), "{leaves} leaves: M={} picks unmeasured {leaf:?}\n{:?}", sh.m, s.rule);
+        }
+    }
+}
+
+#[test]
+fn refinement_moves_thresholds_to_the_nearest_m_boundary() {
+    // Layer A (N=5120) prefers #2 at M=96 and #15 at M=288; layer B (N=25600) prefers #15 at both. No
+    // M threshold separates A's 96 from the rest; `waves(64x128) <= 1` does, and changes exactly at
+    // M=192/193 on layer A, halfway between A's training M values (nearest-M boundary).
+    let shapes = vec![Shape::new(96, 5120, 5120), Shape::new(288, 5120, 5120), Shape::new(96, 25600, 5120), Shape::new(288, 25600, 5120)];
+    let cands = vec![Candidate::new(2, 0), Candidate::new(15, 0)];
+    let m = matrix(
+        &shapes,
+        &cands,
+        &[&[Some(10.0), Some(20.0)], &[Some(30.0), Some(20.0)], &[Some(30.0), Some(20.0)], &[Some(60.0), Some(40.0)]],
+    );
+    let c = Catalog::embedded();
+    let s = try_synthesize(&m, &c, &[0, 1, 2, 3], None, &limits(2, FeatureSet::Machine)).unwrap();
+    assert_eq!(s.train_us, 10.0 + 20.0 + 20.0 + 40.0);
+    assert_eq!(s.rule.eval(192, 5120, 5120), Leaf::new(2, 0));
+    assert_eq!(s.rule.eval(193, 5120, 5120), Leaf::new(15, 0));
+    assert_eq!(s.rule.eval(1, 25600, 5120), Leaf::new(15, 0));
+    // Without refinement the training routing is the same.
+    let plain = try_synthesize(&m, &c, &[0, 1, 2, 3], None, &Limits { refine_thresholds: false, ..limits(2, FeatureSet::Machine) }).unwrap();
+    assert_eq!(plain.train_us, s.train_us);
+}

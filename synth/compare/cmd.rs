@@ -104,24 +104,24 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     }
     policies.push(Policy::Oracle);
     let report = evaluate(&matrix, &catalog, &policies, &scored);
-    println!(
-        "dataset: {} ({}, {} CUs); {what}; {} shapes scored{}",
+    let mut text = format!(
+        "dataset: {} ({}, {} CUs); {what}; {} shapes scored{}\n",
         display_path(&dataset),
         matrix.gfx,
         matrix.cu_num,
         report.shapes.len(),
         if args.held_out { format!(" (held out from the sample M = {picked:?})") } else { String::new() }
     );
-    println!("{}", super::report::table(&report, &names));
+    text.push_str(&super::report::table(&report, &names));
     if let Some(path) = &args.csv {
         std::fs::write(path, super::report::csv(&report, &names)).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-        println!("written: {}", path.display());
+        text.push_str(&format!("written: {}\n", path.display()));
     }
     if let Some(path) = &args.svg {
         let title = format!("{what} on {}", matrix.device.as_deref().unwrap_or(&matrix.gfx));
         std::fs::write(path, super::plot::speedup_svg(&report, &names, &title)?)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-        println!("written: {}", path.display());
+        text.push_str(&format!("written: {}\n", path.display()));
     }
-    Ok(())
+    crate::synthesize::pipeline::emit(&text)
 }

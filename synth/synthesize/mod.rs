@@ -7,23 +7,29 @@
 //!   penalty larger than the whole finite cost of the training set, so fewer unusable choices always win
 //!   and a leaf never picks a candidate that is unusable on one of its shapes when a candidate usable on
 //!   all of them is allowed;
-//! - splits compare one feature with an integer threshold halfway between consecutive observed values;
-//! - limits: depth, leaves, and distinct instances (kernels compiled into AITER — all split-K values of an
-//!   instance count once); see [`Limits`].
+//! - splits compare one feature with an integer threshold between consecutive observed values (halfway in
+//!   the search; then moved by [`refine`] to where a nearest-M reading of the training data puts the
+//!   change, which leaves the training routing as it is);
+//! - split-K leaves are guarded ([`guard`]) so they do not reach shapes whose grid already fills the
+//!   machine;
+//! - limits: depth, leaves (guards included), and distinct instances (kernels compiled into AITER — all
+//!   split-K values of an instance count once); see [`Limits`].
 //!
 //! The search itself is in [`tree`]; this module builds the cost problem from a [`LatencyMatrix`], turns
 //! trees into [`Rule`]s, and enforces the instance limit by searching within chosen instance subsets.
 
 pub mod curve;
 pub mod features;
+pub mod guard;
 pub mod pipeline;
+pub mod refine;
 pub mod tree;
 
 use std::collections::BTreeSet;
 
 use crate::catalog::{Candidate, Catalog};
 use crate::rule::{CmpOp, Cond, Expr, Leaf, Node, Rule};
-use crate::table::LatencyMatrix;
+use crate::table::{LatencyMatrix, Shape};
 
 pub use features::{Feature, FeatureSet};
 use tree::{Problem, SearchConfig, Solution, Tree};
@@ -44,11 +50,26 @@ pub struct Limits {
     pub exact_depth: Option<usize>,
     /// Look-ahead depth (1 or 2) of the best-first growth; `None`: 2 up to 160 shapes, else 1.
     pub lookahead: Option<usize>,
+    /// Guard split-K leaves with the tile-count boundary seen on the training shapes ([`guard`]); the
+    /// guards count against the leaf and depth limits.
+    pub split_k_guards: bool,
+    /// Move each split, among the (feature, threshold) pairs that route the training rows identically,
+    /// to the one that best agrees with a nearest-M reading of the training data ([`refine`]).
+    pub refine_thresholds: bool,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_depth: 6, max_leaves: 8, max_instances: None, features: FeatureSet::Machine, exact_depth: None, lookahead: None }
+        Limits {
+            max_depth: 6,
+            max_leaves: 8,
+            max_instances: None,
+            features: FeatureSet::Machine,
+            exact_depth: None,
+            lookahead: None,
+            split_k_guards: true,
+            refine_thresholds: true,
+        }
     }
 }
 
@@ -86,6 +107,8 @@ pub struct Synthesized {
     pub depth: usize,
     /// Distinct instances (kernel ids) the rule returns.
     pub instances: BTreeSet<i32>,
+    /// Split-K guards among the leaves ([`guard`]).
+    pub guards: usize,
 }
 
 /// Synthesizes a rule with the embedded catalog and `limits`.
@@ -138,14 +161,52 @@ pub fn synthesize_budgets(
             front = built.limit_instances(front, k, &cfg);
         }
     }
-    Ok(budgets
-        .iter()
-        .map(|&b| {
-            let sol = &front[b.min(front.len()) - 1];
-            let tree = built.repair(&sol.tree, limits.max_instances);
-            built.finish(tree)
-        })
-        .collect())
+    let guards = limits.split_k_guards.then(|| guard::Guards::new(matrix, catalog, train, limits.max_depth));
+    let row_shapes: Vec<Shape> = built.rows.iter().map(|r| r.shape).collect();
+    let refiner = limits.refine_thresholds.then(|| refine::Refiner::new(&built.problem, &row_shapes, &built.features));
+    // Each tree of the front as a rule (refined and guarded when asked), built when first needed.
+    let mut rules: Vec<Option<(Node, usize)>> = vec![None; front.len()];
+    let mut rule_of = |i: usize| -> (Node, usize) {
+        rules[i]
+            .get_or_insert_with(|| {
+                let mut t = built.repair(&front[i].tree, limits.max_instances).simplified();
+                if let Some(r) = &refiner {
+                    t = r.refine(&t);
+                }
+                let node = built.node(&t);
+                match &guards {
+                    Some(g) => g.apply(&node),
+                    None => (node, 0),
+                }
+            })
+            .clone()
+    };
+    let mut out = Vec::with_capacity(budgets.len());
+    for &b in budgets {
+        // The largest front entry whose rule (guards included) fits the budget; the unguarded single
+        // leaf when none does.
+        let mut pick = None;
+        for i in (0..b.min(front.len())).rev() {
+            let (node, g) = rule_of(i);
+            if node.leaves().len() <= b {
+                pick = Some((node, g));
+                break;
+            }
+        }
+        out.push(match pick {
+            Some((node, g)) => built.finish(node, g),
+            None => built.finish(built.node(&front[0].tree), 0),
+        });
+    }
+    Ok(out)
+}
+
+/// One training row: a shape, its weight and the time of every candidate column (None = unusable).
+#[derive(Debug, Clone, PartialEq)]
+struct Row {
+    shape: Shape,
+    weight: f64,
+    us: Vec<Option<f64>>,
 }
 
 /// The cost problem of one synthesis, with the maps back to the matrix.
@@ -153,8 +214,10 @@ struct Built<'m> {
     matrix: &'m LatencyMatrix,
     train: Vec<usize>,
     weights: Vec<f64>,
+    /// The rows of the cost problem, one per training shape.
+    rows: Vec<Row>,
     problem: Problem,
-    /// Feature of each problem feature column.
+    /// Feature of each problem feature column (all of the feature set; the search uses the useful ones).
     features: Vec<Feature>,
     /// Distinct kernel ids of the matrix's candidates, ascending.
     kernels: Vec<i32>,
@@ -188,34 +251,29 @@ impl<'m> Built<'m> {
             }
         };
         let nc = matrix.candidates.len();
-        // Penalty: more than the whole finite cost of the training set.
-        let finite_total: f64 = train
+        let rows: Vec<Row> = train
             .iter()
             .zip(&weights)
-            .map(|(&s, w)| w * (0..nc).filter_map(|c| matrix.us(s, c)).fold(0.0, f64::max))
-            .sum();
+            .map(|(&s, &w)| Row { shape: matrix.shapes[s], weight: w, us: (0..nc).map(|c| matrix.us(s, c)).collect() })
+            .collect();
+        // Penalty: more than the whole finite cost of the training rows.
+        let finite_total: f64 = rows.iter().map(|r| r.weight * r.us.iter().flatten().fold(0.0, |a: f64, &b| a.max(b))).sum();
         let penalty = 1.0 + 2.0 * finite_total;
-        let mut cost = Vec::with_capacity(train.len() * nc);
-        for (&s, w) in train.iter().zip(&weights) {
-            for c in 0..nc {
-                cost.push(matrix.us(s, c).map_or(penalty, |t| w * t));
-            }
+        let mut cost = Vec::with_capacity(rows.len() * nc);
+        for r in &rows {
+            cost.extend(r.us.iter().map(|t| t.map_or(penalty, |t| r.weight * t)));
         }
         let all_features = features::for_candidates(limits.features, &matrix.candidates, catalog, matrix.cu_num);
-        let values: Vec<Vec<i64>> = all_features
-            .iter()
-            .map(|f| train.iter().map(|&s| f.eval(matrix.shapes[s].m, matrix.shapes[s].n, matrix.shapes[s].k)).collect())
-            .collect();
-        let keep = tree::useful_features(&values);
-        let features: Vec<Feature> = keep.iter().map(|&i| all_features[i].clone()).collect();
-        let values: Vec<Vec<i64>> = keep.iter().map(|&i| values[i].clone()).collect();
-        let problem = Problem::new(train.len(), nc, cost, values);
+        let values: Vec<Vec<i64>> =
+            all_features.iter().map(|f| rows.iter().map(|r| f.eval(r.shape.m, r.shape.n, r.shape.k)).collect()).collect();
+        let problem = Problem::new(rows.len(), nc, cost, values);
+        let features = all_features;
         let kernels = matrix.candidates.iter().map(|c| c.kernel_id).collect::<BTreeSet<_>>().into_iter().collect();
-        Ok(Built { matrix, train: train.to_vec(), weights, problem, features, kernels })
+        Ok(Built { matrix, train: train.to_vec(), weights, rows, problem, features, kernels })
     }
 
     fn config(&self, limits: &Limits, max_leaves: usize) -> SearchConfig {
-        let n = self.train.len();
+        let n = self.rows.len();
         let exact_depth = limits.exact_depth.unwrap_or(if n <= 64 {
             3
         } else if n <= 160 {
@@ -228,7 +286,7 @@ impl<'m> Built<'m> {
     }
 
     fn usable(&self, row: usize, col: usize) -> bool {
-        self.matrix.us(self.train[row], col).is_some()
+        self.rows[row].us[col].is_some()
     }
 
     fn cols_of(&self, kernels: &[i32]) -> Vec<usize> {
@@ -367,13 +425,13 @@ impl<'m> Built<'m> {
         t
     }
 
-    fn finish(&self, t: Tree) -> Synthesized {
-        let t = t.simplified();
-        let p = &self.problem;
+    /// The rule and its figures on the training shapes (evaluated with the rule interpreter).
+    fn finish(&self, root: Node, guards: usize) -> Synthesized {
         let (mut train_us, mut train_cost, mut unusable) = (0.0, 0.0, 0);
         for (row, &s) in self.train.iter().enumerate() {
-            let col = t.route(p, row);
-            match self.matrix.us(s, col) {
+            let sh = self.matrix.shapes[s];
+            let leaf = root.eval(sh.m, sh.n, sh.k);
+            match self.matrix.candidate_index(&Candidate::new(leaf.kernel_id, leaf.split_k)).and_then(|c| self.matrix.us(s, c)) {
                 Some(us) => {
                     train_us += us;
                     train_cost += us * self.weights[row];
@@ -381,10 +439,9 @@ impl<'m> Built<'m> {
                 None => unusable += 1,
             }
         }
-        let root = self.node(&t);
         let rule = Rule { root, note: None };
         let instances = rule.root.leaves().iter().map(|l| l.kernel_id).collect();
-        Synthesized { leaves: t.leaves(), depth: rule.root.depth(), rule, train_us, train_cost, unusable, instances }
+        Synthesized { leaves: rule.root.leaves().len(), depth: rule.root.depth(), rule, train_us, train_cost, unusable, instances, guards }
     }
 
     /// The rule node of a tree: a split is `if (feature <= threshold) { left } else { right }`, with an

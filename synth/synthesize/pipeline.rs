@@ -8,6 +8,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use std::fmt::Write as _;
+use std::io::Write as _;
+
 use anyhow::{bail, Context};
 
 use crate::catalog::Catalog;
@@ -76,6 +79,16 @@ pub struct RunArgs {
     /// Features the splits may test.
     #[arg(long, value_enum, default_value_t = FeatureSet::Machine)]
     pub features: FeatureSet,
+    /// Depth of the exact search phase (default: from the number of training rows).
+    #[arg(long)]
+    pub exact_depth: Option<usize>,
+    /// Keep the search's thresholds (halfway between training values of the first feature in preference
+    /// order) instead of refining them against a nearest-M reading of the training data.
+    #[arg(long)]
+    pub no_refine: bool,
+    /// Do not guard split-K leaves with the tile-count boundary seen on the training shapes.
+    #[arg(long)]
+    pub no_split_k_guards: bool,
     /// Output directory [default: generated/ of the crate].
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -227,6 +240,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         max_leaves: args.max_leaves,
         max_instances: args.max_instances,
         features: args.features,
+        split_k_guards: !args.no_split_k_guards,
+        refine_thresholds: !args.no_refine,
+        exact_depth: args.exact_depth,
         ..Limits::default()
     };
     let weights = args.weight.weights(&matrix, &train);
@@ -321,23 +337,27 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let extra_written = render::writer::write_files(&out, &extra, args.check);
 
     // Terminal output.
-    println!("dataset:  {}", provenance.dataset);
-    println!("training: {}", provenance.training);
-    println!(
-        "rule:     {} leaves, depth {}, instances {:?}; training time {:.3} ms ({} unusable picks); synthesized in {:.2} s",
+    let mut text = String::new();
+    let _ = writeln!(text, "dataset:  {}", provenance.dataset);
+    let _ = writeln!(text, "training: {}", provenance.training);
+    let _ = writeln!(
+        text,
+        "rule:     {} leaves ({} split-K guards), depth {}, instances {:?}; training time {:.3} ms ({} unusable picks); \
+         synthesized in {:.2} s\n",
         synth.leaves,
+        synth.guards,
         synth.depth,
         synth.instances,
         synth.train_us / 1000.0,
         synth.unusable,
         synth_time.as_secs_f64()
     );
-    println!("\n{}", crate::rule::text::rule_to_cpp_text(&synth.rule, &catalog));
-    println!("comparison on {} {scope} shapes:", report.shapes.len());
-    println!("{}", compare::report::table(&report, &names));
+    text.push_str(&rule_outline(&synth.rule, &catalog));
+    let _ = writeln!(text, "\ncomparison on {} {scope} shapes:", report.shapes.len());
+    let _ = writeln!(text, "{}", compare::report::table(&report, &names));
     if args.curve {
-        println!("leaves versus quality (curve computed in {:.2} s):", curve_time.as_secs_f64());
-        println!("{}", curve_table(&points));
+        let _ = writeln!(text, "leaves versus quality (curve computed in {:.2} s):", curve_time.as_secs_f64());
+        let _ = writeln!(text, "{}", curve_table(&points));
     }
     let mut paths = Vec::new();
     let mut errors = Vec::new();
@@ -347,16 +367,60 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             Err(e) => errors.push(format!("{e:#}")),
         }
     }
+    let verb = if args.check { "up to date" } else { "written" };
+    if errors.is_empty() {
+        for f in &paths {
+            let _ = writeln!(text, "{verb}: {}", display_path(f));
+        }
+        let _ = writeln!(text, "total {:.2} s", started.elapsed().as_secs_f64());
+    }
+    emit(&text)?;
     if !errors.is_empty() {
         let hint = if args.check { "\nregenerate with `cargo run --release -- run` (same options) and commit the result" } else { "" };
         bail!("{}{hint}", errors.join("\n"));
     }
-    let verb = if args.check { "up to date" } else { "written" };
-    for f in &paths {
-        println!("{verb}: {}", display_path(f));
-    }
-    println!("total {:.2} s", started.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// Writes `text` to stdout; a closed pipe (`synth run | head`) is not an error.
+pub fn emit(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(anyhow::anyhow!("cannot write to stdout: {e}")),
+        _ => Ok(()),
+    }
+}
+
+/// A short outline of a rule: conditions in C++ syntax, leaves as `#id BMxBNxBK vP, splitK s`.
+pub fn rule_outline(rule: &Rule, catalog: &Catalog) -> String {
+    fn leaf_text(leaf: &crate::rule::Leaf, catalog: &Catalog) -> String {
+        let tile = catalog.legacy_by_id(leaf.kernel_id).map_or_else(String::new, |inst| {
+            let (bm, bn, bk) = inst.tile();
+            let v = inst.legacy_params().map_or(String::new(), |p| format!(" v{}", p.pipeline));
+            format!(" {bm}x{bn}x{bk}{v}")
+        });
+        format!("#{}{tile}, splitK {}", leaf.kernel_id, leaf.split_k)
+    }
+    fn walk(node: &crate::rule::Node, catalog: &Catalog, indent: usize, out: &mut String) {
+        let pad = "  ".repeat(indent);
+        match node {
+            crate::rule::Node::Leaf(l) => {
+                let _ = writeln!(out, "{pad}-> {}", leaf_text(l, catalog));
+            }
+            crate::rule::Node::Chain { branches, otherwise } => {
+                for (i, (cond, child)) in branches.iter().enumerate() {
+                    let kw = if i == 0 { "if" } else { "else if" };
+                    let _ = writeln!(out, "{pad}{kw} {}:", crate::rule::text::cond_to_cpp(cond));
+                    walk(child, catalog, indent + 1, out);
+                }
+                let _ = writeln!(out, "{pad}else:");
+                walk(otherwise, catalog, indent + 1, out);
+            }
+        }
+    }
+    let mut out = String::new();
+    walk(&rule.root, catalog, 0, &mut out);
+    out
 }
 
 /// The command that regenerates the outputs (non-default options only; never --check/--curve/--out).
@@ -397,6 +461,15 @@ pub fn command_line(args: &RunArgs) -> String {
     }
     if args.features != FeatureSet::Machine {
         cmd += &format!(" --features {}", format!("{:?}", args.features).to_lowercase());
+    }
+    if args.no_refine {
+        cmd += " --no-refine";
+    }
+    if let Some(d) = args.exact_depth {
+        cmd += &format!(" --exact-depth {d}");
+    }
+    if args.no_split_k_guards {
+        cmd += " --no-split-k-guards";
     }
     if let Some(t) = &args.tuned {
         cmd += &format!(" --tuned {}", display_path(t));

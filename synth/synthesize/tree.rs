@@ -31,10 +31,13 @@ pub struct Problem {
     cost: Vec<f64>,
     features: Vec<Vec<i64>>,
     order: Vec<Vec<u32>>,
+    /// Features the search splits on ([`useful_features`]); the others make no split these do not.
+    active: Vec<usize>,
 }
 
 impl Problem {
     /// `cost` is row-major `n × c` (finite, non-negative); `features[f][s]` is feature `f` of shape `s`.
+    /// The search splits on the [`useful_features`]; trees may name any feature.
     ///
     /// # Panics
     /// If the lengths disagree or a cost is not finite and non-negative (a programming error: callers
@@ -53,7 +56,8 @@ impl Problem {
                 idx
             })
             .collect();
-        Problem { n, c, cost, features, order }
+        let active = useful_features(&features);
+        Problem { n, c, cost, features, order, active }
     }
 
     /// Number of shapes.
@@ -74,6 +78,11 @@ impl Problem {
     /// Cost of candidate `c` on shape `s`.
     pub fn cost(&self, s: usize, c: usize) -> f64 {
         self.cost[s * self.c + c]
+    }
+
+    /// Features the search splits on, in preference order.
+    pub fn active_features(&self) -> &[usize] {
+        &self.active
     }
 
     /// Value of feature `f` on shape `s`.
@@ -444,7 +453,7 @@ impl<'a> Searcher<'a> {
         let ca = self.ca();
         let mut prefix = vec![0.0; ca];
         let mut best: Option<(f64, usize, i64)> = None;
-        for f in 0..self.p.features.len() {
+        for &f in &self.p.active {
             prefix.iter_mut().for_each(|x| *x = 0.0);
             let vals = &self.p.features[f];
             let mut prev: Option<i64> = None;
@@ -483,7 +492,7 @@ impl<'a> Searcher<'a> {
         let mut seen: HashSet<Bits> = HashSet::new();
         let mut out = Vec::new();
         let total = set.len();
-        for f in 0..self.p.features.len() {
+        for &f in &self.p.active {
             let vals = &self.p.features[f];
             let mut left = set.empty_like();
             let mut count = 0;
