@@ -137,6 +137,11 @@ fn flops_weighting_favours_small_shapes() {
     assert!(((w[0] + w[1]) / 2.0 - 1.0).abs() < 1e-12);
     assert_eq!(synthesize(&m, &[0, 1], Some(&w), &l).root, Node::Leaf(Leaf::new(5, 0)));
     assert!(Weighting::Uniform.weights(&m, &[0, 1]).is_none());
+    // Oracle weights: 1/best time (10 and 1000), normalized to mean 1: 2·100/101 and 2·1/101.
+    let w = Weighting::Oracle.weights(&m, &[0, 1]).unwrap();
+    assert!((w[0] - 200.0 / 101.0).abs() < 1e-12 && (w[1] - 2.0 / 101.0).abs() < 1e-12);
+    // #3: 30/10 + 1000/1000 = 4 slowdown units; #5: 1 + 1.03 → #5.
+    assert_eq!(synthesize(&m, &[0, 1], Some(&w), &l).root, Node::Leaf(Leaf::new(5, 0)));
 }
 
 #[test]

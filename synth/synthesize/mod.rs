@@ -510,6 +510,10 @@ pub enum Weighting {
     /// Each shape's latency divided by its work (2·M·N·K, normalized to mean 1 over the training shapes):
     /// the objective is time per unit of work, so decode-sized shapes weigh as much as prefill-sized ones.
     Flops,
+    /// Each shape's latency divided by its fastest measured latency: the objective is the summed slowdown
+    /// against the per-shape best, every shape counting by its ratio (a first-order stand-in for the
+    /// geometric-mean fraction of the oracle).
+    Oracle,
 }
 
 impl Weighting {
@@ -519,6 +523,11 @@ impl Weighting {
             Weighting::Uniform => None,
             Weighting::Flops => {
                 let inv: Vec<f64> = train.iter().map(|&s| 1.0 / matrix.shapes[s].flops().max(1.0)).collect();
+                let mean = inv.iter().sum::<f64>() / inv.len().max(1) as f64;
+                Some(inv.iter().map(|w| w / mean).collect())
+            }
+            Weighting::Oracle => {
+                let inv: Vec<f64> = train.iter().map(|&s| matrix.best(s).map_or(1.0, |(_, t)| 1.0 / t)).collect();
                 let mean = inv.iter().sum::<f64>() / inv.len().max(1) as f64;
                 Some(inv.iter().map(|w| w / mean).collect())
             }

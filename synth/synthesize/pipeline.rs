@@ -33,6 +33,8 @@ pub const PUBLISHED_RULE_NAME: &str = "published-rule";
 pub const COMPARE_CSV: &str = "compare.csv";
 /// Speed-up plot written into the output directory.
 pub const SPEEDUP_SVG: &str = "speedup.svg";
+/// The rule in JSON (the form `synth drift` and `synth check` read) written into the output directory.
+pub const RULE_JSON: &str = "rule.json";
 /// Leaves-versus-quality curve written into the output directory.
 pub const CURVE_CSV: &str = "leaves_curve.csv";
 /// Leaf budgets of the curve.
@@ -329,7 +331,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let out = args.out.clone().unwrap_or_else(|| crate_root().join("generated"));
     let written = render::write_generated(&synth.rule, &catalog, &matrix, &provenance, &out, args.check);
     let title = format!("{what} on {} — {scope} shapes", matrix.device.as_deref().unwrap_or(&matrix.gfx));
+    let mut rule_json = crate::rule::to_json(&synth.rule);
+    rule_json.push('\n');
     let extra = vec![
+        GeneratedFile::new(RULE_JSON, rule_json),
         GeneratedFile::new(COMPARE_CSV, compare::report::csv(&report, &names)),
         GeneratedFile::new(SPEEDUP_SVG, compare::plot::speedup_svg(&report, &names, &title)?),
         GeneratedFile::new(CURVE_CSV, curve_csv(&points)),
