@@ -6,7 +6,8 @@
 // Usage: ./swiglu [rows=8192] [cols=12800] [reps=200]
 // Correctness: every element of a small odd shape (3 x 1003: unaligned rows, scalar paths) and of the
 // timed shape must satisfy |out - ref| <= 2^-7 * |ref| + 1e-5, ref = SiLU(x) * y computed in float from
-// the same bf16 inputs (bf16 keeps 8 significant bits; one rounding of the result costs up to 2^-9).
+// the same bf16 inputs (bf16 keeps 8 significant bits: one rounding of the result costs up to 2^-8
+// relative, so the bound allows that rounding plus the fast exp with a 2x margin).
 // Latency: median over `reps` launches, each between its own pair of events, after 20 warm-up launches.
 // gbps = bytes moved (gate_up read + out written) / latency; copy_gbps = the same device's
 // device-to-device copy bandwidth (read + write), measured alongside as the reference.
