@@ -13,14 +13,18 @@
 //! of the best candidates for the training shapes reaching it, drop a branch (its shapes fall through),
 //! collapse a chain into its best single leaf (merge), split a leaf on the best feature threshold, and
 //! refit every leaf after a structural move. Moves are ranked by the training objective computed with
-//! the same charging as the evaluator (an unusable cell costs the default kernel's time). The returned
-//! rule is never one already in the history when any other neighbour exists.
+//! the same charging as the evaluator (an unusable cell costs the default kernel's time). Local search
+//! only moves to rules that are safe between the training shapes: a split-K leaf gets the synthesizer's
+//! guard (its region stops where the training shapes show its cell stops being measured), and a move
+//! whose guard would not fit the limits is skipped. The returned rule is never one already in the history
+//! when any other neighbour exists.
 
 use super::super::rule_task::{charged_fallback, leaf_path, limit_violations, RuleSetup};
 use crate::agent::{ProposalRequest, Proposer};
 use crate::rule::source::NodePath;
 use crate::rule::text::rule_to_cpp_text;
 use crate::rule::{parse_any, CmpOp, Cond, Expr, Leaf, Node, Rule};
+use crate::synthesize::guard::Guards;
 use crate::synthesize::{try_synthesize, FeatureSet, Limits, Weighting};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -307,9 +311,9 @@ impl BuiltinProposer {
         out
     }
 
-    /// Local search from `start`: repeatedly take the best admissible neighbour (of a random sample of
-    /// the neighbourhood when `sample < 1`) while it improves the objective.
-    fn local_search(&self, start: Rule, rng: &mut ChaCha8Rng, sample: f64) -> (Rule, f64) {
+    /// Local search from `start`: repeatedly take the best safe neighbour (see [`Self::safe`]; of a
+    /// random sample of the neighbourhood when `sample < 1`) while it improves the objective.
+    fn local_search(&self, guards: &Guards, start: Rule, rng: &mut ChaCha8Rng, sample: f64) -> (Rule, f64) {
         let mut cur = start;
         let mut cost = self.objective(&cur);
         for _ in 0..self.steps {
@@ -318,16 +322,33 @@ impl BuiltinProposer {
                 nb.shuffle(rng);
                 nb.truncate(((nb.len() as f64) * sample).ceil() as usize);
             }
-            let best = nb.into_iter().map(|r| (self.objective(&r), r)).min_by(|a, b| a.0.total_cmp(&b.0));
-            match best {
-                Some((c, r)) if c < cost - 1e-9 => {
+            let mut scored: Vec<(f64, Rule)> = nb.into_iter().map(|r| (self.objective(&r), r)).collect();
+            scored.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let next = scored
+                .into_iter()
+                .take_while(|(c, _)| *c < cost - 1e-9)
+                .find_map(|(c, r)| self.safe(guards, &r).map(|r| (c, r)));
+            match next {
+                Some((c, r)) => {
                     cur = r;
                     cost = c;
                 }
-                _ => break,
+                None => break,
             }
         }
         (cur, cost)
+    }
+
+    /// `rule` made safe for shapes between the training ones: split-K leaves get the synthesizer's
+    /// guards ([`Guards`]: a split-K leaf stops where the training shapes show its cell stops being
+    /// measured; training picks are unchanged). None when a guard is needed but does not fit the limits.
+    pub fn safe(&self, guards: &Guards, rule: &Rule) -> Option<Rule> {
+        let (node, added) = guards.apply(&rule.root);
+        if added == 0 {
+            return Some(rule.clone());
+        }
+        let out = Rule::new(node);
+        self.admissible(&out).then_some(out)
     }
 
     fn synthesize_variant(&self, index: usize) -> Result<Rule, String> {
@@ -393,33 +414,40 @@ impl Proposer for BuiltinProposer {
             }
         };
         let parent_cost = self.objective(&parent_rule);
-        let (rule, cost) = if slot_mode == 0 {
-            self.local_search(parent_rule.clone(), &mut rng, 1.0)
-        } else {
-            // Iterated local search: a random move (biased to good ones), then local search.
-            let mut nb: Vec<(f64, Rule)> =
-                self.neighbours(&parent_rule).into_iter().map(|r| (self.objective(&r), r)).collect();
+        let st = &self.setup;
+        let guards = Guards::new(&st.matrix, &st.catalog, &st.train, st.limits.max_depth);
+        // Neighbours of a rule, cheapest first; made safe lazily (guards are the costly part).
+        let sorted_neighbours = |r: &Rule| -> Vec<(f64, Rule)> {
+            let mut nb: Vec<(f64, Rule)> = self.neighbours(r).into_iter().map(|r| (self.objective(&r), r)).collect();
             nb.sort_by(|a, b| a.0.total_cmp(&b.0));
-            nb.truncate(12);
-            match nb.is_empty() {
-                true => (parent_rule.clone(), parent_cost),
-                false => {
-                    let k = rng.gen_range(0..nb.len());
-                    let start = nb.swap_remove(k).1;
-                    self.local_search(start, &mut rng, self.sample)
-                }
+            nb
+        };
+        let (rule, cost) = if slot_mode == 0 {
+            self.local_search(&guards, parent_rule.clone(), &mut rng, 1.0)
+        } else {
+            // Iterated local search: a random move (among the 12 best), then local search.
+            let mut nb: Vec<(f64, Rule)> = sorted_neighbours(&parent_rule)
+                .into_iter()
+                .filter_map(|(c, r)| self.safe(&guards, &r).map(|r| (c, r)))
+                .take(12)
+                .collect();
+            if nb.is_empty() {
+                (parent_rule.clone(), parent_cost)
+            } else {
+                let k = rng.gen_range(0..nb.len());
+                let start = nb.swap_remove(k).1;
+                self.local_search(&guards, start, &mut rng, self.sample)
             }
         };
         let text = rule_to_cpp_text(&rule, catalog);
         if cost < parent_cost - 1e-9 && !seen.contains(&text) {
             return Ok(text);
         }
-        // Stuck: return the best neighbour not yet in the history, so the lineage keeps exploring.
-        let mut nb: Vec<(f64, Rule)> = self.neighbours(&rule).into_iter().map(|r| (self.objective(&r), r)).collect();
-        nb.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let fresh: Vec<String> = nb
-            .iter()
-            .map(|(_, r)| rule_to_cpp_text(r, catalog))
+        // Stuck: return one of the best neighbours not yet in the history, so the lineage keeps exploring.
+        let fresh: Vec<String> = sorted_neighbours(&rule)
+            .into_iter()
+            .filter_map(|(_, r)| self.safe(&guards, &r))
+            .map(|r| rule_to_cpp_text(&r, catalog))
             .filter(|t| !seen.contains(t))
             .take(4)
             .collect();
