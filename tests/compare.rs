@@ -75,7 +75,7 @@ fn aiter_table_from_the_real_mi300x_csv() {
     let catalog = Catalog::embedded();
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("measurements/mi300x/a8w8_blockscale_tuned_gemm_qwen3_vl_32b.csv");
     let rows = read_aiter_csv(&path, &catalog).unwrap();
-    let (t, other, replaced) = TunedTable::from_rows(&rows, &catalog, "gfx942", 304, "mi300x");
+    let (t, other, replaced) = TunedTable::from_rows(&rows, &catalog, Some(("gfx942", 304)), "mi300x");
     assert_eq!((t.len(), other, replaced), (8172, 0, 0));
     let id = |m| t.lookup_aiter(m, 5120, 5120).map(|(e, k)| (e.candidate.kernel_id, k));
     // Rows of the file: M=16 → #8, 64 → #18, 256 → #3, 288 → #2.
@@ -88,9 +88,14 @@ fn aiter_table_from_the_real_mi300x_csv() {
     assert_eq!(t.lookup_nearest(56, 5120, 5120).map(|(e, m)| (e.candidate.kernel_id, m)), Some((8, 48)));
     assert_eq!(t.lookup_nearest(57, 5120, 5120).map(|(e, m)| (e.candidate.kernel_id, m)), Some((18, 64)));
     // Another device: nothing applies.
-    let (t, other, _) = TunedTable::from_rows(&rows, &catalog, "gfx950", 256, "mi300x");
+    let (t, other, _) = TunedTable::from_rows(&rows, &catalog, Some(("gfx950", 256)), "mi300x");
     assert!(t.is_empty());
     assert_eq!(other, 8172);
+    // Any device: every row; a repeated shape replaces the earlier row and is counted.
+    let mut twice = rows[..2].to_vec();
+    twice.push(rows[0].clone());
+    let (t, other, replaced) = TunedTable::from_rows(&twice, &catalog, None, "mi300x");
+    assert_eq!((t.len(), other, replaced), (2, 0, 1));
 }
 
 /// Two shapes × three candidates (#7 default, #8, #14):

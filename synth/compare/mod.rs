@@ -82,10 +82,35 @@ pub struct Summary {
     pub lookups: BTreeMap<LookupKind, usize>,
 }
 
+/// The kind of a [`Policy`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PolicyKind {
+    Default,
+    Tuned,
+    NearestM,
+    Rule,
+    Oracle,
+}
+
+impl Policy {
+    /// The kind of this policy.
+    pub fn kind(&self) -> PolicyKind {
+        match self {
+            Policy::Default => PolicyKind::Default,
+            Policy::Tuned { .. } => PolicyKind::Tuned,
+            Policy::NearestM { .. } => PolicyKind::NearestM,
+            Policy::Rule { .. } => PolicyKind::Rule,
+            Policy::Oracle => PolicyKind::Oracle,
+        }
+    }
+}
+
 /// One policy's outcomes (aligned with [`Report::shapes`]) and overall summary.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PolicyResult {
     pub name: String,
+    /// Which kind of policy it is.
+    pub kind: PolicyKind,
     pub outcomes: Vec<Outcome>,
     pub summary: Summary,
 }
@@ -220,6 +245,7 @@ pub fn evaluate(matrix: &LatencyMatrix, catalog: &Catalog, policies: &[Policy], 
     for (p, outs) in policies.iter().zip(outcomes) {
         report.policies.push(PolicyResult {
             name: p.name().to_string(),
+            kind: p.kind(),
             outcomes: outs,
             summary: Summary {
                 shapes: 0,

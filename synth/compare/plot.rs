@@ -1,27 +1,42 @@
 //! SVG plot of a [`Report`]: per-shape speed-ups against the default and against the tuned baseline,
-//! one row of panels per (N, K) layer, M on a log axis, one colour per policy. The output is a string
+//! one row of panels per (N, K) layer, M on a log axis, one colour per policy (the synthesized rule in
+//! red, on top; the oracle in grey, underneath). The output is a string
 //! with no timestamps, so it can be committed and checked for freshness.
 
 use plotters::prelude::*;
 
 use super::report::{layer_name, LayerNames};
-use super::Report;
+use super::{PolicyKind, Report};
 
-/// Colours by policy position (the default, always 1.0 against itself, is not drawn against the default).
-const PALETTE: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(148, 103, 189),
-    RGBColor(44, 160, 44),
-    RGBColor(127, 127, 127),
-    RGBColor(214, 39, 40),
-    RGBColor(140, 86, 75),
-    RGBColor(23, 190, 207),
-];
+/// Colours of rule policies, in order; a rule named `synthesized` is red and drawn last and thicker.
+const RULE_COLOURS: [RGBColor; 5] =
+    [RGBColor(148, 103, 189), RGBColor(44, 160, 44), RGBColor(140, 86, 75), RGBColor(23, 190, 207), RGBColor(188, 189, 34)];
+const SYNTHESIZED: RGBColor = RGBColor(214, 39, 40);
+
+/// Colour, line width and drawing order (lower first) of each policy.
+fn styles(report: &Report) -> Vec<(RGBColor, u32, u8)> {
+    let mut rules = 0;
+    report
+        .policies
+        .iter()
+        .map(|p| match p.kind {
+            PolicyKind::Default => (RGBColor(0, 0, 0), 2, 1),
+            PolicyKind::Tuned => (RGBColor(31, 119, 180), 2, 1),
+            PolicyKind::NearestM => (RGBColor(255, 127, 14), 2, 1),
+            PolicyKind::Oracle => (RGBColor(160, 160, 160), 1, 0),
+            PolicyKind::Rule if p.name == "synthesized" => (SYNTHESIZED, 3, 2),
+            PolicyKind::Rule => {
+                rules += 1;
+                (RULE_COLOURS[(rules - 1) % RULE_COLOURS.len()], 2, 1)
+            }
+        })
+        .collect()
+}
 
 /// The plot as SVG text, `title` on top.
 pub fn speedup_svg(report: &Report, names: &LayerNames, title: &str) -> anyhow::Result<String> {
     let layers = report.layers();
+    let style = styles(report);
     let baselines: Vec<(&str, &[f64])> = std::iter::once(("default", report.default_us.as_slice()))
         .chain(report.tuned.as_ref().map(|(n, t)| (n.as_str(), t.as_slice())))
         .collect();
@@ -37,16 +52,17 @@ pub fn speedup_svg(report: &Report, names: &LayerNames, title: &str) -> anyhow::
         for (li, (&(n, k), idx)) in layers.iter().enumerate() {
             for (bi, &(base_name, base)) in baselines.iter().enumerate() {
                 let area = &panels[li * cols + bi];
-                let series: Vec<(usize, Vec<(f64, f64)>)> = report
+                let mut series: Vec<(usize, Vec<(f64, f64)>)> = report
                     .policies
                     .iter()
                     .enumerate()
-                    .filter(|(_, p)| p.name != base_name && !(bi == 0 && p.name == "default"))
+                    .filter(|(_, p)| p.name != base_name && !(bi == 0 && p.kind == PolicyKind::Default))
                     .map(|(pi, p)| {
                         let pts = idx.iter().map(|&i| (f64::from(report.shape_list[i].m), base[i] / p.outcomes[i].us)).collect();
                         (pi, pts)
                     })
                     .collect();
+                series.sort_by_key(|(pi, _)| (style[*pi].2, *pi));
                 let xs = idx.iter().map(|&i| f64::from(report.shape_list[i].m.max(1)));
                 let xmin = xs.clone().fold(f64::INFINITY, f64::min);
                 let mut xmax = xs.fold(0.0, f64::max);
@@ -68,17 +84,17 @@ pub fn speedup_svg(report: &Report, names: &LayerNames, title: &str) -> anyhow::
                     .y_desc(format!("{base_name} time / policy time"))
                     .x_labels(8)
                     .y_labels(6)
+                    .max_light_lines(0)
                     .x_label_formatter(&|x| format!("{}", x.round() as u64))
                     .y_label_formatter(&|y| format!("{y:.2}"))
                     .draw()?;
                 chart.draw_series(LineSeries::new(vec![(xmin, 1.0), (xmax, 1.0)], BLACK.mix(0.6)))?;
                 for (pi, pts) in series {
-                    let color = PALETTE[pi % PALETTE.len()];
+                    let (color, width, _) = style[pi];
                     chart
-                        .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
+                        .draw_series(LineSeries::new(pts, color.stroke_width(width)))?
                         .label(report.policies[pi].name.clone())
-                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
-                    chart.draw_series(pts.iter().map(|&(x, y)| Circle::new((x, y), 2, color.filled())))?;
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(width)));
                 }
                 if li == 0 {
                     chart

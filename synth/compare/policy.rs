@@ -104,14 +104,14 @@ impl TunedTable {
         self.entries.get(&(m, n, k)).copied()
     }
 
-    /// A table of the rows of one device (`gfx`, `cu_num`), as AITER keys it. Rows of other devices are
-    /// left out and counted in the second value; a later row of the same shape replaces an earlier one
-    /// (AITER builds a dict from the rows), counted in the third value.
-    pub fn from_rows(rows: &[AiterRow], catalog: &Catalog, gfx: &str, cu_num: u32, source: &str) -> (TunedTable, usize, usize) {
+    /// A table of the rows of one device (`gfx`, `cu_num`), as AITER keys it, or of every row when
+    /// `device` is None. Rows of other devices are left out and counted in the second value; a later row
+    /// of the same shape replaces an earlier one (AITER builds a dict from the rows), counted in the third.
+    pub fn from_rows(rows: &[AiterRow], catalog: &Catalog, device: Option<(&str, u32)>, source: &str) -> (TunedTable, usize, usize) {
         let mut t = TunedTable::new(source);
         let (mut other_device, mut replaced) = (0, 0);
         for r in rows {
-            if r.gfx != gfx || r.cu_num != cu_num {
+            if device.is_some_and(|(gfx, cu)| r.gfx != gfx || r.cu_num != cu) {
                 other_device += 1;
                 continue;
             }

@@ -182,17 +182,8 @@ pub fn published_rule(catalog: &Catalog) -> anyhow::Result<Rule> {
 pub fn load_tuned(path: &Path, catalog: &Catalog, matrix: &LatencyMatrix, any_device: bool) -> anyhow::Result<TunedTable> {
     let rows = crate::table::read_aiter_csv(path, catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
     let source = display_path(path);
-    if any_device {
-        let mut t = TunedTable::new(&source);
-        for r in &rows {
-            let (table, _, _) = TunedTable::from_rows(std::slice::from_ref(r), catalog, &r.gfx, r.cu_num, &source);
-            for s in table.shapes() {
-                t.insert(s, table.get(s.m, s.n, s.k).expect("shape listed"));
-            }
-        }
-        return Ok(t);
-    }
-    let (t, other, _) = TunedTable::from_rows(&rows, catalog, &matrix.gfx, matrix.cu_num, &source);
+    let device = (!any_device).then_some((matrix.gfx.as_str(), matrix.cu_num));
+    let (t, other, _) = TunedTable::from_rows(&rows, catalog, device, &source);
     if t.is_empty() {
         let devices: std::collections::BTreeSet<String> = rows.iter().map(|r| format!("{}/{} CUs", r.gfx, r.cu_num)).collect();
         bail!(
