@@ -186,7 +186,9 @@ fn invalid_default_and_unscorable_shapes() {
     // The default is invalid on M=4096: charged the slowest usable time there (100, the only one).
     assert_eq!(r.policies[0].outcomes[1].status, Status::Invalid);
     assert_eq!(r.default_us, vec![40.0, 100.0]);
+    assert_eq!(r.default_unusable, 1);
     assert_eq!(r.policies[0].summary.invalid, 1);
+    assert!(report::table(&r, &LayerNames::new()).contains("not usable on 1 of the shapes"));
 }
 
 #[test]

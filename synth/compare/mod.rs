@@ -126,6 +126,8 @@ pub struct Report {
     pub unscorable: Vec<Shape>,
     /// Default's charged time per scored shape.
     pub default_us: Vec<f64>,
+    /// Scored shapes where the default's own cell is not usable (its time there is the slowest usable one).
+    pub default_unusable: usize,
     /// Oracle time per scored shape.
     pub oracle_us: Vec<f64>,
     /// Tuned baseline's charged time per scored shape, and its policy name.
@@ -215,6 +217,8 @@ pub fn evaluate(matrix: &LatencyMatrix, catalog: &Catalog, policies: &[Policy], 
             unscorable.push(matrix.shapes[s]);
         }
     }
+    let default_col = matrix.candidate_index(&default);
+    let default_unusable = scored.iter().filter(|&&s| default_col.and_then(|c| matrix.us(s, c)).is_none()).count();
     let fallback: Vec<f64> = scored
         .iter()
         .map(|&s| {
@@ -237,6 +241,7 @@ pub fn evaluate(matrix: &LatencyMatrix, catalog: &Catalog, policies: &[Policy], 
         shapes: scored,
         unscorable,
         default_us,
+        default_unusable,
         oracle_us,
         tuned,
         policies: Vec::new(),

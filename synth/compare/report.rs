@@ -58,6 +58,14 @@ pub fn table(report: &Report, names: &LayerNames) -> String {
         report.shapes.len(),
         if report.unscorable.is_empty() { String::new() } else { format!(", {} unscorable (no usable cell)", report.unscorable.len()) },
     );
+    if report.default_unusable > 0 {
+        let _ = writeln!(
+            out,
+            "note: the default kernel's cell is not usable on {} of the shapes; there every fallback is charged the \
+             slowest usable time of the shape (a sparse table, such as a tuned CSV, makes these figures meaningless)",
+            report.default_unusable
+        );
+    }
     let mut rows = vec![vec![
         "policy".to_string(),
         "total ms".into(),

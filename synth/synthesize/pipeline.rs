@@ -26,7 +26,7 @@ use super::{synthesize_budgets, FeatureSet, Limits, Weighting};
 /// Dataset used when `--dataset` is not given, relative to the crate root.
 pub const DEFAULT_DATASET: &str = "measurements/h200/qwen3-32b-tp2.csv";
 /// The published rule (GEAK-HIP write-up), scored next to the synthesized one.
-pub const PUBLISHED_RULE: &str = include_str!("../../tests/data/geak_blog_rule.cpp");
+pub const PUBLISHED_RULE: &str = include_str!("../../tests/data/rules/geak_blog_rule.cpp");
 /// Name under which the published rule is reported.
 pub const PUBLISHED_RULE_NAME: &str = "published-rule";
 /// Comparison CSV written into the output directory.
