@@ -42,10 +42,23 @@ struct Acc {
 }
 
 /// Scores `rules` (one per budget) trained on `train` on the `test` shapes, adding to `acc`.
-fn score_fold(matrix: &LatencyMatrix, catalog: &Catalog, train: &[usize], test: &[usize], rules: &[Synthesized], acc: &mut [Acc]) {
+fn score_fold(
+    matrix: &LatencyMatrix,
+    catalog: &Catalog,
+    train: &[usize],
+    test: &[usize],
+    rules: &[Synthesized],
+    acc: &mut [Acc],
+) {
     let tuned = TunedTable::from_matrix(matrix, train, "training shapes");
-    let mut policies = vec![Policy::Tuned { name: "tuned".into(), table: tuned }];
-    policies.extend(rules.iter().enumerate().map(|(i, r)| Policy::Rule { name: format!("rule{i}"), rule: r.rule.clone() }));
+    let mut policies = vec![Policy::Tuned {
+        name: "tuned".into(),
+        table: tuned,
+    }];
+    policies.extend(rules.iter().enumerate().map(|(i, r)| Policy::Rule {
+        name: format!("rule{i}"),
+        rule: r.rule.clone(),
+    }));
     let held = evaluate(matrix, catalog, &policies, test);
     let seen = evaluate(matrix, catalog, &policies, train);
     let tuned_us = &held.tuned.as_ref().expect("a tuned policy is scored").1;
@@ -68,7 +81,13 @@ fn points(setting: &str, budgets: &[usize], acc: Vec<Acc>) -> Vec<CurvePoint> {
         .iter()
         .zip(acc)
         .map(|(&budget, a)| {
-            let per_shape = |x: f64| if a.shapes == 0 { 1.0 } else { (x / a.shapes as f64).exp() };
+            let per_shape = |x: f64| {
+                if a.shapes == 0 {
+                    1.0
+                } else {
+                    (x / a.shapes as f64).exp()
+                }
+            };
             CurvePoint {
                 setting: setting.to_string(),
                 budget,
@@ -99,8 +118,20 @@ pub fn sample_curve(
 /// The fold (0..folds) of each of `shapes`: distinct M values in ascending order are dealt to folds in
 /// turn, so every fold spans the whole M range and holds every layer's shapes of its M values.
 pub fn m_folds(matrix: &LatencyMatrix, shapes: &[usize], folds: usize) -> Vec<usize> {
-    let ms: Vec<u32> = shapes.iter().map(|&s| matrix.shapes[s].m).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
-    shapes.iter().map(|&s| ms.binary_search(&matrix.shapes[s].m).expect("M collected above") % folds.max(1)).collect()
+    let ms: Vec<u32> = shapes
+        .iter()
+        .map(|&s| matrix.shapes[s].m)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    shapes
+        .iter()
+        .map(|&s| {
+            ms.binary_search(&matrix.shapes[s].m)
+                .expect("M collected above")
+                % folds.max(1)
+        })
+        .collect()
 }
 
 /// `folds`-fold cross-validation over M on `shapes`: each fold's M values are held out in turn, the rule
@@ -117,21 +148,24 @@ pub fn cv_curve(
     let fold_of = m_folds(matrix, shapes, folds);
     let mut acc = vec![Acc::default(); budgets.len()];
     for f in 0..folds {
-        let (test, train): (Vec<usize>, Vec<usize>) = (0..shapes.len()).partition(|&i| fold_of[i] == f);
+        let (test, train): (Vec<usize>, Vec<usize>) =
+            (0..shapes.len()).partition(|&i| fold_of[i] == f);
         let test: Vec<usize> = test.into_iter().map(|i| shapes[i]).collect();
         let train: Vec<usize> = train.into_iter().map(|i| shapes[i]).collect();
         if train.is_empty() || test.is_empty() {
             continue;
         }
         let weights = weighting.weights(matrix, &train);
-        let rules = synthesize_budgets(matrix, catalog, &train, weights.as_deref(), limits, budgets)?;
+        let rules =
+            synthesize_budgets(matrix, catalog, &train, weights.as_deref(), limits, budgets)?;
         score_fold(matrix, catalog, &train, &test, &rules, &mut acc);
     }
     Ok(points(&format!("cv{folds}"), budgets, acc))
 }
 
 /// Header of [`curve_csv`].
-pub const CURVE_COLUMNS: &str = "setting,budget,leaves,train_of_oracle,heldout_of_oracle,heldout_vs_default,heldout_vs_tuned";
+pub const CURVE_COLUMNS: &str =
+    "setting,budget,leaves,train_of_oracle,heldout_of_oracle,heldout_vs_default,heldout_vs_tuned";
 
 /// The curve as CSV (fixed decimals).
 pub fn curve_csv(points: &[CurvePoint]) -> String {
@@ -140,7 +174,13 @@ pub fn curve_csv(points: &[CurvePoint]) -> String {
         let _ = writeln!(
             out,
             "{},{},{:.2},{:.4},{:.4},{:.4},{:.4}",
-            p.setting, p.budget, p.leaves, p.train_of_oracle, p.heldout_of_oracle, p.heldout_vs_default, p.heldout_vs_tuned
+            p.setting,
+            p.budget,
+            p.leaves,
+            p.train_of_oracle,
+            p.heldout_of_oracle,
+            p.heldout_vs_default,
+            p.heldout_vs_tuned
         );
     }
     out
@@ -153,7 +193,13 @@ pub fn curve_table(points: &[CurvePoint]) -> String {
         let _ = writeln!(
             out,
             "{:<7}  {:>6}  {:>6.1}  {:>15.3}  {:>18.3}  {:>15.3}  {:>13.3}",
-            p.setting, p.budget, p.leaves, p.train_of_oracle, p.heldout_of_oracle, p.heldout_vs_default, p.heldout_vs_tuned
+            p.setting,
+            p.budget,
+            p.leaves,
+            p.train_of_oracle,
+            p.heldout_of_oracle,
+            p.heldout_vs_default,
+            p.heldout_vs_tuned
         );
     }
     out

@@ -87,7 +87,10 @@ pub enum SynthError {
     #[error("the matrix has no candidates")]
     NoCandidates,
     #[error("limits must allow at least one leaf and one instance (max_leaves = {leaves}, max_instances = {instances:?})")]
-    BadLimits { leaves: usize, instances: Option<usize> },
+    BadLimits {
+        leaves: usize,
+        instances: Option<usize>,
+    },
 }
 
 /// One synthesized rule and its in-sample figures.
@@ -118,7 +121,12 @@ pub struct Synthesized {
 /// # Panics
 /// On the argument errors [`try_synthesize`] reports (empty or out-of-range training set, wrong weights,
 /// zero limits); call [`try_synthesize`] to handle them.
-pub fn synthesize(matrix: &LatencyMatrix, train: &[usize], weights: Option<&[f64]>, limits: &Limits) -> Rule {
+pub fn synthesize(
+    matrix: &LatencyMatrix,
+    train: &[usize],
+    weights: Option<&[f64]>,
+    limits: &Limits,
+) -> Rule {
     match try_synthesize(matrix, &Catalog::embedded(), train, weights, limits) {
         Ok(s) => s.rule,
         Err(e) => panic!("synthesize: {e}"),
@@ -133,7 +141,14 @@ pub fn try_synthesize(
     weights: Option<&[f64]>,
     limits: &Limits,
 ) -> Result<Synthesized, SynthError> {
-    let mut all = synthesize_budgets(matrix, catalog, train, weights, limits, &[limits.max_leaves])?;
+    let mut all = synthesize_budgets(
+        matrix,
+        catalog,
+        train,
+        weights,
+        limits,
+        &[limits.max_leaves],
+    )?;
     Ok(all.pop().expect("one budget asked, one result"))
 }
 
@@ -150,7 +165,10 @@ pub fn synthesize_budgets(
 ) -> Result<Vec<Synthesized>, SynthError> {
     let max_budget = budgets.iter().copied().max().unwrap_or(limits.max_leaves);
     if max_budget == 0 || budgets.contains(&0) || limits.max_instances == Some(0) {
-        return Err(SynthError::BadLimits { leaves: budgets.iter().copied().min().unwrap_or(0), instances: limits.max_instances });
+        return Err(SynthError::BadLimits {
+            leaves: budgets.iter().copied().min().unwrap_or(0),
+            instances: limits.max_instances,
+        });
     }
     let built = Built::new(matrix, catalog, train, weights, limits)?;
     let cfg = built.config(limits, max_budget);
@@ -161,15 +179,21 @@ pub fn synthesize_budgets(
             front = built.limit_instances(front, k, &cfg);
         }
     }
-    let guards = limits.split_k_guards.then(|| guard::Guards::new(matrix, catalog, train, limits.max_depth));
+    let guards = limits
+        .split_k_guards
+        .then(|| guard::Guards::new(matrix, catalog, train, limits.max_depth));
     let row_shapes: Vec<Shape> = built.rows.iter().map(|r| r.shape).collect();
-    let refiner = limits.refine_thresholds.then(|| refine::Refiner::new(&built.problem, &row_shapes, &built.features));
+    let refiner = limits
+        .refine_thresholds
+        .then(|| refine::Refiner::new(&built.problem, &row_shapes, &built.features));
     // Each tree of the front as a rule (refined and guarded when asked), built when first needed.
     let mut rules: Vec<Option<(Node, usize)>> = vec![None; front.len()];
     let mut rule_of = |i: usize| -> (Node, usize) {
         rules[i]
             .get_or_insert_with(|| {
-                let mut t = built.repair(&front[i].tree, limits.max_instances).simplified();
+                let mut t = built
+                    .repair(&front[i].tree, limits.max_instances)
+                    .simplified();
                 if let Some(r) = &refiner {
                     t = r.refine(&t);
                 }
@@ -238,14 +262,29 @@ impl<'m> Built<'m> {
             return Err(SynthError::NoCandidates);
         }
         if let Some(&bad) = train.iter().find(|&&s| s >= matrix.shapes.len()) {
-            return Err(SynthError::BadShapeIndex { index: bad, shapes: matrix.shapes.len() });
+            return Err(SynthError::BadShapeIndex {
+                index: bad,
+                shapes: matrix.shapes.len(),
+            });
         }
         let weights: Vec<f64> = match weights {
             None => vec![1.0; train.len()],
-            Some(w) if w.len() != train.len() => return Err(SynthError::WeightCount { got: w.len(), train: train.len() }),
+            Some(w) if w.len() != train.len() => {
+                return Err(SynthError::WeightCount {
+                    got: w.len(),
+                    train: train.len(),
+                })
+            }
             Some(w) => {
-                if let Some((i, v)) = w.iter().enumerate().find(|(_, v)| !(v.is_finite() && **v > 0.0)) {
-                    return Err(SynthError::BadWeight { shape: matrix.shapes[train[i]].to_string(), value: *v });
+                if let Some((i, v)) = w
+                    .iter()
+                    .enumerate()
+                    .find(|(_, v)| !(v.is_finite() && **v > 0.0))
+                {
+                    return Err(SynthError::BadWeight {
+                        shape: matrix.shapes[train[i]].to_string(),
+                        value: *v,
+                    });
                 }
                 w.to_vec()
             }
@@ -254,22 +293,50 @@ impl<'m> Built<'m> {
         let rows: Vec<Row> = train
             .iter()
             .zip(&weights)
-            .map(|(&s, &w)| Row { shape: matrix.shapes[s], weight: w, us: (0..nc).map(|c| matrix.us(s, c)).collect() })
+            .map(|(&s, &w)| Row {
+                shape: matrix.shapes[s],
+                weight: w,
+                us: (0..nc).map(|c| matrix.us(s, c)).collect(),
+            })
             .collect();
         // Penalty: more than the whole finite cost of the training rows.
-        let finite_total: f64 = rows.iter().map(|r| r.weight * r.us.iter().flatten().fold(0.0, |a: f64, &b| a.max(b))).sum();
+        let finite_total: f64 = rows
+            .iter()
+            .map(|r| r.weight * r.us.iter().flatten().fold(0.0, |a: f64, &b| a.max(b)))
+            .sum();
         let penalty = 1.0 + 2.0 * finite_total;
         let mut cost = Vec::with_capacity(rows.len() * nc);
         for r in &rows {
             cost.extend(r.us.iter().map(|t| t.map_or(penalty, |t| r.weight * t)));
         }
-        let all_features = features::for_candidates(limits.features, &matrix.candidates, catalog, matrix.cu_num);
-        let values: Vec<Vec<i64>> =
-            all_features.iter().map(|f| rows.iter().map(|r| f.eval(r.shape.m, r.shape.n, r.shape.k)).collect()).collect();
+        let all_features =
+            features::for_candidates(limits.features, &matrix.candidates, catalog, matrix.cu_num);
+        let values: Vec<Vec<i64>> = all_features
+            .iter()
+            .map(|f| {
+                rows.iter()
+                    .map(|r| f.eval(r.shape.m, r.shape.n, r.shape.k))
+                    .collect()
+            })
+            .collect();
         let problem = Problem::new(rows.len(), nc, cost, values);
         let features = all_features;
-        let kernels = matrix.candidates.iter().map(|c| c.kernel_id).collect::<BTreeSet<_>>().into_iter().collect();
-        Ok(Built { matrix, train: train.to_vec(), weights, rows, problem, features, kernels })
+        let kernels = matrix
+            .candidates
+            .iter()
+            .map(|c| c.kernel_id)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        Ok(Built {
+            matrix,
+            train: train.to_vec(),
+            weights,
+            rows,
+            problem,
+            features,
+            kernels,
+        })
     }
 
     fn config(&self, limits: &Limits, max_leaves: usize) -> SearchConfig {
@@ -282,7 +349,12 @@ impl<'m> Built<'m> {
             1
         });
         let lookahead = limits.lookahead.unwrap_or(if n <= 160 { 2 } else { 1 });
-        SearchConfig { max_depth: limits.max_depth, max_leaves, exact_depth, lookahead }
+        SearchConfig {
+            max_depth: limits.max_depth,
+            max_leaves,
+            exact_depth,
+            lookahead,
+        }
     }
 
     fn usable(&self, row: usize, col: usize) -> bool {
@@ -290,7 +362,9 @@ impl<'m> Built<'m> {
     }
 
     fn cols_of(&self, kernels: &[i32]) -> Vec<usize> {
-        (0..self.matrix.candidates.len()).filter(|&c| kernels.contains(&self.matrix.candidates[c].kernel_id)).collect()
+        (0..self.matrix.candidates.len())
+            .filter(|&c| kernels.contains(&self.matrix.candidates[c].kernel_id))
+            .collect()
     }
 
     /// Enforces the instance limit: searches within instance subsets (greedy facility location with
@@ -304,13 +378,19 @@ impl<'m> Built<'m> {
         if !subsets.contains(&thinned) {
             subsets.push(thinned);
         }
-        let mut pool: Vec<Solution> =
-            front.iter().filter(|s| leaf_kernels(&s.tree, self.matrix).len() <= k).cloned().collect();
+        let mut pool: Vec<Solution> = front
+            .iter()
+            .filter(|s| leaf_kernels(&s.tree, self.matrix).len() <= k)
+            .cloned()
+            .collect();
         for kernels in &subsets {
             let cols = self.cols_of(kernels);
             for sol in &front {
                 let t = sol.tree.relabeled(p, &cols);
-                pool.push(Solution { cost: t.cost(p), tree: t });
+                pool.push(Solution {
+                    cost: t.cost(p),
+                    tree: t,
+                });
             }
             pool.extend(tree::search(p, &cols, cfg));
         }
@@ -320,7 +400,13 @@ impl<'m> Built<'m> {
     /// Sum over training shapes of the cheapest candidate among `cols`.
     fn oracle_cost(&self, cols: &[usize]) -> f64 {
         let p = &self.problem;
-        (0..p.shapes()).map(|s| cols.iter().map(|&c| p.cost(s, c)).fold(f64::INFINITY, f64::min)).sum()
+        (0..p.shapes())
+            .map(|s| {
+                cols.iter()
+                    .map(|&c| p.cost(s, c))
+                    .fold(f64::INFINITY, f64::min)
+            })
+            .sum()
     }
 
     /// Greedy forward selection of `k` instances minimizing the per-shape best cost, then single swaps
@@ -337,7 +423,7 @@ impl<'m> Built<'m> {
                 let mut trial = chosen.clone();
                 trial.push(kid);
                 let c = eval(&trial);
-                if best.map_or(true, |(b, _)| c < b) {
+                if best.is_none_or(|(b, _)| c < b) {
                     best = Some((c, kid));
                 }
             }
@@ -373,15 +459,20 @@ impl<'m> Built<'m> {
     /// costs least, until `k` remain.
     fn thin_subset(&self, t: &Tree, k: usize) -> Vec<i32> {
         let p = &self.problem;
-        let mut kernels: Vec<i32> =
-            t.leaf_candidates().iter().map(|&c| self.matrix.candidates[c].kernel_id).collect::<BTreeSet<_>>().into_iter().collect();
+        let mut kernels: Vec<i32> = t
+            .leaf_candidates()
+            .iter()
+            .map(|&c| self.matrix.candidates[c].kernel_id)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
         while kernels.len() > k {
             let mut best: Option<(f64, usize)> = None;
             for i in 0..kernels.len() {
                 let mut trial = kernels.clone();
                 trial.remove(i);
                 let c = t.relabeled(p, &self.cols_of(&trial)).cost(p);
-                if best.map_or(true, |(b, _)| c < b) {
+                if best.is_none_or(|(b, _)| c < b) {
                     best = Some((c, i));
                 }
             }
@@ -414,7 +505,7 @@ impl<'m> Built<'m> {
                     continue;
                 }
                 let cost: f64 = rows.iter().map(|&r| self.problem.cost(r, c)).sum();
-                if best.map_or(true, |(b, _)| cost < b) {
+                if best.is_none_or(|(b, _)| cost < b) {
                     best = Some((cost, c));
                 }
             }
@@ -431,7 +522,11 @@ impl<'m> Built<'m> {
         for (row, &s) in self.train.iter().enumerate() {
             let sh = self.matrix.shapes[s];
             let leaf = root.eval(sh.m, sh.n, sh.k);
-            match self.matrix.candidate_index(&Candidate::new(leaf.kernel_id, leaf.split_k)).and_then(|c| self.matrix.us(s, c)) {
+            match self
+                .matrix
+                .candidate_index(&Candidate::new(leaf.kernel_id, leaf.split_k))
+                .and_then(|c| self.matrix.us(s, c))
+            {
                 Some(us) => {
                     train_us += us;
                     train_cost += us * self.weights[row];
@@ -441,7 +536,16 @@ impl<'m> Built<'m> {
         }
         let rule = Rule { root, note: None };
         let instances = rule.root.leaves().iter().map(|l| l.kernel_id).collect();
-        Synthesized { leaves: rule.root.leaves().len(), depth: rule.root.depth(), rule, train_us, train_cost, unusable, instances, guards }
+        Synthesized {
+            leaves: rule.root.leaves().len(),
+            depth: rule.root.depth(),
+            rule,
+            train_us,
+            train_cost,
+            unusable,
+            instances,
+            guards,
+        }
     }
 
     /// The rule node of a tree: a split is `if (feature <= threshold) { left } else { right }`, with an
@@ -452,17 +556,32 @@ impl<'m> Built<'m> {
                 let cand: Candidate = self.matrix.candidates[*c];
                 Node::Leaf(Leaf::new(cand.kernel_id, cand.split_k))
             }
-            Tree::Split { feature, threshold, left, right } => {
-                let cond = Cond::cmp(CmpOp::Le, self.features[*feature].expr.clone(), Expr::Lit(*threshold));
+            Tree::Split {
+                feature,
+                threshold,
+                left,
+                right,
+            } => {
+                let cond = Cond::cmp(
+                    CmpOp::Le,
+                    self.features[*feature].expr.clone(),
+                    Expr::Lit(*threshold),
+                );
                 let mut branches = vec![(cond, self.node(left))];
                 let otherwise = match self.node(right) {
-                    Node::Chain { branches: more, otherwise } => {
+                    Node::Chain {
+                        branches: more,
+                        otherwise,
+                    } => {
                         branches.extend(more);
                         otherwise
                     }
                     leaf => Box::new(leaf),
                 };
-                Node::Chain { branches, otherwise }
+                Node::Chain {
+                    branches,
+                    otherwise,
+                }
             }
         }
     }
@@ -471,7 +590,12 @@ impl<'m> Built<'m> {
 fn collect_leaf_sets(t: &Tree, p: &Problem, set: tree::Bits, out: &mut Vec<(tree::Bits, usize)>) {
     match t {
         Tree::Leaf(c) => out.push((set, *c)),
-        Tree::Split { feature, threshold, left, right } => {
+        Tree::Split {
+            feature,
+            threshold,
+            left,
+            right,
+        } => {
             let (l, r) = set.split(p, *feature, *threshold);
             collect_leaf_sets(left, p, l, out);
             collect_leaf_sets(right, p, r, out);
@@ -480,7 +604,10 @@ fn collect_leaf_sets(t: &Tree, p: &Problem, set: tree::Bits, out: &mut Vec<(tree
 }
 
 fn leaf_kernels(t: &Tree, m: &LatencyMatrix) -> BTreeSet<i32> {
-    t.leaf_candidates().iter().map(|&c| m.candidates[c].kernel_id).collect()
+    t.leaf_candidates()
+        .iter()
+        .map(|&c| m.candidates[c].kernel_id)
+        .collect()
 }
 
 fn set_leaf(t: &mut Tree, target: usize, col: usize) {
@@ -522,12 +649,18 @@ impl Weighting {
         match self {
             Weighting::Uniform => None,
             Weighting::Flops => {
-                let inv: Vec<f64> = train.iter().map(|&s| 1.0 / matrix.shapes[s].flops().max(1.0)).collect();
+                let inv: Vec<f64> = train
+                    .iter()
+                    .map(|&s| 1.0 / matrix.shapes[s].flops().max(1.0))
+                    .collect();
                 let mean = inv.iter().sum::<f64>() / inv.len().max(1) as f64;
                 Some(inv.iter().map(|w| w / mean).collect())
             }
             Weighting::Oracle => {
-                let inv: Vec<f64> = train.iter().map(|&s| matrix.best(s).map_or(1.0, |(_, t)| 1.0 / t)).collect();
+                let inv: Vec<f64> = train
+                    .iter()
+                    .map(|&s| matrix.best(s).map_or(1.0, |(_, t)| 1.0 / t))
+                    .collect();
                 let mean = inv.iter().sum::<f64>() / inv.len().max(1) as f64;
                 Some(inv.iter().map(|w| w / mean).collect())
             }

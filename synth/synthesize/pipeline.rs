@@ -119,7 +119,13 @@ pub fn crate_root() -> &'static Path {
 /// `path` relative to the crate root when it is inside it, else as given (for provenance text).
 pub fn display_path(path: &Path) -> String {
     let root = crate_root();
-    let abs = if path.is_absolute() { path.to_path_buf() } else { std::env::current_dir().map(|d| d.join(path)).unwrap_or_else(|_| path.to_path_buf()) };
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(path))
+            .unwrap_or_else(|_| path.to_path_buf())
+    };
     match abs.strip_prefix(root) {
         Ok(rel) => rel.display().to_string(),
         Err(_) => path.display().to_string(),
@@ -129,13 +135,22 @@ pub fn display_path(path: &Path) -> String {
 /// Loads a latency table, naming the file on error.
 pub fn load_matrix(path: &Path, catalog: &Catalog) -> anyhow::Result<LatencyMatrix> {
     if !path.exists() {
-        bail!("dataset {} does not exist; measure it with `synth bench` or pass --dataset FILE", path.display());
+        bail!(
+            "dataset {} does not exist; measure it with `synth bench` or pass --dataset FILE",
+            path.display()
+        );
     }
-    LatencyMatrix::load(path, catalog).map_err(|e| anyhow::anyhow!("{e}")).with_context(|| format!("cannot load dataset {}", path.display()))
+    LatencyMatrix::load(path, catalog)
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .with_context(|| format!("cannot load dataset {}", path.display()))
 }
 
 /// A model's layers at a TP, from a built-in name or a spec file.
-pub fn model_layers(model: &str, spec: Option<&Path>, tp: u32) -> anyhow::Result<(String, Vec<Layer>)> {
+pub fn model_layers(
+    model: &str,
+    spec: Option<&Path>,
+    tp: u32,
+) -> anyhow::Result<(String, Vec<Layer>)> {
     let spec = match spec {
         Some(p) => ModelSpec::load(p)?,
         None => ModelSpec::builtin(model)?,
@@ -148,17 +163,36 @@ pub fn model_layers(model: &str, spec: Option<&Path>, tp: u32) -> anyhow::Result
 pub fn layer_names(layers: &[Layer]) -> LayerNames {
     let mut out: LayerNames = BTreeMap::new();
     for l in layers {
-        out.entry((l.n, l.k)).and_modify(|s: &mut String| *s = format!("{s}/{}", l.name)).or_insert_with(|| l.name.clone());
+        out.entry((l.n, l.k))
+            .and_modify(|s: &mut String| *s = format!("{s}/{}", l.name))
+            .or_insert_with(|| l.name.clone());
     }
     out
 }
 
 /// Indices of the matrix shapes that belong to `layers`; an error when there are none.
-pub fn shapes_of_layers(matrix: &LatencyMatrix, layers: &[Layer], what: &str) -> anyhow::Result<Vec<usize>> {
-    let idx: Vec<usize> = (0..matrix.shapes.len()).filter(|&s| layers.iter().any(|l| l.n == matrix.shapes[s].n && l.k == matrix.shapes[s].k)).collect();
+pub fn shapes_of_layers(
+    matrix: &LatencyMatrix,
+    layers: &[Layer],
+    what: &str,
+) -> anyhow::Result<Vec<usize>> {
+    let idx: Vec<usize> = (0..matrix.shapes.len())
+        .filter(|&s| {
+            layers
+                .iter()
+                .any(|l| l.n == matrix.shapes[s].n && l.k == matrix.shapes[s].k)
+        })
+        .collect();
     if idx.is_empty() {
-        let want: Vec<String> = layers.iter().map(|l| format!("{} (N={}, K={})", l.name, l.n, l.k)).collect();
-        let have: Vec<String> = matrix.layers().iter().map(|(n, k)| format!("N={n}, K={k}")).collect();
+        let want: Vec<String> = layers
+            .iter()
+            .map(|l| format!("{} (N={}, K={})", l.name, l.n, l.k))
+            .collect();
+        let have: Vec<String> = matrix
+            .layers()
+            .iter()
+            .map(|(n, k)| format!("N={n}, K={k}"))
+            .collect();
         bail!("the dataset has no shape of {what}'s layers {}; its layers are {}; pick the matching --model/--tp", want.join(", "), have.join("; "));
     }
     Ok(idx)
@@ -166,26 +200,47 @@ pub fn shapes_of_layers(matrix: &LatencyMatrix, layers: &[Layer], what: &str) ->
 
 /// The training sample: `count` M values drawn by [`sample_m`] from the M values of `shapes`, with every
 /// shape of those M values. Returns (training shapes, held-out shapes, sampled M values).
-pub fn training_sample(matrix: &LatencyMatrix, shapes: &[usize], count: usize, seed: u64) -> (Vec<usize>, Vec<usize>, Vec<u32>) {
-    let ms: Vec<u32> = shapes.iter().map(|&s| matrix.shapes[s].m).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+pub fn training_sample(
+    matrix: &LatencyMatrix,
+    shapes: &[usize],
+    count: usize,
+    seed: u64,
+) -> (Vec<usize>, Vec<usize>, Vec<u32>) {
+    let ms: Vec<u32> = shapes
+        .iter()
+        .map(|&s| matrix.shapes[s].m)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let picked = sample_m(&ms, count, seed);
-    let (train, held): (Vec<usize>, Vec<usize>) = shapes.iter().partition(|&&s| picked.contains(&matrix.shapes[s].m));
+    let (train, held): (Vec<usize>, Vec<usize>) = shapes
+        .iter()
+        .partition(|&&s| picked.contains(&matrix.shapes[s].m));
     (train, held, picked)
 }
 
 /// The published rule, parsed.
 pub fn published_rule(catalog: &Catalog) -> anyhow::Result<Rule> {
-    crate::rule::parse_any(PUBLISHED_RULE, catalog).map_err(|e| anyhow::anyhow!("published rule: {e}"))
+    crate::rule::parse_any(PUBLISHED_RULE, catalog)
+        .map_err(|e| anyhow::anyhow!("published rule: {e}"))
 }
 
 /// Loads an AITER tuned CSV as a tuned table of the matrix's device.
-pub fn load_tuned(path: &Path, catalog: &Catalog, matrix: &LatencyMatrix, any_device: bool) -> anyhow::Result<TunedTable> {
+pub fn load_tuned(
+    path: &Path,
+    catalog: &Catalog,
+    matrix: &LatencyMatrix,
+    any_device: bool,
+) -> anyhow::Result<TunedTable> {
     let rows = crate::table::read_aiter_csv(path, catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
     let source = display_path(path);
     let device = (!any_device).then_some((matrix.gfx.as_str(), matrix.cu_num));
     let (t, other, _) = TunedTable::from_rows(&rows, catalog, device, &source);
     if t.is_empty() {
-        let devices: std::collections::BTreeSet<String> = rows.iter().map(|r| format!("{}/{} CUs", r.gfx, r.cu_num)).collect();
+        let devices: std::collections::BTreeSet<String> = rows
+            .iter()
+            .map(|r| format!("{}/{} CUs", r.gfx, r.cu_num))
+            .collect();
         bail!(
             "{}: no row for the dataset's device {}/{} CUs ({other} rows are for {}); AITER would use the default \
              everywhere — pass --tuned-any-device to apply them anyway",
@@ -211,7 +266,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         bail!("--sample-m must be at least 1 (or pass --train-all)");
     }
     let catalog = Catalog::embedded();
-    let dataset = args.dataset.clone().unwrap_or_else(|| crate_root().join(DEFAULT_DATASET));
+    let dataset = args
+        .dataset
+        .clone()
+        .unwrap_or_else(|| crate_root().join(DEFAULT_DATASET));
     let matrix = load_matrix(&dataset, &catalog)?;
     let (model, layers) = model_layers(&args.model, args.spec.as_deref(), args.tp)?;
     let what = format!("{model} TP={}", args.tp);
@@ -244,26 +302,55 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let mut budgets = vec![args.max_leaves];
     budgets.extend(CURVE_BUDGETS);
-    let results = synthesize_budgets(&matrix, &catalog, &train, weights.as_deref(), &limits, &budgets)?;
+    let results = synthesize_budgets(
+        &matrix,
+        &catalog,
+        &train,
+        weights.as_deref(),
+        &limits,
+        &budgets,
+    )?;
     let synth = results[0].clone();
     let synth_time = t0.elapsed();
 
     // Comparison on the held-out shapes.
-    let tuned = TunedTable::from_matrix(&matrix, &train, &format!("best of {} training shapes", train.len()));
+    let tuned = TunedTable::from_matrix(
+        &matrix,
+        &train,
+        &format!("best of {} training shapes", train.len()),
+    );
     let mut policies = vec![
         Policy::Default,
-        Policy::Tuned { name: "tuned".into(), table: tuned.clone() },
-        Policy::NearestM { name: "nearest-M".into(), table: tuned },
+        Policy::Tuned {
+            name: "tuned".into(),
+            table: tuned.clone(),
+        },
+        Policy::NearestM {
+            name: "nearest-M".into(),
+            table: tuned,
+        },
     ];
     if let Some(path) = &args.tuned {
-        policies.push(Policy::Tuned { name: format!("tuned:{}", display_path(path)), table: load_tuned(path, &catalog, &matrix, args.tuned_any_device)? });
+        policies.push(Policy::Tuned {
+            name: format!("tuned:{}", display_path(path)),
+            table: load_tuned(path, &catalog, &matrix, args.tuned_any_device)?,
+        });
     }
-    policies.push(Policy::Rule { name: PUBLISHED_RULE_NAME.into(), rule: published_rule(&catalog)? });
+    policies.push(Policy::Rule {
+        name: PUBLISHED_RULE_NAME.into(),
+        rule: published_rule(&catalog)?,
+    });
     for path in &args.rule {
         let rule = crate::rule::load(path, &catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
-        policies.push(Policy::Rule { name: display_path(path), rule });
+        policies.push(Policy::Rule {
+            name: display_path(path),
+            rule,
+        });
     }
-    policies.push(Policy::Rule { name: "synthesized".into(), rule: synth.rule.clone() });
+    policies.push(Policy::Rule {
+        name: "synthesized".into(),
+        rule: synth.rule.clone(),
+    });
     policies.push(Policy::Oracle);
     let report = compare::evaluate(&matrix, &catalog, &policies, &heldout);
 
@@ -272,27 +359,53 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let sample_points = if args.train_all {
         Vec::new()
     } else {
-        sample_curve(&matrix, &catalog, &train, &heldout, &results[1..], &CURVE_BUDGETS)
+        sample_curve(
+            &matrix,
+            &catalog,
+            &train,
+            &heldout,
+            &results[1..],
+            &CURVE_BUDGETS,
+        )
     };
-    let cv_points = cv_curve(&matrix, &catalog, &shapes, CV_FOLDS, args.weight, &limits, &CURVE_BUDGETS)?;
+    let cv_points = cv_curve(
+        &matrix,
+        &catalog,
+        &shapes,
+        CV_FOLDS,
+        args.weight,
+        &limits,
+        &CURVE_BUDGETS,
+    )?;
     let curve_time = t1.elapsed();
     let mut points = sample_points;
     points.extend(cv_points);
 
     // Provenance and files.
-    let synth_idx = report.policy_index("synthesized").expect("synthesized policy scored");
+    let synth_idx = report
+        .policy_index("synthesized")
+        .expect("synthesized policy scored");
     let s = &report.policies[synth_idx].summary;
     let dataset_text = format!(
         "{} ({}, {} CUs{}; {} shapes × {} candidates)",
         display_path(&dataset),
         matrix.gfx,
         matrix.cu_num,
-        matrix.device.as_deref().map(|d| format!(", {d}")).unwrap_or_default(),
+        matrix
+            .device
+            .as_deref()
+            .map(|d| format!(", {d}"))
+            .unwrap_or_default(),
         matrix.shapes.len(),
         matrix.candidates.len()
     );
     let training_text = if args.train_all {
-        format!("all {} shapes of {what} (weight {:?})", train.len(), args.weight).to_lowercase()
+        format!(
+            "all {} shapes of {what} (weight {:?})",
+            train.len(),
+            args.weight
+        )
+        .to_lowercase()
     } else {
         format!(
             "{} shapes of {what}: M in {:?} (sample_m of {} dataset M values, {} strata, seed {}) × {} layers; weight {}",
@@ -305,7 +418,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             format!("{:?}", args.weight).to_lowercase()
         )
     };
-    let scope = if args.train_all { "in-sample" } else { "held-out" };
+    let scope = if args.train_all {
+        "in-sample"
+    } else {
+        "held-out"
+    };
     let figures = vec![
         format!("{} leaves, depth {}, {} instances: {:?}", synth.leaves, synth.depth, synth.instances.len(), synth.instances),
         format!(
@@ -318,16 +435,37 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             s.of_oracle
         ),
     ];
-    let provenance = Provenance { dataset: dataset_text, training: training_text, figures, command: command_line(&args) };
-    let out = args.out.clone().unwrap_or_else(|| crate_root().join("generated"));
-    let written = render::write_generated(&synth.rule, &catalog, &matrix, &provenance, &out, args.check);
-    let title = format!("{what} on {} — {scope} shapes", matrix.device.as_deref().unwrap_or(&matrix.gfx));
+    let provenance = Provenance {
+        dataset: dataset_text,
+        training: training_text,
+        figures,
+        command: command_line(&args),
+    };
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| crate_root().join("generated"));
+    let written = render::write_generated(
+        &synth.rule,
+        &catalog,
+        &matrix,
+        &provenance,
+        &out,
+        args.check,
+    );
+    let title = format!(
+        "{what} on {} — {scope} shapes",
+        matrix.device.as_deref().unwrap_or(&matrix.gfx)
+    );
     let mut rule_json = crate::rule::to_json(&synth.rule);
     rule_json.push('\n');
     let extra = vec![
         GeneratedFile::new(RULE_JSON, rule_json),
         GeneratedFile::new(COMPARE_CSV, compare::report::csv(&report, &names)),
-        GeneratedFile::new(SPEEDUP_SVG, compare::plot::speedup_svg(&report, &names, &title)?),
+        GeneratedFile::new(
+            SPEEDUP_SVG,
+            compare::plot::speedup_svg(&report, &names, &title)?,
+        ),
         GeneratedFile::new(CURVE_CSV, curve_csv(&points)),
     ];
     let extra_written = render::writer::write_files(&out, &extra, args.check);
@@ -349,10 +487,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         synth_time.as_secs_f64()
     );
     text.push_str(&rule_outline(&synth.rule, &catalog));
-    let _ = writeln!(text, "\ncomparison on {} {scope} shapes:", report.shapes.len());
+    let _ = writeln!(
+        text,
+        "\ncomparison on {} {scope} shapes:",
+        report.shapes.len()
+    );
     let _ = writeln!(text, "{}", compare::report::table(&report, &names));
     if args.curve {
-        let _ = writeln!(text, "leaves versus quality (curve computed in {:.2} s):", curve_time.as_secs_f64());
+        let _ = writeln!(
+            text,
+            "leaves versus quality (curve computed in {:.2} s):",
+            curve_time.as_secs_f64()
+        );
         let _ = writeln!(text, "{}", curve_table(&points));
     }
     let mut paths = Vec::new();
@@ -372,7 +518,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     emit(&text)?;
     if !errors.is_empty() {
-        let hint = if args.check { "\nregenerate with `cargo run --release -- run` (same options) and commit the result" } else { "" };
+        let hint = if args.check {
+            "\nregenerate with `cargo run --release -- run` (same options) and commit the result"
+        } else {
+            ""
+        };
         bail!("{}{hint}", errors.join("\n"));
     }
     Ok(())
@@ -382,7 +532,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
 pub fn emit(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(anyhow::anyhow!("cannot write to stdout: {e}")),
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::anyhow!("cannot write to stdout: {e}"))
+        }
         _ => Ok(()),
     }
 }
@@ -390,11 +542,15 @@ pub fn emit(text: &str) -> anyhow::Result<()> {
 /// A short outline of a rule: conditions in C++ syntax, leaves as `#id BMxBNxBK vP, splitK s`.
 pub fn rule_outline(rule: &Rule, catalog: &Catalog) -> String {
     fn leaf_text(leaf: &crate::rule::Leaf, catalog: &Catalog) -> String {
-        let tile = catalog.legacy_by_id(leaf.kernel_id).map_or_else(String::new, |inst| {
-            let (bm, bn, bk) = inst.tile();
-            let v = inst.legacy_params().map_or(String::new(), |p| format!(" v{}", p.pipeline));
-            format!(" {bm}x{bn}x{bk}{v}")
-        });
+        let tile = catalog
+            .legacy_by_id(leaf.kernel_id)
+            .map_or_else(String::new, |inst| {
+                let (bm, bn, bk) = inst.tile();
+                let v = inst
+                    .legacy_params()
+                    .map_or(String::new(), |p| format!(" v{}", p.pipeline));
+                format!(" {bm}x{bn}x{bk}{v}")
+            });
         format!("#{}{tile}, splitK {}", leaf.kernel_id, leaf.split_k)
     }
     fn walk(node: &crate::rule::Node, catalog: &Catalog, indent: usize, out: &mut String) {
@@ -403,7 +559,10 @@ pub fn rule_outline(rule: &Rule, catalog: &Catalog) -> String {
             crate::rule::Node::Leaf(l) => {
                 let _ = writeln!(out, "{pad}-> {}", leaf_text(l, catalog));
             }
-            crate::rule::Node::Chain { branches, otherwise } => {
+            crate::rule::Node::Chain {
+                branches,
+                otherwise,
+            } => {
                 for (i, (cond, child)) in branches.iter().enumerate() {
                     let kw = if i == 0 { "if" } else { "else if" };
                     let _ = writeln!(out, "{pad}{kw} {}:", crate::rule::text::cond_to_cpp(cond));
@@ -456,7 +615,10 @@ pub fn command_line(args: &RunArgs) -> String {
         cmd += &format!(" --weight {}", format!("{:?}", args.weight).to_lowercase());
     }
     if args.features != FeatureSet::Machine {
-        cmd += &format!(" --features {}", format!("{:?}", args.features).to_lowercase());
+        cmd += &format!(
+            " --features {}",
+            format!("{:?}", args.features).to_lowercase()
+        );
     }
     if args.no_refine {
         cmd += " --no-refine";
