@@ -7,49 +7,30 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use gemm_synth::catalog::Catalog;
-use gemm_synth::synthesize::pipeline::{
-    load_matrix, model_layers, shapes_of_layers, training_sample, DEFAULT_DATASET,
-};
+use gemm_synth::synthesize::pipeline::{load_matrix, model_layers, shapes_of_layers, training_sample, DEFAULT_DATASET};
 use gemm_synth::synthesize::{try_synthesize, Limits};
 
 fn bench(c: &mut Criterion) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let catalog = Catalog::embedded();
     let h200 = root.join(DEFAULT_DATASET);
-    let path = if h200.exists() {
-        h200
-    } else {
-        root.join("measurements/mi300x/a8w8_blockscale_tuned_gemm_qwen3_vl_32b.csv")
-    };
+    let path =
+        if h200.exists() { h200 } else { root.join("measurements/mi300x/a8w8_blockscale_tuned_gemm_qwen3_vl_32b.csv") };
     let matrix = load_matrix(&path, &catalog).expect("dataset loads");
     let (_, layers) = model_layers("qwen3-32b", None, 2).expect("built-in model");
-    let shapes =
-        shapes_of_layers(&matrix, &layers, "qwen3-32b TP=2").expect("dataset has the layers");
+    let shapes = shapes_of_layers(&matrix, &layers, "qwen3-32b TP=2").expect("dataset has the layers");
     let (train, _, _) = training_sample(&matrix, &shapes, 10, 0);
-    let name = path
-        .file_name()
-        .map(|f| f.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
 
     let mut g = c.benchmark_group("synthesis");
-    g.sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(3));
-    let depth4 = Limits {
-        max_depth: 4,
-        max_leaves: 16,
-        ..Limits::default()
-    };
+    g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
+    let depth4 = Limits { max_depth: 4, max_leaves: 16, ..Limits::default() };
     g.bench_function(format!("depth4_{}shapes_{name}", shapes.len()), |b| {
-        b.iter(|| {
-            try_synthesize(&matrix, &catalog, &shapes, None, &depth4).expect("synthesis runs")
-        })
+        b.iter(|| try_synthesize(&matrix, &catalog, &shapes, None, &depth4).expect("synthesis runs"))
     });
     let default = Limits::default();
     g.bench_function(format!("leaves8_{}shapes_{name}", train.len()), |b| {
-        b.iter(|| {
-            try_synthesize(&matrix, &catalog, &train, None, &default).expect("synthesis runs")
-        })
+        b.iter(|| try_synthesize(&matrix, &catalog, &train, None, &default).expect("synthesis runs"))
     });
     g.finish();
 }

@@ -3,7 +3,11 @@
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "synth", version, about = "Synthesize FP8 blockscale GEMM kernel-selection heuristics from measured latency")]
+#[command(
+    name = "synth",
+    version,
+    about = "Synthesize FP8 blockscale GEMM kernel-selection heuristics from measured latency"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

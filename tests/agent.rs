@@ -253,9 +253,13 @@ fn engine_resume_rejects_corrupt_middle_line_and_other_offspring() {
             Some("5".into())
         }
     }
-    let err = run_loop(&OtherBase(Distance::new()), &props, &LoopConfig { trace: Some(trace.clone()), resume: true, ..cfg(3, 2) })
-        .unwrap_err()
-        .to_string();
+    let err = run_loop(
+        &OtherBase(Distance::new()),
+        &props,
+        &LoopConfig { trace: Some(trace.clone()), resume: true, ..cfg(3, 2) },
+    )
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("baseline"), "{err}");
 
     let text = std::fs::read_to_string(&trace).unwrap();

@@ -5,18 +5,13 @@ use std::path::Path;
 
 use gemm_synth::catalog::{Candidate, Catalog};
 use gemm_synth::compare::report::{self, LayerNames};
-use gemm_synth::compare::{
-    evaluate, pad_coarse, pad_fine, plot, LookupKind, Policy, Status, TunedEntry, TunedTable,
-};
+use gemm_synth::compare::{evaluate, pad_coarse, pad_fine, plot, LookupKind, Policy, Status, TunedEntry, TunedTable};
 use gemm_synth::rule::{CmpOp, Cond, Expr, Leaf, Node, Rule, Var};
 use gemm_synth::synthesize::pipeline::published_rule;
 use gemm_synth::table::{read_aiter_csv, Cell, LatencyMatrix, Shape};
 
 fn entry(id: i32, sk: u32) -> TunedEntry {
-    TunedEntry {
-        candidate: Candidate::new(id, sk),
-        legacy: true,
-    }
+    TunedEntry { candidate: Candidate::new(id, sk), legacy: true }
 }
 
 #[test]
@@ -62,10 +57,7 @@ fn aiter_lookup_order() {
     for (m, id) in [(16, 8), (64, 18), (128, 3), (8192, 0)] {
         t.insert(Shape::new(m, 5120, 5120), entry(id, 0));
     }
-    let look = |m, n| {
-        t.lookup_aiter(m, n, 5120)
-            .map(|(e, k)| (e.candidate.kernel_id, k))
-    };
+    let look = |m, n| t.lookup_aiter(m, n, 5120).map(|(e, k)| (e.candidate.kernel_id, k));
     assert_eq!(look(16, 5120), Some((8, LookupKind::Exact)));
     assert_eq!(look(3, 5120), Some((8, LookupKind::Fine))); // 3 → 16
     assert_eq!(look(50, 5120), Some((18, LookupKind::Fine))); // 50 → 64
@@ -82,10 +74,7 @@ fn nearest_m_lookup_prefers_the_smaller_m_on_ties() {
         t.insert(Shape::new(m, 5120, 5120), entry(id, 0));
     }
     t.insert(Shape::new(40, 5120, 4096), entry(5, 1));
-    let near = |m, k| {
-        t.lookup_nearest(m, 5120, k)
-            .map(|(e, tm)| (e.candidate.kernel_id, tm))
-    };
+    let near = |m, k| t.lookup_nearest(m, 5120, k).map(|(e, tm)| (e.candidate.kernel_id, tm));
     assert_eq!(near(40, 5120), Some((8, 16))); // |40-16| = |40-64| = 24 → the smaller M
     assert_eq!(near(41, 5120), Some((18, 64)));
     assert_eq!(near(1, 5120), Some((8, 16)));
@@ -97,16 +86,12 @@ fn nearest_m_lookup_prefers_the_smaller_m_on_ties() {
 #[test]
 fn aiter_table_from_the_real_mi300x_csv() {
     let catalog = Catalog::embedded();
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("measurements/mi300x/a8w8_blockscale_tuned_gemm_qwen3_vl_32b.csv");
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("measurements/mi300x/a8w8_blockscale_tuned_gemm_qwen3_vl_32b.csv");
     let rows = read_aiter_csv(&path, &catalog).unwrap();
-    let (t, other, replaced) =
-        TunedTable::from_rows(&rows, &catalog, Some(("gfx942", 304)), "mi300x");
+    let (t, other, replaced) = TunedTable::from_rows(&rows, &catalog, Some(("gfx942", 304)), "mi300x");
     assert_eq!((t.len(), other, replaced), (8172, 0, 0));
-    let id = |m| {
-        t.lookup_aiter(m, 5120, 5120)
-            .map(|(e, k)| (e.candidate.kernel_id, k))
-    };
+    let id = |m| t.lookup_aiter(m, 5120, 5120).map(|(e, k)| (e.candidate.kernel_id, k));
     // Rows of the file: M=16 → #8, 64 → #18, 256 → #3, 288 → #2.
     assert_eq!(id(16), Some((8, LookupKind::Exact)));
     assert_eq!(id(5), Some((8, LookupKind::Fine)));
@@ -114,16 +99,8 @@ fn aiter_table_from_the_real_mi300x_csv() {
     assert_eq!(id(250), Some((3, LookupKind::Fine)));
     assert_eq!(id(270), Some((2, LookupKind::Fine)));
     // Nearest M: 56 is 8 from both 48 (#8) and 64 (#18) → 48.
-    assert_eq!(
-        t.lookup_nearest(56, 5120, 5120)
-            .map(|(e, m)| (e.candidate.kernel_id, m)),
-        Some((8, 48))
-    );
-    assert_eq!(
-        t.lookup_nearest(57, 5120, 5120)
-            .map(|(e, m)| (e.candidate.kernel_id, m)),
-        Some((18, 64))
-    );
+    assert_eq!(t.lookup_nearest(56, 5120, 5120).map(|(e, m)| (e.candidate.kernel_id, m)), Some((8, 48)));
+    assert_eq!(t.lookup_nearest(57, 5120, 5120).map(|(e, m)| (e.candidate.kernel_id, m)), Some((18, 64)));
     // Another device: nothing applies.
     let (t, other, _) = TunedTable::from_rows(&rows, &catalog, Some(("gfx950", 256)), "mi300x");
     assert!(t.is_empty());
@@ -143,19 +120,9 @@ fn aiter_table_from_the_real_mi300x_csv() {
 /// | 4096×5120×5120 | 300 | missing  | 100     |
 fn tiny() -> LatencyMatrix {
     let shapes = vec![Shape::new(16, 5120, 5120), Shape::new(4096, 5120, 5120)];
-    let cands = vec![
-        Candidate::new(7, 0),
-        Candidate::new(8, 0),
-        Candidate::new(14, 0),
-    ];
+    let cands = vec![Candidate::new(7, 0), Candidate::new(8, 0), Candidate::new(14, 0)];
     let mut m = LatencyMatrix::new("gfx942", 304, None, shapes, cands);
-    for (s, row) in [
-        [Some(40.0), Some(10.0), Some(20.0)],
-        [Some(300.0), None, Some(100.0)],
-    ]
-    .iter()
-    .enumerate()
-    {
+    for (s, row) in [[Some(40.0), Some(10.0), Some(20.0)], [Some(300.0), None, Some(100.0)]].iter().enumerate() {
         for (c, t) in row.iter().enumerate() {
             m.set(s, c, t.map_or(Cell::Missing, Cell::Ok));
         }
@@ -164,10 +131,7 @@ fn tiny() -> LatencyMatrix {
 }
 
 fn const_rule(id: i32) -> Rule {
-    Rule {
-        root: Node::Leaf(Leaf::new(id, 0)),
-        note: None,
-    }
+    Rule { root: Node::Leaf(Leaf::new(id, 0)), note: None }
 }
 
 #[test]
@@ -178,14 +142,8 @@ fn speedups_and_geomeans() {
     tuned.insert(Shape::new(16, 5120, 5120), entry(14, 0)); // tuned picks #14 at M=16; M=4096 → coarse 4096 absent → default
     let policies = vec![
         Policy::Default,
-        Policy::Tuned {
-            name: "tuned".into(),
-            table: tuned,
-        },
-        Policy::Rule {
-            name: "always8".into(),
-            rule: const_rule(8),
-        },
+        Policy::Tuned { name: "tuned".into(), table: tuned },
+        Policy::Rule { name: "always8".into(), rule: const_rule(8) },
         Policy::Oracle,
     ];
     let r = evaluate(&m, &catalog, &policies, &[0, 1]);
@@ -244,13 +202,7 @@ fn invalid_default_and_unscorable_shapes() {
     let r = evaluate(
         &m3,
         &catalog,
-        &[
-            Policy::Default,
-            Policy::Rule {
-                name: "r".into(),
-                rule: const_rule(14),
-            },
-        ],
+        &[Policy::Default, Policy::Rule { name: "r".into(), rule: const_rule(14) }],
         &[0, 1, 2],
     );
     // M=64 has no usable cell: left out.
@@ -280,10 +232,7 @@ fn published_rule_picks_and_scores() {
     for (s, w) in shapes.iter().zip(want) {
         assert_eq!(rule.eval(s.m, s.n, s.k), Leaf::new(w, 0), "{s}");
     }
-    let cands: Vec<Candidate> = [0, 1, 7, 8, 9]
-        .iter()
-        .map(|&i| Candidate::new(i, 0))
-        .collect();
+    let cands: Vec<Candidate> = [0, 1, 7, 8, 9].iter().map(|&i| Candidate::new(i, 0)).collect();
     let mut m = LatencyMatrix::new("gfx942", 304, None, shapes.clone(), cands);
     // Default (#7) takes 100 everywhere; the published rule's pick takes 50, everything else 80.
     for (s, &best) in want.iter().enumerate() {
@@ -299,18 +248,7 @@ fn published_rule_picks_and_scores() {
             m.set(s, c, Cell::Ok(t));
         }
     }
-    let r = evaluate(
-        &m,
-        &catalog,
-        &[
-            Policy::Default,
-            Policy::Rule {
-                name: "published".into(),
-                rule,
-            },
-        ],
-        &[0, 1, 2, 3],
-    );
+    let r = evaluate(&m, &catalog, &[Policy::Default, Policy::Rule { name: "published".into(), rule }], &[0, 1, 2, 3]);
     let s = &r.policies[1].summary;
     assert!((s.total_vs_default - 2.0).abs() < 1e-12);
     assert!((s.geomean_vs_default - 2.0).abs() < 1e-12);
@@ -321,34 +259,19 @@ fn published_rule_picks_and_scores() {
 #[test]
 fn rule_with_split_k_is_scored_on_its_split_k_column() {
     let shapes = vec![Shape::new(16, 5120, 12800)];
-    let cands = vec![
-        Candidate::new(7, 0),
-        Candidate::new(8, 0),
-        Candidate::new(8, 2),
-    ];
+    let cands = vec![Candidate::new(7, 0), Candidate::new(8, 0), Candidate::new(8, 2)];
     let mut m = LatencyMatrix::new("gfx942", 304, None, shapes, cands);
     for (c, t) in [60.0, 40.0, 20.0].iter().enumerate() {
         m.set(0, c, Cell::Ok(*t));
     }
     let rule = Rule {
         root: Node::Chain {
-            branches: vec![(
-                Cond::cmp(CmpOp::Le, Expr::Var(Var::M), Expr::Lit(64)),
-                Node::Leaf(Leaf::new(8, 2)),
-            )],
+            branches: vec![(Cond::cmp(CmpOp::Le, Expr::Var(Var::M), Expr::Lit(64)), Node::Leaf(Leaf::new(8, 2)))],
             otherwise: Box::new(Node::Leaf(Leaf::new(8, 0))),
         },
         note: None,
     };
-    let r = evaluate(
-        &m,
-        &Catalog::embedded(),
-        &[Policy::Rule {
-            name: "sk".into(),
-            rule,
-        }],
-        &[0],
-    );
+    let r = evaluate(&m, &Catalog::embedded(), &[Policy::Rule { name: "sk".into(), rule }], &[0]);
     assert_eq!(r.policies[0].outcomes[0].us, 20.0);
     assert!((r.policies[0].summary.geomean_vs_default - 3.0).abs() < 1e-12);
 }
@@ -359,14 +282,7 @@ fn text_csv_and_svg_outputs() {
     let catalog = Catalog::embedded();
     let mut tuned = TunedTable::new("hand");
     tuned.insert(Shape::new(16, 5120, 5120), entry(14, 0));
-    let policies = vec![
-        Policy::Default,
-        Policy::Tuned {
-            name: "tuned".into(),
-            table: tuned,
-        },
-        Policy::Oracle,
-    ];
+    let policies = vec![Policy::Default, Policy::Tuned { name: "tuned".into(), table: tuned }, Policy::Oracle];
     let r = evaluate(&m, &catalog, &policies, &[0, 1]);
     let mut names = LayerNames::new();
     names.insert((5120, 5120), "qkv_proj".into());
@@ -376,14 +292,17 @@ fn text_csv_and_svg_outputs() {
     assert_eq!(lines[0], report::CSV_COLUMNS);
     assert_eq!(lines.len(), 1 + 2 * 3);
     // Tuned on M=16: #14 (20 us) exact; default 40, tuned 20, oracle 10.
-    assert_eq!(lines[2], "qkv_proj,16,5120,5120,tuned,14,0,exact,ok,20.0000,40.0000,20.0000,10.0000,2.0000,1.0000,0.5000");
-    assert_eq!(lines[6], "qkv_proj,4096,5120,5120,oracle,14,0,,ok,100.0000,300.0000,300.0000,100.0000,3.0000,3.0000,1.0000");
+    assert_eq!(
+        lines[2],
+        "qkv_proj,16,5120,5120,tuned,14,0,exact,ok,20.0000,40.0000,20.0000,10.0000,2.0000,1.0000,0.5000"
+    );
+    assert_eq!(
+        lines[6],
+        "qkv_proj,4096,5120,5120,oracle,14,0,,ok,100.0000,300.0000,300.0000,100.0000,3.0000,3.0000,1.0000"
+    );
 
     let table = report::table(&r, &names);
-    assert!(
-        table.contains("oracle") && table.contains("x tuned (geo)"),
-        "{table}"
-    );
+    assert!(table.contains("oracle") && table.contains("x tuned (geo)"), "{table}");
 
     let svg = plot::speedup_svg(&r, &names, "test").unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("qkv_proj") && svg.contains("oracle"));

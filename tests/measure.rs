@@ -17,8 +17,22 @@ fn synth() -> Command {
 /// `synth bench` over M in {1,16}, N=K=5120, instances 0, 7, 8 with the fake harness.
 fn bench_args(out: &Path, extra: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = [
-        "bench", "--m-set", "1,16", "--shapes", "5120:5120", "--instances", "0,7,8", "--cu-num", "132", "--recheck-fraction",
-        "0.25", "--python", "python3", "--harness", FAKE, "--out",
+        "bench",
+        "--m-set",
+        "1,16",
+        "--shapes",
+        "5120:5120",
+        "--instances",
+        "0,7,8",
+        "--cu-num",
+        "132",
+        "--recheck-fraction",
+        "0.25",
+        "--python",
+        "python3",
+        "--harness",
+        FAKE,
+        "--out",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -118,7 +132,11 @@ fn resume_after_kill_loses_and_repeats_nothing() {
     assert!(all.values().all(|&c| c == 1), "no duplicate rows: {all:?}");
     let measured = log_counts(&log);
     for key in first.keys() {
-        assert_eq!(measured.get(key), Some(&1), "cell {key} was journaled before the kill and must not be measured again");
+        assert_eq!(
+            measured.get(key),
+            Some(&1),
+            "cell {key} was journaled before the kill and must not be measured again"
+        );
     }
     let rechecks: BTreeSet<_> = all.keys().filter(|k| k.ends_with(",1")).collect();
     assert_eq!(rechecks.len(), 4);
@@ -155,7 +173,17 @@ fn plan_levels(cu_num: &str) -> BTreeMap<i64, Vec<i64>> {
     let dir = tempfile::tempdir().unwrap();
     let plan = dir.path().join("plan.jsonl");
     let args: Vec<String> = [
-        "bench", "--m-set", "1", "--shapes", "5120:5120", "--instances", "0,7,8", "--cu-num", cu_num, "--recheck-fraction", "0",
+        "bench",
+        "--m-set",
+        "1",
+        "--shapes",
+        "5120:5120",
+        "--instances",
+        "0,7,8",
+        "--cu-num",
+        cu_num,
+        "--recheck-fraction",
+        "0",
         "--out",
     ]
     .iter()

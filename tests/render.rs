@@ -72,7 +72,11 @@ fn edge_rule() -> Rule {
             // (M - M - 7) / 2 = -3 (truncation toward zero, not -4): taken for M <= 3.
             (
                 Cond::And(vec![
-                    cmp(CmpOp::Eq, bin(BinOp::Div, bin(BinOp::Sub, bin(BinOp::Sub, m(), m()), lit(7)), lit(2)), lit(-3)),
+                    cmp(
+                        CmpOp::Eq,
+                        bin(BinOp::Div, bin(BinOp::Sub, bin(BinOp::Sub, m(), m()), lit(7)), lit(2)),
+                        lit(-3),
+                    ),
                     cmp(CmpOp::Le, m(), lit(3)),
                 ]),
                 leaf(1, 0),
@@ -90,7 +94,11 @@ fn edge_rule() -> Rule {
                 Cond::And(vec![
                     cmp(
                         CmpOp::Eq,
-                        bin(BinOp::Div, bin(BinOp::Add, zero_m.clone(), lit(i64::MIN)), bin(BinOp::Sub, zero_m, lit(1))),
+                        bin(
+                            BinOp::Div,
+                            bin(BinOp::Add, zero_m.clone(), lit(i64::MIN)),
+                            bin(BinOp::Sub, zero_m, lit(1)),
+                        ),
                         lit(i64::MIN),
                     ),
                     cmp(CmpOp::Eq, m(), lit(5)),
@@ -99,7 +107,11 @@ fn edge_rule() -> Rule {
             ),
             // Tiles: cdiv(M, 128) * cdiv(N, 128) <= 304 (one wave on 304 CUs), split by K / 1024.
             (
-                cmp(CmpOp::Le, bin(BinOp::Mul, bin(BinOp::CeilDiv, m(), lit(128)), bin(BinOp::CeilDiv, n(), lit(128))), lit(304)),
+                cmp(
+                    CmpOp::Le,
+                    bin(BinOp::Mul, bin(BinOp::CeilDiv, m(), lit(128)), bin(BinOp::CeilDiv, n(), lit(128))),
+                    lit(304),
+                ),
                 chain(vec![(cmp(CmpOp::Ge, bin(BinOp::Div, k(), lit(1024)), lit(8)), leaf(4, 3))], leaf(5, 0)),
             ),
             // !(max(M, K) > 16384) with a constant-true conjunct and a min() that never matters.
@@ -244,7 +256,8 @@ fn random_shapes(count: usize, seed: u64) -> Vec<(u32, u32, u32)> {
     out.extend(EDGE_EXPECTED.iter().map(|(s, _)| *s));
     while out.len() < count {
         // Half the M values log-uniform, so small M (where rules branch most) is well covered.
-        let mm = if rng.gen_bool(0.5) { rng.gen_range(1..=65536) } else { (2f64.powf(rng.gen_range(0.0..16.0))) as u32 };
+        let mm =
+            if rng.gen_bool(0.5) { rng.gen_range(1..=65536) } else { (2f64.powf(rng.gen_range(0.0..16.0))) as u32 };
         out.push((mm.clamp(1, 65536), 128 * rng.gen_range(1..=256), 128 * rng.gen_range(1..=256)));
     }
     out
@@ -305,7 +318,8 @@ fn build_rust(dir: &Path, catalog: &Catalog, rules: &[Rule]) -> PathBuf {
     let rustc = require_tool("rustc");
     let mut main = String::new();
     for (i, rule) in rules.iter().enumerate() {
-        std::fs::write(dir.join(format!("rule_{i}.rs")), render::render_rust(rule, catalog, &provenance()).unwrap()).unwrap();
+        std::fs::write(dir.join(format!("rule_{i}.rs")), render::render_rust(rule, catalog, &provenance()).unwrap())
+            .unwrap();
         main.push_str(&format!("#[path = \"rule_{i}.rs\"]\nmod rule_{i};\n"));
     }
     main.push_str(
@@ -322,14 +336,20 @@ fn build_rust(dir: &Path, catalog: &Catalog, rules: &[Rule]) -> PathBuf {
     std::fs::write(dir.join("main.rs"), main).unwrap();
     let exe = dir.join("driver_rs");
     run_checked(
-        Command::new(rustc).current_dir(dir).args(["--edition", "2021", "-D", "warnings", "-C", "overflow-checks=on"]).arg("main.rs").arg("-o").arg(&exe),
+        Command::new(rustc)
+            .current_dir(dir)
+            .args(["--edition", "2021", "-D", "warnings", "-C", "overflow-checks=on"])
+            .arg("main.rs")
+            .arg("-o")
+            .arg(&exe),
         "rustc on the generated module",
     );
     exe
 }
 
 fn run_driver(exe: &Path, shapes: &[(u32, u32, u32)]) -> Vec<String> {
-    let mut child = Command::new(exe).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child =
+        Command::new(exe).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let input: String = shapes.iter().map(|(a, b, c)| format!("{a} {b} {c}\n")).collect();
     let mut stdin = child.stdin.take().unwrap();
     let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()).unwrap());
@@ -383,7 +403,8 @@ fn differential(catalog: &Catalog, rules: &[Rule], namespaced: bool, shapes: &[(
             let f: Vec<&str> = line.split(' ').collect();
             assert_eq!(f.len(), 2 * per_exe, "C++ driver line {line:?}");
             for j in 0..per_exe {
-                let id = f[2 * j].parse().unwrap_or_else(|_| panic!("C++ returned a kernel that is no instance: {line:?}"));
+                let id =
+                    f[2 * j].parse().unwrap_or_else(|_| panic!("C++ returned a kernel that is no instance: {line:?}"));
                 cpp_picks[first + j].push(Leaf::new(id, f[2 * j + 1].parse().unwrap()));
             }
         }
@@ -460,7 +481,14 @@ fn small_rule() -> Rule {
                 Cond::And(vec![cmp(CmpOp::Le, m(), lit(64)), cmp(CmpOp::Ge, n(), lit(4096))]),
                 chain(vec![(cmp(CmpOp::Ge, k(), lit(8192)), leaf(8, 1))], leaf(8, 0)),
             ),
-            (cmp(CmpOp::Le, bin(BinOp::Mul, bin(BinOp::CeilDiv, m(), lit(128)), bin(BinOp::CeilDiv, n(), lit(128))), lit(304)), leaf(2, 0)),
+            (
+                cmp(
+                    CmpOp::Le,
+                    bin(BinOp::Mul, bin(BinOp::CeilDiv, m(), lit(128)), bin(BinOp::CeilDiv, n(), lit(128))),
+                    lit(304),
+                ),
+                leaf(2, 0),
+            ),
         ],
         leaf(0, 0),
     ))
@@ -483,7 +511,8 @@ fn header_has_the_aiter_interface_and_nothing_aiter_defines() {
     assert!(!text.contains("torch::Tensor"), "the header declares no instance");
     // Leaves name the current-grammar instance and carry split-K; nesting is indented.
     let k8 = &catalog.legacy_by_id(8).unwrap().name;
-    assert!(text.contains(&format!("            return BlockscaleChoice{{&{k8}<DDataType, EDataType>, 1}}; // kernelId 8\n")));
+    assert!(text
+        .contains(&format!("            return BlockscaleChoice{{&{k8}<DDataType, EDataType>, 1}}; // kernelId 8\n")));
     assert!(text.contains("    if(M <= 64 && N >= 4096) {\n        if(K >= 8192) {\n"));
     assert!(text.contains("    } else if(cdiv(M, 128) * cdiv(N, 128) <= 304) {\n"));
     assert!(!lines.iter().any(|l| l.ends_with(' ')), "no trailing whitespace");

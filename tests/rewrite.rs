@@ -192,7 +192,8 @@ fn loop_picks_fastest_correct_rewrite_and_leaves_the_task_untouched() {
     assert_eq!(tree_hash(&task), before, "the task directory changed");
     assert!(!task.join("src/prog").exists(), "a build ran in the original directory");
 
-    let report: serde_json::Value = serde_json::from_str(&fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     let base_us = original_ops() as f64 / 1000.0;
     assert_eq!(original_ops(), 3234);
     assert_eq!(report["baseline_latency_us"].as_f64(), Some(base_us));
@@ -236,7 +237,8 @@ fn loop_picks_fastest_correct_rewrite_and_leaves_the_task_untouched() {
 
     let again = by_source("original");
     assert_eq!(again["id"], 0);
-    let dup = rows.iter().find(|r| r["duplicate_of"] == 0).expect("the replayed original is a duplicate of the baseline");
+    let dup =
+        rows.iter().find(|r| r["duplicate_of"] == 0).expect("the replayed original is a duplicate of the baseline");
     assert_eq!(dup["source"], "original");
 
     // Kept working copies of failures (workdir.keep = "failed"), with the build log.
@@ -458,7 +460,10 @@ fn result_line_extraction() {
 
     assert_eq!(extract_result("hello\n", &last), Err(ResultLineError::Missing { tag: "GEMMSYNTH_RESULT".into() }));
     // A longer word starting with the tag is not the tag.
-    assert!(matches!(extract_result("GEMMSYNTH_RESULTS {\"correct\": true}\n", &last), Err(ResultLineError::Missing { .. })));
+    assert!(matches!(
+        extract_result("GEMMSYNTH_RESULTS {\"correct\": true}\n", &last),
+        Err(ResultLineError::Missing { .. })
+    ));
 
     let out = "warmup\nGEMMSYNTH_RESULT {\"correct\": true, \"latency_us\": 5}\nnoise\n  GEMMSYNTH_RESULT\t{\"correct\": true, \"latency_us\": 3.5, \"gbps\": 900}\n";
     let r = extract_result(out, &last).unwrap();
@@ -468,7 +473,9 @@ fn result_line_extraction() {
     assert_eq!((r.line_no, r.latency_us), (2, Some(5.0)));
 
     match extract_result("GEMMSYNTH_RESULT {\"correct\": true, latency_us: 3}\n", &last) {
-        Err(ResultLineError::Malformed { line_no: 1, reason, .. }) => assert!(reason.contains("key must be a string"), "{reason}"),
+        Err(ResultLineError::Malformed { line_no: 1, reason, .. }) => {
+            assert!(reason.contains("key must be a string"), "{reason}")
+        }
         other => panic!("{other:?}"),
     }
     assert!(matches!(extract_result("GEMMSYNTH_RESULT [1, 2]\n", &last), Err(ResultLineError::Malformed { .. })));
@@ -493,7 +500,12 @@ fn result_line_extraction() {
     assert_eq!(r.figures(&last), "max_abs_err=0.5");
 
     // Custom tag and keys.
-    let custom = ResultFormat { tag: "RES".into(), correct_key: "ok".into(), latency_key: "t".into(), ..ResultFormat::default() };
+    let custom = ResultFormat {
+        tag: "RES".into(),
+        correct_key: "ok".into(),
+        latency_key: "t".into(),
+        ..ResultFormat::default()
+    };
     let r = extract_result("RES {\"ok\": true, \"t\": 7}\n", &custom).unwrap();
     assert_eq!(r.latency_us, Some(7.0));
 }

@@ -9,8 +9,8 @@ use gemm_synth::rule::ir::MAX_JSON_DEPTH;
 use gemm_synth::rule::text::{cond_to_cpp, expr_to_cpp, rule_to_cpp_text, rule_to_rust_text};
 use gemm_synth::rule::validate::{validate, validate_with_source, Severity};
 use gemm_synth::rule::{
-    detect_form, load, load_with_source, parse_any, parse_any_with_source, parse_cpp, parse_json,
-    parse_rust, to_json, BinOp, CmpOp, Cond, Expr, Form, Leaf, Node, Rule, RuleError, Var,
+    detect_form, load, load_with_source, parse_any, parse_any_with_source, parse_cpp, parse_json, parse_rust, to_json,
+    BinOp, CmpOp, Cond, Expr, Form, Leaf, Node, Rule, RuleError, Var,
 };
 use proptest::prelude::*;
 
@@ -21,9 +21,7 @@ fn cat() -> &'static Catalog {
 }
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/rules")
-        .join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/rules").join(name)
 }
 
 fn read(name: &str) -> String {
@@ -57,10 +55,7 @@ fn leaf(id: i32, sk: u32) -> Node {
     Node::Leaf(Leaf::new(id, sk))
 }
 fn chain(branches: Vec<(Cond, Node)>, otherwise: Node) -> Node {
-    Node::Chain {
-        branches,
-        otherwise: Box::new(otherwise),
-    }
+    Node::Chain { branches, otherwise: Box::new(otherwise) }
 }
 fn rule_branches(rule: &Rule) -> Vec<(Cond, Node)> {
     match &rule.root {
@@ -96,37 +91,23 @@ fn geak_rule_parses_to_six_hand_checked_leaves() {
     assert_eq!(rule.num_leaves(), 6);
     assert_eq!(rule.depth(), 5);
     assert_eq!(rule.instances_used().len(), 6);
-    assert_eq!(
-        rule.vars_used().into_iter().collect::<Vec<_>>(),
-        vec![Var::M, Var::N, Var::K]
-    );
+    assert_eq!(rule.vars_used().into_iter().collect::<Vec<_>>(), vec![Var::M, Var::N, Var::K]);
     assert_eq!(
         rule.note.as_deref(),
         Some("Optimized heuristic-based selector: for all (M,N,K) of small batch/skinny, large batch, or fallback")
     );
     // The first condition keeps its structure: ((M <= 128 && N >= 4096) || (M == 1) || (N == 1)).
-    let Node::Chain { branches, .. } = &rule.root else {
-        panic!("expected a chain")
-    };
+    let Node::Chain { branches, .. } = &rule.root else { panic!("expected a chain") };
     assert_eq!(branches.len(), 5);
     assert_eq!(
         branches[0].0,
         Cond::Or(vec![
-            Cond::And(vec![
-                cmp(CmpOp::Le, m(), lit(128)),
-                cmp(CmpOp::Ge, n(), lit(4096))
-            ]),
+            Cond::And(vec![cmp(CmpOp::Le, m(), lit(128)), cmp(CmpOp::Ge, n(), lit(4096))]),
             cmp(CmpOp::Eq, m(), lit(1)),
             cmp(CmpOp::Eq, n(), lit(1)),
         ])
     );
-    assert_eq!(
-        branches[4].0,
-        Cond::And(vec![
-            cmp(CmpOp::Le, n(), lit(128)),
-            cmp(CmpOp::Ge, m(), lit(512))
-        ])
-    );
+    assert_eq!(branches[4].0, Cond::And(vec![cmp(CmpOp::Le, n(), lit(128)), cmp(CmpOp::Ge, m(), lit(512))]));
 }
 
 #[test]
@@ -159,10 +140,7 @@ fn geak_rule_branch_lines_come_from_the_file() {
     let parsed = load_with_source(&fixture("geak_blog_rule.cpp"), cat(), None).unwrap();
     assert_eq!(parsed.form, Form::Cpp);
     let lines: Vec<Option<usize>> = (0..=5).map(|i| parsed.source.guard_line(&[i])).collect();
-    assert_eq!(
-        lines,
-        vec![Some(2), Some(5), Some(8), Some(11), Some(14), Some(17)]
-    );
+    assert_eq!(lines, vec![Some(2), Some(5), Some(8), Some(11), Some(14), Some(17)]);
     assert_eq!(parsed.source.leaf_line(&[0]), Some(4));
     assert_eq!(parsed.source.leaf_line(&[5]), Some(19));
     assert!(validate_with_source(&parsed.rule, cat(), &parsed.source).is_empty());
@@ -181,34 +159,20 @@ fn integer_semantics_match_the_documented_ones() {
     assert_eq!(e(BinOp::CeilDiv, 7, 2), 4);
     assert_eq!(e(BinOp::CeilDiv, 8, 2), 4);
     assert_eq!(e(BinOp::CeilDiv, 0, 5), 0);
-    assert_eq!(
-        e(BinOp::CeilDiv, -7, 2),
-        -3,
-        "(a + b - 1) / b with truncation: (-7 + 1) / 2"
-    );
+    assert_eq!(e(BinOp::CeilDiv, -7, 2), -3, "(a + b - 1) / b with truncation: (-7 + 1) / 2");
     assert_eq!(e(BinOp::CeilDiv, 7, 0), 0);
     assert_eq!(e(BinOp::CeilDiv, 7, -3), 0, "non-positive divisor gives 0");
-    assert_eq!(
-        e(BinOp::CeilDiv, i64::MAX, 2),
-        (i64::MAX.wrapping_add(1)) / 2,
-        "the sum wraps"
-    );
+    assert_eq!(e(BinOp::CeilDiv, i64::MAX, 2), (i64::MAX.wrapping_add(1)) / 2, "the sum wraps");
     assert_eq!(e(BinOp::Add, i64::MAX, 1), i64::MIN);
     assert_eq!(e(BinOp::Sub, i64::MIN, 1), i64::MAX);
     assert_eq!(e(BinOp::Mul, i64::MAX, 2), -2);
     assert_eq!(e(BinOp::Min, -3, 2), -3);
     assert_eq!(e(BinOp::Max, -3, 2), 2);
     // Variables are the u32 dimensions, widened without loss.
-    let tiles = Expr::bin(
-        BinOp::Mul,
-        Expr::bin(BinOp::CeilDiv, m(), lit(128)),
-        Expr::bin(BinOp::CeilDiv, n(), lit(128)),
-    );
+    let tiles =
+        Expr::bin(BinOp::Mul, Expr::bin(BinOp::CeilDiv, m(), lit(128)), Expr::bin(BinOp::CeilDiv, n(), lit(128)));
     assert_eq!(tiles.eval(300, 5120, 1), 3 * 40);
-    assert_eq!(
-        Expr::bin(BinOp::Mul, m(), n()).eval(1 << 31, 1 << 31, 0),
-        1i64 << 62
-    );
+    assert_eq!(Expr::bin(BinOp::Mul, m(), n()).eval(1 << 31, 1 << 31, 0), 1i64 << 62);
     assert_eq!(
         Expr::bin(BinOp::Mul, m(), n()).eval(u32::MAX, u32::MAX, 0),
         i64::from(u32::MAX).wrapping_mul(i64::from(u32::MAX))
@@ -222,14 +186,8 @@ fn integer_semantics_match_the_documented_ones() {
 fn cpp_arithmetic_follows_c_precedence() {
     let c = cat();
     // M + N * 2 > 10 - 3 - 2  ==  (M + (N * 2)) > ((10 - 3) - 2)
-    let rule = parse_cpp(
-        "if (M + N * 2 > 10 - 3 - 2) return kernel(1); else return kernel(2);",
-        c,
-    )
-    .unwrap();
-    let Node::Chain { branches, .. } = &rule.root else {
-        panic!()
-    };
+    let rule = parse_cpp("if (M + N * 2 > 10 - 3 - 2) return kernel(1); else return kernel(2);", c).unwrap();
+    let Node::Chain { branches, .. } = &rule.root else { panic!() };
     let want = cmp(
         CmpOp::Gt,
         Expr::bin(BinOp::Add, m(), Expr::bin(BinOp::Mul, n(), lit(2))),
@@ -240,13 +198,7 @@ fn cpp_arithmetic_follows_c_precedence() {
     let text = "if (!(m < 0x10) && ceil_div(k, 128UL) >= -2 || std::max(N, 7u) / min(M, 3) == 1) return kernel(3); \
                 else return {kernel(4), 1};";
     let rule = parse_cpp(text, c).unwrap();
-    let Node::Chain {
-        branches,
-        otherwise,
-    } = &rule.root
-    else {
-        panic!()
-    };
+    let Node::Chain { branches, otherwise } = &rule.root else { panic!() };
     let want = Cond::Or(vec![
         Cond::And(vec![
             Cond::Not(Box::new(cmp(CmpOp::Lt, m(), lit(16)))),
@@ -254,22 +206,14 @@ fn cpp_arithmetic_follows_c_precedence() {
         ]),
         cmp(
             CmpOp::Eq,
-            Expr::bin(
-                BinOp::Div,
-                Expr::bin(BinOp::Max, n(), lit(7)),
-                Expr::bin(BinOp::Min, m(), lit(3)),
-            ),
+            Expr::bin(BinOp::Div, Expr::bin(BinOp::Max, n(), lit(7)), Expr::bin(BinOp::Min, m(), lit(3))),
             lit(1),
         ),
     ]);
     assert_eq!(branches[0].0, want);
     assert_eq!(**otherwise, leaf(4, 1));
     // Unary minus on a non-literal means 0 - x; true/false are constants.
-    let rule = parse_cpp(
-        "if (-M < -5 && true) { return kernel(1); } else { return kernel(2); }",
-        c,
-    )
-    .unwrap();
+    let rule = parse_cpp("if (-M < -5 && true) { return kernel(1); } else { return kernel(2); }", c).unwrap();
     assert_eq!(id_at(&rule, 6, 1, 1), 1);
     assert_eq!(id_at(&rule, 5, 1, 1), 2);
 }
@@ -281,13 +225,7 @@ fn guard_clause_fixture_parses_with_fall_through() {
     let rule = load(&fixture("guard_clauses.cpp"), cat()).unwrap();
     assert_eq!(
         rule.leaves(),
-        vec![
-            Leaf::new(8, 1),
-            Leaf::new(9, 2),
-            Leaf::new(0, 0),
-            Leaf::new(1, 0),
-            Leaf::new(1, 0)
-        ]
+        vec![Leaf::new(8, 1), Leaf::new(9, 2), Leaf::new(0, 0), Leaf::new(1, 0), Leaf::new(1, 0)]
     );
     assert_eq!(rule.instances_used().len(), 4);
     assert_eq!(rule.eval(8, 5120, 5120), Leaf::new(8, 1));
@@ -298,44 +236,31 @@ fn guard_clause_fixture_parses_with_fall_through() {
     assert_eq!(rule.eval(4096, 5120, 5120), Leaf::new(0, 0));
     // M > 2048 but N != 5120: falls out of the nested if to the final return.
     assert_eq!(rule.eval(4096, 25600, 5120), Leaf::new(1, 0));
-    assert!(rule
-        .note
-        .as_deref()
-        .unwrap()
-        .starts_with("Guard-clause style"));
+    assert!(rule.note.as_deref().unwrap().starts_with("Guard-clause style"));
 }
 
 #[test]
 fn cpp_leaf_forms_and_nesting() {
     let c = cat();
-    let text =
-        "if (M < 64) {\n  if (N < 64) return {kernel(3)};\n  else { return kernel(-1); }\n} \
+    let text = "if (M < 64) {\n  if (N < 64) return {kernel(3)};\n  else { return kernel(-1); }\n} \
                 else if (K > 100) return {kernel(5), 2,};\nelse { { return kernel(6); } }";
     let rule = parse_cpp(text, c).unwrap();
     assert_eq!(
         rule.root,
         chain(
             vec![
-                (
-                    cmp(CmpOp::Lt, m(), lit(64)),
-                    chain(vec![(cmp(CmpOp::Lt, n(), lit(64)), leaf(3, 0))], leaf(7, 0))
-                ),
+                (cmp(CmpOp::Lt, m(), lit(64)), chain(vec![(cmp(CmpOp::Lt, n(), lit(64)), leaf(3, 0))], leaf(7, 0))),
                 (cmp(CmpOp::Gt, k(), lit(100)), leaf(5, 2)),
             ],
             leaf(6, 0),
         )
     );
     // A bare return is a whole rule.
-    assert_eq!(
-        parse_cpp("return kernel(11);", c).unwrap().root,
-        leaf(11, 0)
-    );
+    assert_eq!(parse_cpp("return kernel(11);", c).unwrap().root, leaf(11, 0));
     // `else { if ... }` stays a nested chain in `otherwise` (distinct from `else if`).
-    let nested = parse_cpp(
-        "if (M < 1) return kernel(1); else { if (N < 1) return kernel(2); else return kernel(3); }",
-        c,
-    )
-    .unwrap();
+    let nested =
+        parse_cpp("if (M < 1) return kernel(1); else { if (N < 1) return kernel(2); else return kernel(3); }", c)
+            .unwrap();
     assert_eq!(
         nested.root,
         chain(
@@ -357,27 +282,16 @@ fn nested_rust_fixture_and_rust_forms() {
     assert_eq!(rule.eval(128, 5120, 5120), Leaf::new(7, 0));
     assert_eq!(rule.depth(), 2);
     // Bare expression form with the function-call spellings.
-    let rule = parse_rust(
-        "if cdiv(m, 16) > min(n, max(k, 2)) - 1 { (3, 1) } else { 5 }",
-        cat(),
-    )
-    .unwrap();
+    let rule = parse_rust("if cdiv(m, 16) > min(n, max(k, 2)) - 1 { (3, 1) } else { 5 }", cat()).unwrap();
     let want = cmp(
         CmpOp::Gt,
         Expr::bin(BinOp::CeilDiv, m(), lit(16)),
-        Expr::bin(
-            BinOp::Sub,
-            Expr::bin(BinOp::Min, n(), Expr::bin(BinOp::Max, k(), lit(2))),
-            lit(1),
-        ),
+        Expr::bin(BinOp::Sub, Expr::bin(BinOp::Min, n(), Expr::bin(BinOp::Max, k(), lit(2))), lit(1)),
     );
     assert_eq!(rule.root, chain(vec![(want, leaf(3, 1))], leaf(5, 0)));
     // The same rule in C++ reads to the same IR.
-    let cpp = parse_cpp(
-        "if (cdiv(M, 16) > min(N, max(K, 2)) - 1) return {kernel(3), 1}; return kernel(5);",
-        cat(),
-    )
-    .unwrap();
+    let cpp =
+        parse_cpp("if (cdiv(M, 16) > min(N, max(K, 2)) - 1) return {kernel(3), 1}; return kernel(5);", cat()).unwrap();
     assert_eq!(cpp.root, rule.root);
 }
 
@@ -387,20 +301,9 @@ fn json_fixture_and_serde_form() {
     assert_eq!(rule.eval(16, 1024, 8192), Leaf::new(12, 3));
     assert_eq!(rule.eval(16, 5120, 5120), Leaf::new(17, 1));
     assert_eq!(rule.eval(1024, 5120, 5120), Leaf::new(0, 0));
-    assert_eq!(
-        rule.eval(1000, 5120, 5120),
-        Leaf::new(0, 0),
-        "cdiv(1000, 128) = 8"
-    );
-    assert_eq!(
-        rule.eval(896, 5120, 5120),
-        Leaf::new(17, 1),
-        "cdiv(896, 128) = 7"
-    );
-    assert_eq!(
-        rule.note.as_deref(),
-        Some("hand-written JSON rule with split-K leaves")
-    );
+    assert_eq!(rule.eval(1000, 5120, 5120), Leaf::new(0, 0), "cdiv(1000, 128) = 8");
+    assert_eq!(rule.eval(896, 5120, 5120), Leaf::new(17, 1), "cdiv(896, 128) = 7");
+    assert_eq!(rule.note.as_deref(), Some("hand-written JSON rule with split-K leaves"));
     assert_eq!(parse_json(&to_json(&rule)).unwrap(), rule);
     assert!(validate(&rule, cat()).is_empty());
 }
@@ -410,26 +313,15 @@ fn form_detection() {
     assert_eq!(detect_form("  {\"root\": {}}"), Form::Json);
     assert_eq!(detect_form("{}"), Form::Json);
     assert_eq!(detect_form("{ return kernel(1); }"), Form::Cpp);
-    assert_eq!(
-        detect_form("// return in a comment only\nif m < 1 { 1 } else { 2 }"),
-        Form::Rust
-    );
+    assert_eq!(detect_form("// return in a comment only\nif m < 1 { 1 } else { 2 }"), Form::Rust);
     assert_eq!(detect_form(&read("geak_blog_rule.cpp")), Form::Cpp);
     assert_eq!(detect_form(&read("nested.rs")), Form::Rust);
     let c = cat();
-    for name in [
-        "geak_blog_rule.cpp",
-        "guard_clauses.cpp",
-        "nested.rs",
-        "split_k.json",
-    ] {
+    for name in ["geak_blog_rule.cpp", "guard_clauses.cpp", "nested.rs", "split_k.json"] {
         let via_any = parse_any(&read(name), c).unwrap();
         assert_eq!(via_any, load(&fixture(name), c).unwrap(), "{name}");
     }
-    assert_eq!(
-        parse_any_with_source(&read("nested.rs"), c).unwrap().form,
-        Form::Rust
-    );
+    assert_eq!(parse_any_with_source(&read("nested.rs"), c).unwrap().form, Form::Rust);
 }
 
 // ---- canonical text and round trips ----------------------------------------------------------
@@ -447,10 +339,7 @@ fn canonical_cpp_text_of_the_geak_rule() {
     assert!(text.ends_with("} else {\n    return {a8w8_blockscale_1x128x128_256x128x64x128_16x16_32x32_2x1_8x32x1_8x32x1_1x32x1x8_8_1x1_intrawave_v3<DDataType, EDataType>, 0};\n}\n"), "{text}");
     assert_eq!(parse_cpp(&text, c).unwrap(), rule);
     let rust = rule_to_rust_text(&rule, c);
-    assert!(
-        rust.contains("\nif (m <= 128 && n >= 4096) || m == 1 || n == 1 {\n"),
-        "{rust}"
-    );
+    assert!(rust.contains("\nif (m <= 128 && n >= 4096) || m == 1 || n == 1 {\n"), "{rust}");
     assert_eq!(parse_rust(&rust, c).unwrap(), rule);
     assert_eq!(parse_json(&to_json(&rule)).unwrap(), rule);
 }
@@ -460,41 +349,19 @@ fn expression_printing_keeps_grouping() {
     let sub = |a, b| Expr::bin(BinOp::Sub, a, b);
     assert_eq!(expr_to_cpp(&sub(sub(m(), n()), k())), "M - N - K");
     assert_eq!(expr_to_cpp(&sub(m(), sub(n(), k()))), "M - (N - K)");
-    assert_eq!(
-        expr_to_cpp(&Expr::bin(
-            BinOp::Mul,
-            Expr::bin(BinOp::Add, m(), lit(1)),
-            lit(-2)
-        )),
-        "(M + 1) * -2"
-    );
-    assert_eq!(
-        expr_to_cpp(&Expr::bin(BinOp::Div, m(), Expr::bin(BinOp::Mul, n(), k()))),
-        "M / (N * K)"
-    );
-    assert_eq!(
-        expr_to_cpp(&Expr::bin(BinOp::CeilDiv, sub(m(), lit(1)), lit(64))),
-        "cdiv(M - 1, 64)"
-    );
+    assert_eq!(expr_to_cpp(&Expr::bin(BinOp::Mul, Expr::bin(BinOp::Add, m(), lit(1)), lit(-2))), "(M + 1) * -2");
+    assert_eq!(expr_to_cpp(&Expr::bin(BinOp::Div, m(), Expr::bin(BinOp::Mul, n(), k()))), "M / (N * K)");
+    assert_eq!(expr_to_cpp(&Expr::bin(BinOp::CeilDiv, sub(m(), lit(1)), lit(64))), "cdiv(M - 1, 64)");
     let c = Cond::And(vec![
         Cond::Not(Box::new(cmp(CmpOp::Ne, m(), lit(1)))),
         Cond::Or(vec![Cond::Const(true), cmp(CmpOp::Ge, k(), lit(3))]),
         Cond::And(vec![Cond::Const(false), Cond::Const(true)]),
     ]);
-    assert_eq!(
-        cond_to_cpp(&c),
-        "!(M != 1) && (true || K >= 3) && (false && true)"
-    );
+    assert_eq!(cond_to_cpp(&c), "!(M != 1) && (true || K >= 3) && (false && true)");
     // The printed text reads back to the same tree.
     let rule = Rule::new(chain(vec![(c, leaf(1, 0))], leaf(2, 0)));
-    assert_eq!(
-        parse_cpp(&rule_to_cpp_text(&rule, cat()), cat()).unwrap(),
-        rule
-    );
-    assert_eq!(
-        parse_rust(&rule_to_rust_text(&rule, cat()), cat()).unwrap(),
-        rule
-    );
+    assert_eq!(parse_cpp(&rule_to_cpp_text(&rule, cat()), cat()).unwrap(), rule);
+    assert_eq!(parse_rust(&rule_to_rust_text(&rule, cat()), cat()).unwrap(), rule);
 }
 
 fn arb_expr() -> impl Strategy<Value = Expr> {
@@ -504,28 +371,13 @@ fn arb_expr() -> impl Strategy<Value = Expr> {
         prop::sample::select(vec![i64::MIN, i64::MAX, -1, 0]).prop_map(Expr::Lit),
     ];
     atom.prop_recursive(3, 12, 2, |inner| {
-        let ops = vec![
-            BinOp::Add,
-            BinOp::Sub,
-            BinOp::Mul,
-            BinOp::Div,
-            BinOp::CeilDiv,
-            BinOp::Min,
-            BinOp::Max,
-        ];
+        let ops = vec![BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::CeilDiv, BinOp::Min, BinOp::Max];
         (prop::sample::select(ops), inner.clone(), inner).prop_map(|(op, a, b)| Expr::bin(op, a, b))
     })
 }
 
 fn arb_cond() -> impl Strategy<Value = Cond> {
-    let ops = vec![
-        CmpOp::Lt,
-        CmpOp::Le,
-        CmpOp::Gt,
-        CmpOp::Ge,
-        CmpOp::Eq,
-        CmpOp::Ne,
-    ];
+    let ops = vec![CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge, CmpOp::Eq, CmpOp::Ne];
     let atom = prop_oneof![
         8 => (prop::sample::select(ops), arb_expr(), arb_expr()).prop_map(|(op, a, b)| Cond::cmp(op, a, b)),
         1 => any::<bool>().prop_map(Cond::Const),
@@ -542,21 +394,13 @@ fn arb_cond() -> impl Strategy<Value = Cond> {
 fn arb_node() -> impl Strategy<Value = Node> {
     let leaf = (0i32..19, 0u32..4).prop_map(|(id, sk)| Node::Leaf(Leaf::new(id, sk)));
     leaf.prop_recursive(3, 16, 3, |inner| {
-        (
-            prop::collection::vec((arb_cond(), inner.clone()), 1..4),
-            inner,
-        )
-            .prop_map(|(branches, otherwise)| Node::Chain {
-                branches,
-                otherwise: Box::new(otherwise),
-            })
+        (prop::collection::vec((arb_cond(), inner.clone()), 1..4), inner)
+            .prop_map(|(branches, otherwise)| Node::Chain { branches, otherwise: Box::new(otherwise) })
     })
 }
 
 fn arb_rule() -> impl Strategy<Value = Rule> {
-    let note = prop::option::of(
-        prop::collection::vec("[a-zA-Z0-9 ,.()<=]{0,16}", 1..3).prop_map(|l| l.join("\n")),
-    );
+    let note = prop::option::of(prop::collection::vec("[a-zA-Z0-9 ,.()<=]{0,16}", 1..3).prop_map(|l| l.join("\n")));
     (arb_node(), note).prop_map(|(root, note)| Rule { root, note })
 }
 
@@ -599,13 +443,9 @@ proptest! {
 #[test]
 fn cpp_errors_name_the_position_and_what_was_expected() {
     // Unbalanced parenthesis: the `{` where `)` was expected.
-    let (l, c, msg) =
-        cpp_err("if ((M <= 128) {\n  return kernel(1);\n} else { return kernel(2); }");
+    let (l, c, msg) = cpp_err("if ((M <= 128) {\n  return kernel(1);\n} else { return kernel(2); }");
     assert_eq!((l, c), (1, 16));
-    assert!(
-        msg.contains("expected `)` closing the `(` at 1:4") && msg.contains("found `{`"),
-        "{msg}"
-    );
+    assert!(msg.contains("expected `)` closing the `(` at 1:4") && msg.contains("found `{`"), "{msg}");
     // Unknown variable.
     let (l, c, msg) = cpp_err("if (M <= 128) {\n  return kernel(1);\n} else if (batch > 2) {\n  return kernel(2);\n} else { return kernel(3); }");
     assert_eq!((l, c), (3, 12));
@@ -614,75 +454,46 @@ fn cpp_errors_name_the_position_and_what_was_expected() {
     let text = "if (M < 2) {\n    return a8w8_blockscale_1x128x128_256x16x64x999_16x16_16x16_16x16x1_16x16x1_1x16x1x16_4_1x1_intrawave_v1<DDataType, EDataType>;\n} else { return kernel(1); }";
     let (l, c, msg) = cpp_err(text);
     assert_eq!((l, c), (2, 12));
-    assert!(
-        msg.starts_with("unknown instance `a8w8_blockscale_1x128x128_256x16x64x999_"),
-        "{msg}"
-    );
+    assert!(msg.starts_with("unknown instance `a8w8_blockscale_1x128x128_256x16x64x999_"), "{msg}");
     // Missing final else: at the last `if` of the chain.
-    let (l, c, msg) =
-        cpp_err("if (M < 2) {\n  return kernel(1);\n} else if (N < 2) {\n  return kernel(2);\n}\n");
+    let (l, c, msg) = cpp_err("if (M < 2) {\n  return kernel(1);\n} else if (N < 2) {\n  return kernel(2);\n}\n");
     assert_eq!((l, c), (3, 8));
     assert!(msg.contains("no final `else`"), "{msg}");
     // ... also when the fall-through is inside a nested block.
-    let (l, c, _) =
-        cpp_err("if (M < 2) {\n  if (N < 3) return kernel(1);\n} else {\n  return kernel(2);\n}");
+    let (l, c, _) = cpp_err("if (M < 2) {\n  if (N < 3) return kernel(1);\n} else {\n  return kernel(2);\n}");
     assert_eq!((l, c), (2, 3));
     // Garbage.
     let (l, c, msg) = cpp_err("hello world");
     assert_eq!((l, c), (1, 1));
-    assert!(
-        msg.contains("expected `if`, `return`") && msg.contains("found `hello`"),
-        "{msg}"
-    );
+    assert!(msg.contains("expected `if`, `return`") && msg.contains("found `hello`"), "{msg}");
     let (l, c, msg) = cpp_err("if (M < 2) return kernel(1); else return kernel(2); @");
     assert_eq!((l, c), (1, 53));
     assert!(msg.contains("unexpected character `@`"), "{msg}");
-    assert_eq!(
-        cpp_err("").2,
-        "expected a rule (`if` ... `else` ... with `return` leaves), found end of input"
-    );
+    assert_eq!(cpp_err("").2, "expected a rule (`if` ... `else` ... with `return` leaves), found end of input");
     // Statements after a chain that always returns are dead code.
-    let (l, c, msg) =
-        cpp_err("if (M < 2) return kernel(1);\nelse return kernel(2);\nreturn kernel(3);");
+    let (l, c, msg) = cpp_err("if (M < 2) return kernel(1);\nelse return kernel(2);\nreturn kernel(3);");
     assert_eq!((l, c), (3, 1));
     assert!(msg.contains("never reached"), "{msg}");
     // Type errors in conditions.
-    assert!(cpp_err("if (M) return kernel(1); else return kernel(2);")
-        .2
-        .contains("expected a condition"));
+    assert!(cpp_err("if (M) return kernel(1); else return kernel(2);").2.contains("expected a condition"));
     let (l, c, msg) = cpp_err("if (1 < M < 5) return kernel(1); else return kernel(2);");
     assert_eq!((l, c), (1, 5));
     assert!(msg.contains("a < b && b < c"), "{msg}");
-    assert!(
-        cpp_err("if (M % 2 == 0) return kernel(1); else return kernel(2);")
-            .2
-            .contains("`%` is not supported")
-    );
-    assert!(
-        cpp_err("if (log2(M) > 1) return kernel(1); else return kernel(2);")
-            .2
-            .contains("unknown function `log2`")
-    );
-    assert!(
-        cpp_err("if (cdiv(M) > 1) return kernel(1); else return kernel(2);")
-            .2
-            .contains("takes 2 arguments, found 1")
-    );
-    assert!(
-        cpp_err("if (M > 99999999999999999999) return kernel(1); else return kernel(2);")
-            .2
-            .contains("out of range")
-    );
-    assert!(
-        cpp_err("if (M > 12abc) return kernel(1); else return kernel(2);")
-            .2
-            .contains("invalid integer literal `12abc`")
-    );
-    assert!(cpp_err("/* never closed\nreturn kernel(1);")
+    assert!(cpp_err("if (M % 2 == 0) return kernel(1); else return kernel(2);").2.contains("`%` is not supported"));
+    assert!(cpp_err("if (log2(M) > 1) return kernel(1); else return kernel(2);").2.contains("unknown function `log2`"));
+    assert!(cpp_err("if (cdiv(M) > 1) return kernel(1); else return kernel(2);")
         .2
-        .contains("unterminated"));
+        .contains("takes 2 arguments, found 1"));
+    assert!(cpp_err("if (M > 99999999999999999999) return kernel(1); else return kernel(2);")
+        .2
+        .contains("out of range"));
+    assert!(cpp_err("if (M > 12abc) return kernel(1); else return kernel(2);")
+        .2
+        .contains("invalid integer literal `12abc`"));
+    assert!(cpp_err("/* never closed\nreturn kernel(1);").2.contains("unterminated"));
     // CK-tile instances are not rule leaves.
-    let msg = cpp_err("return a8w8_blockscale_cktile_128x128x128_1x4x1_16x16x64_intrawave_0x1x0_1<DDataType, EDataType>;").2;
+    let msg =
+        cpp_err("return a8w8_blockscale_cktile_128x128x128_1x4x1_16x16x64_intrawave_0x1x0_1<DDataType, EDataType>;").2;
     assert!(msg.contains("CK-tile instance"), "{msg}");
     // Split-K must be a number.
     let (l, c, msg) = cpp_err("return {kernel(1), x};");
@@ -692,8 +503,7 @@ fn cpp_errors_name_the_position_and_what_was_expected() {
 
 #[test]
 fn rust_errors_name_the_position() {
-    let (l, c, msg) =
-        rust_err("if m <= 128 {\n    1\n} else if batch > 2 {\n    2\n} else {\n    3\n}");
+    let (l, c, msg) = rust_err("if m <= 128 {\n    1\n} else if batch > 2 {\n    2\n} else {\n    3\n}");
     assert_eq!((l, c), (3, 11));
     assert_eq!(msg, "unknown variable `batch`; the rule may use M, N, K");
     let (l, c, msg) = rust_err("if m <= 128 {\n    1\n} else if n > 2 {\n    2\n}");
@@ -703,25 +513,15 @@ fn rust_errors_name_the_position() {
     assert_eq!(l, 1, "{msg}");
     assert!(c >= 4, "{c} {msg}");
     assert!(msg.starts_with("Rust syntax error"), "{msg}");
-    let (l, c, msg) =
-        rust_err("if m < 2 {\n    a8w8_blockscale_1x128x128_bogus\n} else {\n    1\n}");
+    let (l, c, msg) = rust_err("if m < 2 {\n    a8w8_blockscale_1x128x128_bogus\n} else {\n    1\n}");
     assert_eq!((l, c), (2, 5));
-    assert!(
-        msg.starts_with("unknown instance `a8w8_blockscale_1x128x128_bogus`"),
-        "{msg}"
-    );
+    assert!(msg.starts_with("unknown instance `a8w8_blockscale_1x128x128_bogus`"), "{msg}");
     let (l, c, msg) = rust_err("if m < 2 {\n    let x = 1;\n    x\n} else {\n    1\n}");
     assert_eq!((l, c), (3, 5));
     assert!(msg.contains("single expression"), "{msg}");
-    assert!(rust_err("if m % 2 == 0 { 1 } else { 2 }")
-        .2
-        .contains("`%` is not supported"));
-    assert!(rust_err("if m.pow(2) > 3 { 1 } else { 2 }")
-        .2
-        .contains("unknown method `pow`"));
-    assert!(rust_err("if m < 2 { (1, 2, 3) } else { 2 }")
-        .2
-        .contains("expected an instance name"));
+    assert!(rust_err("if m % 2 == 0 { 1 } else { 2 }").2.contains("`%` is not supported"));
+    assert!(rust_err("if m.pow(2) > 3 { 1 } else { 2 }").2.contains("unknown method `pow`"));
+    assert!(rust_err("if m < 2 { (1, 2, 3) } else { 2 }").2.contains("expected an instance name"));
 }
 
 #[test]
@@ -731,27 +531,13 @@ fn json_and_file_errors() {
     assert!(e.message.starts_with("invalid rule JSON"), "{}", e.message);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.cpp");
-    std::fs::write(
-        &path,
-        "if (M < 1) {\n  return kernel(1);\n} else {\n  return kernel(2)\n}\n",
-    )
-    .unwrap();
+    std::fs::write(&path, "if (M < 1) {\n  return kernel(1);\n} else {\n  return kernel(2)\n}\n").unwrap();
     let e: RuleError = load(&path, cat()).unwrap_err();
     assert_eq!((e.line, e.column), (5, 1));
-    assert_eq!(
-        e.to_string(),
-        format!(
-            "{}:5:1: expected `;` after the returned kernel, found `}}`",
-            path.display()
-        )
-    );
+    assert_eq!(e.to_string(), format!("{}:5:1: expected `;` after the returned kernel, found `}}`", path.display()));
     let missing = dir.path().join("missing.rs");
     let e = load(&missing, cat()).unwrap_err();
-    assert!(
-        e.to_string()
-            .starts_with(&format!("{}: cannot read the rule file", missing.display())),
-        "{e}"
-    );
+    assert!(e.to_string().starts_with(&format!("{}: cannot read the rule file", missing.display())), "{e}");
 }
 
 #[test]
@@ -769,10 +555,7 @@ fn nesting_limits_give_errors_not_crashes() {
     assert_eq!(parse_json(&to_json(&ok_rule)).unwrap(), ok_rule);
     let deep = with_nots(122);
     assert_eq!(deep.json_depth(), 128);
-    assert!(parse_json(&to_json(&deep))
-        .unwrap_err()
-        .message
-        .contains("recursion limit"));
+    assert!(parse_json(&to_json(&deep)).unwrap_err().message.contains("recursion limit"));
     // Text forms refuse what JSON could not store, and absurd nesting, with a position.
     let sum = |n: usize, var: &str| vec![var; n].join(" + ");
     let (l, c, msg) = cpp_err(&format!(
@@ -780,47 +563,23 @@ fn nesting_limits_give_errors_not_crashes() {
         sum(70, "M")
     ));
     assert_eq!((l, c), (2, 6));
-    assert!(
-        msg.contains("nests too deeply") && msg.contains("127 levels"),
-        "{msg}"
-    );
+    assert!(msg.contains("nests too deeply") && msg.contains("127 levels"), "{msg}");
     let (l, c, msg) = rust_err(&format!("if {} > 3 {{ 1 }} else {{ 2 }}", sum(70, "m")));
     assert_eq!((l, c), (1, 1));
     assert!(msg.contains("nests too deeply"), "{msg}");
-    assert!(parse_cpp(
-        &format!(
-            "if ({} > 3) return kernel(1); else return kernel(2);",
-            sum(40, "M")
-        ),
-        cat()
-    )
-    .is_ok());
+    assert!(parse_cpp(&format!("if ({} > 3) return kernel(1); else return kernel(2);", sum(40, "M")), cat()).is_ok());
     let parens = format!("{}M{}", "(".repeat(60), ")".repeat(60));
-    let (l, c, msg) = cpp_err(&format!(
-        "if ({parens} > 1) return kernel(1); else return kernel(2);"
-    ));
+    let (l, c, msg) = cpp_err(&format!("if ({parens} > 1) return kernel(1); else return kernel(2);"));
     assert_eq!((l, c), (1, 52));
     assert!(msg.contains("brackets nest more than 48 levels"), "{msg}");
-    assert!(rust_err(&format!(
-        "if {} m > 1 {{ 1 }} else {{ 2 }}",
-        "!".repeat(100)
-    ))
-    .2
-    .contains("in a row"));
-    let ors = (0..400)
-        .map(|i| format!("M == {i}"))
-        .collect::<Vec<_>>()
-        .join(" || ");
-    assert!(cpp_err(&format!(
-        "if ({ors}) return kernel(1); else return kernel(2);"
-    ))
-    .2
-    .contains("more than 1000 operator characters"));
+    assert!(rust_err(&format!("if {} m > 1 {{ 1 }} else {{ 2 }}", "!".repeat(100))).2.contains("in a row"));
+    let ors = (0..400).map(|i| format!("M == {i}")).collect::<Vec<_>>().join(" || ");
+    assert!(cpp_err(&format!("if ({ors}) return kernel(1); else return kernel(2);"))
+        .2
+        .contains("more than 1000 operator characters"));
     // Long flat chains are fine.
-    let chain_text: String = (1..=2500)
-        .map(|i| format!("if (M == {i}) return kernel(1); else "))
-        .collect::<String>()
-        + "return kernel(2);";
+    let chain_text: String =
+        (1..=2500).map(|i| format!("if (M == {i}) return kernel(1); else ")).collect::<String>() + "return kernel(2);";
     let rule = parse_cpp(&chain_text, cat()).unwrap();
     assert_eq!(rule.num_leaves(), 2501);
     assert_eq!(rule.eval(2500, 1, 1), Leaf::new(1, 0));
@@ -829,14 +588,8 @@ fn nesting_limits_give_errors_not_crashes() {
     let (l, _, msg) = rust_err(&rule_to_rust_text(&rule, cat()));
     assert_eq!(l, 4001, "the 2001st `if` (two lines per branch)");
     assert!(msg.contains("at most 2000 `if`s"), "{msg}");
-    let short = Rule::new(chain(
-        rule_branches(&rule).into_iter().take(300).collect(),
-        leaf(2, 0),
-    ));
-    assert_eq!(
-        parse_rust(&rule_to_rust_text(&short, cat()), cat()).unwrap(),
-        short
-    );
+    let short = Rule::new(chain(rule_branches(&rule).into_iter().take(300).collect(), leaf(2, 0)));
+    assert_eq!(parse_rust(&rule_to_rust_text(&short, cat()), cat()).unwrap(), short);
 }
 
 // ---- validation ----------------------------------------------------------------------------
@@ -859,125 +612,83 @@ fn unreachable_branches_are_found_exactly() {
     let w = warnings("if (M <= 128) return kernel(1);\nelse if (M <= 64) return kernel(2);\nelse return kernel(3);");
     assert_eq!(w.len(), 1, "{w:?}");
     assert_eq!((w[0].0, &w[0].1), (Some(2), &vec![1]));
-    assert!(
-        w[0].2
-            .starts_with("branch 2 (`if (M <= 64)`) is never taken"),
-        "{}",
-        w[0].2
-    );
+    assert!(w[0].2.starts_with("branch 2 (`if (M <= 64)`) is never taken"), "{}", w[0].2);
     // M > 64 after M <= 128: reachable (M > 128); only the final else is dead, since
     // M <= 128 || M > 64 covers every M.
     let w = warnings("if (M <= 128) return kernel(1);\nelse if (M > 64) return kernel(2);\nelse return kernel(3);\n");
     assert_eq!(w.len(), 1, "{w:?}");
     assert_eq!((w[0].0, &w[0].1), (Some(3), &vec![2]));
     assert!(w[0].2.contains("final `else` is never taken"));
-    assert!(warnings("if (M <= 128) return kernel(1);\nelse if (M > 64 && N > 5) return kernel(2);\nelse return kernel(3);").is_empty());
+    assert!(warnings(
+        "if (M <= 128) return kernel(1);\nelse if (M > 64 && N > 5) return kernel(2);\nelse return kernel(3);"
+    )
+    .is_empty());
     // Constants fold: 2 * 64 + 1 = 129.
     assert_eq!(warnings("if (M < 2 * 64 + 1) return kernel(1); else if (cdiv(256, 2) >= M) return kernel(2); else return kernel(3);").len(), 1);
     // The enclosing path counts: inside M >= 1000, M < 10 is impossible.
     let w = warnings("if (M >= 1000) {\n  if (M < 10 && N > 5) return kernel(1);\n  else return kernel(2);\n} else return kernel(3);");
-    assert_eq!(
-        w.iter().map(|x| (x.0, x.1.clone())).collect::<Vec<_>>(),
-        vec![(Some(2), vec![0, 0])]
-    );
+    assert_eq!(w.iter().map(|x| (x.0, x.1.clone())).collect::<Vec<_>>(), vec![(Some(2), vec![0, 0])]);
     // Dimensions are at least 1.
-    assert_eq!(
-        warnings("if (N < 1) return kernel(1); else return kernel(2);").len(),
-        1
-    );
+    assert_eq!(warnings("if (N < 1) return kernel(1); else return kernel(2);").len(), 1);
     // Or/Not: N == 1 || N > 1 covers all N, so the final else is dead; M != 5 then M == 5 then M < 3 (dead).
-    assert_eq!(
-        warnings("if (N == 1 || !(N <= 1)) return kernel(1); else return kernel(2);").len(),
-        1
-    );
+    assert_eq!(warnings("if (N == 1 || !(N <= 1)) return kernel(1); else return kernel(2);").len(), 1);
     let w = warnings("if (M != 5) return kernel(1); else if (M == 5) return kernel(2); else if (M < 3) return kernel(3); else return kernel(4);");
-    assert_eq!(
-        w.iter().map(|x| x.1.clone()).collect::<Vec<_>>(),
-        vec![vec![2], vec![3]]
-    );
+    assert_eq!(w.iter().map(|x| x.1.clone()).collect::<Vec<_>>(), vec![vec![2], vec![3]]);
     // A constant true condition makes every later branch dead.
     let w = warnings("if m > 5 { 1 } else if true { 2 } else if n > 3 { 3 } else { 4 }");
-    assert_eq!(
-        w.iter().map(|x| x.1.clone()).collect::<Vec<_>>(),
-        vec![vec![2], vec![3]]
-    );
-    assert!(
-        w[0].2.contains("an earlier condition is always true"),
-        "{}",
-        w[0].2
-    );
+    assert_eq!(w.iter().map(|x| x.1.clone()).collect::<Vec<_>>(), vec![vec![2], vec![3]]);
+    assert!(w[0].2.contains("an earlier condition is always true"), "{}", w[0].2);
     // Conditions that are not variable-vs-constant are assumed reachable.
-    assert!(warnings("if (M * N <= 128) return kernel(1); else if (M * N <= 64) return kernel(2); else return kernel(3);").is_empty());
     assert!(warnings(
-        "if (M <= N) return kernel(1); else if (M > N) return kernel(2); else return kernel(3);"
+        "if (M * N <= 128) return kernel(1); else if (M * N <= 64) return kernel(2); else return kernel(3);"
     )
     .is_empty());
+    assert!(
+        warnings("if (M <= N) return kernel(1); else if (M > N) return kernel(2); else return kernel(3);").is_empty()
+    );
     // Different variables do not interfere; multi-variable boxes stay exact.
-    assert!(warnings("if (M <= 128 && N <= 128) return kernel(1); else if (M <= 64) return kernel(2); else return kernel(3);").is_empty());
+    assert!(warnings(
+        "if (M <= 128 && N <= 128) return kernel(1); else if (M <= 64) return kernel(2); else return kernel(3);"
+    )
+    .is_empty());
 }
 
 #[test]
 fn unknown_instances_and_split_k_are_errors() {
     let c = cat();
     let rule = Rule::new(chain(
-        vec![
-            (cmp(CmpOp::Lt, m(), lit(8)), leaf(19, 0)),
-            (cmp(CmpOp::Lt, m(), lit(16)), leaf(3, 4)),
-        ],
+        vec![(cmp(CmpOp::Lt, m(), lit(8)), leaf(19, 0)), (cmp(CmpOp::Lt, m(), lit(16)), leaf(3, 4))],
         Node::Leaf(Leaf::new(-1, 0)),
     ));
     let issues = validate(&rule, c);
     assert_eq!(issues.len(), 3, "{issues:?}");
-    assert!(issues
-        .iter()
-        .all(|i| i.severity == Severity::Error && i.line.is_none()));
+    assert!(issues.iter().all(|i| i.severity == Severity::Error && i.line.is_none()));
     assert_eq!(issues[0].path, vec![0]);
     assert!(
-        issues[0]
-            .message
-            .contains("kernelId 19 is not a legacy candidate (the catalog has 0..18)"),
+        issues[0].message.contains("kernelId 19 is not a legacy candidate (the catalog has 0..18)"),
         "{}",
         issues[0].message
     );
     assert_eq!(issues[1].path, vec![1]);
-    assert!(
-        issues[1].message.contains("split-K 4 is out of range"),
-        "{}",
-        issues[1].message
-    );
+    assert!(issues[1].message.contains("split-K 4 is out of range"), "{}", issues[1].message);
     assert_eq!(issues[2].path, vec![2]);
-    assert!(issues[2]
-        .message
-        .contains("default alias; write its target kernelId 7"));
+    assert!(issues[2].message.contains("default alias; write its target kernelId 7"));
     // From text, errors carry the leaf's line; kernel(-1) is resolved to 7 when parsed.
+    let parsed =
+        parse_any_with_source("if (M < 8) {\n  return kernel(42);\n} else {\n  return {kernel(-1), 5};\n}", c).unwrap();
+    assert_eq!(parsed.rule.leaves(), vec![Leaf::new(42, 0), Leaf::new(7, 5)]);
+    let issues = validate_with_source(&parsed.rule, c, &parsed.source);
+    assert_eq!(issues.iter().map(|i| i.line).collect::<Vec<_>>(), vec![Some(2), Some(4)]);
+    // Leaves of a dead branch are still checked (and nothing inside it is reported as dead).
     let parsed = parse_any_with_source(
-        "if (M < 8) {\n  return kernel(42);\n} else {\n  return {kernel(-1), 5};\n}",
+        "if m <= 128 {\n    (1, 0)\n} else if m <= 64 {\n    if m > 1000 { (2, 5) } else { 3 }\n} else {\n    4\n}",
         c,
     )
     .unwrap();
-    assert_eq!(
-        parsed.rule.leaves(),
-        vec![Leaf::new(42, 0), Leaf::new(7, 5)]
-    );
     let issues = validate_with_source(&parsed.rule, c, &parsed.source);
-    assert_eq!(
-        issues.iter().map(|i| i.line).collect::<Vec<_>>(),
-        vec![Some(2), Some(4)]
-    );
-    // Leaves of a dead branch are still checked (and nothing inside it is reported as dead).
-    let parsed = parse_any_with_source("if m <= 128 {\n    (1, 0)\n} else if m <= 64 {\n    if m > 1000 { (2, 5) } else { 3 }\n} else {\n    4\n}", c).unwrap();
-    let issues = validate_with_source(&parsed.rule, c, &parsed.source);
-    let got: Vec<(Severity, Option<usize>, Vec<usize>)> = issues
-        .iter()
-        .map(|i| (i.severity, i.line, i.path.clone()))
-        .collect();
-    assert_eq!(
-        got,
-        vec![
-            (Severity::Warning, Some(3), vec![1]),
-            (Severity::Error, Some(4), vec![1, 0])
-        ]
-    );
+    let got: Vec<(Severity, Option<usize>, Vec<usize>)> =
+        issues.iter().map(|i| (i.severity, i.line, i.path.clone())).collect();
+    assert_eq!(got, vec![(Severity::Warning, Some(3), vec![1]), (Severity::Error, Some(4), vec![1, 0])]);
     // Division by a constant zero is flagged.
     let w = warnings("if (M / (2 - 2) > 1) return kernel(1); else return kernel(2);");
     assert_eq!(w.len(), 1);
@@ -987,32 +698,17 @@ fn unknown_instances_and_split_k_are_errors() {
 #[test]
 fn depth_counts_tests_on_the_longest_path() {
     assert_eq!(Rule::new(leaf(1, 0)).depth(), 0);
-    let flat = Rule::new(chain(
-        vec![
-            (Cond::Const(true), leaf(1, 0)),
-            (Cond::Const(true), leaf(2, 0)),
-        ],
-        leaf(3, 0),
-    ));
+    let flat = Rule::new(chain(vec![(Cond::Const(true), leaf(1, 0)), (Cond::Const(true), leaf(2, 0))], leaf(3, 0)));
     let nested = Rule::new(chain(
         vec![(Cond::Const(true), leaf(1, 0))],
         chain(vec![(Cond::Const(true), leaf(2, 0))], leaf(3, 0)),
     ));
     assert_eq!(flat.depth(), 2);
     assert_eq!(nested.depth(), 2);
-    let deep = Rule::new(chain(
-        vec![(Cond::Const(true), nested.root.clone())],
-        leaf(4, 0),
-    ));
+    let deep = Rule::new(chain(vec![(Cond::Const(true), nested.root.clone())], leaf(4, 0)));
     assert_eq!(deep.depth(), 3);
     assert_eq!(deep.num_leaves(), 4);
-    assert_eq!(
-        deep.instances_used()
-            .into_iter()
-            .map(|l| l.kernel_id)
-            .collect::<Vec<_>>(),
-        vec![1, 2, 3, 4]
-    );
+    assert_eq!(deep.instances_used().into_iter().map(|l| l.kernel_id).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
 }
 
 // ---- synth check ----------------------------------------------------------------------------
@@ -1021,62 +717,29 @@ fn depth_counts_tests_on_the_longest_path() {
 fn check_command_prints_the_canonical_form_and_fails_on_errors() {
     let bin = env!("CARGO_BIN_EXE_synth");
     let out = std::process::Command::new(bin)
-        .args([
-            "check",
-            fixture("geak_blog_rule.cpp").to_str().unwrap(),
-            "--format",
-            "rust",
-        ])
+        .args(["check", fixture("geak_blog_rule.cpp").to_str().unwrap(), "--format", "rust"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert_eq!(parse_rust(&stdout, cat()).unwrap(), geak());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("6 leaves, depth 5, 6 distinct instances, variables [M, N, K]; 0 issue(s)"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("6 leaves, depth 5, 6 distinct instances, variables [M, N, K]; 0 issue(s)"), "{stderr}");
 
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.json");
-    let rule = Rule::new(chain(
-        vec![(cmp(CmpOp::Le, m(), lit(128)), leaf(3, 7))],
-        leaf(1, 0),
-    ));
+    let rule = Rule::new(chain(vec![(cmp(CmpOp::Le, m(), lit(128)), leaf(3, 7))], leaf(1, 0)));
     std::fs::write(&bad, to_json(&rule)).unwrap();
-    let out = std::process::Command::new(bin)
-        .args(["check", bad.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = std::process::Command::new(bin).args(["check", bad.to_str().unwrap()]).output().unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("error: split-K 7 is out of range"),
-        "{stderr}"
-    );
-    assert_eq!(
-        parse_cpp(&String::from_utf8(out.stdout).unwrap(), cat()).unwrap(),
-        rule
-    );
+    assert!(stderr.contains("error: split-K 7 is out of range"), "{stderr}");
+    assert_eq!(parse_cpp(&String::from_utf8(out.stdout).unwrap(), cat()).unwrap(), rule);
 
     let garbage = dir.path().join("garbage.cpp");
     std::fs::write(&garbage, "if (M <= 128) {\n  return kernel(1);\n} else if (batch > 1) {\n  return kernel(2);\n} else {\n  return kernel(3);\n}\n").unwrap();
-    let out = std::process::Command::new(bin)
-        .args(["check", garbage.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = std::process::Command::new(bin).args(["check", garbage.to_str().unwrap()]).output().unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains(&format!(
-            "{}:3:12: unknown variable `batch`",
-            garbage.display()
-        )),
-        "{stderr}"
-    );
+    assert!(stderr.contains(&format!("{}:3:12: unknown variable `batch`", garbage.display())), "{stderr}");
 }

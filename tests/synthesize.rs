@@ -5,9 +5,7 @@ use gemm_synth::catalog::{Candidate, Catalog};
 use gemm_synth::rule::{CmpOp, Cond, Expr, Leaf, Node, Var};
 use gemm_synth::synthesize::features::{self, FeatureSet};
 use gemm_synth::synthesize::tree::{self, Bits, Problem, SearchConfig, Searcher, Tree};
-use gemm_synth::synthesize::{
-    synthesize, synthesize_budgets, try_synthesize, Limits, SynthError, Weighting,
-};
+use gemm_synth::synthesize::{synthesize, synthesize_budgets, try_synthesize, Limits, SynthError, Weighting};
 use gemm_synth::table::{Cell, LatencyMatrix, Shape};
 
 fn matrix(shapes: &[Shape], cands: &[Candidate], times: &[&[Option<f64>]]) -> LatencyMatrix {
@@ -21,11 +19,7 @@ fn matrix(shapes: &[Shape], cands: &[Candidate], times: &[&[Option<f64>]]) -> La
 }
 
 fn limits(leaves: usize, features: FeatureSet) -> Limits {
-    Limits {
-        max_leaves: leaves,
-        features,
-        ..Limits::default()
-    }
+    Limits { max_leaves: leaves, features, ..Limits::default() }
 }
 
 fn le(expr: Expr, t: i64) -> Cond {
@@ -44,16 +38,8 @@ fn le(expr: Expr, t: i64) -> Cond {
 /// (25 + 30 = 55): 65; the other split, `M <= 160`, costs min(75, 50, 50) + 30 = 80. Three leaves reach
 /// the oracle (10 + 20 + 30 = 60) with `M <= 40` → #8, `M <= 160` → #14, else #0.
 fn three_by_three() -> LatencyMatrix {
-    let shapes = [
-        Shape::new(16, 1024, 1024),
-        Shape::new(64, 1024, 1024),
-        Shape::new(256, 1024, 1024),
-    ];
-    let cands = [
-        Candidate::new(0, 0),
-        Candidate::new(8, 0),
-        Candidate::new(14, 0),
-    ];
+    let shapes = [Shape::new(16, 1024, 1024), Shape::new(64, 1024, 1024), Shape::new(256, 1024, 1024)];
+    let cands = [Candidate::new(0, 0), Candidate::new(8, 0), Candidate::new(14, 0)];
     matrix(
         &shapes,
         &cands,
@@ -72,8 +58,7 @@ fn hand_computed_three_by_three() {
         let one = synthesize(&m, &[0, 1, 2], None, &limits(1, set));
         assert_eq!(one.root, Node::Leaf(Leaf::new(0, 0)));
 
-        let two =
-            try_synthesize(&m, &Catalog::embedded(), &[0, 1, 2], None, &limits(2, set)).unwrap();
+        let two = try_synthesize(&m, &Catalog::embedded(), &[0, 1, 2], None, &limits(2, set)).unwrap();
         let expect = Node::Chain {
             branches: vec![(le(Expr::Var(Var::M), 40), Node::Leaf(Leaf::new(8, 0)))],
             otherwise: Box::new(Node::Leaf(Leaf::new(0, 0))),
@@ -82,8 +67,7 @@ fn hand_computed_three_by_three() {
         assert_eq!(two.train_us, 65.0);
         assert_eq!((two.leaves, two.depth, two.unusable), (2, 1, 0));
 
-        let three =
-            try_synthesize(&m, &Catalog::embedded(), &[0, 1, 2], None, &limits(3, set)).unwrap();
+        let three = try_synthesize(&m, &Catalog::embedded(), &[0, 1, 2], None, &limits(3, set)).unwrap();
         let expect = Node::Chain {
             branches: vec![
                 (le(Expr::Var(Var::M), 40), Node::Leaf(Leaf::new(8, 0))),
@@ -93,21 +77,14 @@ fn hand_computed_three_by_three() {
         };
         assert_eq!(three.rule.root, expect, "{set:?}");
         assert_eq!(three.train_us, 60.0);
-        assert_eq!(
-            three.instances.into_iter().collect::<Vec<_>>(),
-            vec![0, 8, 14]
-        );
+        assert_eq!(three.instances.into_iter().collect::<Vec<_>>(), vec![0, 8, 14]);
     }
 }
 
 #[test]
 fn depth_limit_one_cannot_reach_the_oracle() {
     let m = three_by_three();
-    let l = Limits {
-        max_depth: 1,
-        max_leaves: 8,
-        ..Limits::default()
-    };
+    let l = Limits { max_depth: 1, max_leaves: 8, ..Limits::default() };
     let s = try_synthesize(&m, &Catalog::embedded(), &[0, 1, 2], None, &l).unwrap();
     assert_eq!((s.depth, s.leaves), (1, 2));
     assert_eq!(s.train_us, 65.0);
@@ -116,19 +93,11 @@ fn depth_limit_one_cannot_reach_the_oracle() {
 #[test]
 fn instance_limit_one_picks_the_best_single_instance() {
     let m = three_by_three();
-    let l = Limits {
-        max_instances: Some(1),
-        max_leaves: 8,
-        ..Limits::default()
-    };
+    let l = Limits { max_instances: Some(1), max_leaves: 8, ..Limits::default() };
     let s = try_synthesize(&m, &Catalog::embedded(), &[0, 1, 2], None, &l).unwrap();
     assert_eq!(s.rule.root, Node::Leaf(Leaf::new(0, 0)));
     // Two instances: {#8, #0} with M <= 40 gives 65; {#14, #0}: 30 + 20 + 30 = 80 at best; {#8, #14}: 10+20+60 = 90.
-    let l = Limits {
-        max_instances: Some(2),
-        max_leaves: 8,
-        ..Limits::default()
-    };
+    let l = Limits { max_instances: Some(2), max_leaves: 8, ..Limits::default() };
     let s = try_synthesize(&m, &Catalog::embedded(), &[0, 1, 2], None, &l).unwrap();
     assert_eq!(s.train_us, 65.0);
     assert_eq!(s.instances.into_iter().collect::<Vec<_>>(), vec![0, 8]);
@@ -139,42 +108,17 @@ fn leaf_never_picks_an_unusable_cell_when_a_usable_one_exists() {
     // #3 is far faster on M=16 but missing on M=32; one leaf must take #5, usable on both.
     let shapes = [Shape::new(16, 512, 512), Shape::new(32, 512, 512)];
     let cands = [Candidate::new(3, 0), Candidate::new(5, 0)];
-    let m = matrix(
-        &shapes,
-        &cands,
-        &[&[Some(1.0), Some(100.0)], &[None, Some(100.0)]],
-    );
-    let s = try_synthesize(
-        &m,
-        &Catalog::embedded(),
-        &[0, 1],
-        None,
-        &limits(1, FeatureSet::Raw),
-    )
-    .unwrap();
+    let m = matrix(&shapes, &cands, &[&[Some(1.0), Some(100.0)], &[None, Some(100.0)]]);
+    let s = try_synthesize(&m, &Catalog::embedded(), &[0, 1], None, &limits(1, FeatureSet::Raw)).unwrap();
     assert_eq!(s.rule.root, Node::Leaf(Leaf::new(5, 0)));
     assert_eq!((s.unusable, s.train_us), (0, 200.0));
     // Invalid cells are treated the same way.
     let mut m2 = m.clone();
     m2.set(1, 0, Cell::Invalid("errRatio 0.2 > 0.05".into()));
-    let s = try_synthesize(
-        &m2,
-        &Catalog::embedded(),
-        &[0, 1],
-        None,
-        &limits(1, FeatureSet::Raw),
-    )
-    .unwrap();
+    let s = try_synthesize(&m2, &Catalog::embedded(), &[0, 1], None, &limits(1, FeatureSet::Raw)).unwrap();
     assert_eq!(s.rule.root, Node::Leaf(Leaf::new(5, 0)));
     // With two leaves, each shape gets its best usable candidate.
-    let s = try_synthesize(
-        &m,
-        &Catalog::embedded(),
-        &[0, 1],
-        None,
-        &limits(2, FeatureSet::Raw),
-    )
-    .unwrap();
+    let s = try_synthesize(&m, &Catalog::embedded(), &[0, 1], None, &limits(2, FeatureSet::Raw)).unwrap();
     assert_eq!((s.unusable, s.train_us), (0, 101.0));
 }
 
@@ -183,23 +127,9 @@ fn unusable_pick_is_counted_when_no_candidate_covers_the_leaf() {
     let shapes = [Shape::new(16, 512, 512), Shape::new(32, 512, 512)];
     let cands = [Candidate::new(3, 0), Candidate::new(5, 0)];
     let m = matrix(&shapes, &cands, &[&[Some(1.0), None], &[None, Some(2.0)]]);
-    let s = try_synthesize(
-        &m,
-        &Catalog::embedded(),
-        &[0, 1],
-        None,
-        &limits(1, FeatureSet::Raw),
-    )
-    .unwrap();
+    let s = try_synthesize(&m, &Catalog::embedded(), &[0, 1], None, &limits(1, FeatureSet::Raw)).unwrap();
     assert_eq!(s.unusable, 1);
-    let s = try_synthesize(
-        &m,
-        &Catalog::embedded(),
-        &[0, 1],
-        None,
-        &limits(2, FeatureSet::Raw),
-    )
-    .unwrap();
+    let s = try_synthesize(&m, &Catalog::embedded(), &[0, 1], None, &limits(2, FeatureSet::Raw)).unwrap();
     assert_eq!((s.unusable, s.train_us), (0, 3.0));
 }
 
@@ -209,32 +139,19 @@ fn flops_weighting_favours_small_shapes() {
     // so M=16 weighs 256 times M=4096: #3 = 256·30 + 1000 = 8680 > #5 = 256·10 + 1030 = 3590.
     let shapes = [Shape::new(16, 512, 512), Shape::new(4096, 512, 512)];
     let cands = [Candidate::new(3, 0), Candidate::new(5, 0)];
-    let m = matrix(
-        &shapes,
-        &cands,
-        &[&[Some(30.0), Some(10.0)], &[Some(1000.0), Some(1030.0)]],
-    );
+    let m = matrix(&shapes, &cands, &[&[Some(30.0), Some(10.0)], &[Some(1000.0), Some(1030.0)]]);
     let l = limits(1, FeatureSet::Raw);
-    assert_eq!(
-        synthesize(&m, &[0, 1], None, &l).root,
-        Node::Leaf(Leaf::new(3, 0))
-    );
+    assert_eq!(synthesize(&m, &[0, 1], None, &l).root, Node::Leaf(Leaf::new(3, 0)));
     let w = Weighting::Flops.weights(&m, &[0, 1]).unwrap();
     assert!((w[0] / w[1] - 256.0).abs() < 1e-9);
     assert!(((w[0] + w[1]) / 2.0 - 1.0).abs() < 1e-12);
-    assert_eq!(
-        synthesize(&m, &[0, 1], Some(&w), &l).root,
-        Node::Leaf(Leaf::new(5, 0))
-    );
+    assert_eq!(synthesize(&m, &[0, 1], Some(&w), &l).root, Node::Leaf(Leaf::new(5, 0)));
     assert!(Weighting::Uniform.weights(&m, &[0, 1]).is_none());
     // Oracle weights: 1/best time (10 and 1000), normalized to mean 1: 2·100/101 and 2·1/101.
     let w = Weighting::Oracle.weights(&m, &[0, 1]).unwrap();
     assert!((w[0] - 200.0 / 101.0).abs() < 1e-12 && (w[1] - 2.0 / 101.0).abs() < 1e-12);
     // #3: 30/10 + 1000/1000 = 4 slowdown units; #5: 1 + 1.03 → #5.
-    assert_eq!(
-        synthesize(&m, &[0, 1], Some(&w), &l).root,
-        Node::Leaf(Leaf::new(5, 0))
-    );
+    assert_eq!(synthesize(&m, &[0, 1], Some(&w), &l).root, Node::Leaf(Leaf::new(5, 0)));
 }
 
 #[test]
@@ -242,33 +159,15 @@ fn argument_errors_are_reported() {
     let m = three_by_three();
     let c = Catalog::embedded();
     let l = Limits::default();
-    assert_eq!(
-        try_synthesize(&m, &c, &[], None, &l).unwrap_err(),
-        SynthError::EmptyTraining
-    );
-    assert_eq!(
-        try_synthesize(&m, &c, &[3], None, &l).unwrap_err(),
-        SynthError::BadShapeIndex {
-            index: 3,
-            shapes: 3
-        }
-    );
+    assert_eq!(try_synthesize(&m, &c, &[], None, &l).unwrap_err(), SynthError::EmptyTraining);
+    assert_eq!(try_synthesize(&m, &c, &[3], None, &l).unwrap_err(), SynthError::BadShapeIndex { index: 3, shapes: 3 });
     assert_eq!(
         try_synthesize(&m, &c, &[0, 1], Some(&[1.0]), &l).unwrap_err(),
         SynthError::WeightCount { got: 1, train: 2 }
     );
-    assert!(matches!(
-        try_synthesize(&m, &c, &[0], Some(&[-1.0]), &l).unwrap_err(),
-        SynthError::BadWeight { .. }
-    ));
-    let zero = Limits {
-        max_leaves: 0,
-        ..Limits::default()
-    };
-    assert!(matches!(
-        try_synthesize(&m, &c, &[0], None, &zero).unwrap_err(),
-        SynthError::BadLimits { .. }
-    ));
+    assert!(matches!(try_synthesize(&m, &c, &[0], Some(&[-1.0]), &l).unwrap_err(), SynthError::BadWeight { .. }));
+    let zero = Limits { max_leaves: 0, ..Limits::default() };
+    assert!(matches!(try_synthesize(&m, &c, &[0], None, &zero).unwrap_err(), SynthError::BadLimits { .. }));
 }
 
 /// A deterministic latency table: 3 layers × 14 M values × 6 instances × split-K 0..2, from a
@@ -276,9 +175,7 @@ fn argument_errors_are_reported() {
 fn synthetic() -> LatencyMatrix {
     let catalog = Catalog::embedded();
     let layers = [(5120u32, 5120u32), (25600, 5120), (5120, 12800)];
-    let ms = [
-        1u32, 8, 16, 32, 48, 64, 96, 128, 256, 512, 1024, 2048, 4096, 8192,
-    ];
+    let ms = [1u32, 8, 16, 32, 48, 64, 96, 128, 256, 512, 1024, 2048, 4096, 8192];
     let kernels = [0i32, 3, 5, 8, 10, 14];
     let mut shapes = Vec::new();
     for &(n, k) in &layers {
@@ -286,10 +183,7 @@ fn synthetic() -> LatencyMatrix {
             shapes.push(Shape::new(m, n, k));
         }
     }
-    let cands: Vec<Candidate> = kernels
-        .iter()
-        .flat_map(|&id| (0..3).map(move |s| Candidate::new(id, s)))
-        .collect();
+    let cands: Vec<Candidate> = kernels.iter().flat_map(|&id| (0..3).map(move |s| Candidate::new(id, s))).collect();
     let mut mat = LatencyMatrix::new("gfx942", 304, None, shapes.clone(), cands.clone());
     for (si, s) in shapes.iter().enumerate() {
         for (ci, c) in cands.iter().enumerate() {
@@ -298,15 +192,10 @@ fn synthetic() -> LatencyMatrix {
             let wg = u64::from(s.m.div_ceil(bm)) * u64::from(s.n.div_ceil(bn)) * parts;
             let waves = wg.div_ceil(304) as f64;
             let eff = 1.0 + 0.05 * f64::from((c.kernel_id * 7 % 5) as u8);
-            let per_wave =
-                f64::from(bm.max(32)) * f64::from(bn) * f64::from(s.k) / parts as f64 * 2e-6 * eff;
+            let per_wave = f64::from(bm.max(32)) * f64::from(bn) * f64::from(s.k) / parts as f64 * 2e-6 * eff;
             let t = 4.0
                 + waves * per_wave
-                + if c.split_k > 0 {
-                    f64::from(s.m) * f64::from(s.n) * 3e-7 * parts as f64
-                } else {
-                    0.0
-                };
+                + if c.split_k > 0 { f64::from(s.m) * f64::from(s.n) * 3e-7 * parts as f64 } else { 0.0 };
             // Make one corner unusable to exercise penalties.
             if c.kernel_id == 0 && c.split_k == 2 && s.m < 64 {
                 mat.set(si, ci, Cell::Invalid("run failed: test".into()));
@@ -323,12 +212,7 @@ fn limits_are_respected_and_larger_budgets_never_lose() {
     let m = synthetic();
     let c = Catalog::embedded();
     let train: Vec<usize> = (0..m.shapes.len()).collect();
-    for (depth, inst, exact) in [
-        (2usize, None, 2usize),
-        (3, Some(2usize), 1),
-        (6, Some(3), 2),
-        (6, None, 1),
-    ] {
+    for (depth, inst, exact) in [(2usize, None, 2usize), (3, Some(2usize), 1), (6, Some(3), 2), (6, None, 1)] {
         let l = Limits {
             max_depth: depth,
             max_instances: inst,
@@ -340,46 +224,18 @@ fn limits_are_respected_and_larger_budgets_never_lose() {
         let all = synthesize_budgets(&m, &c, &train, None, &l, &budgets).unwrap();
         let mut prev = f64::INFINITY;
         for (r, &b) in all.iter().zip(&budgets) {
-            assert!(
-                r.leaves <= b && r.rule.root.leaves().len() == r.leaves,
-                "budget {b}: {} leaves",
-                r.leaves
-            );
+            assert!(r.leaves <= b && r.rule.root.leaves().len() == r.leaves, "budget {b}: {} leaves", r.leaves);
             assert!(r.depth <= depth && r.rule.root.depth() == r.depth);
             if let Some(k) = inst {
                 assert!(r.instances.len() <= k, "{:?} > {k}", r.instances);
             }
             assert_eq!(r.unusable, 0);
-            assert!(
-                r.train_cost <= prev * (1.0 + 1e-12),
-                "budget {b} costs {} > {prev}",
-                r.train_cost
-            );
+            assert!(r.train_cost <= prev * (1.0 + 1e-12), "budget {b} costs {} > {prev}", r.train_cost);
             prev = r.train_cost;
         }
         // Separate searches agree with the ordering too.
-        let small = try_synthesize(
-            &m,
-            &c,
-            &train,
-            None,
-            &Limits {
-                max_leaves: 4,
-                ..l.clone()
-            },
-        )
-        .unwrap();
-        let large = try_synthesize(
-            &m,
-            &c,
-            &train,
-            None,
-            &Limits {
-                max_leaves: 8,
-                ..l.clone()
-            },
-        )
-        .unwrap();
+        let small = try_synthesize(&m, &c, &train, None, &Limits { max_leaves: 4, ..l.clone() }).unwrap();
+        let large = try_synthesize(&m, &c, &train, None, &Limits { max_leaves: 8, ..l.clone() }).unwrap();
         assert!(large.train_cost <= small.train_cost * (1.0 + 1e-12));
     }
 }
@@ -390,52 +246,21 @@ fn rule_interpreter_agrees_with_the_search() {
     let c = Catalog::embedded();
     // Every third shape: small enough for the default (exact depth 3) search in a debug build.
     let train: Vec<usize> = (0..m.shapes.len()).step_by(3).collect();
-    let s = try_synthesize(
-        &m,
-        &c,
-        &train,
-        None,
-        &Limits {
-            max_leaves: 12,
-            ..Limits::default()
-        },
-    )
-    .unwrap();
+    let s = try_synthesize(&m, &c, &train, None, &Limits { max_leaves: 12, ..Limits::default() }).unwrap();
     let total: f64 = train
         .iter()
         .map(|&i| {
             let sh = m.shapes[i];
             let leaf = s.rule.eval(sh.m, sh.n, sh.k);
-            let col = m
-                .candidate_index(&Candidate::new(leaf.kernel_id, leaf.split_k))
-                .unwrap();
+            let col = m.candidate_index(&Candidate::new(leaf.kernel_id, leaf.split_k)).unwrap();
             m.us(i, col).unwrap()
         })
         .sum();
     assert!((total - s.train_us).abs() < 1e-9 * total);
     // Splits compare a feature expression with an integer: every condition is `expr <= literal`.
-    s.rule.root.visit_conds(&mut |cond| {
-        assert!(matches!(
-            cond,
-            Cond::Cmp {
-                op: CmpOp::Le,
-                rhs: Expr::Lit(_),
-                ..
-            }
-        ))
-    });
+    s.rule.root.visit_conds(&mut |cond| assert!(matches!(cond, Cond::Cmp { op: CmpOp::Le, rhs: Expr::Lit(_), .. })));
     // Deterministic.
-    let again = try_synthesize(
-        &m,
-        &c,
-        &train,
-        None,
-        &Limits {
-            max_leaves: 12,
-            ..Limits::default()
-        },
-    )
-    .unwrap();
+    let again = try_synthesize(&m, &c, &train, None, &Limits { max_leaves: 12, ..Limits::default() }).unwrap();
     assert!(s.leaves <= 12 && s.unusable == 0);
     assert_eq!(again.rule, s.rule);
 }
@@ -446,29 +271,16 @@ fn machine_features_are_at_least_as_good_as_raw() {
     let m = synthetic();
     let c = Catalog::embedded();
     let train: Vec<usize> = (0..m.shapes.len()).collect();
-    let l = |set| Limits {
-        exact_depth: Some(1),
-        lookahead: Some(1),
-        ..limits(2, set)
-    };
+    let l = |set| Limits { exact_depth: Some(1), lookahead: Some(1), ..limits(2, set) };
     let raw = try_synthesize(&m, &c, &train, None, &l(FeatureSet::Raw)).unwrap();
     let mach = try_synthesize(&m, &c, &train, None, &l(FeatureSet::Machine)).unwrap();
-    assert!(
-        mach.train_cost <= raw.train_cost * (1.0 + 1e-12),
-        "{} > {}",
-        mach.train_cost,
-        raw.train_cost
-    );
+    assert!(mach.train_cost <= raw.train_cost * (1.0 + 1e-12), "{} > {}", mach.train_cost, raw.train_cost);
 }
 
 #[test]
 fn feature_expressions_evaluate_as_documented() {
     let f = features::machine(&[(16, 64, 256)], &[0, 1], 304);
-    let by_name = |n: &str| {
-        f.iter()
-            .find(|x| x.name == n)
-            .unwrap_or_else(|| panic!("no feature {n}"))
-    };
+    let by_name = |n: &str| f.iter().find(|x| x.name == n).unwrap_or_else(|| panic!("no feature {n}"));
     // M=100, N=5120: tiles = cdiv(100,16)·cdiv(5120,64) = 7·80 = 560; waves = cdiv(560,304) = 2;
     // K=5120 → steps = 2·cdiv(5120,256) = 40; split-K 1: waves = cdiv(1120,304) = 4, steps = 4·cdiv(2560,256) = 40.
     assert_eq!(by_name("tiles(16x64)").eval(100, 5120, 5120), 560);
@@ -483,12 +295,7 @@ fn feature_expressions_evaluate_as_documented() {
 #[test]
 fn redundant_features_are_dropped() {
     // f1 = 2·f0 makes the same splits; f2 orders the shapes differently.
-    let vals = vec![
-        vec![1, 2, 3, 4],
-        vec![2, 4, 6, 8],
-        vec![4, 3, 2, 1],
-        vec![1, 1, 2, 2],
-    ];
+    let vals = vec![vec![1, 2, 3, 4], vec![2, 4, 6, 8], vec![4, 3, 2, 1], vec![1, 1, 2, 2]];
     assert_eq!(tree::useful_features(&vals), vec![0, 2]);
 }
 
@@ -496,9 +303,7 @@ fn redundant_features_are_dropped() {
 fn brute_depth2(p: &Problem) -> f64 {
     let n = p.shapes();
     let leaf = |set: &[usize]| {
-        (0..p.candidates())
-            .map(|c| set.iter().map(|&s| p.cost(s, c)).sum::<f64>())
-            .fold(f64::INFINITY, f64::min)
+        (0..p.candidates()).map(|c| set.iter().map(|&s| p.cost(s, c)).sum::<f64>()).fold(f64::INFINITY, f64::min)
     };
     let splits = |set: &[usize]| -> Vec<(Vec<usize>, Vec<usize>)> {
         let mut out = Vec::new();
@@ -507,24 +312,15 @@ fn brute_depth2(p: &Problem) -> f64 {
             vals.sort_unstable();
             vals.dedup();
             for t in vals.iter().take(vals.len().saturating_sub(1)) {
-                let (l, r): (Vec<usize>, Vec<usize>) =
-                    set.iter().partition(|&&s| p.feature(f, s) <= *t);
+                let (l, r): (Vec<usize>, Vec<usize>) = set.iter().partition(|&&s| p.feature(f, s) <= *t);
                 out.push((l, r));
             }
         }
         out
     };
     let all: Vec<usize> = (0..n).collect();
-    let depth1 = |set: &[usize]| {
-        splits(set)
-            .iter()
-            .map(|(l, r)| leaf(l) + leaf(r))
-            .fold(leaf(set), f64::min)
-    };
-    splits(&all)
-        .iter()
-        .map(|(l, r)| depth1(l) + depth1(r))
-        .fold(depth1(&all), f64::min)
+    let depth1 = |set: &[usize]| splits(set).iter().map(|(l, r)| leaf(l) + leaf(r)).fold(leaf(set), f64::min);
+    splits(&all).iter().map(|(l, r)| depth1(l) + depth1(r)).fold(depth1(&all), f64::min)
 }
 
 #[test]
@@ -532,37 +328,23 @@ fn exact_search_matches_brute_force() {
     // Pseudo-random problems (a fixed linear congruential sequence).
     let mut state = 12345u64;
     let mut next = move || {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         (state >> 33) as f64 / (1u64 << 31) as f64
     };
     for trial in 0..12 {
         let n = 6 + trial % 5;
         let c = 3 + trial % 3;
         let cost: Vec<f64> = (0..n * c).map(|_| (next() * 100.0).round()).collect();
-        let features: Vec<Vec<i64>> = (0..3)
-            .map(|_| (0..n).map(|_| (next() * 5.0) as i64).collect())
-            .collect();
+        let features: Vec<Vec<i64>> = (0..3).map(|_| (0..n).map(|_| (next() * 5.0) as i64).collect()).collect();
         let p = Problem::new(n, c, cost, features);
         let s = Searcher::new(&p, (0..c).collect());
         let front = s.solve(&Bits::full(n), 2);
         let best = front.last().unwrap();
-        assert!(
-            (best.cost - brute_depth2(&p)).abs() < 1e-9,
-            "trial {trial}: {} vs {}",
-            best.cost,
-            brute_depth2(&p)
-        );
+        assert!((best.cost - brute_depth2(&p)).abs() < 1e-9, "trial {trial}: {} vs {}", best.cost, brute_depth2(&p));
         assert!((best.tree.cost(&p) - best.cost).abs() < 1e-9);
         assert!(best.tree.depth() <= 2 && best.tree.leaves() <= 4);
         // The full search never does worse than the exact depth-2 front at the same budget.
-        let cfg = SearchConfig {
-            max_depth: 4,
-            max_leaves: 8,
-            exact_depth: 2,
-            lookahead: 2,
-        };
+        let cfg = SearchConfig { max_depth: 4, max_leaves: 8, exact_depth: 2, lookahead: 2 };
         let fr = tree::search(&p, &(0..c).collect::<Vec<_>>(), &cfg);
         assert!(fr[3].cost <= best.cost + 1e-9);
         for w in fr.windows(2) {
@@ -578,12 +360,7 @@ fn exact_search_matches_brute_force() {
 #[test]
 fn relabel_restricts_leaves_to_allowed_columns() {
     let p = Problem::new(2, 3, vec![1.0, 5.0, 9.0, 9.0, 5.0, 1.0], vec![vec![0, 1]]);
-    let t = Tree::Split {
-        feature: 0,
-        threshold: 0,
-        left: Box::new(Tree::Leaf(0)),
-        right: Box::new(Tree::Leaf(2)),
-    };
+    let t = Tree::Split { feature: 0, threshold: 0, left: Box::new(Tree::Leaf(0)), right: Box::new(Tree::Leaf(2)) };
     assert_eq!(t.cost(&p), 2.0);
     let r = t.relabeled(&p, &[1]);
     assert_eq!(r.leaf_candidates(), vec![1, 1]);
@@ -617,16 +394,8 @@ fn split_k_leaf_is_guarded_by_the_fill_boundary() {
     let (node, added) = g.apply(&Node::Leaf(Leaf::new(2, 1)));
     let tiles = Expr::bin(
         gemm_synth::rule::BinOp::Mul,
-        Expr::bin(
-            gemm_synth::rule::BinOp::CeilDiv,
-            Expr::Var(Var::M),
-            Expr::Lit(64),
-        ),
-        Expr::bin(
-            gemm_synth::rule::BinOp::CeilDiv,
-            Expr::Var(Var::N),
-            Expr::Lit(128),
-        ),
+        Expr::bin(gemm_synth::rule::BinOp::CeilDiv, Expr::Var(Var::M), Expr::Lit(64)),
+        Expr::bin(gemm_synth::rule::BinOp::CeilDiv, Expr::Var(Var::N), Expr::Lit(128)),
     );
     let waves = Expr::bin(gemm_synth::rule::BinOp::CeilDiv, tiles, Expr::Lit(132));
     let want = Node::Chain {
@@ -656,23 +425,14 @@ fn synthesized_split_k_rules_stay_within_measured_cells() {
     let all: Vec<u32> = (1..=2048).step_by(7).chain(train_ms).collect();
     let m = split_k_matrix(&all);
     let c = Catalog::embedded();
-    let train: Vec<usize> = (0..m.shapes.len())
-        .filter(|&s| train_ms.contains(&m.shapes[s].m))
-        .collect();
+    let train: Vec<usize> = (0..m.shapes.len()).filter(|&s| train_ms.contains(&m.shapes[s].m)).collect();
     for leaves in [2, 3, 4] {
         let s = try_synthesize(&m, &c, &train, None, &limits(leaves, FeatureSet::Machine)).unwrap();
         assert!(s.leaves <= leaves);
         for (i, sh) in m.shapes.iter().enumerate() {
             let leaf = s.rule.eval(sh.m, sh.n, sh.k);
-            let col = m
-                .candidate_index(&Candidate::new(leaf.kernel_id, leaf.split_k))
-                .unwrap();
-            assert!(
-                m.us(i, col).is_some(),
-                "{leaves} leaves: M={} picks unmeasured {leaf:?}\n{:?}",
-                sh.m,
-                s.rule
-            );
+            let col = m.candidate_index(&Candidate::new(leaf.kernel_id, leaf.split_k)).unwrap();
+            assert!(m.us(i, col).is_some(), "{leaves} leaves: M={} picks unmeasured {leaf:?}\n{:?}", sh.m, s.rule);
         }
     }
 }
@@ -692,12 +452,7 @@ fn refinement_moves_thresholds_to_the_nearest_m_boundary() {
     let m = matrix(
         &shapes,
         &cands,
-        &[
-            &[Some(10.0), Some(20.0)],
-            &[Some(30.0), Some(20.0)],
-            &[Some(30.0), Some(20.0)],
-            &[Some(60.0), Some(40.0)],
-        ],
+        &[&[Some(10.0), Some(20.0)], &[Some(30.0), Some(20.0)], &[Some(30.0), Some(20.0)], &[Some(60.0), Some(40.0)]],
     );
     let c = Catalog::embedded();
     let s = try_synthesize(&m, &c, &[0, 1, 2, 3], None, &limits(2, FeatureSet::Machine)).unwrap();
@@ -711,10 +466,7 @@ fn refinement_moves_thresholds_to_the_nearest_m_boundary() {
         &c,
         &[0, 1, 2, 3],
         None,
-        &Limits {
-            refine_thresholds: false,
-            ..limits(2, FeatureSet::Machine)
-        },
+        &Limits { refine_thresholds: false, ..limits(2, FeatureSet::Machine) },
     )
     .unwrap();
     assert_eq!(plain.train_us, s.train_us);

@@ -6,8 +6,8 @@ use anyhow::bail;
 
 use crate::catalog::Catalog;
 use crate::synthesize::pipeline::{
-    crate_root, display_path, layer_names, load_matrix, load_tuned, model_layers, published_rule,
-    shapes_of_layers, training_sample, DEFAULT_DATASET, PUBLISHED_RULE_NAME,
+    crate_root, display_path, layer_names, load_matrix, load_tuned, model_layers, published_rule, shapes_of_layers,
+    training_sample, DEFAULT_DATASET, PUBLISHED_RULE_NAME,
 };
 
 use super::report::LayerNames;
@@ -64,34 +64,18 @@ pub struct CompareArgs {
 /// Runs `synth compare`.
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let catalog = Catalog::embedded();
-    let dataset = args
-        .dataset
-        .clone()
-        .unwrap_or_else(|| crate_root().join(DEFAULT_DATASET));
+    let dataset = args.dataset.clone().unwrap_or_else(|| crate_root().join(DEFAULT_DATASET));
     let matrix = load_matrix(&dataset, &catalog)?;
-    let (what, names, shapes): (String, LayerNames, Vec<usize>) =
-        if args.model.is_some() || args.spec.is_some() {
-            let (model, layers) = model_layers(
-                args.model.as_deref().unwrap_or(""),
-                args.spec.as_deref(),
-                args.tp,
-            )?;
-            let what = format!("{model} TP={}", args.tp);
-            let shapes = shapes_of_layers(&matrix, &layers, &what)?;
-            (what, layer_names(&layers), shapes)
-        } else {
-            (
-                "every layer".to_string(),
-                LayerNames::new(),
-                (0..matrix.shapes.len()).collect(),
-            )
-        };
-    let (train, heldout, picked) = training_sample(&matrix, &shapes, args.sample_m, args.seed);
-    let scored = if args.held_out {
-        heldout
+    let (what, names, shapes): (String, LayerNames, Vec<usize>) = if args.model.is_some() || args.spec.is_some() {
+        let (model, layers) = model_layers(args.model.as_deref().unwrap_or(""), args.spec.as_deref(), args.tp)?;
+        let what = format!("{model} TP={}", args.tp);
+        let shapes = shapes_of_layers(&matrix, &layers, &what)?;
+        (what, layer_names(&layers), shapes)
     } else {
-        shapes.clone()
+        ("every layer".to_string(), LayerNames::new(), (0..matrix.shapes.len()).collect())
     };
+    let (train, heldout, picked) = training_sample(&matrix, &shapes, args.sample_m, args.seed);
+    let scored = if args.held_out { heldout } else { shapes.clone() };
     if scored.is_empty() {
         bail!("no shape to score (every shape is in the training sample); drop --held-out or lower --sample-m");
     }
@@ -103,42 +87,24 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         ));
     }
     if args.tuned_sample {
-        let t = TunedTable::from_matrix(
-            &matrix,
-            &train,
-            &format!("best of {} sampled shapes", train.len()),
-        );
+        let t = TunedTable::from_matrix(&matrix, &train, &format!("best of {} sampled shapes", train.len()));
         tables.push(("tuned".to_string(), t));
     }
     let mut policies = vec![Policy::Default];
     for (name, table) in &tables {
-        policies.push(Policy::Tuned {
-            name: name.clone(),
-            table: table.clone(),
-        });
+        policies.push(Policy::Tuned { name: name.clone(), table: table.clone() });
     }
     if let Some((name, table)) = tables.first() {
-        let nearest = name.strip_prefix("tuned").map_or_else(
-            || format!("nearest-M:{name}"),
-            |rest| format!("nearest-M{rest}"),
-        );
-        policies.push(Policy::NearestM {
-            name: nearest,
-            table: table.clone(),
-        });
+        let nearest =
+            name.strip_prefix("tuned").map_or_else(|| format!("nearest-M:{name}"), |rest| format!("nearest-M{rest}"));
+        policies.push(Policy::NearestM { name: nearest, table: table.clone() });
     }
     if args.published {
-        policies.push(Policy::Rule {
-            name: PUBLISHED_RULE_NAME.into(),
-            rule: published_rule(&catalog)?,
-        });
+        policies.push(Policy::Rule { name: PUBLISHED_RULE_NAME.into(), rule: published_rule(&catalog)? });
     }
     for path in &args.rule {
         let rule = crate::rule::load(path, &catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
-        policies.push(Policy::Rule {
-            name: display_path(path),
-            rule,
-        });
+        policies.push(Policy::Rule { name: display_path(path), rule });
     }
     policies.push(Policy::Oracle);
     let report = evaluate(&matrix, &catalog, &policies, &scored);
@@ -148,11 +114,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         matrix.gfx,
         matrix.cu_num,
         report.shapes.len(),
-        if args.held_out {
-            format!(" (held out from the sample M = {picked:?})")
-        } else {
-            String::new()
-        }
+        if args.held_out { format!(" (held out from the sample M = {picked:?})") } else { String::new() }
     );
     text.push_str(&super::report::table(&report, &names));
     if let Some(path) = &args.csv {
@@ -161,10 +123,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         text.push_str(&format!("written: {}\n", path.display()));
     }
     if let Some(path) = &args.svg {
-        let title = format!(
-            "{what} on {}",
-            matrix.device.as_deref().unwrap_or(&matrix.gfx)
-        );
+        let title = format!("{what} on {}", matrix.device.as_deref().unwrap_or(&matrix.gfx));
         std::fs::write(path, super::plot::speedup_svg(&report, &names, &title)?)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
         text.push_str(&format!("written: {}\n", path.display()));

@@ -137,11 +137,7 @@ pub struct Report {
 
 /// The charged outcome of `pick` on shape `s`.
 fn outcome(matrix: &LatencyMatrix, s: usize, pick: Pick, fallback: f64) -> Outcome {
-    let col = if pick.legacy {
-        matrix.candidate_index(&pick.candidate)
-    } else {
-        None
-    };
+    let col = if pick.legacy { matrix.candidate_index(&pick.candidate) } else { None };
     let (status, us) = match col.map(|c| matrix.cell(s, c)) {
         Some(Cell::Ok(t)) => (Status::Ok, *t),
         Some(Cell::Invalid(_)) => (Status::Invalid, fallback),
@@ -210,12 +206,7 @@ impl Report {
 
 /// Scores `policies` on the `shapes` of `matrix` (indices; duplicates are scored twice). See the module
 /// documentation for the rules.
-pub fn evaluate(
-    matrix: &LatencyMatrix,
-    catalog: &Catalog,
-    policies: &[Policy],
-    shapes: &[usize],
-) -> Report {
+pub fn evaluate(matrix: &LatencyMatrix, catalog: &Catalog, policies: &[Policy], shapes: &[usize]) -> Report {
     let default = Candidate::new(catalog.default_alias, 0);
     let mut scored = Vec::new();
     let mut unscorable = Vec::new();
@@ -227,46 +218,27 @@ pub fn evaluate(
         }
     }
     let default_col = matrix.candidate_index(&default);
-    let default_unusable = scored
-        .iter()
-        .filter(|&&s| default_col.and_then(|c| matrix.us(s, c)).is_none())
-        .count();
+    let default_unusable = scored.iter().filter(|&&s| default_col.and_then(|c| matrix.us(s, c)).is_none()).count();
     let fallback: Vec<f64> = scored
         .iter()
         .map(|&s| {
-            let slowest = (0..matrix.candidates.len())
-                .filter_map(|c| matrix.us(s, c))
-                .fold(0.0, f64::max);
-            matrix
-                .candidate_index(&default)
-                .and_then(|c| matrix.us(s, c))
-                .unwrap_or(slowest)
+            let slowest = (0..matrix.candidates.len()).filter_map(|c| matrix.us(s, c)).fold(0.0, f64::max);
+            matrix.candidate_index(&default).and_then(|c| matrix.us(s, c)).unwrap_or(slowest)
         })
         .collect();
-    let oracle_us: Vec<f64> = scored
-        .iter()
-        .map(|&s| matrix.best(s).expect("scored shapes have a usable cell").1)
-        .collect();
+    let oracle_us: Vec<f64> =
+        scored.iter().map(|&s| matrix.best(s).expect("scored shapes have a usable cell").1).collect();
     let outcomes: Vec<Vec<Outcome>> = policies
         .iter()
         .map(|p| {
-            scored
-                .iter()
-                .zip(&fallback)
-                .map(|(&s, &fb)| outcome(matrix, s, p.pick(matrix, s, default), fb))
-                .collect()
+            scored.iter().zip(&fallback).map(|(&s, &fb)| outcome(matrix, s, p.pick(matrix, s, default), fb)).collect()
         })
         .collect();
     let default_us = fallback.clone();
     let tuned = policies
         .iter()
         .position(|p| matches!(p, Policy::Tuned { .. }))
-        .map(|i| {
-            (
-                policies[i].name().to_string(),
-                outcomes[i].iter().map(|o| o.us).collect(),
-            )
-        });
+        .map(|i| (policies[i].name().to_string(), outcomes[i].iter().map(|o| o.us).collect()));
     let mut report = Report {
         shape_list: scored.iter().map(|&s| matrix.shapes[s]).collect(),
         shapes: scored,

@@ -43,12 +43,7 @@ pub fn speedup_svg(report: &Report, names: &LayerNames, title: &str) -> anyhow::
     let layers = report.layers();
     let style = styles(report);
     let baselines: Vec<(&str, &[f64])> = std::iter::once(("default", report.default_us.as_slice()))
-        .chain(
-            report
-                .tuned
-                .as_ref()
-                .map(|(n, t)| (n.as_str(), t.as_slice())),
-        )
+        .chain(report.tuned.as_ref().map(|(n, t)| (n.as_str(), t.as_slice())))
         .collect();
     let cols = baselines.len();
     let rows = layers.len().max(1);
@@ -66,26 +61,17 @@ pub fn speedup_svg(report: &Report, names: &LayerNames, title: &str) -> anyhow::
                     .policies
                     .iter()
                     .enumerate()
-                    .filter(|(_, p)| {
-                        p.name != base_name && !(bi == 0 && p.kind == PolicyKind::Default)
-                    })
+                    .filter(|(_, p)| p.name != base_name && !(bi == 0 && p.kind == PolicyKind::Default))
                     .map(|(pi, p)| {
                         let pts = idx
                             .iter()
-                            .map(|&i| {
-                                (
-                                    f64::from(report.shape_list[i].m),
-                                    base[i] / p.outcomes[i].us,
-                                )
-                            })
+                            .map(|&i| (f64::from(report.shape_list[i].m), base[i] / p.outcomes[i].us))
                             .collect();
                         (pi, pts)
                     })
                     .collect();
                 series.sort_by_key(|(pi, _)| (style[*pi].2, *pi));
-                let xs = idx
-                    .iter()
-                    .map(|&i| f64::from(report.shape_list[i].m.max(1)));
+                let xs = idx.iter().map(|&i| f64::from(report.shape_list[i].m.max(1)));
                 let xmin = xs.clone().fold(f64::INFINITY, f64::min);
                 let mut xmax = xs.fold(0.0, f64::max);
                 if xmax <= xmin {
@@ -96,10 +82,7 @@ pub fn speedup_svg(report: &Report, names: &LayerNames, title: &str) -> anyhow::
                 let ymax = ys.fold(1.0, f64::max) * 1.05;
                 let mut chart = ChartBuilder::on(area)
                     .caption(
-                        format!(
-                            "{} (N={n}, K={k}): speed-up vs {base_name}",
-                            layer_name(names, n, k)
-                        ),
+                        format!("{} (N={n}, K={k}): speed-up vs {base_name}", layer_name(names, n, k)),
                         ("sans-serif", 14),
                     )
                     .margin(8)
@@ -116,18 +99,13 @@ pub fn speedup_svg(report: &Report, names: &LayerNames, title: &str) -> anyhow::
                     .x_label_formatter(&|x| format!("{}", x.round() as u64))
                     .y_label_formatter(&|y| format!("{y:.2}"))
                     .draw()?;
-                chart.draw_series(LineSeries::new(
-                    vec![(xmin, 1.0), (xmax, 1.0)],
-                    BLACK.mix(0.6),
-                ))?;
+                chart.draw_series(LineSeries::new(vec![(xmin, 1.0), (xmax, 1.0)], BLACK.mix(0.6)))?;
                 for (pi, pts) in series {
                     let (color, width, _) = style[pi];
                     chart
                         .draw_series(LineSeries::new(pts, color.stroke_width(width)))?
                         .label(report.policies[pi].name.clone())
-                        .legend(move |(x, y)| {
-                            PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(width))
-                        });
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(width)));
                 }
                 if li == 0 {
                     chart

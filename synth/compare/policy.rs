@@ -76,10 +76,7 @@ pub struct TunedTable {
 impl TunedTable {
     /// An empty table.
     pub fn new(source: impl Into<String>) -> TunedTable {
-        TunedTable {
-            entries: BTreeMap::new(),
-            source: source.into(),
-        }
+        TunedTable { entries: BTreeMap::new(), source: source.into() }
     }
 
     /// Sets the entry of `shape`.
@@ -124,15 +121,8 @@ impl TunedTable {
                 continue;
             }
             let legacy = r.libtype == "ck";
-            let kernel_id = if legacy && r.kernel_id < 0 {
-                catalog.default_alias
-            } else {
-                r.kernel_id
-            };
-            let entry = TunedEntry {
-                candidate: Candidate::new(kernel_id, r.split_k),
-                legacy,
-            };
+            let kernel_id = if legacy && r.kernel_id < 0 { catalog.default_alias } else { r.kernel_id };
+            let entry = TunedEntry { candidate: Candidate::new(kernel_id, r.split_k), legacy };
             if t.entries.insert((r.m, r.n, r.k), entry).is_some() {
                 replaced += 1;
             }
@@ -146,13 +136,7 @@ impl TunedTable {
         let mut t = TunedTable::new(source);
         for &s in shapes {
             if let Some((c, _)) = matrix.best(s) {
-                t.insert(
-                    matrix.shapes[s],
-                    TunedEntry {
-                        candidate: matrix.candidates[c],
-                        legacy: true,
-                    },
-                );
+                t.insert(matrix.shapes[s], TunedEntry { candidate: matrix.candidates[c], legacy: true });
             }
         }
         t
@@ -166,8 +150,7 @@ impl TunedTable {
         if let Some(e) = self.get(pad_fine(m), n, k) {
             return Some((e, LookupKind::Fine));
         }
-        self.get(pad_coarse(m, n), n, k)
-            .map(|e| (e, LookupKind::Coarse))
+        self.get(pad_coarse(m, n), n, k).map(|e| (e, LookupKind::Coarse))
     }
 
     /// The nearest-M lookup among the rows of (N, K); ties → the smaller M. Returns the entry and its M.
@@ -217,9 +200,7 @@ impl Policy {
     pub fn name(&self) -> &str {
         match self {
             Policy::Default => "default",
-            Policy::Tuned { name, .. }
-            | Policy::NearestM { name, .. }
-            | Policy::Rule { name, .. } => name,
+            Policy::Tuned { name, .. } | Policy::NearestM { name, .. } | Policy::Rule { name, .. } => name,
             Policy::Oracle => "oracle",
         }
     }
@@ -227,40 +208,22 @@ impl Policy {
     /// The candidate this policy picks for shape `s` of `matrix`; `default` is the default candidate.
     pub fn pick(&self, matrix: &LatencyMatrix, s: usize, default: Candidate) -> Pick {
         let Shape { m, n, k } = matrix.shapes[s];
-        let plain = |candidate| Pick {
-            candidate,
-            legacy: true,
-            lookup: None,
-        };
+        let plain = |candidate| Pick { candidate, legacy: true, lookup: None };
         let from_table = |found: Option<(TunedEntry, LookupKind)>| match found {
-            Some((e, kind)) => Pick {
-                candidate: e.candidate,
-                legacy: e.legacy,
-                lookup: Some(kind),
-            },
-            None => Pick {
-                candidate: default,
-                legacy: true,
-                lookup: Some(LookupKind::Default),
-            },
+            Some((e, kind)) => Pick { candidate: e.candidate, legacy: e.legacy, lookup: Some(kind) },
+            None => Pick { candidate: default, legacy: true, lookup: Some(LookupKind::Default) },
         };
         match self {
             Policy::Default => plain(default),
             Policy::Tuned { table, .. } => from_table(table.lookup_aiter(m, n, k)),
-            Policy::NearestM { table, .. } => from_table(
-                table
-                    .lookup_nearest(m, n, k)
-                    .map(|(e, _)| (e, LookupKind::Nearest)),
-            ),
+            Policy::NearestM { table, .. } => {
+                from_table(table.lookup_nearest(m, n, k).map(|(e, _)| (e, LookupKind::Nearest)))
+            }
             Policy::Rule { rule, .. } => {
                 let leaf = rule.eval(m, n, k);
                 plain(Candidate::new(leaf.kernel_id, leaf.split_k))
             }
-            Policy::Oracle => plain(
-                matrix
-                    .best(s)
-                    .map_or(default, |(c, _)| matrix.candidates[c]),
-            ),
+            Policy::Oracle => plain(matrix.best(s).map_or(default, |(c, _)| matrix.candidates[c])),
         }
     }
 }

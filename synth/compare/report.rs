@@ -11,10 +11,7 @@ pub type LayerNames = BTreeMap<(u32, u32), String>;
 
 /// The name of the (N, K) layer.
 pub fn layer_name(names: &LayerNames, n: u32, k: u32) -> String {
-    names
-        .get(&(n, k))
-        .cloned()
-        .unwrap_or_else(|| format!("N={n},K={k}"))
+    names.get(&(n, k)).cloned().unwrap_or_else(|| format!("N={n},K={k}"))
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
@@ -23,27 +20,14 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 
 fn pad_table(rows: &[Vec<String>]) -> String {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
+    let widths: Vec<usize> =
+        (0..cols).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0)).collect();
     let mut out = String::new();
     for (i, r) in rows.iter().enumerate() {
         let line: Vec<String> = r
             .iter()
             .enumerate()
-            .map(|(c, s)| {
-                if c == 0 {
-                    format!("{s:<w$}", w = widths[c])
-                } else {
-                    format!("{s:>w$}", w = widths[c])
-                }
-            })
+            .map(|(c, s)| if c == 0 { format!("{s:<w$}", w = widths[c]) } else { format!("{s:>w$}", w = widths[c]) })
             .collect();
         out.push_str(line.join("  ").trim_end());
         out.push('\n');
@@ -60,27 +44,24 @@ fn pad_table(rows: &[Vec<String>]) -> String {
 fn picks_text(s: &Summary) -> String {
     let mut v: Vec<_> = s.picks.iter().collect();
     v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-    v.iter()
-        .map(|(c, n)| format!("{c}:{n}"))
-        .collect::<Vec<_>>()
-        .join(" ")
+    v.iter().map(|(c, n)| format!("{c}:{n}")).collect::<Vec<_>>().join(" ")
 }
 
 /// The overall table (one row per policy) followed by a per-layer table of geomean speed-up against the
 /// default and fraction of the oracle.
 pub fn table(report: &Report, names: &LayerNames) -> String {
     let mut out = String::new();
-    let tuned = report
-        .tuned
-        .as_ref()
-        .map(|(n, _)| n.as_str())
-        .unwrap_or("-");
+    let tuned = report.tuned.as_ref().map(|(n, _)| n.as_str()).unwrap_or("-");
     let _ = writeln!(
         out,
         "{} shapes scored{}; speed-ups are default (or tuned = {tuned}) time / policy time; fallbacks are picks of \
          Missing/Invalid cells, charged the default's time",
         report.shapes.len(),
-        if report.unscorable.is_empty() { String::new() } else { format!(", {} unscorable (no usable cell)", report.unscorable.len()) },
+        if report.unscorable.is_empty() {
+            String::new()
+        } else {
+            format!(", {} unscorable (no usable cell)", report.unscorable.len())
+        },
     );
     if report.default_unusable > 0 {
         let _ = writeln!(
@@ -112,14 +93,7 @@ pub fn table(report: &Report, names: &LayerNames) -> String {
             opt(s.geomean_vs_tuned, 3),
             format!("{:.3}", s.of_oracle),
             format!("{}", s.missing + s.invalid),
-            format!(
-                "{}",
-                s.picks
-                    .keys()
-                    .map(|c| c.kernel_id)
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .len()
-            ),
+            format!("{}", s.picks.keys().map(|c| c.kernel_id).collect::<std::collections::BTreeSet<_>>().len()),
         ]);
     }
     out.push_str(&pad_table(&rows));
@@ -146,12 +120,7 @@ pub fn table(report: &Report, names: &LayerNames) -> String {
             "{:<w$}  picks: {}",
             p.name,
             picks_text(&p.summary),
-            w = report
-                .policies
-                .iter()
-                .map(|p| p.name.len())
-                .max()
-                .unwrap_or(0)
+            w = report.policies.iter().map(|p| p.name.len()).max().unwrap_or(0)
         );
     }
     out
@@ -177,10 +146,7 @@ pub fn csv(report: &Report, names: &LayerNames) -> String {
         let tuned = report.tuned.as_ref().map(|(_, t)| t[i]);
         for p in &report.policies {
             let o = &p.outcomes[i];
-            let lookup = o
-                .pick
-                .lookup
-                .map_or(String::new(), |k| format!("{k:?}").to_lowercase());
+            let lookup = o.pick.lookup.map_or(String::new(), |k| format!("{k:?}").to_lowercase());
             let _ = writeln!(
                 out,
                 "{},{},{},{},{},{},{},{},{},{:.4},{:.4},{},{:.4},{:.4},{},{:.4}",

@@ -67,16 +67,19 @@ fn parse_m_set(text: &str) -> Result<Vec<u32>> {
     match text {
         "dataset" => Ok(shapes::m_dataset_grid()),
         "decode" => Ok(shapes::m_decode()),
-        list => list
-            .split(',')
-            .map(|s| {
-                let v: u32 = s.trim().parse().with_context(|| format!("--m-set: {s:?} is not a positive integer (or use `dataset`/`decode`)"))?;
-                if v == 0 {
-                    bail!("--m-set: M must be positive, got 0");
-                }
-                Ok(v)
-            })
-            .collect(),
+        list => {
+            list.split(',')
+                .map(|s| {
+                    let v: u32 = s.trim().parse().with_context(|| {
+                        format!("--m-set: {s:?} is not a positive integer (or use `dataset`/`decode`)")
+                    })?;
+                    if v == 0 {
+                        bail!("--m-set: M must be positive, got 0");
+                    }
+                    Ok(v)
+                })
+                .collect()
+        }
     }
 }
 
@@ -136,14 +139,24 @@ pub fn run(args: BenchArgs) -> Result<()> {
         Some(c) => c,
         None => {
             let d = harness.probe()?;
-            eprintln!("device: {} ({}, {} CUs/SMs, {}; torch {}, triton {}; {})", d.name, d.gfx, d.cu_num, d.backend, d.torch, d.triton, d.mapping_rule);
+            eprintln!(
+                "device: {} ({}, {} CUs/SMs, {}; torch {}, triton {}; {})",
+                d.name, d.gfx, d.cu_num, d.backend, d.torch, d.triton, d.mapping_rule
+            );
             let c = d.cu_num;
             device = Some(d);
             c
         }
     };
     let shapes: Vec<Shape> = layers.iter().flat_map(|&(n, k)| ms.iter().map(move |&m| Shape::new(m, n, k))).collect();
-    let spec = PlanSpec { shapes, instances, split_k: args.split_k, cu_num, recheck_fraction: args.recheck_fraction, seed: args.seed };
+    let spec = PlanSpec {
+        shapes,
+        instances,
+        split_k: args.split_k,
+        cu_num,
+        recheck_fraction: args.recheck_fraction,
+        seed: args.seed,
+    };
     let plan = build_plan(&spec)?;
     let only_plan = args.dry_run || args.plan_only.is_some();
     // A dry run or plan export reads an existing journal but creates none.
@@ -152,7 +165,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
     } else {
         let (j, cut) = Journal::open(&args.out, &catalog)?;
         if cut > 0 {
-            eprintln!("journal {}: dropped an incomplete last line ({cut} bytes, an interrupted write)", args.out.display());
+            eprintln!(
+                "journal {}: dropped an incomplete last line ({cut} bytes, an interrupted write)",
+                args.out.display()
+            );
         }
         Some(j)
     };
@@ -194,11 +210,16 @@ pub fn run(args: BenchArgs) -> Result<()> {
     if device.is_none() {
         harness.probe()?;
     }
-    let plan_file = tempfile::Builder::new().prefix("synth-bench-plan").suffix(".jsonl").tempfile().context("cannot create a plan file")?;
+    let plan_file = tempfile::Builder::new()
+        .prefix("synth-bench-plan")
+        .suffix(".jsonl")
+        .tempfile()
+        .context("cannot create a plan file")?;
     let interactive = std::io::stderr().is_terminal();
     let pb = if interactive { ProgressBar::new(todo.len() as u64) } else { ProgressBar::hidden() };
     pb.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} cells  {per_sec}  ETA {eta}  {msg}").expect("static progress template"),
+        ProgressStyle::with_template("{bar:40} {pos}/{len} cells  {per_sec}  ETA {eta}  {msg}")
+            .expect("static progress template"),
     );
     let started = Instant::now();
     let total = todo.len();
@@ -215,7 +236,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
             if !interactive && (count % 250 == 0 || count == total) {
                 let el = started.elapsed().as_secs_f64();
                 let rate = count as f64 / el.max(1e-9);
-                eprintln!("{count}/{total} cells, {el:.0} s, {rate:.1} cells/s, ETA {:.0} s", (total - count) as f64 / rate.max(1e-9));
+                eprintln!(
+                    "{count}/{total} cells, {el:.0} s, {rate:.1} cells/s, ETA {:.0} s",
+                    (total - count) as f64 / rate.max(1e-9)
+                );
             }
         },
         move |line: &str| {
@@ -236,7 +260,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
         Err(_) => count,
     };
     print_summary(&journal, appended, elapsed);
-    result.map(|_| ()).with_context(|| format!("{} rows are in {} ({} measured this run)", measured, args.out.display(), appended))
+    result
+        .map(|_| ())
+        .with_context(|| format!("{} rows are in {} ({} measured this run)", measured, args.out.display(), appended))
 }
 
 fn print_summary(journal: &Journal, appended: usize, elapsed: f64) {
@@ -256,7 +282,9 @@ fn print_summary(journal: &Journal, appended: usize, elapsed: f64) {
         println!("  fail:{reason}: {n}");
     }
     match recheck_noise(rows) {
-        Some((med, n)) => println!("noise: median |us - us_recheck| / us = {:.2}% over {n} rechecked cells", med * 100.0),
+        Some((med, n)) => {
+            println!("noise: median |us - us_recheck| / us = {:.2}% over {n} rechecked cells", med * 100.0)
+        }
         None => println!("noise: no rechecked cell pairs yet"),
     }
 }
@@ -275,7 +303,10 @@ mod tests {
 
     #[test]
     fn qwen3_tp2_layers() {
-        assert_eq!(model_layers("qwen3-32b", 2).unwrap(), vec![(5120, 5120), (5120, 4096), (25600, 5120), (5120, 12800)]);
+        assert_eq!(
+            model_layers("qwen3-32b", 2).unwrap(),
+            vec![(5120, 5120), (5120, 4096), (25600, 5120), (5120, 12800)]
+        );
         assert!(model_layers("qwen3-32b", 3).is_err());
     }
 }

@@ -66,10 +66,16 @@ impl Harness {
         let tail = tail.trim();
         match code {
             Some(EXIT_NO_GPU) => anyhow!("no GPU found: PyTorch under `{py}` sees no CUDA or ROCm device ({tail})"),
-            Some(EXIT_NO_TORCH) => anyhow!("PyTorch is not importable by `{py}` ({tail}); pass --python with one that has it"),
-            Some(EXIT_NO_TRITON) => anyhow!("Triton is not importable by `{py}` ({tail}); install Triton or pass another --python"),
+            Some(EXIT_NO_TORCH) => {
+                anyhow!("PyTorch is not importable by `{py}` ({tail}); pass --python with one that has it")
+            }
+            Some(EXIT_NO_TRITON) => {
+                anyhow!("Triton is not importable by `{py}` ({tail}); install Triton or pass another --python")
+            }
             Some(EXIT_USAGE) => anyhow!("the harness rejected its arguments or plan: {tail}"),
-            Some(EXIT_DEVICE_LOST) => anyhow!("the GPU stopped working mid-run ({tail}); finished cells are in the journal, run again to resume"),
+            Some(EXIT_DEVICE_LOST) => anyhow!(
+                "the GPU stopped working mid-run ({tail}); finished cells are in the journal, run again to resume"
+            ),
             Some(c) => anyhow!("the harness exited with status {c}: {tail}"),
             None => anyhow!("the harness was killed by a signal: {tail}"),
         }
@@ -83,7 +89,8 @@ impl Harness {
         }
         let text = String::from_utf8_lossy(&out.stdout);
         let line = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
-        serde_json::from_str(line).with_context(|| format!("harness --probe printed {line:?}, expected one JSON object"))
+        serde_json::from_str(line)
+            .with_context(|| format!("harness --probe printed {line:?}, expected one JSON object"))
     }
 
     /// Measures `cells` (written to `plan_path` first), appending every result to `journal` as it
@@ -98,7 +105,8 @@ impl Harness {
         on_log: impl Fn(&str) + Send + 'static,
     ) -> Result<usize> {
         {
-            let mut f = std::fs::File::create(plan_path).with_context(|| format!("cannot write plan {}", plan_path.display()))?;
+            let mut f = std::fs::File::create(plan_path)
+                .with_context(|| format!("cannot write plan {}", plan_path.display()))?;
             for c in cells {
                 writeln!(f, "{}", c.to_json_line())?;
             }

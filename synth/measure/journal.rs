@@ -68,7 +68,14 @@ fn ck() -> String {
 
 impl CellResult {
     pub fn key(&self) -> CellKey {
-        CellKey { m: self.m, n: self.n, k: self.k, kernel_id: self.kernel_id, split_k: self.split_k, recheck: self.recheck != 0 }
+        CellKey {
+            m: self.m,
+            n: self.n,
+            k: self.k,
+            kernel_id: self.kernel_id,
+            split_k: self.split_k,
+            recheck: self.recheck != 0,
+        }
     }
 
     pub fn is_ok(&self) -> bool {
@@ -133,7 +140,9 @@ fn read_journal_bytes(bytes: &[u8], src: &str, catalog: &Catalog) -> Result<Vec<
     let header = String::from_utf8_lossy(first).trim_end_matches('\r').to_string();
     let want = columns().join(",");
     if header != want {
-        bail!("{src}:1: header is `{header}`; expected `{want}` (a journal written by `synth bench`); use another --out");
+        bail!(
+            "{src}:1: header is `{header}`; expected `{want}` (a journal written by `synth bench`); use another --out"
+        );
     }
     let rows = parse_aiter_csv(bytes, src, catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(rows.iter().map(CellResult::from_aiter_row).collect())
@@ -188,7 +197,11 @@ impl Journal {
         let mut cut = 0;
         let mut rows = Vec::new();
         if path.exists() {
-            let mut f = OpenOptions::new().read(true).write(true).open(path).with_context(|| format!("cannot open journal {}", path.display()))?;
+            let mut f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(path)
+                .with_context(|| format!("cannot open journal {}", path.display()))?;
             let mut bytes = Vec::new();
             f.read_to_end(&mut bytes)?;
             if !bytes.is_empty() && !bytes.ends_with(b"\n") {
@@ -206,7 +219,11 @@ impl Journal {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         }
-        let file = OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("cannot open journal {} for appending", path.display()))?;
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("cannot open journal {} for appending", path.display()))?;
         let mut writer = csv::WriterBuilder::new().has_headers(false).from_writer(file);
         if needs_header {
             writer.write_record(columns())?;
@@ -232,7 +249,9 @@ impl Journal {
 
     /// Appends one row and flushes it to the file. A key already present is an error (no duplicates).
     pub fn append(&mut self, row: CellResult) -> Result<()> {
-        row.validate().map_err(|e| anyhow::anyhow!("harness row M={} N={} K={} id={}: {e}", row.m, row.n, row.k, row.kernel_id))?;
+        row.validate().map_err(|e| {
+            anyhow::anyhow!("harness row M={} N={} K={} id={}: {e}", row.m, row.n, row.k, row.kernel_id)
+        })?;
         if !self.done.insert(row.key()) {
             bail!("harness measured cell {:?} twice", row.key());
         }

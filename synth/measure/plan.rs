@@ -81,7 +81,14 @@ impl PlanCell {
     }
 
     pub fn key(&self) -> CellKey {
-        CellKey { m: self.m, n: self.n, k: self.k, kernel_id: self.kernel_id, split_k: self.split_k, recheck: self.recheck != 0 }
+        CellKey {
+            m: self.m,
+            n: self.n,
+            k: self.k,
+            kernel_id: self.kernel_id,
+            split_k: self.split_k,
+            recheck: self.recheck != 0,
+        }
     }
 
     pub fn shape(&self) -> Shape {
@@ -162,7 +169,8 @@ pub fn build_plan(spec: &PlanSpec) -> Result<Vec<PlanCell>, PlanError> {
             return Err(PlanError::BadK { shape, k: shape.k });
         }
         for inst in &spec.instances {
-            let p = inst.legacy_params().ok_or_else(|| PlanError::NotLegacy { id: inst.id, name: inst.name.clone() })?;
+            let p =
+                inst.legacy_params().ok_or_else(|| PlanError::NotLegacy { id: inst.id, name: inst.name.clone() })?;
             let levels = match spec.split_k {
                 SplitKMode::None => vec![0],
                 SplitKMode::Auto => split_levels(shape, p.m_per_block, p.n_per_block, p.k_per_block, spec.cu_num),
@@ -177,10 +185,7 @@ pub fn build_plan(spec: &PlanSpec) -> Result<Vec<PlanCell>, PlanError> {
         let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
         let mut picks = sample(&mut rng, cells.len(), n_recheck.min(cells.len())).into_vec();
         picks.sort_unstable();
-        let rechecks: Vec<PlanCell> = picks
-            .into_iter()
-            .map(|i| PlanCell { recheck: 1, ..cells[i].clone() })
-            .collect();
+        let rechecks: Vec<PlanCell> = picks.into_iter().map(|i| PlanCell { recheck: 1, ..cells[i].clone() }).collect();
         cells.extend(rechecks);
     }
     Ok(cells)

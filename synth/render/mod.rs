@@ -78,7 +78,10 @@ pub(crate) fn resolved(rule: &Rule, catalog: &Catalog) -> anyhow::Result<Rule> {
         Ok(match node {
             Node::Leaf(leaf) => Node::Leaf(Leaf::new(leaf_instance(catalog, leaf)?.id, leaf.split_k)),
             Node::Chain { branches, otherwise } => Node::Chain {
-                branches: branches.iter().map(|(c, n)| Ok((c.clone(), walk(n, catalog)?))).collect::<anyhow::Result<_>>()?,
+                branches: branches
+                    .iter()
+                    .map(|(c, n)| Ok((c.clone(), walk(n, catalog)?)))
+                    .collect::<anyhow::Result<_>>()?,
                 otherwise: Box::new(walk(otherwise, catalog)?),
             },
         })

@@ -46,7 +46,11 @@ pub fn render_rust(rule: &Rule, catalog: &Catalog, provenance: &Provenance) -> a
 
     let docs = writer::header_lines(RUST_MODULE, provenance, &rule)
         .into_iter()
-        .chain(["".to_string(), "Arithmetic: i64; + - * wrap; / truncates and x / 0 = 0; cdiv(a, b) = (a + b - 1) / b for b > 0, else 0.".to_string()])
+        .chain([
+            "".to_string(),
+            "Arithmetic: i64; + - * wrap; / truncates and x / 0 = 0; cdiv(a, b) = (a + b - 1) / b for b > 0, else 0."
+                .to_string(),
+        ])
         .map(|l| if l.is_empty() { l } else { format!(" {l}") });
 
     let tokens = quote! {
@@ -73,8 +77,8 @@ pub fn render_rust(rule: &Rule, catalog: &Catalog, provenance: &Provenance) -> a
 
         #helpers
     };
-    let file: syn::File = syn::parse2(tokens)
-        .map_err(|e| anyhow::anyhow!("internal error: the generated Rust does not parse: {e}"))?;
+    let file: syn::File =
+        syn::parse2(tokens).map_err(|e| anyhow::anyhow!("internal error: the generated Rust does not parse: {e}"))?;
     Ok(separate_items(&prettyplease::unparse(&file)))
 }
 

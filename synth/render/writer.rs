@@ -211,13 +211,20 @@ mod tests {
     fn rule_summary_counts_leaves_and_keeps_the_note() {
         use crate::rule::{Cond, Leaf, Node, Rule};
         let mut rule = Rule::new(Node::Chain {
-            branches: vec![(Cond::Const(true), Node::Leaf(Leaf::new(1, 0))), (Cond::Const(false), Node::Leaf(Leaf::new(1, 0)))],
+            branches: vec![
+                (Cond::Const(true), Node::Leaf(Leaf::new(1, 0))),
+                (Cond::Const(false), Node::Leaf(Leaf::new(1, 0))),
+            ],
             otherwise: Box::new(Node::Leaf(Leaf::new(2, 1))),
         });
         rule.note = Some("fitted on 40 shapes\nseed 7".into());
         assert_eq!(
             rule_summary_lines(&rule),
-            vec!["Rule: 3 leaves, depth 2, 2 distinct (kernel, splitK) choices", "Note: fitted on 40 shapes", "  seed 7"]
+            vec![
+                "Rule: 3 leaves, depth 2, 2 distinct (kernel, splitK) choices",
+                "Note: fitted on 40 shapes",
+                "  seed 7"
+            ]
         );
     }
 

@@ -28,8 +28,7 @@ pub struct CheckArgs {
 /// Runs `synth check`: exits with an error when the file does not parse or has error-level issues.
 pub fn run(args: CheckArgs) -> anyhow::Result<()> {
     let catalog = match &args.catalog {
-        Some(dir) => Catalog::load_dir(dir)
-            .with_context(|| format!("loading the catalog from {}", dir.display()))?,
+        Some(dir) => Catalog::load_dir(dir).with_context(|| format!("loading the catalog from {}", dir.display()))?,
         None => Catalog::embedded(),
     };
     let parsed = super::load_with_source(&args.file, &catalog, args.input_format)?;

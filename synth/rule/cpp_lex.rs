@@ -35,8 +35,8 @@ pub(crate) struct Token {
 }
 
 const PUNCTS: [&str; 26] = [
-    "||", "&&", "==", "!=", "<=", ">=", "::", "->", "<", ">", "!", "+", "-", "*", "/", "%", "(",
-    ")", "{", "}", ";", ",", "&", ":", "=", "?",
+    "||", "&&", "==", "!=", "<=", ">=", "::", "->", "<", ">", "!", "+", "-", "*", "/", "%", "(", ")", "{", "}", ";",
+    ",", "&", ":", "=", "?",
 ];
 
 /// Splits `text` into tokens, ending with [`Tok::Eof`].
@@ -88,10 +88,7 @@ pub(crate) fn tokenize(text: &str) -> Result<Vec<Token>, RuleError> {
             advance(&mut i, &mut line, &mut col, 2);
             loop {
                 if i >= chars.len() {
-                    return Err(RuleError::at(
-                        pos,
-                        "unterminated `/*` comment: expected `*/` before the end of input",
-                    ));
+                    return Err(RuleError::at(pos, "unterminated `/*` comment: expected `*/` before the end of input"));
                 }
                 if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
                     advance(&mut i, &mut line, &mut col, 2);
@@ -106,10 +103,7 @@ pub(crate) fn tokenize(text: &str) -> Result<Vec<Token>, RuleError> {
             while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
                 advance(&mut i, &mut line, &mut col, 1);
             }
-            out.push(Token {
-                tok: Tok::Ident(chars[start..i].iter().collect()),
-                pos,
-            });
+            out.push(Token { tok: Tok::Ident(chars[start..i].iter().collect()), pos });
             continue;
         }
         if c.is_ascii_digit() {
@@ -118,20 +112,14 @@ pub(crate) fn tokenize(text: &str) -> Result<Vec<Token>, RuleError> {
                 advance(&mut i, &mut line, &mut col, 1);
             }
             let word: String = chars[start..i].iter().collect();
-            out.push(Token {
-                tok: Tok::Int(int_literal(&word, pos)?),
-                pos,
-            });
+            out.push(Token { tok: Tok::Int(int_literal(&word, pos)?), pos });
             continue;
         }
         let rest: String = chars[i..chars.len().min(i + 2)].iter().collect();
         match PUNCTS.iter().find(|p| rest.starts_with(**p)) {
             Some(p) => {
                 advance(&mut i, &mut line, &mut col, p.len());
-                out.push(Token {
-                    tok: Tok::Punct(p),
-                    pos,
-                });
+                out.push(Token { tok: Tok::Punct(p), pos });
             }
             None => {
                 return Err(RuleError::at(
@@ -144,10 +132,7 @@ pub(crate) fn tokenize(text: &str) -> Result<Vec<Token>, RuleError> {
             }
         }
     }
-    out.push(Token {
-        tok: Tok::Eof,
-        pos: Pos::new(line, col),
-    });
+    out.push(Token { tok: Tok::Eof, pos: Pos::new(line, col) });
     Ok(out)
 }
 
@@ -157,21 +142,16 @@ fn int_literal(word: &str, pos: Pos) -> Result<u64, RuleError> {
         Some(hex) => (hex, 16),
         None => (word, 10),
     };
-    let end = digits
-        .find(|c: char| !c.is_digit(radix))
-        .unwrap_or(digits.len());
+    let end = digits.find(|c: char| !c.is_digit(radix)).unwrap_or(digits.len());
     let (num, suffix) = digits.split_at(end);
     let suffix_ok = suffix.len() <= 3 && suffix.chars().all(|c| matches!(c, 'u' | 'U' | 'l' | 'L'));
     if num.is_empty() || !suffix_ok {
         return Err(RuleError::at(
             pos,
-            format!(
-                "invalid integer literal `{word}`: expected digits with an optional u/U/l/L suffix"
-            ),
+            format!("invalid integer literal `{word}`: expected digits with an optional u/U/l/L suffix"),
         ));
     }
-    u64::from_str_radix(num, radix)
-        .ok()
-        .filter(|v| *v <= 1u64 << 63)
-        .ok_or_else(|| RuleError::at(pos, format!("integer literal `{word}` is out of range: rules compute in 64-bit signed integers")))
+    u64::from_str_radix(num, radix).ok().filter(|v| *v <= 1u64 << 63).ok_or_else(|| {
+        RuleError::at(pos, format!("integer literal `{word}` is out of range: rules compute in 64-bit signed integers"))
+    })
 }

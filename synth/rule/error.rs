@@ -36,22 +36,12 @@ pub struct RuleError {
 impl RuleError {
     /// An error at `pos`.
     pub fn at(pos: Pos, message: impl Into<String>) -> RuleError {
-        RuleError {
-            file: None,
-            line: pos.line,
-            column: pos.column,
-            message: message.into(),
-        }
+        RuleError { file: None, line: pos.line, column: pos.column, message: message.into() }
     }
 
     /// An error without a source position.
     pub fn whole(message: impl Into<String>) -> RuleError {
-        RuleError {
-            file: None,
-            line: 0,
-            column: 0,
-            message: message.into(),
-        }
+        RuleError { file: None, line: 0, column: 0, message: message.into() }
     }
 
     /// The same error attributed to `file`.

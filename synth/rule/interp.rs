@@ -91,15 +91,8 @@ impl Node {
         loop {
             match node {
                 Node::Leaf(l) => return *l,
-                Node::Chain {
-                    branches,
-                    otherwise,
-                } => {
-                    node = branches
-                        .iter()
-                        .find(|(c, _)| c.eval_i64(vars))
-                        .map(|(_, n)| n)
-                        .unwrap_or(otherwise);
+                Node::Chain { branches, otherwise } => {
+                    node = branches.iter().find(|(c, _)| c.eval_i64(vars)).map(|(_, n)| n).unwrap_or(otherwise);
                 }
             }
         }

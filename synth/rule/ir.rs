@@ -40,11 +40,7 @@ pub enum BinOp {
 pub enum Expr {
     Var(Var),
     Lit(i64),
-    Bin {
-        op: BinOp,
-        lhs: Box<Expr>,
-        rhs: Box<Expr>,
-    },
+    Bin { op: BinOp, lhs: Box<Expr>, rhs: Box<Expr> },
 }
 
 /// Comparison operators (`<`, `<=`, `>`, `>=`, `==`, `!=`).
@@ -84,10 +80,7 @@ pub struct Leaf {
 #[serde(rename_all = "snake_case")]
 pub enum Node {
     Leaf(Leaf),
-    Chain {
-        branches: Vec<(Cond, Node)>,
-        otherwise: Box<Node>,
-    },
+    Chain { branches: Vec<(Cond, Node)>, otherwise: Box<Node> },
 }
 
 /// A whole rule with optional provenance text.
@@ -138,11 +131,7 @@ impl Var {
 impl Expr {
     /// A binary expression.
     pub fn bin(op: BinOp, lhs: Expr, rhs: Expr) -> Expr {
-        Expr::Bin {
-            op,
-            lhs: Box::new(lhs),
-            rhs: Box::new(rhs),
-        }
+        Expr::Bin { op, lhs: Box::new(lhs), rhs: Box::new(rhs) }
     }
 
     /// Variables the expression reads.
@@ -299,10 +288,7 @@ impl Node {
     fn collect_leaves(&self, out: &mut Vec<Leaf>) {
         match self {
             Node::Leaf(l) => out.push(*l),
-            Node::Chain {
-                branches,
-                otherwise,
-            } => {
+            Node::Chain { branches, otherwise } => {
                 branches.iter().for_each(|(_, n)| n.collect_leaves(out));
                 otherwise.collect_leaves(out);
             }
@@ -316,18 +302,9 @@ impl Node {
     pub fn depth(&self) -> usize {
         match self {
             Node::Leaf(_) => 0,
-            Node::Chain {
-                branches,
-                otherwise,
-            } => {
-                let in_branches = branches
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (_, n))| i + 1 + n.depth());
-                in_branches
-                    .chain(std::iter::once(branches.len() + otherwise.depth()))
-                    .max()
-                    .unwrap_or(0)
+            Node::Chain { branches, otherwise } => {
+                let in_branches = branches.iter().enumerate().map(|(i, (_, n))| i + 1 + n.depth());
+                in_branches.chain(std::iter::once(branches.len() + otherwise.depth())).max().unwrap_or(0)
             }
         }
     }
@@ -337,15 +314,9 @@ impl Node {
     pub fn json_depth(&self) -> usize {
         match self {
             Node::Leaf(_) => 2,
-            Node::Chain {
-                branches,
-                otherwise,
-            } => {
-                let in_branches = branches
-                    .iter()
-                    .map(|(c, n)| 4 + c.json_depth().max(n.json_depth()))
-                    .max()
-                    .unwrap_or(3);
+            Node::Chain { branches, otherwise } => {
+                let in_branches =
+                    branches.iter().map(|(c, n)| 4 + c.json_depth().max(n.json_depth())).max().unwrap_or(3);
                 in_branches.max(2 + otherwise.json_depth())
             }
         }
@@ -360,11 +331,7 @@ impl Node {
 
     /// Calls `f` on every condition, in source order.
     pub fn visit_conds(&self, f: &mut dyn FnMut(&Cond)) {
-        if let Node::Chain {
-            branches,
-            otherwise,
-        } = self
-        {
+        if let Node::Chain { branches, otherwise } = self {
             for (c, n) in branches {
                 f(c);
                 n.visit_conds(f);
@@ -378,18 +345,9 @@ impl Node {
     pub fn canonical(&self) -> Node {
         match self {
             Node::Leaf(l) => Node::Leaf(*l),
-            Node::Chain {
-                branches,
-                otherwise,
-            } if branches.is_empty() => otherwise.canonical(),
-            Node::Chain {
-                branches,
-                otherwise,
-            } => Node::Chain {
-                branches: branches
-                    .iter()
-                    .map(|(c, n)| (c.canonical(), n.canonical()))
-                    .collect(),
+            Node::Chain { branches, otherwise } if branches.is_empty() => otherwise.canonical(),
+            Node::Chain { branches, otherwise } => Node::Chain {
+                branches: branches.iter().map(|(c, n)| (c.canonical(), n.canonical())).collect(),
                 otherwise: Box::new(otherwise.canonical()),
             },
         }
@@ -435,9 +393,6 @@ impl Rule {
     /// The same rule in canonical shape ([`Node::canonical`]): what the text forms read back after
     /// printing it.
     pub fn canonical(&self) -> Rule {
-        Rule {
-            root: self.root.canonical(),
-            note: self.note.clone(),
-        }
+        Rule { root: self.root.canonical(), note: self.note.clone() }
     }
 }

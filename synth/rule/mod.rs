@@ -96,11 +96,7 @@ pub fn parse_form(text: &str, form: Form, catalog: &Catalog) -> Result<Parsed, R
     match form {
         Form::Cpp => parse_cpp::parse_cpp_with_source(text, catalog),
         Form::Rust => parse_rust::parse_rust_with_source(text, catalog),
-        Form::Json => Ok(Parsed {
-            rule: parse_json(text)?,
-            source: SourceMap::default(),
-            form: Form::Json,
-        }),
+        Form::Json => Ok(Parsed { rule: parse_json(text)?, source: SourceMap::default(), form: Form::Json }),
     }
 }
 
@@ -130,16 +126,10 @@ pub fn load(path: &Path, catalog: &Catalog) -> Result<Rule, RuleError> {
 }
 
 /// Like [`load`], with an optional forced form, also returning source positions.
-pub fn load_with_source(
-    path: &Path,
-    catalog: &Catalog,
-    form: Option<Form>,
-) -> Result<Parsed, RuleError> {
+pub fn load_with_source(path: &Path, catalog: &Catalog, form: Option<Form>) -> Result<Parsed, RuleError> {
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path)
         .map_err(|e| RuleError::whole(format!("cannot read the rule file: {e}")).in_file(&name))?;
-    let form = form
-        .or_else(|| form_from_extension(path))
-        .unwrap_or_else(|| detect_form(&text));
+    let form = form.or_else(|| form_from_extension(path)).unwrap_or_else(|| detect_form(&text));
     parse_form(&text, form, catalog).map_err(|e| e.in_file(&name))
 }

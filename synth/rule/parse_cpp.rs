@@ -51,29 +51,18 @@ pub fn parse_cpp_with_source(text: &str, catalog: &Catalog) -> Result<Parsed, Ru
     let (note, body) = split_leading_note(text);
     check_text_limits(&body)?;
     let toks = tokenize(&body)?;
-    let mut parser = Parser {
-        toks,
-        i: 0,
-        catalog,
-        depth: 0,
-    };
+    let mut parser = Parser { toks, i: 0, catalog, depth: 0 };
     let stmts = parser.program()?;
     let end = parser.peek().pos;
     let node = compile(&stmts, None, end)?;
     node.check_json_depth(1)?;
     let (root, source) = node.into_parts();
-    Ok(Parsed {
-        rule: Rule { root, note },
-        source,
-        form: Form::Cpp,
-    })
+    Ok(Parsed { rule: Rule { root, note }, source, form: Form::Cpp })
 }
 
 /// Resolves an instance name to the legacy kernelId a rule leaf stores.
 pub(crate) fn resolve_leaf_name(name: &str, pos: Pos, catalog: &Catalog) -> Result<i32, RuleError> {
-    let inst = catalog
-        .resolve_name(name)
-        .map_err(|e| RuleError::at(pos, format!("unknown instance `{name}`: {e}")))?;
+    let inst = catalog.resolve_name(name).map_err(|e| RuleError::at(pos, format!("unknown instance `{name}`: {e}")))?;
     match &inst.params {
         InstanceParams::Ck(_) if inst.id == -1 => Ok(catalog.default_alias),
         InstanceParams::Ck(_) => Ok(inst.id),
@@ -93,10 +82,7 @@ pub(crate) fn leaf_id(id: i64, pos: Pos, catalog: &Catalog) -> Result<i32, RuleE
         return Ok(catalog.default_alias);
     }
     i32::try_from(id).map_err(|_| {
-        RuleError::at(
-            pos,
-            format!("kernelId {id} is out of range: expected a catalog kernelId such as 0..18"),
-        )
+        RuleError::at(pos, format!("kernelId {id} is out of range: expected a catalog kernelId such as 0..18"))
     })
 }
 
@@ -127,10 +113,9 @@ impl Stmt {
         match self {
             Stmt::Return { .. } => false,
             Stmt::If { else_: None, .. } => true,
-            Stmt::If {
-                branches,
-                else_: Some((_, body)),
-            } => list_falls_through(body) || branches.iter().any(|(_, _, b)| list_falls_through(b)),
+            Stmt::If { branches, else_: Some((_, body)) } => {
+                list_falls_through(body) || branches.iter().any(|(_, _, b)| list_falls_through(b))
+            }
         }
     }
 }
@@ -156,17 +141,11 @@ fn compile(stmts: &[Stmt], cont: Option<&SNode>, blame: Pos) -> Result<SNode, Ru
     let node = match first {
         Stmt::Return { pos, leaf } => {
             if let Some(next) = rest.first() {
-                return Err(RuleError::at(
-                    next.pos(),
-                    "this statement is never reached: a `return` comes before it",
-                ));
+                return Err(RuleError::at(next.pos(), "this statement is never reached: a `return` comes before it"));
             }
             SNode::Leaf(*leaf, *pos)
         }
-        Stmt::If {
-            branches,
-            else_: Some((else_pos, else_body)),
-        } => {
+        Stmt::If { branches, else_: Some((else_pos, else_body)) } => {
             let rest_node = match rest.first() {
                 None => cont.cloned(),
                 Some(next) if !first.falls_through() => {
@@ -183,45 +162,24 @@ fn compile(stmts: &[Stmt], cont: Option<&SNode>, blame: Pos) -> Result<SNode, Ru
                 .map(|(pos, cond, body)| Ok((*pos, cond.clone(), compile(body, rest_node, *pos)?)))
                 .collect::<Result<Vec<_>, RuleError>>()?;
             let otherwise = compile(else_body, rest_node, *else_pos)?;
-            SNode::Chain {
-                branches: compiled,
-                else_pos: *else_pos,
-                otherwise: Box::new(otherwise),
-            }
+            SNode::Chain { branches: compiled, else_pos: *else_pos, otherwise: Box::new(otherwise) }
         }
-        Stmt::If {
-            branches,
-            else_: None,
-        } => {
+        Stmt::If { branches, else_: None } => {
             let last_if = branches.last().map(|b| b.0).unwrap_or(blame);
             let rest_node = compile(rest, cont, last_if)?;
             let mut compiled = branches
                 .iter()
-                .map(|(pos, cond, body)| {
-                    Ok((*pos, cond.clone(), compile(body, Some(&rest_node), *pos)?))
-                })
+                .map(|(pos, cond, body)| Ok((*pos, cond.clone(), compile(body, Some(&rest_node), *pos)?)))
                 .collect::<Result<Vec<_>, RuleError>>()?;
             // Guard clauses (`if (a) return x; if (b) return y; ...`) read as one else-if chain.
             match rest_node {
-                SNode::Chain {
-                    branches: more,
-                    else_pos,
-                    otherwise,
-                } => {
+                SNode::Chain { branches: more, else_pos, otherwise } => {
                     compiled.extend(more);
-                    SNode::Chain {
-                        branches: compiled,
-                        else_pos,
-                        otherwise,
-                    }
+                    SNode::Chain { branches: compiled, else_pos, otherwise }
                 }
                 leaf => {
                     let else_pos = rest.first().map(Stmt::pos).unwrap_or(last_if);
-                    SNode::Chain {
-                        branches: compiled,
-                        else_pos,
-                        otherwise: Box::new(leaf),
-                    }
+                    SNode::Chain { branches: compiled, else_pos, otherwise: Box::new(leaf) }
                 }
             }
         }
@@ -266,41 +224,31 @@ impl Node {
             Ast::And(v) | Ast::Or(v) => v.iter().map(|n| n.depth).max().unwrap_or(0),
             Ast::Not(x) | Ast::Neg(x) | Ast::Paren(x) => x.depth,
         };
-        Node {
-            pos,
-            ast,
-            depth: below + 1,
-        }
+        Node { pos, ast, depth: below + 1 }
     }
 
     fn into_cond(self) -> Result<Cond, RuleError> {
-        let all = |v: Vec<Node>| {
-            v.into_iter()
-                .map(Node::into_cond)
-                .collect::<Result<Vec<_>, _>>()
-        };
+        let all = |v: Vec<Node>| v.into_iter().map(Node::into_cond).collect::<Result<Vec<_>, _>>();
         match self.ast {
             Ast::Or(v) => Ok(Cond::Or(all(v)?)),
             Ast::And(v) => Ok(Cond::And(all(v)?)),
             Ast::Not(c) => Ok(Cond::Not(Box::new(c.into_cond()?))),
             Ast::Bool(b) => Ok(Cond::Const(b)),
             Ast::Paren(c) => c.into_cond(),
-            Ast::Cmp(op, l, r) => Ok(Cond::Cmp {
-                op,
-                lhs: l.into_expr()?,
-                rhs: r.into_expr()?,
-            }),
-            Ast::Int(_) | Ast::Var(_) | Ast::Bin(..) | Ast::Neg(_) => Err(RuleError::at(
-                self.pos,
-                "expected a condition such as `M <= 128`, found an integer expression",
-            )),
+            Ast::Cmp(op, l, r) => Ok(Cond::Cmp { op, lhs: l.into_expr()?, rhs: r.into_expr()? }),
+            Ast::Int(_) | Ast::Var(_) | Ast::Bin(..) | Ast::Neg(_) => {
+                Err(RuleError::at(self.pos, "expected a condition such as `M <= 128`, found an integer expression"))
+            }
         }
     }
 
     fn into_expr(self) -> Result<Expr, RuleError> {
         match self.ast {
             Ast::Int(v) => i64::try_from(v).map(Expr::Lit).map_err(|_| {
-                RuleError::at(self.pos, format!("integer literal {v} is out of range: rules compute in 64-bit signed integers"))
+                RuleError::at(
+                    self.pos,
+                    format!("integer literal {v} is out of range: rules compute in 64-bit signed integers"),
+                )
             }),
             Ast::Var(v) => Ok(Expr::Var(v)),
             Ast::Bin(op, l, r) => Ok(Expr::bin(op, l.into_expr()?, r.into_expr()?)),
@@ -391,7 +339,10 @@ impl Parser<'_> {
         let stmts = if starts_statement {
             let stmts = self.statements_until_eof()?;
             if stmts.is_empty() {
-                return Err(RuleError::at(first.pos, "expected a rule (`if` ... `else` ... with `return` leaves), found an empty block"));
+                return Err(RuleError::at(
+                    first.pos,
+                    "expected a rule (`if` ... `else` ... with `return` leaves), found an empty block",
+                ));
             }
             stmts
         } else if matches!(first.tok, Tok::Eof) {
@@ -409,10 +360,7 @@ impl Parser<'_> {
             let open = self.toks[self.i - 1].pos;
             let stmts = self.block_body(open)?;
             if stmts.is_empty() {
-                return Err(RuleError::at(
-                    open,
-                    "expected a rule in the function body, found an empty body",
-                ));
+                return Err(RuleError::at(open, "expected a rule in the function body, found an empty body"));
             }
             if !matches!(self.peek().tok, Tok::Eof) {
                 return Err(self.unexpected("end of input after the function body"));
@@ -568,18 +516,12 @@ impl Parser<'_> {
             let body = self.body()?;
             branches.push((pos, cond, body));
             if !self.is_ident("else") {
-                return Ok(Stmt::If {
-                    branches,
-                    else_: None,
-                });
+                return Ok(Stmt::If { branches, else_: None });
             }
             let else_pos = self.bump().pos;
             if !self.is_ident("if") {
                 let body = self.body()?;
-                return Ok(Stmt::If {
-                    branches,
-                    else_: Some((else_pos, body)),
-                });
+                return Ok(Stmt::If { branches, else_: Some((else_pos, body)) });
             }
         }
     }
@@ -593,16 +535,12 @@ impl Parser<'_> {
 
     /// `item`, `{item, splitK}` or `Type{item, splitK}`.
     fn leaf(&mut self) -> Result<Leaf, RuleError> {
-        let typed_brace =
-            matches!(self.peek().tok, Tok::Ident(_)) && matches!(self.peek_at(1), Tok::Punct("{"));
+        let typed_brace = matches!(self.peek().tok, Tok::Ident(_)) && matches!(self.peek_at(1), Tok::Punct("{"));
         if typed_brace {
             self.bump();
         }
         if !self.is_punct("{") {
-            return Ok(Leaf {
-                kernel_id: self.item()?,
-                split_k: 0,
-            });
+            return Ok(Leaf { kernel_id: self.item()?, split_k: 0 });
         }
         let open = self.bump().pos;
         let kernel_id = self.item()?;
@@ -610,27 +548,19 @@ impl Parser<'_> {
         if self.eat_punct(",") && !self.is_punct("}") {
             let t = self.bump();
             split_k = match t.tok {
-                Tok::Int(v) => u32::try_from(v).map_err(|_| {
-                    RuleError::at(
-                        t.pos,
-                        format!("split-K {v} is out of range (expected 0..3)"),
-                    )
-                })?,
+                Tok::Int(v) => u32::try_from(v)
+                    .map_err(|_| RuleError::at(t.pos, format!("split-K {v} is out of range (expected 0..3)")))?,
                 other => {
                     return Err(RuleError::at(
                         t.pos,
-                        format!(
-                        "expected split-K (a non-negative integer, log2 of KBatch), found {other}"
-                    ),
+                        format!("expected split-K (a non-negative integer, log2 of KBatch), found {other}"),
                     ))
                 }
             };
             self.eat_punct(",");
         }
         if !self.eat_punct("}") {
-            return Err(self.unexpected(&format!(
-                "`}}` closing the `{{` at {open} (a leaf is `{{kernel, splitK}}`)"
-            )));
+            return Err(self.unexpected(&format!("`}}` closing the `{{` at {open} (a leaf is `{{kernel, splitK}}`)")));
         }
         Ok(Leaf { kernel_id, split_k })
     }
@@ -648,10 +578,7 @@ impl Parser<'_> {
             let neg = self.eat_punct("-");
             let n = self.bump();
             let Tok::Int(v) = n.tok else {
-                return Err(RuleError::at(
-                    n.pos,
-                    format!("expected a kernelId inside `kernel(...)`, found {}", n.tok),
-                ));
+                return Err(RuleError::at(n.pos, format!("expected a kernelId inside `kernel(...)`, found {}", n.tok)));
             };
             self.expect_punct(")", "closing `kernel(`")?;
             let id = if neg { -i128::from(v) } else { i128::from(v) };
@@ -659,12 +586,8 @@ impl Parser<'_> {
         }
         if self.is_punct("<") {
             let open = self.peek().pos;
-            self.skip_angles().map_err(|_| {
-                RuleError::at(
-                    open,
-                    "unbalanced template arguments: expected `>` closing this `<`",
-                )
-            })?;
+            self.skip_angles()
+                .map_err(|_| RuleError::at(open, "unbalanced template arguments: expected `>` closing this `<`"))?;
         }
         resolve_leaf_name(name, t.pos, self.catalog)
     }
@@ -749,10 +672,12 @@ impl Parser<'_> {
             let op = match &self.peek().tok {
                 Tok::Punct("*") => BinOp::Mul,
                 Tok::Punct("/") => BinOp::Div,
-                Tok::Punct("%") => return Err(RuleError::at(
-                    self.peek().pos,
-                    "operator `%` is not supported: conditions may use + - * / and cdiv, min, max",
-                )),
+                Tok::Punct("%") => {
+                    return Err(RuleError::at(
+                        self.peek().pos,
+                        "operator `%` is not supported: conditions may use + - * / and cdiv, min, max",
+                    ))
+                }
                 _ => return Ok(lhs),
             };
             self.bump();
@@ -823,15 +748,10 @@ impl Parser<'_> {
                 }
                 match Var::from_name(&name) {
                     Some(v) => Ok(Node::new(t.pos, Ast::Var(v))),
-                    None => Err(RuleError::at(
-                        t.pos,
-                        format!("unknown variable `{name}`; the rule may use M, N, K"),
-                    )),
+                    None => Err(RuleError::at(t.pos, format!("unknown variable `{name}`; the rule may use M, N, K"))),
                 }
             }
-            _ => Err(self.unexpected(
-                "a number, `M`, `N`, `K`, `true`, `false`, a call such as `cdiv(M, 128)` or `(`",
-            )),
+            _ => Err(self.unexpected("a number, `M`, `N`, `K`, `true`, `false`, a call such as `cdiv(M, 128)` or `(`")),
         }
     }
 
@@ -844,9 +764,7 @@ impl Parser<'_> {
             _ => {
                 return Err(RuleError::at(
                     pos,
-                    format!(
-                        "unknown function `{name}`; conditions may call cdiv, ceil_div, min, max"
-                    ),
+                    format!("unknown function `{name}`; conditions may call cdiv, ceil_div, min, max"),
                 ))
             }
         };
@@ -862,10 +780,7 @@ impl Parser<'_> {
         }
         self.expect_punct(")", &format!("closing the `(` of `{name}` at {open}"))?;
         if args.len() != 2 {
-            return Err(RuleError::at(
-                pos,
-                format!("`{name}` takes 2 arguments, found {}", args.len()),
-            ));
+            return Err(RuleError::at(pos, format!("`{name}` takes 2 arguments, found {}", args.len())));
         }
         let rhs = args.pop().expect("two arguments");
         let lhs = args.pop().expect("two arguments");

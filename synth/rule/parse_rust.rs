@@ -45,16 +45,10 @@ pub fn parse_rust_with_source(text: &str, catalog: &Catalog) -> Result<Parsed, R
     let (note, body) = split_leading_note(text);
     check_text_limits(&body)?;
     check_if_count(&body)?;
-    let first_word: String = body
-        .trim_start()
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '#')
-        .collect();
+    let first_word: String =
+        body.trim_start().chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '#').collect();
     let is_item = matches!(first_word.as_str(), "fn" | "pub" | "const" | "#");
-    let reader = Reader {
-        catalog,
-        depth: std::cell::Cell::new(0),
-    };
+    let reader = Reader { catalog, depth: std::cell::Cell::new(0) };
     let node = if is_item {
         let file: syn::File = syn::parse_str(&body).map_err(syn_error)?;
         reader.function(&file)?
@@ -64,11 +58,7 @@ pub fn parse_rust_with_source(text: &str, catalog: &Catalog) -> Result<Parsed, R
     };
     node.check_json_depth(1)?;
     let (root, source) = node.into_parts();
-    Ok(Parsed {
-        rule: Rule { root, note },
-        source,
-        form: Form::Rust,
-    })
+    Ok(Parsed { rule: Rule { root, note }, source, form: Form::Rust })
 }
 
 /// Refuses Rust text with more than [`MAX_RUST_IFS`] `if` keywords (outside `//` comments).
@@ -129,49 +119,26 @@ fn err(node: &(impl ToTokens + Spanned), message: impl Into<String>) -> RuleErro
 
 /// Value of an integer literal (any suffix) as a magnitude.
 fn int_value(lit: &syn::LitInt) -> Result<u64, RuleError> {
-    let ok_suffix = matches!(
-        lit.suffix(),
-        "" | "i64" | "u64" | "i32" | "u32" | "usize" | "isize" | "i128" | "u128"
-    );
+    let ok_suffix = matches!(lit.suffix(), "" | "i64" | "u64" | "i32" | "u32" | "usize" | "isize" | "i128" | "u128");
     if !ok_suffix {
-        return Err(err(
-            lit,
-            format!(
-                "unsupported literal suffix `{}`: expected an integer",
-                lit.suffix()
-            ),
-        ));
+        return Err(err(lit, format!("unsupported literal suffix `{}`: expected an integer", lit.suffix())));
     }
-    lit.base10_parse::<u64>()
-        .ok()
-        .filter(|v| *v <= 1u64 << 63)
-        .ok_or_else(|| {
-            err(
-                lit,
-                format!(
-                    "integer literal {} is out of range: rules compute in 64-bit signed integers",
-                    lit.base10_digits()
-                ),
-            )
-        })
+    lit.base10_parse::<u64>().ok().filter(|v| *v <= 1u64 << 63).ok_or_else(|| {
+        err(
+            lit,
+            format!("integer literal {} is out of range: rules compute in 64-bit signed integers", lit.base10_digits()),
+        )
+    })
 }
 
 /// `-literal` or `literal` as a signed value, if `e` is one.
 fn signed_literal(e: &syn::Expr) -> Option<Result<i128, RuleError>> {
     match e {
-        syn::Expr::Lit(syn::ExprLit {
-            lit: syn::Lit::Int(lit),
-            ..
-        }) => Some(int_value(lit).map(i128::from)),
-        syn::Expr::Unary(syn::ExprUnary {
-            op: syn::UnOp::Neg(_),
-            expr,
-            ..
-        }) => match &**expr {
-            syn::Expr::Lit(syn::ExprLit {
-                lit: syn::Lit::Int(lit),
-                ..
-            }) => Some(int_value(lit).map(|v| -i128::from(v))),
+        syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(lit), .. }) => Some(int_value(lit).map(i128::from)),
+        syn::Expr::Unary(syn::ExprUnary { op: syn::UnOp::Neg(_), expr, .. }) => match &**expr {
+            syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(lit), .. }) => {
+                Some(int_value(lit).map(|v| -i128::from(v)))
+            }
             _ => None,
         },
         _ => None,
@@ -186,11 +153,7 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     /// Runs `f` one recursion level deeper; errors at `at` past [`MAX_RECURSION`].
-    fn nested<T>(
-        &self,
-        at: &syn::Expr,
-        f: impl FnOnce() -> Result<T, RuleError>,
-    ) -> Result<T, RuleError> {
+    fn nested<T>(&self, at: &syn::Expr, f: impl FnOnce() -> Result<T, RuleError>) -> Result<T, RuleError> {
         let depth = self.depth.get() + 1;
         if depth > MAX_RECURSION {
             return Err(RuleError::at(
@@ -208,9 +171,18 @@ impl Reader<'_> {
     fn function(&self, file: &syn::File) -> Result<SNode, RuleError> {
         let f = match file.items.as_slice() {
             [syn::Item::Fn(f)] => f,
-            [] => return Err(RuleError::at(Pos::new(1, 1), "expected a function such as `fn select(m: u32, n: u32, k: u32) -> ... { ... }`, found nothing")),
-            [_, second, ..] => return Err(err(second, "expected exactly one function holding the rule, found another item")),
-            [other] => return Err(err(other, format!("expected one function holding the rule, found {}", shown(other)))),
+            [] => {
+                return Err(RuleError::at(
+                    Pos::new(1, 1),
+                    "expected a function such as `fn select(m: u32, n: u32, k: u32) -> ... { ... }`, found nothing",
+                ))
+            }
+            [_, second, ..] => {
+                return Err(err(second, "expected exactly one function holding the rule, found another item"))
+            }
+            [other] => {
+                return Err(err(other, format!("expected one function holding the rule, found {}", shown(other))))
+            }
         };
         self.block(&f.block)
     }
@@ -283,15 +255,14 @@ impl Reader<'_> {
                     Some(s) => match signed_literal(s) {
                         Some(v) => {
                             let v = v?;
-                            u32::try_from(v).map_err(|_| err(s, format!("split-K {v} is out of range: expected 0..3 (log2 of KBatch)")))?
+                            u32::try_from(v).map_err(|_| {
+                                err(s, format!("split-K {v} is out of range: expected 0..3 (log2 of KBatch)"))
+                            })?
                         }
                         None => {
                             return Err(err(
                                 s,
-                                format!(
-                                    "expected split-K (a non-negative integer), found {}",
-                                    shown(s)
-                                ),
+                                format!("expected split-K (a non-negative integer), found {}", shown(s)),
                             ))
                         }
                     },
@@ -299,45 +270,29 @@ impl Reader<'_> {
                 Ok(Leaf { kernel_id, split_k })
             }
             syn::Expr::Paren(p) => self.leaf(&p.expr),
-            _ => Ok(Leaf {
-                kernel_id: self.item(e)?,
-                split_k: 0,
-            }),
+            _ => Ok(Leaf { kernel_id: self.item(e)?, split_k: 0 }),
         }
     }
 
     /// An instance name, a kernelId or `kernel(ID)`.
     fn item(&self, e: &syn::Expr) -> Result<i32, RuleError> {
         if let Some(v) = signed_literal(e) {
-            return leaf_id(
-                i64::try_from(v?).unwrap_or(i64::MAX),
-                pos_of(e.span()),
-                self.catalog,
-            );
+            return leaf_id(i64::try_from(v?).unwrap_or(i64::MAX), pos_of(e.span()), self.catalog);
         }
         match e {
             syn::Expr::Path(p) if p.qself.is_none() => match p.path.get_ident() {
-                Some(ident) => {
-                    resolve_leaf_name(&ident.to_string(), pos_of(ident.span()), self.catalog)
-                }
-                None => Err(err(
-                    e,
-                    format!("expected an instance name, found the path {}", shown(e)),
-                )),
+                Some(ident) => resolve_leaf_name(&ident.to_string(), pos_of(ident.span()), self.catalog),
+                None => Err(err(e, format!("expected an instance name, found the path {}", shown(e)))),
             },
             syn::Expr::Call(c)
-                if matches!(&*c.func, syn::Expr::Path(p) if p.path.is_ident("kernel"))
-                    && c.args.len() == 1 =>
+                if matches!(&*c.func, syn::Expr::Path(p) if p.path.is_ident("kernel")) && c.args.len() == 1 =>
             {
                 self.item(&c.args[0])
             }
             syn::Expr::Paren(p) => self.item(&p.expr),
             _ => Err(err(
                 e,
-                format!(
-                    "expected an instance name, a kernelId or `(instance, split_k)`, found {}",
-                    shown(e)
-                ),
+                format!("expected an instance name, a kernelId or `(instance, split_k)`, found {}", shown(e)),
             )),
         }
     }
@@ -362,30 +317,23 @@ impl Reader<'_> {
                     syn::BinOp::Ge(_) => CmpOp::Ge,
                     syn::BinOp::Eq(_) => CmpOp::Eq,
                     syn::BinOp::Ne(_) => CmpOp::Ne,
-                    _ => return Err(err(e, format!("expected a condition such as `m <= 128`, found the integer expression {}", shown(e)))),
+                    _ => {
+                        return Err(err(
+                            e,
+                            format!(
+                                "expected a condition such as `m <= 128`, found the integer expression {}",
+                                shown(e)
+                            ),
+                        ))
+                    }
                 };
-                Ok(Cond::Cmp {
-                    op: cmp,
-                    lhs: self.expr(&b.left)?,
-                    rhs: self.expr(&b.right)?,
-                })
+                Ok(Cond::Cmp { op: cmp, lhs: self.expr(&b.left)?, rhs: self.expr(&b.right)? })
             }
-            syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Not(_)) => {
-                Ok(Cond::Not(Box::new(self.cond(&u.expr)?)))
-            }
-            syn::Expr::Lit(syn::ExprLit {
-                lit: syn::Lit::Bool(b),
-                ..
-            }) => Ok(Cond::Const(b.value)),
+            syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Not(_)) => Ok(Cond::Not(Box::new(self.cond(&u.expr)?))),
+            syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Bool(b), .. }) => Ok(Cond::Const(b.value)),
             syn::Expr::Paren(p) => self.cond(&p.expr),
             syn::Expr::Group(g) => self.cond(&g.expr),
-            _ => Err(err(
-                e,
-                format!(
-                    "expected a condition such as `m <= 128`, found {}",
-                    shown(e)
-                ),
-            )),
+            _ => Err(err(e, format!("expected a condition such as `m <= 128`, found {}", shown(e)))),
         }
     }
 
@@ -420,9 +368,9 @@ impl Reader<'_> {
     fn expr_inner(&self, e: &syn::Expr) -> Result<Expr, RuleError> {
         if let Some(v) = signed_literal(e) {
             let v = v?;
-            return i64::try_from(v)
-                .map(Expr::Lit)
-                .map_err(|_| err(e, format!("integer literal {v} is out of range: rules compute in 64-bit signed integers")));
+            return i64::try_from(v).map(Expr::Lit).map_err(|_| {
+                err(e, format!("integer literal {v} is out of range: rules compute in 64-bit signed integers"))
+            });
         }
         match e {
             syn::Expr::Binary(b) => {
@@ -431,8 +379,16 @@ impl Reader<'_> {
                     syn::BinOp::Sub(_) => BinOp::Sub,
                     syn::BinOp::Mul(_) => BinOp::Mul,
                     syn::BinOp::Div(_) => BinOp::Div,
-                    syn::BinOp::Lt(_) | syn::BinOp::Le(_) | syn::BinOp::Gt(_) | syn::BinOp::Ge(_) | syn::BinOp::Eq(_) | syn::BinOp::Ne(_) => {
-                        return Err(err(e, format!("expected an integer expression, found the comparison {}", shown(e))))
+                    syn::BinOp::Lt(_)
+                    | syn::BinOp::Le(_)
+                    | syn::BinOp::Gt(_)
+                    | syn::BinOp::Ge(_)
+                    | syn::BinOp::Eq(_)
+                    | syn::BinOp::Ne(_) => {
+                        return Err(err(
+                            e,
+                            format!("expected an integer expression, found the comparison {}", shown(e)),
+                        ))
                     }
                     syn::BinOp::And(_) | syn::BinOp::Or(_) => {
                         return Err(err(e, format!("expected an integer expression, found the condition {}", shown(e))))
@@ -440,7 +396,10 @@ impl Reader<'_> {
                     _ => {
                         return Err(err(
                             e,
-                            format!("operator `{}` is not supported: conditions may use + - * / and cdiv, min, max", b.op.to_token_stream()),
+                            format!(
+                                "operator `{}` is not supported: conditions may use + - * / and cdiv, min, max",
+                                b.op.to_token_stream()
+                            ),
                         ))
                     }
                 };
@@ -452,26 +411,15 @@ impl Reader<'_> {
             syn::Expr::Path(p) if p.qself.is_none() => match p.path.get_ident() {
                 Some(ident) => {
                     let name = ident.to_string();
-                    Var::from_name(&name).map(Expr::Var).ok_or_else(|| {
-                        err(
-                            e,
-                            format!("unknown variable `{name}`; the rule may use M, N, K"),
-                        )
-                    })
+                    Var::from_name(&name)
+                        .map(Expr::Var)
+                        .ok_or_else(|| err(e, format!("unknown variable `{name}`; the rule may use M, N, K")))
                 }
-                None => Err(err(
-                    e,
-                    format!("unknown variable {}; the rule may use M, N, K", shown(e)),
-                )),
+                None => Err(err(e, format!("unknown variable {}; the rule may use M, N, K", shown(e)))),
             },
             syn::Expr::Call(c) => {
                 let name = match &*c.func {
-                    syn::Expr::Path(p) => p
-                        .path
-                        .segments
-                        .last()
-                        .map(|s| s.ident.to_string())
-                        .unwrap_or_default(),
+                    syn::Expr::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default(),
                     _ => String::new(),
                 };
                 let op = match name.as_str() {
@@ -489,16 +437,9 @@ impl Reader<'_> {
                     }
                 };
                 if c.args.len() != 2 {
-                    return Err(err(
-                        e,
-                        format!("`{name}` takes 2 arguments, found {}", c.args.len()),
-                    ));
+                    return Err(err(e, format!("`{name}` takes 2 arguments, found {}", c.args.len())));
                 }
-                Ok(Expr::bin(
-                    op,
-                    self.expr(&c.args[0])?,
-                    self.expr(&c.args[1])?,
-                ))
+                Ok(Expr::bin(op, self.expr(&c.args[0])?, self.expr(&c.args[1])?))
             }
             syn::Expr::MethodCall(mc) => {
                 let name = mc.method.to_string();
@@ -514,48 +455,24 @@ impl Reader<'_> {
                     }
                 };
                 if mc.args.len() != 1 {
-                    return Err(err(
-                        e,
-                        format!("`.{name}` takes 1 argument, found {}", mc.args.len()),
-                    ));
+                    return Err(err(e, format!("`.{name}` takes 1 argument, found {}", mc.args.len())));
                 }
-                Ok(Expr::bin(
-                    op,
-                    self.expr(&mc.receiver)?,
-                    self.expr(&mc.args[0])?,
-                ))
+                Ok(Expr::bin(op, self.expr(&mc.receiver)?, self.expr(&mc.args[0])?))
             }
             syn::Expr::Cast(c) => {
                 let ty = c.ty.to_token_stream().to_string();
-                if matches!(
-                    ty.as_str(),
-                    "i64" | "u64" | "i32" | "u32" | "usize" | "isize" | "i128" | "u128"
-                ) {
+                if matches!(ty.as_str(), "i64" | "u64" | "i32" | "u32" | "usize" | "isize" | "i128" | "u128") {
                     self.expr(&c.expr)
                 } else {
-                    Err(err(
-                        &c.ty,
-                        format!("unsupported cast to `{ty}`: expected an integer type"),
-                    ))
+                    Err(err(&c.ty, format!("unsupported cast to `{ty}`: expected an integer type")))
                 }
             }
             syn::Expr::Paren(p) => self.expr(&p.expr),
             syn::Expr::Group(g) => self.expr(&g.expr),
-            syn::Expr::Lit(syn::ExprLit {
-                lit: syn::Lit::Bool(_),
-                ..
-            })
-            | syn::Expr::Unary(_) => Err(err(
-                e,
-                format!(
-                    "expected an integer expression, found the condition {}",
-                    shown(e)
-                ),
-            )),
-            _ => Err(err(
-                e,
-                format!("expected an integer expression, found {}", shown(e)),
-            )),
+            syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Bool(_), .. }) | syn::Expr::Unary(_) => {
+                Err(err(e, format!("expected an integer expression, found the condition {}", shown(e))))
+            }
+            _ => Err(err(e, format!("expected an integer expression, found {}", shown(e)))),
         }
     }
 }

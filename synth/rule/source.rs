@@ -63,11 +63,7 @@ pub struct Parsed {
 #[derive(Debug, Clone)]
 pub(crate) enum SNode {
     Leaf(Leaf, Pos),
-    Chain {
-        branches: Vec<(Pos, Cond, SNode)>,
-        else_pos: Pos,
-        otherwise: Box<SNode>,
-    },
+    Chain { branches: Vec<(Pos, Cond, SNode)>, else_pos: Pos, otherwise: Box<SNode> },
 }
 
 impl SNode {
@@ -85,11 +81,7 @@ impl SNode {
                 map.leaves.insert(path.clone(), pos);
                 Node::Leaf(leaf)
             }
-            SNode::Chain {
-                branches,
-                else_pos,
-                otherwise,
-            } => {
+            SNode::Chain { branches, else_pos, otherwise } => {
                 let count = branches.len();
                 let mut out = Vec::with_capacity(count);
                 for (i, (pos, cond, child)) in branches.into_iter().enumerate() {
@@ -102,10 +94,7 @@ impl SNode {
                 map.guards.insert(path.clone(), else_pos);
                 let otherwise = otherwise.build(path, map);
                 path.pop();
-                Node::Chain {
-                    branches: out,
-                    otherwise: Box::new(otherwise),
-                }
+                Node::Chain { branches: out, otherwise: Box::new(otherwise) }
             }
         }
     }
@@ -127,11 +116,7 @@ impl SNode {
                     return Err(too_deep(*pos, "leaf"));
                 }
             }
-            SNode::Chain {
-                branches,
-                else_pos,
-                otherwise,
-            } => {
+            SNode::Chain { branches, else_pos, otherwise } => {
                 for (pos, cond, child) in branches {
                     if level + 4 + cond.json_depth() > MAX_JSON_DEPTH {
                         return Err(too_deep(*pos, "branch"));
@@ -151,11 +136,9 @@ impl SNode {
     pub(crate) fn size(&self) -> usize {
         match self {
             SNode::Leaf(..) => 1,
-            SNode::Chain {
-                branches,
-                otherwise,
-                ..
-            } => 1 + otherwise.size() + branches.iter().map(|(_, _, n)| n.size()).sum::<usize>(),
+            SNode::Chain { branches, otherwise, .. } => {
+                1 + otherwise.size() + branches.iter().map(|(_, _, n)| n.size()).sum::<usize>()
+            }
         }
     }
 }
@@ -229,9 +212,7 @@ pub(crate) fn check_text_limits(text: &str) -> Result<(), RuleError> {
         let next = chars.get(i + 1).copied();
         let pos = Pos::new(line, col);
         let skip_to = if c == '/' && next == Some('/') {
-            (i..chars.len())
-                .find(|&j| chars[j] == '\n')
-                .unwrap_or(chars.len())
+            (i..chars.len()).find(|&j| chars[j] == '\n').unwrap_or(chars.len())
         } else if c == '/' && next == Some('*') {
             (i + 2..chars.len())
                 .find(|&j| chars[j] == '*' && chars.get(j + 1) == Some(&'/'))
@@ -241,7 +222,10 @@ pub(crate) fn check_text_limits(text: &str) -> Result<(), RuleError> {
                 '(' | '[' | '{' => {
                     depth += 1;
                     if depth > MAX_BRACKET_DEPTH {
-                        return Err(RuleError::at(pos, format!("brackets nest more than {MAX_BRACKET_DEPTH} levels deep here; flatten the rule")));
+                        return Err(RuleError::at(
+                            pos,
+                            format!("brackets nest more than {MAX_BRACKET_DEPTH} levels deep here; flatten the rule"),
+                        ));
                     }
                 }
                 ')' | ']' | '}' => depth = depth.saturating_sub(1),
@@ -252,9 +236,7 @@ pub(crate) fn check_text_limits(text: &str) -> Result<(), RuleError> {
                 if prefix > MAX_PREFIX_RUN {
                     return Err(RuleError::at(
                         pos,
-                        format!(
-                            "more than {MAX_PREFIX_RUN} `!`/`-` in a row; simplify the condition"
-                        ),
+                        format!("more than {MAX_PREFIX_RUN} `!`/`-` in a row; simplify the condition"),
                     ));
                 }
             } else if !c.is_whitespace() && c != '(' {

@@ -204,17 +204,9 @@ fn write_cpp_node(out: &mut String, node: &Node, catalog: &Catalog, level: usize
     match node {
         Node::Leaf(leaf) => {
             indent(out, level);
-            let _ = writeln!(
-                out,
-                "return {{{}, {}}};",
-                leaf_item_cpp(leaf, catalog),
-                leaf.split_k
-            );
+            let _ = writeln!(out, "return {{{}, {}}};", leaf_item_cpp(leaf, catalog), leaf.split_k);
         }
-        Node::Chain {
-            branches,
-            otherwise,
-        } => {
+        Node::Chain { branches, otherwise } => {
             indent(out, level);
             for (i, (cond, child)) in branches.iter().enumerate() {
                 if i > 0 {
@@ -239,10 +231,7 @@ fn write_rust_node(out: &mut String, node: &Node, catalog: &Catalog, level: usiz
             indent(out, level);
             let _ = writeln!(out, "({}, {})", leaf_item_rust(leaf, catalog), leaf.split_k);
         }
-        Node::Chain {
-            branches,
-            otherwise,
-        } => {
+        Node::Chain { branches, otherwise } => {
             indent(out, level);
             for (i, (cond, child)) in branches.iter().enumerate() {
                 if i > 0 {
@@ -264,11 +253,7 @@ fn write_rust_node(out: &mut String, node: &Node, catalog: &Catalog, level: usiz
 /// The rule as a C++ if/else chain with `return {name<DDataType, EDataType>, splitK};` leaves,
 /// preceded by the note as `//` comments. A chain with no branches prints as its `otherwise`.
 pub fn rule_to_cpp_text(rule: &Rule, catalog: &Catalog) -> String {
-    let mut out = rule
-        .note
-        .as_deref()
-        .map(super::source::note_comment)
-        .unwrap_or_default();
+    let mut out = rule.note.as_deref().map(super::source::note_comment).unwrap_or_default();
     write_cpp_node(&mut out, &drop_empty_chains(&rule.root), catalog, 0);
     out
 }
@@ -276,11 +261,7 @@ pub fn rule_to_cpp_text(rule: &Rule, catalog: &Catalog) -> String {
 /// The rule as a Rust if/else expression with `(name, splitK)` leaves (variables `m`, `n`, `k`),
 /// preceded by the note as `//` comments.
 pub fn rule_to_rust_text(rule: &Rule, catalog: &Catalog) -> String {
-    let mut out = rule
-        .note
-        .as_deref()
-        .map(super::source::note_comment)
-        .unwrap_or_default();
+    let mut out = rule.note.as_deref().map(super::source::note_comment).unwrap_or_default();
     write_rust_node(&mut out, &drop_empty_chains(&rule.root), catalog, 0);
     out
 }
@@ -289,18 +270,9 @@ pub fn rule_to_rust_text(rule: &Rule, catalog: &Catalog) -> String {
 fn drop_empty_chains(node: &Node) -> Node {
     match node {
         Node::Leaf(l) => Node::Leaf(*l),
-        Node::Chain {
-            branches,
-            otherwise,
-        } if branches.is_empty() => drop_empty_chains(otherwise),
-        Node::Chain {
-            branches,
-            otherwise,
-        } => Node::Chain {
-            branches: branches
-                .iter()
-                .map(|(c, n)| (c.clone(), drop_empty_chains(n)))
-                .collect(),
+        Node::Chain { branches, otherwise } if branches.is_empty() => drop_empty_chains(otherwise),
+        Node::Chain { branches, otherwise } => Node::Chain {
+            branches: branches.iter().map(|(c, n)| (c.clone(), drop_empty_chains(n))).collect(),
             otherwise: Box::new(drop_empty_chains(otherwise)),
         },
     }

@@ -67,11 +67,7 @@ pub fn validate(rule: &Rule, catalog: &Catalog) -> Vec<Issue> {
 
 /// Validates a rule, attaching the source lines recorded by the parser.
 pub fn validate_with_source(rule: &Rule, catalog: &Catalog, source: &SourceMap) -> Vec<Issue> {
-    let mut v = Validator {
-        catalog,
-        source,
-        issues: Vec::new(),
-    };
+    let mut v = Validator { catalog, source, issues: Vec::new() };
     let mut path = Vec::new();
     v.node(&rule.root, &mut path, Some(Region::all()));
     v.issues
@@ -85,22 +81,14 @@ struct Validator<'a> {
 
 impl Validator<'_> {
     fn push(&mut self, severity: Severity, line: Option<usize>, path: &[usize], message: String) {
-        self.issues.push(Issue {
-            severity,
-            line,
-            path: path.to_vec(),
-            message,
-        });
+        self.issues.push(Issue { severity, line, path: path.to_vec(), message });
     }
 
     /// `region`: over-approximation of the shapes reaching this node (None: not tracked any more).
     fn node(&mut self, node: &Node, path: &mut NodePath, region: Option<Region>) {
         match node {
             Node::Leaf(leaf) => self.leaf(leaf, path),
-            Node::Chain {
-                branches,
-                otherwise,
-            } => {
+            Node::Chain { branches, otherwise } => {
                 let mut remaining = region;
                 for (i, (cond, child)) in branches.iter().enumerate() {
                     path.push(i);
@@ -109,17 +97,12 @@ impl Validator<'_> {
                     let (holds, fails) = regions(cond);
                     let reaching = remaining.as_ref().and_then(|r| r.intersect(&holds));
                     if reaching.as_ref().is_some_and(Region::is_empty) {
-                        let why = if branches[..i]
-                            .iter()
-                            .any(|(c, _)| matches!(c, Cond::Const(true)))
-                        {
+                        let why = if branches[..i].iter().any(|(c, _)| matches!(c, Cond::Const(true))) {
                             "an earlier condition is always true".to_string()
                         } else {
-                            "no shape (M, N, K >= 1) satisfies it after the earlier conditions"
-                                .to_string()
+                            "no shape (M, N, K >= 1) satisfies it after the earlier conditions".to_string()
                         };
-                        let message =
-                            format!("branch {} (`if ({cond})`) is never taken: {why}", i + 1);
+                        let message = format!("branch {} (`if ({cond})`) is never taken: {why}", i + 1);
                         self.push(Severity::Warning, line, path, message);
                         // Still check its leaves; reachability inside a dead branch is moot.
                         self.node(child, path, None);
@@ -132,7 +115,8 @@ impl Validator<'_> {
                 path.push(branches.len());
                 if remaining.as_ref().is_some_and(Region::is_empty) {
                     let line = self.source.guard_line(path);
-                    let message = "the final `else` is never taken: the conditions before it cover every shape".to_string();
+                    let message =
+                        "the final `else` is never taken: the conditions before it cover every shape".to_string();
                     self.push(Severity::Warning, line, path, message);
                     self.node(otherwise, path, None);
                 } else {
@@ -145,25 +129,13 @@ impl Validator<'_> {
 
     fn leaf(&mut self, leaf: &Leaf, path: &[usize]) {
         let line = self.source.leaf_line(path);
-        let known = leaf.kernel_id >= 0
-            && self
-                .catalog
-                .legacy_candidates()
-                .iter()
-                .any(|i| i.id == leaf.kernel_id);
+        let known = leaf.kernel_id >= 0 && self.catalog.legacy_candidates().iter().any(|i| i.id == leaf.kernel_id);
         if leaf.kernel_id == -1 {
-            let message = format!(
-                "kernelId -1 is the default alias; write its target kernelId {}",
-                self.catalog.default_alias
-            );
+            let message =
+                format!("kernelId -1 is the default alias; write its target kernelId {}", self.catalog.default_alias);
             self.push(Severity::Error, line, path, message);
         } else if !known {
-            let ids: Vec<i32> = self
-                .catalog
-                .legacy_candidates()
-                .iter()
-                .map(|i| i.id)
-                .collect();
+            let ids: Vec<i32> = self.catalog.legacy_candidates().iter().map(|i| i.id).collect();
             let range = match (ids.iter().min(), ids.iter().max()) {
                 (Some(lo), Some(hi)) => format!("{lo}..{hi}"),
                 _ => "none".to_string(),
@@ -188,12 +160,7 @@ impl Validator<'_> {
     fn cond_checks(&mut self, cond: &Cond, line: Option<usize>, path: &[usize]) {
         let mut found = Vec::new();
         visit_exprs(cond, &mut |e| {
-            if let Expr::Bin {
-                op: op @ (BinOp::Div | BinOp::CeilDiv),
-                rhs,
-                ..
-            } = e
-            {
+            if let Expr::Bin { op: op @ (BinOp::Div | BinOp::CeilDiv), rhs, .. } = e {
                 if let Some(v) = rhs.constant_value() {
                     if v == 0 || (*op == BinOp::CeilDiv && v < 0) {
                         found.push(format!("`{e}` divides by {v}, which always evaluates to 0"));
@@ -246,9 +213,7 @@ pub(crate) struct Region {
 
 impl Region {
     fn all() -> Region {
-        Region {
-            boxes: vec![[(LO, HI); 3]],
-        }
+        Region { boxes: vec![[(LO, HI); 3]] }
     }
 
     fn none() -> Region {
@@ -325,10 +290,7 @@ fn var_index(v: Var) -> usize {
 /// described in the module docs; [`Region::all`] for the parts that are not.
 pub(crate) fn regions(cond: &Cond) -> (Region, Region) {
     let (holds, fails) = regions_inner(cond);
-    (
-        holds.unwrap_or_else(Region::all),
-        fails.unwrap_or_else(Region::all),
-    )
+    (holds.unwrap_or_else(Region::all), fails.unwrap_or_else(Region::all))
 }
 
 /// Like [`regions`] with None for "too large to track" (treated as every shape).
@@ -375,11 +337,7 @@ fn regions_inner(cond: &Cond) -> (Option<Region>, Option<Region>) {
 /// (or both are constant).
 fn cmp_region(op: CmpOp, lhs: &Expr, rhs: &Expr) -> Option<(Region, Region)> {
     if let (Some(a), Some(b)) = (lhs.constant_value(), rhs.constant_value()) {
-        return Some(if compare(op, a, b) {
-            (Region::all(), Region::none())
-        } else {
-            (Region::none(), Region::all())
-        });
+        return Some(if compare(op, a, b) { (Region::all(), Region::none()) } else { (Region::none(), Region::all()) });
     }
     let (var, op, c) = match (lhs, rhs.constant_value(), rhs, lhs.constant_value()) {
         (Expr::Var(v), Some(c), _, _) => (*v, op, c),
@@ -401,9 +359,7 @@ fn var_cmp(var: Var, op: CmpOp, c: i64) -> Region {
         CmpOp::Eq => Region::var_range(var, c, c),
         CmpOp::Ne => {
             let below = Region::var_range(var, i64::MIN, c.saturating_sub(1));
-            below
-                .union(Region::var_range(var, c.saturating_add(1), i64::MAX))
-                .unwrap_or_else(Region::all)
+            below.union(Region::var_range(var, c.saturating_add(1), i64::MAX)).unwrap_or_else(Region::all)
         }
     }
 }

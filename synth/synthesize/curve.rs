@@ -51,14 +51,9 @@ fn score_fold(
     acc: &mut [Acc],
 ) {
     let tuned = TunedTable::from_matrix(matrix, train, "training shapes");
-    let mut policies = vec![Policy::Tuned {
-        name: "tuned".into(),
-        table: tuned,
-    }];
-    policies.extend(rules.iter().enumerate().map(|(i, r)| Policy::Rule {
-        name: format!("rule{i}"),
-        rule: r.rule.clone(),
-    }));
+    let mut policies = vec![Policy::Tuned { name: "tuned".into(), table: tuned }];
+    policies
+        .extend(rules.iter().enumerate().map(|(i, r)| Policy::Rule { name: format!("rule{i}"), rule: r.rule.clone() }));
     let held = evaluate(matrix, catalog, &policies, test);
     let seen = evaluate(matrix, catalog, &policies, train);
     let tuned_us = &held.tuned.as_ref().expect("a tuned policy is scored").1;
@@ -118,20 +113,9 @@ pub fn sample_curve(
 /// The fold (0..folds) of each of `shapes`: distinct M values in ascending order are dealt to folds in
 /// turn, so every fold spans the whole M range and holds every layer's shapes of its M values.
 pub fn m_folds(matrix: &LatencyMatrix, shapes: &[usize], folds: usize) -> Vec<usize> {
-    let ms: Vec<u32> = shapes
-        .iter()
-        .map(|&s| matrix.shapes[s].m)
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    shapes
-        .iter()
-        .map(|&s| {
-            ms.binary_search(&matrix.shapes[s].m)
-                .expect("M collected above")
-                % folds.max(1)
-        })
-        .collect()
+    let ms: Vec<u32> =
+        shapes.iter().map(|&s| matrix.shapes[s].m).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+    shapes.iter().map(|&s| ms.binary_search(&matrix.shapes[s].m).expect("M collected above") % folds.max(1)).collect()
 }
 
 /// `folds`-fold cross-validation over M on `shapes`: each fold's M values are held out in turn, the rule
@@ -148,16 +132,14 @@ pub fn cv_curve(
     let fold_of = m_folds(matrix, shapes, folds);
     let mut acc = vec![Acc::default(); budgets.len()];
     for f in 0..folds {
-        let (test, train): (Vec<usize>, Vec<usize>) =
-            (0..shapes.len()).partition(|&i| fold_of[i] == f);
+        let (test, train): (Vec<usize>, Vec<usize>) = (0..shapes.len()).partition(|&i| fold_of[i] == f);
         let test: Vec<usize> = test.into_iter().map(|i| shapes[i]).collect();
         let train: Vec<usize> = train.into_iter().map(|i| shapes[i]).collect();
         if train.is_empty() || test.is_empty() {
             continue;
         }
         let weights = weighting.weights(matrix, &train);
-        let rules =
-            synthesize_budgets(matrix, catalog, &train, weights.as_deref(), limits, budgets)?;
+        let rules = synthesize_budgets(matrix, catalog, &train, weights.as_deref(), limits, budgets)?;
         score_fold(matrix, catalog, &train, &test, &rules, &mut acc);
     }
     Ok(points(&format!("cv{folds}"), budgets, acc))
@@ -188,7 +170,8 @@ pub fn curve_csv(points: &[CurvePoint]) -> String {
 
 /// The curve as a terminal table.
 pub fn curve_table(points: &[CurvePoint]) -> String {
-    let mut out = String::from("setting  budget  leaves  train of oracle  held-out of oracle  x default (geo)  x tuned (geo)\n");
+    let mut out =
+        String::from("setting  budget  leaves  train of oracle  held-out of oracle  x default (geo)  x tuned (geo)\n");
     for p in points {
         let _ = writeln!(
             out,

@@ -28,10 +28,7 @@ pub struct Feature {
 
 impl Feature {
     fn new(name: impl Into<String>, expr: Expr) -> Feature {
-        Feature {
-            name: name.into(),
-            expr,
-        }
+        Feature { name: name.into(), expr }
     }
 
     /// Value at (M, N, K), with the rule interpreter's semantics.
@@ -68,19 +65,12 @@ fn mul(a: Expr, b: Expr) -> Expr {
 
 /// The raw dimensions: M, N, K.
 pub fn raw() -> Vec<Feature> {
-    vec![
-        Feature::new("M", var(Var::M)),
-        Feature::new("N", var(Var::N)),
-        Feature::new("K", var(Var::K)),
-    ]
+    vec![Feature::new("M", var(Var::M)), Feature::new("N", var(Var::N)), Feature::new("K", var(Var::K))]
 }
 
 /// Output tiles of a shape for a `bm × bn` tile: `cdiv(M, bm) * cdiv(N, bn)`.
 pub fn tiles_expr(bm: u32, bn: u32) -> Expr {
-    mul(
-        cdiv(var(Var::M), lit(bm.into())),
-        cdiv(var(Var::N), lit(bn.into())),
-    )
+    mul(cdiv(var(Var::M), lit(bm.into())), cdiv(var(Var::N), lit(bn.into())))
 }
 
 /// Machine-fill features for the given tiles `(BM, BN, BK)`, split-K values and compute-unit count.
@@ -90,13 +80,8 @@ pub fn tiles_expr(bm: u32, bn: u32) -> Expr {
 /// `M*N` and `M*N*K`. Duplicate tiles are skipped; split-K 0 is implied.
 pub fn machine(tiles: &[(u32, u32, u32)], split_ks: &[u32], cu_num: u32) -> Vec<Feature> {
     let cu = lit(i64::from(cu_num.max(1)));
-    let split_ks: Vec<u32> = split_ks
-        .iter()
-        .copied()
-        .filter(|&s| s > 0 && s < 16)
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let split_ks: Vec<u32> =
+        split_ks.iter().copied().filter(|&s| s > 0 && s < 16).collect::<BTreeSet<_>>().into_iter().collect();
     let mut mn: Vec<(u32, u32)> = Vec::new();
     let mut mnk: Vec<(u32, u32, u32)> = Vec::new();
     for &(bm, bn, bk) in tiles {
@@ -107,8 +92,7 @@ pub fn machine(tiles: &[(u32, u32, u32)], split_ks: &[u32], cu_num: u32) -> Vec<
             mnk.push((bm, bn, bk));
         }
     }
-    let waves =
-        |bm: u32, bn: u32, s: u32| cdiv(mul(tiles_expr(bm, bn), lit(1i64 << s)), cu.clone());
+    let waves = |bm: u32, bn: u32, s: u32| cdiv(mul(tiles_expr(bm, bn), lit(1i64 << s)), cu.clone());
     let waves0 = |bm: u32, bn: u32| cdiv(tiles_expr(bm, bn), cu.clone());
     let mut out = raw();
     for &(bm, bn) in &mn {
@@ -116,48 +100,28 @@ pub fn machine(tiles: &[(u32, u32, u32)], split_ks: &[u32], cu_num: u32) -> Vec<
     }
     for &s in &split_ks {
         for &(bm, bn) in &mn {
-            out.push(Feature::new(
-                format!("waves({bm}x{bn}, sk{s})"),
-                waves(bm, bn, s),
-            ));
+            out.push(Feature::new(format!("waves({bm}x{bn}, sk{s})"), waves(bm, bn, s)));
         }
     }
     for &(bm, bn, bk) in &mnk {
         let k_steps = cdiv(var(Var::K), lit(bk.into()));
-        out.push(Feature::new(
-            format!("steps({bm}x{bn}x{bk})"),
-            mul(waves0(bm, bn), k_steps),
-        ));
+        out.push(Feature::new(format!("steps({bm}x{bn}x{bk})"), mul(waves0(bm, bn), k_steps)));
         for &s in &split_ks {
             let k_steps = cdiv(cdiv(var(Var::K), lit(1i64 << s)), lit(bk.into()));
-            out.push(Feature::new(
-                format!("steps({bm}x{bn}x{bk}, sk{s})"),
-                mul(waves(bm, bn, s), k_steps),
-            ));
+            out.push(Feature::new(format!("steps({bm}x{bn}x{bk}, sk{s})"), mul(waves(bm, bn, s), k_steps)));
         }
     }
     for &(bm, bn) in &mn {
-        out.push(Feature::new(
-            format!("tiles({bm}x{bn})"),
-            tiles_expr(bm, bn),
-        ));
+        out.push(Feature::new(format!("tiles({bm}x{bn})"), tiles_expr(bm, bn)));
     }
     out.push(Feature::new("M*N", mul(var(Var::M), var(Var::N))));
-    out.push(Feature::new(
-        "M*N*K",
-        mul(mul(var(Var::M), var(Var::N)), var(Var::K)),
-    ));
+    out.push(Feature::new("M*N*K", mul(mul(var(Var::M), var(Var::N)), var(Var::K))));
     out
 }
 
 /// The feature set for a latency matrix's candidates: tiles of their catalog instances (candidates the
 /// catalog does not know are skipped; they contribute no tile), the matrix's split-K values and `cu_num`.
-pub fn for_candidates(
-    set: FeatureSet,
-    candidates: &[Candidate],
-    catalog: &Catalog,
-    cu_num: u32,
-) -> Vec<Feature> {
+pub fn for_candidates(set: FeatureSet, candidates: &[Candidate], catalog: &Catalog, cu_num: u32) -> Vec<Feature> {
     match set {
         FeatureSet::Raw => raw(),
         FeatureSet::Machine => {
@@ -170,12 +134,8 @@ pub fn for_candidates(
                     }
                 }
             }
-            let split_ks: Vec<u32> = candidates
-                .iter()
-                .map(|c| c.split_k)
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .collect();
+            let split_ks: Vec<u32> =
+                candidates.iter().map(|c| c.split_k).collect::<BTreeSet<_>>().into_iter().collect();
             machine(&tiles, &split_ks, cu_num)
         }
     }

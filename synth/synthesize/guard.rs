@@ -37,36 +37,16 @@ pub struct Guards<'a> {
 
 /// Probe M values: every M up to 1024, then every 8th to 4096, every 64th to 65536.
 fn probe_ms() -> Vec<u32> {
-    (1..=1024)
-        .chain((1032..=4096).step_by(8))
-        .chain((4160..=65536).step_by(64))
-        .collect()
+    (1..=1024).chain((1032..=4096).step_by(8)).chain((4160..=65536).step_by(64)).collect()
 }
 
 impl<'a> Guards<'a> {
     /// Guards fitted on the `train` shapes of `matrix`, within `max_depth`.
-    pub fn new(
-        matrix: &'a LatencyMatrix,
-        catalog: &'a Catalog,
-        train: &'a [usize],
-        max_depth: usize,
-    ) -> Guards<'a> {
-        let layers: BTreeSet<(u32, u32)> = train
-            .iter()
-            .map(|&s| (matrix.shapes[s].n, matrix.shapes[s].k))
-            .collect();
+    pub fn new(matrix: &'a LatencyMatrix, catalog: &'a Catalog, train: &'a [usize], max_depth: usize) -> Guards<'a> {
+        let layers: BTreeSet<(u32, u32)> = train.iter().map(|&s| (matrix.shapes[s].n, matrix.shapes[s].k)).collect();
         let ms = probe_ms();
-        let probes = layers
-            .iter()
-            .flat_map(|&(n, k)| ms.iter().map(move |&m| Shape::new(m, n, k)))
-            .collect();
-        Guards {
-            matrix,
-            catalog,
-            train,
-            probes,
-            max_depth,
-        }
+        let probes = layers.iter().flat_map(|&(n, k)| ms.iter().map(move |&m| Shape::new(m, n, k))).collect();
+        Guards { matrix, catalog, train, probes, max_depth }
     }
 
     fn tiles(bm: u32, bn: u32, s: &Shape) -> i64 {
@@ -79,19 +59,11 @@ impl<'a> Guards<'a> {
     /// `cdiv(tiles · 2^(s-1), CU) <= w`, falls in that gap, the guard is that (split-K pays while the
     /// grid leaves compute units idle); otherwise `tiles <= midpoint`.
     fn boundary(&self, leaf: Leaf) -> Option<Cond> {
-        let col = self
-            .matrix
-            .candidate_index(&Candidate::new(leaf.kernel_id, leaf.split_k))?;
-        self.matrix
-            .candidate_index(&Candidate::new(leaf.kernel_id, 0))?;
+        let col = self.matrix.candidate_index(&Candidate::new(leaf.kernel_id, leaf.split_k))?;
+        self.matrix.candidate_index(&Candidate::new(leaf.kernel_id, 0))?;
         let (bm, bn, _) = self.catalog.legacy_by_id(leaf.kernel_id)?.tile();
         let tiles = |s: usize| Self::tiles(bm, bn, &self.matrix.shapes[s]);
-        let usable_max = self
-            .train
-            .iter()
-            .filter(|&&s| self.matrix.us(s, col).is_some())
-            .map(|&s| tiles(s))
-            .max()?;
+        let usable_max = self.train.iter().filter(|&&s| self.matrix.us(s, col).is_some()).map(|&s| tiles(s)).max()?;
         let unusable_above = self
             .train
             .iter()
@@ -105,17 +77,9 @@ impl<'a> Guards<'a> {
         if waves * cu < unusable_above * scale {
             let grid = Expr::bin(BinOp::Mul, tiles_expr(bm, bn), Expr::Lit(scale));
             let expr = if scale == 1 { tiles_expr(bm, bn) } else { grid };
-            return Some(Cond::cmp(
-                CmpOp::Le,
-                Expr::bin(BinOp::CeilDiv, expr, Expr::Lit(cu)),
-                Expr::Lit(waves),
-            ));
+            return Some(Cond::cmp(CmpOp::Le, Expr::bin(BinOp::CeilDiv, expr, Expr::Lit(cu)), Expr::Lit(waves)));
         }
-        Some(Cond::cmp(
-            CmpOp::Le,
-            tiles_expr(bm, bn),
-            Expr::Lit(usable_max + (unusable_above - usable_max) / 2),
-        ))
+        Some(Cond::cmp(CmpOp::Le, tiles_expr(bm, bn), Expr::Lit(usable_max + (unusable_above - usable_max) / 2)))
     }
 
     /// `node` with guards added; returns the node and the number of guards.
@@ -129,10 +93,7 @@ impl<'a> Guards<'a> {
     fn walk(&self, node: &Node, reach: &[usize], depth: usize, added: &mut usize) -> Node {
         match node {
             Node::Leaf(leaf) => self.guard_leaf(*leaf, reach, depth, added),
-            Node::Chain {
-                branches,
-                otherwise,
-            } => {
+            Node::Chain { branches, otherwise } => {
                 let mut rest: Vec<usize> = reach.to_vec();
                 let mut out = Vec::with_capacity(branches.len());
                 for (j, (cond, child)) in branches.iter().enumerate() {
@@ -144,10 +105,7 @@ impl<'a> Guards<'a> {
                     rest = keep;
                 }
                 let other = self.walk(otherwise, &rest, depth + branches.len(), added);
-                Node::Chain {
-                    branches: out,
-                    otherwise: Box::new(other),
-                }
+                Node::Chain { branches: out, otherwise: Box::new(other) }
             }
         }
     }

@@ -86,11 +86,10 @@ pub enum SynthError {
     BadWeight { shape: String, value: f64 },
     #[error("the matrix has no candidates")]
     NoCandidates,
-    #[error("limits must allow at least one leaf and one instance (max_leaves = {leaves}, max_instances = {instances:?})")]
-    BadLimits {
-        leaves: usize,
-        instances: Option<usize>,
-    },
+    #[error(
+        "limits must allow at least one leaf and one instance (max_leaves = {leaves}, max_instances = {instances:?})"
+    )]
+    BadLimits { leaves: usize, instances: Option<usize> },
 }
 
 /// One synthesized rule and its in-sample figures.
@@ -121,12 +120,7 @@ pub struct Synthesized {
 /// # Panics
 /// On the argument errors [`try_synthesize`] reports (empty or out-of-range training set, wrong weights,
 /// zero limits); call [`try_synthesize`] to handle them.
-pub fn synthesize(
-    matrix: &LatencyMatrix,
-    train: &[usize],
-    weights: Option<&[f64]>,
-    limits: &Limits,
-) -> Rule {
+pub fn synthesize(matrix: &LatencyMatrix, train: &[usize], weights: Option<&[f64]>, limits: &Limits) -> Rule {
     match try_synthesize(matrix, &Catalog::embedded(), train, weights, limits) {
         Ok(s) => s.rule,
         Err(e) => panic!("synthesize: {e}"),
@@ -141,14 +135,7 @@ pub fn try_synthesize(
     weights: Option<&[f64]>,
     limits: &Limits,
 ) -> Result<Synthesized, SynthError> {
-    let mut all = synthesize_budgets(
-        matrix,
-        catalog,
-        train,
-        weights,
-        limits,
-        &[limits.max_leaves],
-    )?;
+    let mut all = synthesize_budgets(matrix, catalog, train, weights, limits, &[limits.max_leaves])?;
     Ok(all.pop().expect("one budget asked, one result"))
 }
 
@@ -179,21 +166,15 @@ pub fn synthesize_budgets(
             front = built.limit_instances(front, k, &cfg);
         }
     }
-    let guards = limits
-        .split_k_guards
-        .then(|| guard::Guards::new(matrix, catalog, train, limits.max_depth));
+    let guards = limits.split_k_guards.then(|| guard::Guards::new(matrix, catalog, train, limits.max_depth));
     let row_shapes: Vec<Shape> = built.rows.iter().map(|r| r.shape).collect();
-    let refiner = limits
-        .refine_thresholds
-        .then(|| refine::Refiner::new(&built.problem, &row_shapes, &built.features));
+    let refiner = limits.refine_thresholds.then(|| refine::Refiner::new(&built.problem, &row_shapes, &built.features));
     // Each tree of the front as a rule (refined and guarded when asked), built when first needed.
     let mut rules: Vec<Option<(Node, usize)>> = vec![None; front.len()];
     let mut rule_of = |i: usize| -> (Node, usize) {
         rules[i]
             .get_or_insert_with(|| {
-                let mut t = built
-                    .repair(&front[i].tree, limits.max_instances)
-                    .simplified();
+                let mut t = built.repair(&front[i].tree, limits.max_instances).simplified();
                 if let Some(r) = &refiner {
                     t = r.refine(&t);
                 }
@@ -262,29 +243,16 @@ impl<'m> Built<'m> {
             return Err(SynthError::NoCandidates);
         }
         if let Some(&bad) = train.iter().find(|&&s| s >= matrix.shapes.len()) {
-            return Err(SynthError::BadShapeIndex {
-                index: bad,
-                shapes: matrix.shapes.len(),
-            });
+            return Err(SynthError::BadShapeIndex { index: bad, shapes: matrix.shapes.len() });
         }
         let weights: Vec<f64> = match weights {
             None => vec![1.0; train.len()],
             Some(w) if w.len() != train.len() => {
-                return Err(SynthError::WeightCount {
-                    got: w.len(),
-                    train: train.len(),
-                })
+                return Err(SynthError::WeightCount { got: w.len(), train: train.len() })
             }
             Some(w) => {
-                if let Some((i, v)) = w
-                    .iter()
-                    .enumerate()
-                    .find(|(_, v)| !(v.is_finite() && **v > 0.0))
-                {
-                    return Err(SynthError::BadWeight {
-                        shape: matrix.shapes[train[i]].to_string(),
-                        value: *v,
-                    });
+                if let Some((i, v)) = w.iter().enumerate().find(|(_, v)| !(v.is_finite() && **v > 0.0)) {
+                    return Err(SynthError::BadWeight { shape: matrix.shapes[train[i]].to_string(), value: *v });
                 }
                 w.to_vec()
             }
@@ -293,50 +261,25 @@ impl<'m> Built<'m> {
         let rows: Vec<Row> = train
             .iter()
             .zip(&weights)
-            .map(|(&s, &w)| Row {
-                shape: matrix.shapes[s],
-                weight: w,
-                us: (0..nc).map(|c| matrix.us(s, c)).collect(),
-            })
+            .map(|(&s, &w)| Row { shape: matrix.shapes[s], weight: w, us: (0..nc).map(|c| matrix.us(s, c)).collect() })
             .collect();
         // Penalty: more than the whole finite cost of the training rows.
-        let finite_total: f64 = rows
-            .iter()
-            .map(|r| r.weight * r.us.iter().flatten().fold(0.0, |a: f64, &b| a.max(b)))
-            .sum();
+        let finite_total: f64 =
+            rows.iter().map(|r| r.weight * r.us.iter().flatten().fold(0.0, |a: f64, &b| a.max(b))).sum();
         let penalty = 1.0 + 2.0 * finite_total;
         let mut cost = Vec::with_capacity(rows.len() * nc);
         for r in &rows {
             cost.extend(r.us.iter().map(|t| t.map_or(penalty, |t| r.weight * t)));
         }
-        let all_features =
-            features::for_candidates(limits.features, &matrix.candidates, catalog, matrix.cu_num);
+        let all_features = features::for_candidates(limits.features, &matrix.candidates, catalog, matrix.cu_num);
         let values: Vec<Vec<i64>> = all_features
             .iter()
-            .map(|f| {
-                rows.iter()
-                    .map(|r| f.eval(r.shape.m, r.shape.n, r.shape.k))
-                    .collect()
-            })
+            .map(|f| rows.iter().map(|r| f.eval(r.shape.m, r.shape.n, r.shape.k)).collect())
             .collect();
         let problem = Problem::new(rows.len(), nc, cost, values);
         let features = all_features;
-        let kernels = matrix
-            .candidates
-            .iter()
-            .map(|c| c.kernel_id)
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        Ok(Built {
-            matrix,
-            train: train.to_vec(),
-            weights,
-            rows,
-            problem,
-            features,
-            kernels,
-        })
+        let kernels = matrix.candidates.iter().map(|c| c.kernel_id).collect::<BTreeSet<_>>().into_iter().collect();
+        Ok(Built { matrix, train: train.to_vec(), weights, rows, problem, features, kernels })
     }
 
     fn config(&self, limits: &Limits, max_leaves: usize) -> SearchConfig {
@@ -349,12 +292,7 @@ impl<'m> Built<'m> {
             1
         });
         let lookahead = limits.lookahead.unwrap_or(if n <= 160 { 2 } else { 1 });
-        SearchConfig {
-            max_depth: limits.max_depth,
-            max_leaves,
-            exact_depth,
-            lookahead,
-        }
+        SearchConfig { max_depth: limits.max_depth, max_leaves, exact_depth, lookahead }
     }
 
     fn usable(&self, row: usize, col: usize) -> bool {
@@ -362,9 +300,7 @@ impl<'m> Built<'m> {
     }
 
     fn cols_of(&self, kernels: &[i32]) -> Vec<usize> {
-        (0..self.matrix.candidates.len())
-            .filter(|&c| kernels.contains(&self.matrix.candidates[c].kernel_id))
-            .collect()
+        (0..self.matrix.candidates.len()).filter(|&c| kernels.contains(&self.matrix.candidates[c].kernel_id)).collect()
     }
 
     /// Enforces the instance limit: searches within instance subsets (greedy facility location with
@@ -378,19 +314,13 @@ impl<'m> Built<'m> {
         if !subsets.contains(&thinned) {
             subsets.push(thinned);
         }
-        let mut pool: Vec<Solution> = front
-            .iter()
-            .filter(|s| leaf_kernels(&s.tree, self.matrix).len() <= k)
-            .cloned()
-            .collect();
+        let mut pool: Vec<Solution> =
+            front.iter().filter(|s| leaf_kernels(&s.tree, self.matrix).len() <= k).cloned().collect();
         for kernels in &subsets {
             let cols = self.cols_of(kernels);
             for sol in &front {
                 let t = sol.tree.relabeled(p, &cols);
-                pool.push(Solution {
-                    cost: t.cost(p),
-                    tree: t,
-                });
+                pool.push(Solution { cost: t.cost(p), tree: t });
             }
             pool.extend(tree::search(p, &cols, cfg));
         }
@@ -400,13 +330,7 @@ impl<'m> Built<'m> {
     /// Sum over training shapes of the cheapest candidate among `cols`.
     fn oracle_cost(&self, cols: &[usize]) -> f64 {
         let p = &self.problem;
-        (0..p.shapes())
-            .map(|s| {
-                cols.iter()
-                    .map(|&c| p.cost(s, c))
-                    .fold(f64::INFINITY, f64::min)
-            })
-            .sum()
+        (0..p.shapes()).map(|s| cols.iter().map(|&c| p.cost(s, c)).fold(f64::INFINITY, f64::min)).sum()
     }
 
     /// Greedy forward selection of `k` instances minimizing the per-shape best cost, then single swaps
@@ -556,32 +480,17 @@ impl<'m> Built<'m> {
                 let cand: Candidate = self.matrix.candidates[*c];
                 Node::Leaf(Leaf::new(cand.kernel_id, cand.split_k))
             }
-            Tree::Split {
-                feature,
-                threshold,
-                left,
-                right,
-            } => {
-                let cond = Cond::cmp(
-                    CmpOp::Le,
-                    self.features[*feature].expr.clone(),
-                    Expr::Lit(*threshold),
-                );
+            Tree::Split { feature, threshold, left, right } => {
+                let cond = Cond::cmp(CmpOp::Le, self.features[*feature].expr.clone(), Expr::Lit(*threshold));
                 let mut branches = vec![(cond, self.node(left))];
                 let otherwise = match self.node(right) {
-                    Node::Chain {
-                        branches: more,
-                        otherwise,
-                    } => {
+                    Node::Chain { branches: more, otherwise } => {
                         branches.extend(more);
                         otherwise
                     }
                     leaf => Box::new(leaf),
                 };
-                Node::Chain {
-                    branches,
-                    otherwise,
-                }
+                Node::Chain { branches, otherwise }
             }
         }
     }
@@ -590,12 +499,7 @@ impl<'m> Built<'m> {
 fn collect_leaf_sets(t: &Tree, p: &Problem, set: tree::Bits, out: &mut Vec<(tree::Bits, usize)>) {
     match t {
         Tree::Leaf(c) => out.push((set, *c)),
-        Tree::Split {
-            feature,
-            threshold,
-            left,
-            right,
-        } => {
+        Tree::Split { feature, threshold, left, right } => {
             let (l, r) = set.split(p, *feature, *threshold);
             collect_leaf_sets(left, p, l, out);
             collect_leaf_sets(right, p, r, out);
@@ -604,10 +508,7 @@ fn collect_leaf_sets(t: &Tree, p: &Problem, set: tree::Bits, out: &mut Vec<(tree
 }
 
 fn leaf_kernels(t: &Tree, m: &LatencyMatrix) -> BTreeSet<i32> {
-    t.leaf_candidates()
-        .iter()
-        .map(|&c| m.candidates[c].kernel_id)
-        .collect()
+    t.leaf_candidates().iter().map(|&c| m.candidates[c].kernel_id).collect()
 }
 
 fn set_leaf(t: &mut Tree, target: usize, col: usize) {
@@ -649,18 +550,12 @@ impl Weighting {
         match self {
             Weighting::Uniform => None,
             Weighting::Flops => {
-                let inv: Vec<f64> = train
-                    .iter()
-                    .map(|&s| 1.0 / matrix.shapes[s].flops().max(1.0))
-                    .collect();
+                let inv: Vec<f64> = train.iter().map(|&s| 1.0 / matrix.shapes[s].flops().max(1.0)).collect();
                 let mean = inv.iter().sum::<f64>() / inv.len().max(1) as f64;
                 Some(inv.iter().map(|w| w / mean).collect())
             }
             Weighting::Oracle => {
-                let inv: Vec<f64> = train
-                    .iter()
-                    .map(|&s| matrix.best(s).map_or(1.0, |(_, t)| 1.0 / t))
-                    .collect();
+                let inv: Vec<f64> = train.iter().map(|&s| matrix.best(s).map_or(1.0, |(_, t)| 1.0 / t)).collect();
                 let mean = inv.iter().sum::<f64>() / inv.len().max(1) as f64;
                 Some(inv.iter().map(|w| w / mean).collect())
             }

@@ -122,9 +122,7 @@ pub fn display_path(path: &Path) -> String {
     let abs = if path.is_absolute() {
         path.to_path_buf()
     } else {
-        std::env::current_dir()
-            .map(|d| d.join(path))
-            .unwrap_or_else(|_| path.to_path_buf())
+        std::env::current_dir().map(|d| d.join(path)).unwrap_or_else(|_| path.to_path_buf())
     };
     match abs.strip_prefix(root) {
         Ok(rel) => rel.display().to_string(),
@@ -135,10 +133,7 @@ pub fn display_path(path: &Path) -> String {
 /// Loads a latency table, naming the file on error.
 pub fn load_matrix(path: &Path, catalog: &Catalog) -> anyhow::Result<LatencyMatrix> {
     if !path.exists() {
-        bail!(
-            "dataset {} does not exist; measure it with `synth bench` or pass --dataset FILE",
-            path.display()
-        );
+        bail!("dataset {} does not exist; measure it with `synth bench` or pass --dataset FILE", path.display());
     }
     LatencyMatrix::load(path, catalog)
         .map_err(|e| anyhow::anyhow!("{e}"))
@@ -146,11 +141,7 @@ pub fn load_matrix(path: &Path, catalog: &Catalog) -> anyhow::Result<LatencyMatr
 }
 
 /// A model's layers at a TP, from a built-in name or a spec file.
-pub fn model_layers(
-    model: &str,
-    spec: Option<&Path>,
-    tp: u32,
-) -> anyhow::Result<(String, Vec<Layer>)> {
+pub fn model_layers(model: &str, spec: Option<&Path>, tp: u32) -> anyhow::Result<(String, Vec<Layer>)> {
     let spec = match spec {
         Some(p) => ModelSpec::load(p)?,
         None => ModelSpec::builtin(model)?,
@@ -171,29 +162,18 @@ pub fn layer_names(layers: &[Layer]) -> LayerNames {
 }
 
 /// Indices of the matrix shapes that belong to `layers`; an error when there are none.
-pub fn shapes_of_layers(
-    matrix: &LatencyMatrix,
-    layers: &[Layer],
-    what: &str,
-) -> anyhow::Result<Vec<usize>> {
+pub fn shapes_of_layers(matrix: &LatencyMatrix, layers: &[Layer], what: &str) -> anyhow::Result<Vec<usize>> {
     let idx: Vec<usize> = (0..matrix.shapes.len())
-        .filter(|&s| {
-            layers
-                .iter()
-                .any(|l| l.n == matrix.shapes[s].n && l.k == matrix.shapes[s].k)
-        })
+        .filter(|&s| layers.iter().any(|l| l.n == matrix.shapes[s].n && l.k == matrix.shapes[s].k))
         .collect();
     if idx.is_empty() {
-        let want: Vec<String> = layers
-            .iter()
-            .map(|l| format!("{} (N={}, K={})", l.name, l.n, l.k))
-            .collect();
-        let have: Vec<String> = matrix
-            .layers()
-            .iter()
-            .map(|(n, k)| format!("N={n}, K={k}"))
-            .collect();
-        bail!("the dataset has no shape of {what}'s layers {}; its layers are {}; pick the matching --model/--tp", want.join(", "), have.join("; "));
+        let want: Vec<String> = layers.iter().map(|l| format!("{} (N={}, K={})", l.name, l.n, l.k)).collect();
+        let have: Vec<String> = matrix.layers().iter().map(|(n, k)| format!("N={n}, K={k}")).collect();
+        bail!(
+            "the dataset has no shape of {what}'s layers {}; its layers are {}; pick the matching --model/--tp",
+            want.join(", "),
+            have.join("; ")
+        );
     }
     Ok(idx)
 }
@@ -206,23 +186,16 @@ pub fn training_sample(
     count: usize,
     seed: u64,
 ) -> (Vec<usize>, Vec<usize>, Vec<u32>) {
-    let ms: Vec<u32> = shapes
-        .iter()
-        .map(|&s| matrix.shapes[s].m)
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let ms: Vec<u32> =
+        shapes.iter().map(|&s| matrix.shapes[s].m).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
     let picked = sample_m(&ms, count, seed);
-    let (train, held): (Vec<usize>, Vec<usize>) = shapes
-        .iter()
-        .partition(|&&s| picked.contains(&matrix.shapes[s].m));
+    let (train, held): (Vec<usize>, Vec<usize>) = shapes.iter().partition(|&&s| picked.contains(&matrix.shapes[s].m));
     (train, held, picked)
 }
 
 /// The published rule, parsed.
 pub fn published_rule(catalog: &Catalog) -> anyhow::Result<Rule> {
-    crate::rule::parse_any(PUBLISHED_RULE, catalog)
-        .map_err(|e| anyhow::anyhow!("published rule: {e}"))
+    crate::rule::parse_any(PUBLISHED_RULE, catalog).map_err(|e| anyhow::anyhow!("published rule: {e}"))
 }
 
 /// Loads an AITER tuned CSV as a tuned table of the matrix's device.
@@ -237,10 +210,8 @@ pub fn load_tuned(
     let device = (!any_device).then_some((matrix.gfx.as_str(), matrix.cu_num));
     let (t, other, _) = TunedTable::from_rows(&rows, catalog, device, &source);
     if t.is_empty() {
-        let devices: std::collections::BTreeSet<String> = rows
-            .iter()
-            .map(|r| format!("{}/{} CUs", r.gfx, r.cu_num))
-            .collect();
+        let devices: std::collections::BTreeSet<String> =
+            rows.iter().map(|r| format!("{}/{} CUs", r.gfx, r.cu_num)).collect();
         bail!(
             "{}: no row for the dataset's device {}/{} CUs ({other} rows are for {}); AITER would use the default \
              everywhere — pass --tuned-any-device to apply them anyway",
@@ -266,10 +237,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         bail!("--sample-m must be at least 1 (or pass --train-all)");
     }
     let catalog = Catalog::embedded();
-    let dataset = args
-        .dataset
-        .clone()
-        .unwrap_or_else(|| crate_root().join(DEFAULT_DATASET));
+    let dataset = args.dataset.clone().unwrap_or_else(|| crate_root().join(DEFAULT_DATASET));
     let matrix = load_matrix(&dataset, &catalog)?;
     let (model, layers) = model_layers(&args.model, args.spec.as_deref(), args.tp)?;
     let what = format!("{model} TP={}", args.tp);
@@ -302,33 +270,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let mut budgets = vec![args.max_leaves];
     budgets.extend(CURVE_BUDGETS);
-    let results = synthesize_budgets(
-        &matrix,
-        &catalog,
-        &train,
-        weights.as_deref(),
-        &limits,
-        &budgets,
-    )?;
+    let results = synthesize_budgets(&matrix, &catalog, &train, weights.as_deref(), &limits, &budgets)?;
     let synth = results[0].clone();
     let synth_time = t0.elapsed();
 
     // Comparison on the held-out shapes.
-    let tuned = TunedTable::from_matrix(
-        &matrix,
-        &train,
-        &format!("best of {} training shapes", train.len()),
-    );
+    let tuned = TunedTable::from_matrix(&matrix, &train, &format!("best of {} training shapes", train.len()));
     let mut policies = vec![
         Policy::Default,
-        Policy::Tuned {
-            name: "tuned".into(),
-            table: tuned.clone(),
-        },
-        Policy::NearestM {
-            name: "nearest-M".into(),
-            table: tuned,
-        },
+        Policy::Tuned { name: "tuned".into(), table: tuned.clone() },
+        Policy::NearestM { name: "nearest-M".into(), table: tuned },
     ];
     if let Some(path) = &args.tuned {
         policies.push(Policy::Tuned {
@@ -336,21 +287,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             table: load_tuned(path, &catalog, &matrix, args.tuned_any_device)?,
         });
     }
-    policies.push(Policy::Rule {
-        name: PUBLISHED_RULE_NAME.into(),
-        rule: published_rule(&catalog)?,
-    });
+    policies.push(Policy::Rule { name: PUBLISHED_RULE_NAME.into(), rule: published_rule(&catalog)? });
     for path in &args.rule {
         let rule = crate::rule::load(path, &catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
-        policies.push(Policy::Rule {
-            name: display_path(path),
-            rule,
-        });
+        policies.push(Policy::Rule { name: display_path(path), rule });
     }
-    policies.push(Policy::Rule {
-        name: "synthesized".into(),
-        rule: synth.rule.clone(),
-    });
+    policies.push(Policy::Rule { name: "synthesized".into(), rule: synth.rule.clone() });
     policies.push(Policy::Oracle);
     let report = compare::evaluate(&matrix, &catalog, &policies, &heldout);
 
@@ -359,53 +301,27 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let sample_points = if args.train_all {
         Vec::new()
     } else {
-        sample_curve(
-            &matrix,
-            &catalog,
-            &train,
-            &heldout,
-            &results[1..],
-            &CURVE_BUDGETS,
-        )
+        sample_curve(&matrix, &catalog, &train, &heldout, &results[1..], &CURVE_BUDGETS)
     };
-    let cv_points = cv_curve(
-        &matrix,
-        &catalog,
-        &shapes,
-        CV_FOLDS,
-        args.weight,
-        &limits,
-        &CURVE_BUDGETS,
-    )?;
+    let cv_points = cv_curve(&matrix, &catalog, &shapes, CV_FOLDS, args.weight, &limits, &CURVE_BUDGETS)?;
     let curve_time = t1.elapsed();
     let mut points = sample_points;
     points.extend(cv_points);
 
     // Provenance and files.
-    let synth_idx = report
-        .policy_index("synthesized")
-        .expect("synthesized policy scored");
+    let synth_idx = report.policy_index("synthesized").expect("synthesized policy scored");
     let s = &report.policies[synth_idx].summary;
     let dataset_text = format!(
         "{} ({}, {} CUs{}; {} shapes × {} candidates)",
         display_path(&dataset),
         matrix.gfx,
         matrix.cu_num,
-        matrix
-            .device
-            .as_deref()
-            .map(|d| format!(", {d}"))
-            .unwrap_or_default(),
+        matrix.device.as_deref().map(|d| format!(", {d}")).unwrap_or_default(),
         matrix.shapes.len(),
         matrix.candidates.len()
     );
     let training_text = if args.train_all {
-        format!(
-            "all {} shapes of {what} (weight {:?})",
-            train.len(),
-            args.weight
-        )
-        .to_lowercase()
+        format!("all {} shapes of {what} (weight {:?})", train.len(), args.weight).to_lowercase()
     } else {
         format!(
             "{} shapes of {what}: M in {:?} (sample_m of {} dataset M values, {} strata, seed {}) × {} layers; weight {}",
@@ -418,11 +334,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             format!("{:?}", args.weight).to_lowercase()
         )
     };
-    let scope = if args.train_all {
-        "in-sample"
-    } else {
-        "held-out"
-    };
+    let scope = if args.train_all { "in-sample" } else { "held-out" };
     let figures = vec![
         format!("{} leaves, depth {}, {} instances: {:?}", synth.leaves, synth.depth, synth.instances.len(), synth.instances),
         format!(
@@ -435,37 +347,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             s.of_oracle
         ),
     ];
-    let provenance = Provenance {
-        dataset: dataset_text,
-        training: training_text,
-        figures,
-        command: command_line(&args),
-    };
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| crate_root().join("generated"));
-    let written = render::write_generated(
-        &synth.rule,
-        &catalog,
-        &matrix,
-        &provenance,
-        &out,
-        args.check,
-    );
-    let title = format!(
-        "{what} on {} — {scope} shapes",
-        matrix.device.as_deref().unwrap_or(&matrix.gfx)
-    );
+    let provenance =
+        Provenance { dataset: dataset_text, training: training_text, figures, command: command_line(&args) };
+    let out = args.out.clone().unwrap_or_else(|| crate_root().join("generated"));
+    let written = render::write_generated(&synth.rule, &catalog, &matrix, &provenance, &out, args.check);
+    let title = format!("{what} on {} — {scope} shapes", matrix.device.as_deref().unwrap_or(&matrix.gfx));
     let mut rule_json = crate::rule::to_json(&synth.rule);
     rule_json.push('\n');
     let extra = vec![
         GeneratedFile::new(RULE_JSON, rule_json),
         GeneratedFile::new(COMPARE_CSV, compare::report::csv(&report, &names)),
-        GeneratedFile::new(
-            SPEEDUP_SVG,
-            compare::plot::speedup_svg(&report, &names, &title)?,
-        ),
+        GeneratedFile::new(SPEEDUP_SVG, compare::plot::speedup_svg(&report, &names, &title)?),
         GeneratedFile::new(CURVE_CSV, curve_csv(&points)),
     ];
     let extra_written = render::writer::write_files(&out, &extra, args.check);
@@ -487,18 +379,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         synth_time.as_secs_f64()
     );
     text.push_str(&rule_outline(&synth.rule, &catalog));
-    let _ = writeln!(
-        text,
-        "\ncomparison on {} {scope} shapes:",
-        report.shapes.len()
-    );
+    let _ = writeln!(text, "\ncomparison on {} {scope} shapes:", report.shapes.len());
     let _ = writeln!(text, "{}", compare::report::table(&report, &names));
     if args.curve {
-        let _ = writeln!(
-            text,
-            "leaves versus quality (curve computed in {:.2} s):",
-            curve_time.as_secs_f64()
-        );
+        let _ = writeln!(text, "leaves versus quality (curve computed in {:.2} s):", curve_time.as_secs_f64());
         let _ = writeln!(text, "{}", curve_table(&points));
     }
     let mut paths = Vec::new();
@@ -532,9 +416,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
 pub fn emit(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(anyhow::anyhow!("cannot write to stdout: {e}"))
-        }
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(anyhow::anyhow!("cannot write to stdout: {e}")),
         _ => Ok(()),
     }
 }
@@ -542,15 +424,11 @@ pub fn emit(text: &str) -> anyhow::Result<()> {
 /// A short outline of a rule: conditions in C++ syntax, leaves as `#id BMxBNxBK vP, splitK s`.
 pub fn rule_outline(rule: &Rule, catalog: &Catalog) -> String {
     fn leaf_text(leaf: &crate::rule::Leaf, catalog: &Catalog) -> String {
-        let tile = catalog
-            .legacy_by_id(leaf.kernel_id)
-            .map_or_else(String::new, |inst| {
-                let (bm, bn, bk) = inst.tile();
-                let v = inst
-                    .legacy_params()
-                    .map_or(String::new(), |p| format!(" v{}", p.pipeline));
-                format!(" {bm}x{bn}x{bk}{v}")
-            });
+        let tile = catalog.legacy_by_id(leaf.kernel_id).map_or_else(String::new, |inst| {
+            let (bm, bn, bk) = inst.tile();
+            let v = inst.legacy_params().map_or(String::new(), |p| format!(" v{}", p.pipeline));
+            format!(" {bm}x{bn}x{bk}{v}")
+        });
         format!("#{}{tile}, splitK {}", leaf.kernel_id, leaf.split_k)
     }
     fn walk(node: &crate::rule::Node, catalog: &Catalog, indent: usize, out: &mut String) {
@@ -559,10 +437,7 @@ pub fn rule_outline(rule: &Rule, catalog: &Catalog) -> String {
             crate::rule::Node::Leaf(l) => {
                 let _ = writeln!(out, "{pad}-> {}", leaf_text(l, catalog));
             }
-            crate::rule::Node::Chain {
-                branches,
-                otherwise,
-            } => {
+            crate::rule::Node::Chain { branches, otherwise } => {
                 for (i, (cond, child)) in branches.iter().enumerate() {
                     let kw = if i == 0 { "if" } else { "else if" };
                     let _ = writeln!(out, "{pad}{kw} {}:", crate::rule::text::cond_to_cpp(cond));
@@ -615,10 +490,7 @@ pub fn command_line(args: &RunArgs) -> String {
         cmd += &format!(" --weight {}", format!("{:?}", args.weight).to_lowercase());
     }
     if args.features != FeatureSet::Machine {
-        cmd += &format!(
-            " --features {}",
-            format!("{:?}", args.features).to_lowercase()
-        );
+        cmd += &format!(" --features {}", format!("{:?}", args.features).to_lowercase());
     }
     if args.no_refine {
         cmd += " --no-refine";

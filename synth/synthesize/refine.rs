@@ -46,20 +46,10 @@ impl<'a> Refiner<'a> {
     pub fn new(problem: &'a Problem, rows: &'a [Shape], features: &[Feature]) -> Refiner<'a> {
         let layers: BTreeSet<(u32, u32)> = rows.iter().map(|s| (s.n, s.k)).collect();
         let ms = probe_ms();
-        let probes: Vec<Shape> = layers
-            .iter()
-            .flat_map(|&(n, k)| ms.iter().map(move |&m| Shape::new(m, n, k)))
-            .collect();
-        let probe_values = features
-            .iter()
-            .map(|f| probes.iter().map(|p| f.eval(p.m, p.n, p.k)).collect())
-            .collect();
-        Refiner {
-            problem,
-            rows,
-            probes,
-            probe_values,
-        }
+        let probes: Vec<Shape> =
+            layers.iter().flat_map(|&(n, k)| ms.iter().map(move |&m| Shape::new(m, n, k))).collect();
+        let probe_values = features.iter().map(|f| probes.iter().map(|p| f.eval(p.m, p.n, p.k)).collect()).collect();
+        Refiner { problem, rows, probes, probe_values }
     }
 
     /// The tree with every split refined.
@@ -70,24 +60,16 @@ impl<'a> Refiner<'a> {
     }
 
     fn go(&self, tree: &Tree, rows: &[usize], probes: &[usize]) -> Tree {
-        let Tree::Split {
-            feature,
-            threshold,
-            left,
-            right,
-        } = tree
-        else {
+        let Tree::Split { feature, threshold, left, right } = tree else {
             return tree.clone();
         };
         let p = self.problem;
-        let (l_rows, r_rows): (Vec<usize>, Vec<usize>) = rows
-            .iter()
-            .partition(|&&r| p.feature(*feature, r) <= *threshold);
+        let (l_rows, r_rows): (Vec<usize>, Vec<usize>) =
+            rows.iter().partition(|&&r| p.feature(*feature, r) <= *threshold);
         let (f, t) = if l_rows.is_empty() || r_rows.is_empty() {
             (*feature, *threshold)
         } else {
-            self.best(rows, &l_rows, &r_rows, probes)
-                .unwrap_or((*feature, *threshold))
+            self.best(rows, &l_rows, &r_rows, probes).unwrap_or((*feature, *threshold))
         };
         let (l_probes, r_probes): (Vec<usize>, Vec<usize>) =
             probes.iter().partition(|&&q| self.probe_values[f][q] <= t);
@@ -101,12 +83,7 @@ impl<'a> Refiner<'a> {
 
     /// Side (true = left) of each probe by its nearest row of the same layer among `rows`; None when the
     /// layer has no row here.
-    fn labels(
-        &self,
-        rows: &[usize],
-        left: &BTreeSet<usize>,
-        probes: &[usize],
-    ) -> Vec<Option<bool>> {
+    fn labels(&self, rows: &[usize], left: &BTreeSet<usize>, probes: &[usize]) -> Vec<Option<bool>> {
         probes
             .iter()
             .map(|&q| {
@@ -129,21 +106,11 @@ impl<'a> Refiner<'a> {
 
     /// The (feature, threshold) making the partition (`l_rows`, `r_rows`) of `rows` that agrees best with
     /// the probes' nearest-neighbour sides.
-    fn best(
-        &self,
-        rows: &[usize],
-        l_rows: &[usize],
-        r_rows: &[usize],
-        probes: &[usize],
-    ) -> Option<(usize, i64)> {
+    fn best(&self, rows: &[usize], l_rows: &[usize], r_rows: &[usize], probes: &[usize]) -> Option<(usize, i64)> {
         let p = self.problem;
         let left: BTreeSet<usize> = l_rows.iter().copied().collect();
         let labels = self.labels(rows, &left, probes);
-        let labelled: Vec<(usize, bool)> = probes
-            .iter()
-            .zip(&labels)
-            .filter_map(|(&q, l)| l.map(|l| (q, l)))
-            .collect();
+        let labelled: Vec<(usize, bool)> = probes.iter().zip(&labels).filter_map(|(&q, l)| l.map(|l| (q, l))).collect();
         let total_right = labelled.iter().filter(|(_, l)| !l).count();
         // Per feature: the most agreeing threshold (nearest the midpoint among equals); across features the
         // most agreeing one, the earlier feature on ties.
@@ -155,10 +122,7 @@ impl<'a> Refiner<'a> {
                 continue;
             }
             let mid = lo + (hi - lo) / 2;
-            let mut vals: Vec<(i64, bool)> = labelled
-                .iter()
-                .map(|&(q, l)| (self.probe_values[f][q], l))
-                .collect();
+            let mut vals: Vec<(i64, bool)> = labelled.iter().map(|&(q, l)| (self.probe_values[f][q], l)).collect();
             vals.sort_unstable();
             // Candidate thresholds: the midpoint, lo, and every probe value in [lo, hi).
             let mut cands: Vec<i64> = vec![lo, mid];

@@ -44,10 +44,7 @@ impl Problem {
     /// build costs from validated matrices).
     pub fn new(n: usize, c: usize, cost: Vec<f64>, features: Vec<Vec<i64>>) -> Problem {
         assert_eq!(cost.len(), n * c, "cost matrix must be n × c");
-        assert!(
-            cost.iter().all(|v| v.is_finite() && *v >= 0.0),
-            "costs must be finite and non-negative"
-        );
+        assert!(cost.iter().all(|v| v.is_finite() && *v >= 0.0), "costs must be finite and non-negative");
         for f in &features {
             assert_eq!(f.len(), n, "every feature needs one value per shape");
         }
@@ -60,14 +57,7 @@ impl Problem {
             })
             .collect();
         let active = useful_features(&features);
-        Problem {
-            n,
-            c,
-            cost,
-            features,
-            order,
-            active,
-        }
+        Problem { n, c, cost, features, order, active }
     }
 
     /// Number of shapes.
@@ -130,12 +120,7 @@ pub fn useful_features(values: &[Vec<i64>]) -> Vec<usize> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Tree {
     Leaf(usize),
-    Split {
-        feature: usize,
-        threshold: i64,
-        left: Box<Tree>,
-        right: Box<Tree>,
-    },
+    Split { feature: usize, threshold: i64, left: Box<Tree>, right: Box<Tree> },
 }
 
 impl Tree {
@@ -178,17 +163,8 @@ impl Tree {
         loop {
             match node {
                 Tree::Leaf(c) => return *c,
-                Tree::Split {
-                    feature,
-                    threshold,
-                    left,
-                    right,
-                } => {
-                    node = if p.feature(*feature, s) <= *threshold {
-                        left
-                    } else {
-                        right
-                    };
+                Tree::Split { feature, threshold, left, right } => {
+                    node = if p.feature(*feature, s) <= *threshold { left } else { right };
                 }
             }
         }
@@ -203,21 +179,11 @@ impl Tree {
     pub fn simplified(self) -> Tree {
         match self {
             Tree::Leaf(c) => Tree::Leaf(c),
-            Tree::Split {
-                feature,
-                threshold,
-                left,
-                right,
-            } => {
+            Tree::Split { feature, threshold, left, right } => {
                 let (l, r) = (left.simplified(), right.simplified());
                 match (&l, &r) {
                     (Tree::Leaf(a), Tree::Leaf(b)) if a == b => Tree::Leaf(*a),
-                    _ => Tree::Split {
-                        feature,
-                        threshold,
-                        left: Box::new(l),
-                        right: Box::new(r),
-                    },
+                    _ => Tree::Split { feature, threshold, left: Box::new(l), right: Box::new(r) },
                 }
             }
         }
@@ -236,12 +202,7 @@ impl Tree {
                 let (j, _) = argmin(&totals);
                 Tree::Leaf(allowed[j])
             }
-            Tree::Split {
-                feature,
-                threshold,
-                left,
-                right,
-            } => {
+            Tree::Split { feature, threshold, left, right } => {
                 let (l, r) = set.split(p, *feature, *threshold);
                 Tree::Split {
                     feature: *feature,
@@ -451,14 +412,8 @@ impl<'a> Searcher<'a> {
     /// # Panics
     /// If `allowed` is empty or names a column outside the problem.
     pub fn new(p: &'a Problem, allowed: Vec<usize>) -> Searcher<'a> {
-        assert!(
-            !allowed.is_empty(),
-            "at least one candidate column must be allowed"
-        );
-        assert!(
-            allowed.iter().all(|&c| c < p.c),
-            "allowed column out of range"
-        );
+        assert!(!allowed.is_empty(), "at least one candidate column must be allowed");
+        assert!(allowed.iter().all(|&c| c < p.c), "allowed column out of range");
         let ca = allowed.len();
         let mut cost = vec![0.0; p.n * ca];
         for s in 0..p.n {
@@ -466,12 +421,7 @@ impl<'a> Searcher<'a> {
                 cost[s * ca + j] = p.cost(s, c);
             }
         }
-        Searcher {
-            p,
-            allowed,
-            cost,
-            memo: Mutex::new(HashMap::new()),
-        }
+        Searcher { p, allowed, cost, memo: Mutex::new(HashMap::new()) }
     }
 
     fn ca(&self) -> usize {
@@ -495,10 +445,7 @@ impl<'a> Searcher<'a> {
 
     fn leaf(&self, totals: &[f64]) -> Solution {
         let (j, cost) = argmin(totals);
-        Solution {
-            cost,
-            tree: Tree::Leaf(self.allowed[j]),
-        }
+        Solution { cost, tree: Tree::Leaf(self.allowed[j]) }
     }
 
     /// The cheapest single split of `set` (depth-1 tree with two leaves), if any split separates it.
@@ -535,12 +482,7 @@ impl<'a> Searcher<'a> {
         let (ls, rs) = (self.leaf(&self.totals(&l)), self.leaf(&self.totals(&r)));
         Some(Solution {
             cost: ls.cost + rs.cost,
-            tree: Tree::Split {
-                feature: f,
-                threshold: t,
-                left: Box::new(ls.tree),
-                right: Box::new(rs.tree),
-            },
+            tree: Tree::Split { feature: f, threshold: t, left: Box::new(ls.tree), right: Box::new(rs.tree) },
         })
     }
 
@@ -563,11 +505,7 @@ impl<'a> Searcher<'a> {
                 let v = vals[s];
                 if let Some(pv) = prev {
                     if v != pv && count < total && seen.insert(left.clone()) {
-                        out.push(SplitCand {
-                            feature: f,
-                            threshold: pv + (v - pv) / 2,
-                            left: left.clone(),
-                        });
+                        out.push(SplitCand { feature: f, threshold: pv + (v - pv) / 2, left: left.clone() });
                     }
                 }
                 left.insert(s);
@@ -598,20 +536,14 @@ impl<'a> Searcher<'a> {
                 _ => front.push(leaf),
             }
             let front = Arc::new(front);
-            self.memo
-                .lock()
-                .expect("memo lock")
-                .insert(key, Arc::clone(&front));
+            self.memo.lock().expect("memo lock").insert(key, Arc::clone(&front));
             return front;
         }
         let cap = 1usize << depth.min(16);
         let splits = self.splits(set);
         let combine = |sp: &SplitCand| -> Front {
             let right = set.minus(&sp.left);
-            let (lf, rf) = (
-                self.solve(&sp.left, depth - 1),
-                self.solve(&right, depth - 1),
-            );
+            let (lf, rf) = (self.solve(&sp.left, depth - 1), self.solve(&right, depth - 1));
             let mut out: Front = Vec::with_capacity(lf.len() + rf.len());
             for l in 2..=(lf.len() + rf.len()) {
                 let mut best: Option<(f64, usize, usize)> = None;
@@ -660,10 +592,7 @@ impl<'a> Searcher<'a> {
             }
         }
         let front = Arc::new(front);
-        self.memo
-            .lock()
-            .expect("memo lock")
-            .insert(key, Arc::clone(&front));
+        self.memo.lock().expect("memo lock").insert(key, Arc::clone(&front));
         front
     }
 
@@ -672,13 +601,7 @@ impl<'a> Searcher<'a> {
     /// subtree; the split's two sides become leaves with their own best candidates. Returns the
     /// snapshots, the start first, one per added leaf, up to `max_leaves` leaves or until no leaf can
     /// be improved.
-    pub fn grow(
-        &self,
-        start: Tree,
-        max_depth: usize,
-        max_leaves: usize,
-        lookahead: usize,
-    ) -> Vec<Solution> {
+    pub fn grow(&self, start: Tree, max_depth: usize, max_leaves: usize, lookahead: usize) -> Vec<Solution> {
         struct Slot {
             set: Bits,
             depth: usize,
@@ -689,12 +612,7 @@ impl<'a> Searcher<'a> {
         let mut tree = start;
         let mut slots: Vec<Slot> = Vec::new();
         self.collect_slots(&tree, Bits::full(self.p.n), 0, &mut |set, depth| {
-            slots.push(Slot {
-                set,
-                depth,
-                cost: 0.0,
-                option: None,
-            })
+            slots.push(Slot { set, depth, cost: 0.0, option: None })
         });
         let evaluate = |slot: &mut Slot| {
             let totals = self.totals(&slot.set);
@@ -710,10 +628,7 @@ impl<'a> Searcher<'a> {
                     continue;
                 }
                 let score = gain / i as f64;
-                if let Tree::Split {
-                    feature, threshold, ..
-                } = sol.tree
-                {
+                if let Tree::Split { feature, threshold, .. } = sol.tree {
                     if slot.option.is_none_or(|(b, _, _)| score > b) {
                         slot.option = Some((score, feature, threshold));
                     }
@@ -721,10 +636,7 @@ impl<'a> Searcher<'a> {
             }
         };
         slots.par_iter_mut().for_each(evaluate);
-        let mut out = vec![Solution {
-            cost: slots.iter().map(|s| s.cost).sum(),
-            tree: tree.clone(),
-        }];
+        let mut out = vec![Solution { cost: slots.iter().map(|s| s.cost).sum(), tree: tree.clone() }];
         while tree.leaves() < max_leaves {
             let mut pick: Option<(usize, f64)> = None;
             for (i, s) in slots.iter().enumerate() {
@@ -738,33 +650,15 @@ impl<'a> Searcher<'a> {
             let (_, feature, threshold) = slots[i].option.expect("picked slot has an option");
             let (l, r) = slots[i].set.split(self.p, feature, threshold);
             let depth = slots[i].depth + 1;
-            let mut new = [
-                Slot {
-                    set: l,
-                    depth,
-                    cost: 0.0,
-                    option: None,
-                },
-                Slot {
-                    set: r,
-                    depth,
-                    cost: 0.0,
-                    option: None,
-                },
-            ];
+            let mut new =
+                [Slot { set: l, depth, cost: 0.0, option: None }, Slot { set: r, depth, cost: 0.0, option: None }];
             new.par_iter_mut().for_each(evaluate);
             let [ls, rs] = new;
-            let (lt, rt) = (
-                self.leaf(&self.totals(&ls.set)).tree,
-                self.leaf(&self.totals(&rs.set)).tree,
-            );
+            let (lt, rt) = (self.leaf(&self.totals(&ls.set)).tree, self.leaf(&self.totals(&rs.set)).tree);
             let mut k = 0;
             replace_leaf(&mut tree, i, &mut k, feature, threshold, lt, rt);
             slots.splice(i..=i, [ls, rs]);
-            out.push(Solution {
-                cost: slots.iter().map(|s| s.cost).sum(),
-                tree: tree.clone(),
-            });
+            out.push(Solution { cost: slots.iter().map(|s| s.cost).sum(), tree: tree.clone() });
         }
         out
     }
@@ -772,12 +666,7 @@ impl<'a> Searcher<'a> {
     fn collect_slots(&self, tree: &Tree, set: Bits, depth: usize, f: &mut dyn FnMut(Bits, usize)) {
         match tree {
             Tree::Leaf(_) => f(set, depth),
-            Tree::Split {
-                feature,
-                threshold,
-                left,
-                right,
-            } => {
+            Tree::Split { feature, threshold, left, right } => {
                 let (l, r) = set.split(self.p, *feature, *threshold);
                 self.collect_slots(left, l, depth + 1, f);
                 self.collect_slots(right, r, depth + 1, f);
@@ -799,12 +688,7 @@ fn replace_leaf(
     match tree {
         Tree::Leaf(_) => {
             if *k == target {
-                *tree = Tree::Split {
-                    feature,
-                    threshold,
-                    left: Box::new(l),
-                    right: Box::new(r),
-                };
+                *tree = Tree::Split { feature, threshold, left: Box::new(l), right: Box::new(r) };
                 true
             } else {
                 *k += 1;
@@ -850,10 +734,7 @@ pub fn frontier(pool: Vec<Solution>, max_leaves: usize) -> Vec<Solution> {
         }
         let slot = &mut best[l - 1];
         if slot.as_ref().is_none_or(|b| better(sol.cost, b.cost)) {
-            *slot = Some(Solution {
-                cost: sol.cost,
-                tree,
-            });
+            *slot = Some(Solution { cost: sol.cost, tree });
         }
     }
     let mut out: Vec<Solution> = Vec::with_capacity(best.len());

@@ -321,7 +321,8 @@ impl RowReader<'_> {
     fn parse(&self, catalog: &Catalog, extras: &[(String, usize)]) -> Result<AiterRow, TableError> {
         let gfx = self.get("gfx");
         // ROCm architectures (gfx942) or, for measurements on NVIDIA GPUs, the CUDA compute capability (sm_90).
-        let cuda_arch = gfx.strip_prefix("sm_").is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_alphanumeric()));
+        let cuda_arch =
+            gfx.strip_prefix("sm_").is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_alphanumeric()));
         if !cuda_arch && (!gfx.starts_with("gfx") || gfx.len() <= 3) {
             return Err(self.err("gfx", gfx, "expected an architecture name such as gfx942, gfx950 or sm_90"));
         }

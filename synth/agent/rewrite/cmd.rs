@@ -111,7 +111,10 @@ pub fn make_proposers(args: &RewriteArgs) -> anyhow::Result<Proposers> {
             }
             proposers.push(Box::new(CommandProposer::new(command, timeout, rewrite_checker())));
         } else if a == "openai" {
-            let base = args.base_url.as_deref().context("--agent openai needs --base-url URL (e.g. https://api.openai.com/v1)")?;
+            let base = args
+                .base_url
+                .as_deref()
+                .context("--agent openai needs --base-url URL (e.g. https://api.openai.com/v1)")?;
             let model = args.model.as_deref().context("--agent openai needs --model NAME")?;
             let mut p = OpenAiProposer::new(base, model, &args.api_key_env, timeout, rewrite_checker());
             p.temperature = args.temperature;
@@ -168,7 +171,10 @@ fn check_out_dir(out: &Path, task: &RewriteTask) -> anyhow::Result<PathBuf> {
 
 /// File-name-safe label.
 fn slug(s: &str) -> String {
-    let t: String = s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' { c } else { '_' }).collect();
+    let t: String = s
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' { c } else { '_' })
+        .collect();
     t.chars().take(60).collect()
 }
 
@@ -264,7 +270,11 @@ pub fn run(args: RewriteArgs) -> anyhow::Result<()> {
     std::fs::write(&txt_path, &text).with_context(|| format!("cannot write {}", txt_path.display()))?;
     print!("{text}");
     if report.winner.is_none() {
-        bail!("no candidate was correct (the original's status: {}); see {}", report.baseline_status, txt_path.display());
+        bail!(
+            "no candidate was correct (the original's status: {}); see {}",
+            report.baseline_status,
+            txt_path.display()
+        );
     }
     Ok(())
 }

@@ -23,7 +23,8 @@ fn located() -> &'static Regex {
 fn unlocated_error() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
-        Regex::new(r"(?i)(\berror\b|undefined reference|\bfatal\b|multiple definition|cannot find)").expect("valid regex")
+        Regex::new(r"(?i)(\berror\b|undefined reference|\bfatal\b|multiple definition|cannot find)")
+            .expect("valid regex")
     })
 }
 

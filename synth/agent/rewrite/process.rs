@@ -157,8 +157,15 @@ mod tests {
     #[test]
     fn captures_output_and_status() {
         let dir = tempfile::tempdir().unwrap();
-        let out = run_step("echo hi; echo err >&2; exit 3", dir.path(), &BTreeMap::new(), Duration::from_secs(10), dir.path(), "s")
-            .unwrap();
+        let out = run_step(
+            "echo hi; echo err >&2; exit 3",
+            dir.path(),
+            &BTreeMap::new(),
+            Duration::from_secs(10),
+            dir.path(),
+            "s",
+        )
+        .unwrap();
         assert_eq!(out.stdout, "hi\n");
         assert_eq!(out.stderr, "err\n");
         assert!(!out.success());

@@ -127,18 +127,19 @@ pub fn render_text(r: &Report) -> String {
     match &r.winner {
         Some(w) => {
             let sp = w.speedup.map(|x| format!("{x:.2}x vs original")).unwrap_or_else(|| "no baseline".into());
-            let _ = writeln!(s, "winner: #{} {} at {:.2} us ({sp}), written to {}", w.id, w.source, w.latency_us, w.path);
+            let _ =
+                writeln!(s, "winner: #{} {} at {:.2} us ({sp}), written to {}", w.id, w.source, w.latency_us, w.path);
         }
         None => {
             let _ = writeln!(s, "winner: none (no candidate was correct)");
         }
     }
+    let _ = writeln!(s, "{} iteration(s), {} evaluation(s), {:.1} s\n", r.iterations_run, r.evaluations, r.elapsed_s);
     let _ = writeln!(
         s,
-        "{} iteration(s), {} evaluation(s), {:.1} s\n",
-        r.iterations_run, r.evaluations, r.elapsed_s
+        "{:>3} {:>4} {:<34} {:<13} {:>12} {:>8}  notes",
+        "id", "iter", "source", "status", "latency_us", "speedup"
     );
-    let _ = writeln!(s, "{:>3} {:>4} {:<34} {:<13} {:>12} {:>8}  notes", "id", "iter", "source", "status", "latency_us", "speedup");
     for c in &r.candidates {
         let lat = c.latency_us.map(|x| format!("{x:.2}")).unwrap_or_else(|| "-".into());
         let sp = c.speedup.map(|x| format!("{x:.2}x")).unwrap_or_else(|| "-".into());
@@ -158,7 +159,17 @@ pub fn render_text(r: &Report) -> String {
             (_, None) => notes.push(clip(c.feedback.lines().next().unwrap_or(""), 90)),
         }
         let source: String = c.source.chars().take(34).collect();
-        let _ = writeln!(s, "{:>3} {:>4} {:<34} {:<13} {:>12} {:>8}  {}", c.id, c.iteration, source, c.status, lat, sp, notes.join("; "));
+        let _ = writeln!(
+            s,
+            "{:>3} {:>4} {:<34} {:<13} {:>12} {:>8}  {}",
+            c.id,
+            c.iteration,
+            source,
+            c.status,
+            lat,
+            sp,
+            notes.join("; ")
+        );
     }
     let failures: Vec<&CandidateRow> =
         r.candidates.iter().filter(|c| c.latency_us.is_none() && c.duplicate_of.is_none()).collect();

@@ -68,7 +68,9 @@ impl fmt::Display for ResultLineError {
             ResultLineError::Malformed { line_no, text, reason } => {
                 write!(f, "result line {line_no} is not `TAG <one JSON object>`: {reason}: {text}")
             }
-            ResultLineError::BadField { line_no, key, reason } => write!(f, "result line {line_no}: key `{key}` {reason}"),
+            ResultLineError::BadField { line_no, key, reason } => {
+                write!(f, "result line {line_no}: key `{key}` {reason}")
+            }
         }
     }
 }

@@ -381,7 +381,11 @@ pub fn parse_spec(text: &str, file: &Path) -> Result<RewriteSpec, SpecError> {
         None => String::new(),
     };
     let Some(target_v) = &raw.target else {
-        return Err(ctx.err(None, "target", "missing: name the source file candidates replace, e.g. target = \"kernel.cu\""));
+        return Err(ctx.err(
+            None,
+            "target",
+            "missing: name the source file candidates replace, e.g. target = \"kernel.cu\"",
+        ));
     };
     let target_rel = relative(&ctx, target_v, "target")?;
     let target = dir.join(&target_rel);
@@ -389,7 +393,11 @@ pub fn parse_spec(text: &str, file: &Path) -> Result<RewriteSpec, SpecError> {
         return Err(ctx.err(
             Some(target_v.span()),
             "target",
-            format!("{} is not a file (paths are relative to the spec's directory {})", target_rel.display(), dir.display()),
+            format!(
+                "{} is not a file (paths are relative to the spec's directory {})",
+                target_rel.display(),
+                dir.display()
+            ),
         ));
     }
 
@@ -416,7 +424,11 @@ pub fn parse_spec(text: &str, file: &Path) -> Result<RewriteSpec, SpecError> {
         }
         if let Some(v) = &w.exclude {
             let Value::Array(items) = v.get_ref() else {
-                return Err(ctx.err(Some(v.span()), "workdir.exclude", format!("expected an array of strings, found {}", describe(v.get_ref()))));
+                return Err(ctx.err(
+                    Some(v.span()),
+                    "workdir.exclude",
+                    format!("expected an array of strings, found {}", describe(v.get_ref())),
+                ));
             };
             for (i, item) in items.iter().enumerate() {
                 match item {
@@ -432,7 +444,11 @@ pub fn parse_spec(text: &str, file: &Path) -> Result<RewriteSpec, SpecError> {
             }
             let target_in_root = target.strip_prefix(&workdir.root).unwrap_or(&target).to_path_buf();
             if let Some(p) = workdir.exclude.iter().find(|p| excluded(&target_in_root, p)) {
-                return Err(ctx.err(Some(v.span()), "workdir.exclude", format!("pattern \"{p}\" excludes the target itself")));
+                return Err(ctx.err(
+                    Some(v.span()),
+                    "workdir.exclude",
+                    format!("pattern \"{p}\" excludes the target itself"),
+                ));
             }
         }
         if let Some(v) = &w.keep {
@@ -446,7 +462,11 @@ pub fn parse_spec(text: &str, file: &Path) -> Result<RewriteSpec, SpecError> {
         None => None,
     };
     let Some(test_raw) = &raw.test else {
-        return Err(ctx.err(None, "test", "missing: add a [test] table with `command = \"...\"` that runs the candidate and prints the result line"));
+        return Err(ctx.err(
+            None,
+            "test",
+            "missing: add a [test] table with `command = \"...\"` that runs the candidate and prints the result line",
+        ));
     };
     let test = step(&ctx, test_raw, "test", true)?;
     let exclusive_test = match &test_raw.get_ref().exclusive {
@@ -490,14 +510,29 @@ pub fn parse_spec(text: &str, file: &Path) -> Result<RewriteSpec, SpecError> {
                 Value::String(s) => s.clone(),
                 Value::Integer(i) => i.to_string(),
                 other => {
-                    return Err(ctx.err(Some(v.span()), &key, format!("expected a string or integer, found {}", describe(other))))
+                    return Err(ctx.err(
+                        Some(v.span()),
+                        &key,
+                        format!("expected a string or integer, found {}", describe(other)),
+                    ))
                 }
             };
             env.insert(k.clone(), value);
         }
     }
 
-    Ok(RewriteSpec { path: file.to_path_buf(), name, description, target, workdir, build, test, exclusive_test, result, env })
+    Ok(RewriteSpec {
+        path: file.to_path_buf(),
+        name,
+        description,
+        target,
+        workdir,
+        build,
+        test,
+        exclusive_test,
+        result,
+        env,
+    })
 }
 
 /// Reads and parses a spec file.

@@ -273,11 +273,9 @@ impl RewriteTask {
                 format!("the test failed ({status_txt}) without a {} line; last output:\n{}", fmt.tag, tail(20)),
                 details,
             ),
-            Err(e @ ResultLineError::Missing { .. }) => (
-                Status::NoResult,
-                format!("the test succeeded but printed {e}; last output:\n{}", tail(10)),
-                details,
-            ),
+            Err(e @ ResultLineError::Missing { .. }) => {
+                (Status::NoResult, format!("the test succeeded but printed {e}; last output:\n{}", tail(10)), details)
+            }
             Err(e) => (Status::BadResult, format!("{e} ({status_txt})"), details),
         }
     }
@@ -337,7 +335,8 @@ impl Task for RewriteTask {
             self.spec.test.command, fmt.tag, fmt.correct_key, fmt.latency_key, fmt.latency_key, fmt.correct_key
         ));
         user.push_str("Keep every function the rest of the program calls with the same signature and behaviour.\n");
-        let reply = format!("Reply with the complete new {target} (the whole file, not a diff) in one fenced code block.");
+        let reply =
+            format!("Reply with the complete new {target} (the whole file, not a diff) in one fenced code block.");
         json!({
             "task": "rewrite",
             "name": self.spec.name,

@@ -36,8 +36,9 @@ fn copy_dir(src_root: &Path, dst_root: &Path, rel: &Path, exclude: &[String]) ->
         } else if ft.is_file() {
             fs::copy(&from, &to).with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))?;
         } else if ft.is_symlink() {
-            let resolved = fs::canonicalize(&from)
-                .with_context(|| format!("{}: the symbolic link points to nothing; remove or exclude it", from.display()))?;
+            let resolved = fs::canonicalize(&from).with_context(|| {
+                format!("{}: the symbolic link points to nothing; remove or exclude it", from.display())
+            })?;
             if resolved.is_file() {
                 // The link's content is copied: a build writing through it must not reach the original.
                 fs::copy(&resolved, &to)
