@@ -22,7 +22,8 @@ pub struct BenchArgs {
     /// Tensor-parallel degree.
     #[arg(long, default_value_t = 2)]
     pub tp: u32,
-    /// M values: `dataset` (the 80-value dataset grid), `decode` (the decode set), or a comma list.
+    /// M values: `dataset` (the 80-value dataset grid), `decode` (1, 2, 4, 8), `sparse` (30 values of the
+    /// dataset grid), `off-grid` (20 seeded values off AITER's tuning grid), `sparse+off-grid`, or a comma list.
     #[arg(long, default_value = "dataset")]
     pub m_set: String,
     /// (N,K) pairs to measure instead of the model's layers, e.g. `5120:5120,25600:5120`.
@@ -63,15 +64,30 @@ pub struct BenchArgs {
     pub plan_only: Option<PathBuf>,
 }
 
+/// The off-grid M set of `--m-set off-grid`: 20 seeded log-uniform values over 1..=16384 off AITER's grid.
+pub const OFF_GRID_COUNT: usize = 20;
+/// Largest M of the off-grid set.
+pub const OFF_GRID_MAX: u32 = 16384;
+/// Seed of the off-grid set.
+pub const OFF_GRID_SEED: u64 = 2026;
+
 fn parse_m_set(text: &str) -> Result<Vec<u32>> {
     match text {
         "dataset" => Ok(shapes::m_dataset_grid()),
         "decode" => Ok(shapes::m_decode()),
+        "sparse" => Ok(shapes::m_sparse_grid()),
+        "off-grid" => Ok(shapes::m_off_grid(OFF_GRID_COUNT, OFF_GRID_MAX, OFF_GRID_SEED)),
+        "sparse+off-grid" => {
+            let mut v = shapes::m_sparse_grid();
+            v.extend(shapes::m_off_grid(OFF_GRID_COUNT, OFF_GRID_MAX, OFF_GRID_SEED));
+            v.sort_unstable();
+            Ok(v)
+        }
         list => {
             list.split(',')
                 .map(|s| {
                     let v: u32 = s.trim().parse().with_context(|| {
-                        format!("--m-set: {s:?} is not a positive integer (or use `dataset`/`decode`)")
+                        format!("--m-set: {s:?} is not a positive integer (or use `dataset`, `decode`, `sparse`, `off-grid`, `sparse+off-grid`)")
                     })?;
                     if v == 0 {
                         bail!("--m-set: M must be positive, got 0");
@@ -83,11 +99,25 @@ fn parse_m_set(text: &str) -> Result<Vec<u32>> {
     }
 }
 
-/// (N, K) of a model's four GEMMs at a TP degree: qkv, o, gate_up, down.
-fn model_layers(model: &str, tp: u32) -> Result<Vec<(u32, u32)>> {
+/// (N, K) of a model's four GEMMs at a TP degree (qkv, o, gate_up, down) that blockscale can run, and one
+/// message per layer it cannot (K not a multiple of the 128-wide scale group).
+fn model_layers(model: &str, tp: u32) -> Result<(Vec<(u32, u32)>, Vec<String>)> {
     let spec = shapes::ModelSpec::builtin(model).with_context(|| format!("--model {model:?}"))?;
     let layers = spec.layers(tp).with_context(|| format!("--model {model:?} --tp {tp}"))?;
-    Ok(layers.into_iter().map(|l| (l.n, l.k)).collect())
+    let mut runnable = Vec::new();
+    let mut unrunnable = Vec::new();
+    for l in layers {
+        if l.k % 128 == 0 {
+            runnable.push((l.n, l.k));
+        } else {
+            unrunnable.push(format!(
+                "{model} at TP {tp}, {}: K = {} is not a multiple of 128, so an FP8 blockscale GEMM (128-wide K \
+                 scale groups) cannot run it; not measured",
+                l.name, l.k
+            ));
+        }
+    }
+    Ok((runnable, unrunnable))
 }
 
 fn parse_pairs(text: &str) -> Result<Vec<(u32, u32)>> {
@@ -128,10 +158,16 @@ fn harness_of(args: &BenchArgs) -> Harness {
 pub fn run(args: BenchArgs) -> Result<()> {
     let catalog = Catalog::embedded();
     let ms = parse_m_set(&args.m_set)?;
-    let layers = match &args.shapes {
-        Some(s) => parse_pairs(s)?,
+    let (layers, unrunnable) = match &args.shapes {
+        Some(s) => (parse_pairs(s)?, Vec::new()),
         None => model_layers(&args.model, args.tp)?,
     };
+    for msg in &unrunnable {
+        eprintln!("error: {msg}");
+    }
+    if layers.is_empty() {
+        bail!("no layer of {} at TP {} can be measured (see above)", args.model, args.tp);
+    }
     let instances = select_instances(&catalog, &args.instances)?;
     let harness = harness_of(&args);
     let mut device: Option<DeviceInfo> = None;
@@ -262,7 +298,11 @@ pub fn run(args: BenchArgs) -> Result<()> {
     print_summary(&journal, appended, elapsed);
     result
         .map(|_| ())
-        .with_context(|| format!("{} rows are in {} ({} measured this run)", measured, args.out.display(), appended))
+        .with_context(|| format!("{} rows are in {} ({} measured this run)", measured, args.out.display(), appended))?;
+    if !unrunnable.is_empty() {
+        bail!("the other layers were measured; {}", unrunnable.join("; "));
+    }
+    Ok(())
 }
 
 fn print_summary(journal: &Journal, appended: usize, elapsed: f64) {

@@ -10,14 +10,18 @@ use serde::{Deserialize, Serialize};
 
 use crate::table::Shape;
 
-pub use msets::{m_aiter_grid, m_dataset_grid, m_decode, m_log_uniform, m_pow2, sample_m};
+pub use msets::{
+    m_aiter_grid, m_dataset_grid, m_decode, m_log_uniform, m_off_grid, m_pow2, m_sparse_grid, on_aiter_grid, sample_m,
+};
 
 /// Built-in model specs: (name, TOML text), from `shapes/*.toml`.
-const BUILTINS: [(&str, &str); 4] = [
+const BUILTINS: [(&str, &str); 6] = [
     ("qwen3-32b", include_str!("../../shapes/qwen3-32b.toml")),
     ("llama-3.1-8b", include_str!("../../shapes/llama-3.1-8b.toml")),
     ("llama-3.1-70b", include_str!("../../shapes/llama-3.1-70b.toml")),
     ("qwen2.5-72b", include_str!("../../shapes/qwen2.5-72b.toml")),
+    ("qwen2.5-7b", include_str!("../../shapes/qwen2.5-7b.toml")),
+    ("llama-3.2-3b", include_str!("../../shapes/llama-3.2-3b.toml")),
 ];
 
 /// Errors from loading a spec or deriving its shapes.

@@ -79,6 +79,59 @@ pub fn m_dataset_grid() -> Vec<u32> {
     out
 }
 
+/// True when AITER's fine padding leaves `m` unchanged: a multiple of 16 up to 256, of 32 up to 1024, of 64 up
+/// to 4096, of 128 beyond (REFERENCE §4). Tuning grids live on these values.
+pub fn on_aiter_grid(m: u32) -> bool {
+    let step = match m {
+        0..=256 => 16,
+        257..=1024 => 32,
+        1025..=4096 => 64,
+        _ => 128,
+    };
+    m % step == 0
+}
+
+/// `count` distinct off-grid M values: seeded log-uniform draws over `1..=max` that are neither on AITER's
+/// fine padding grid ([`on_aiter_grid`]) nor in the measurement grid ([`m_dataset_grid`]), sorted. These are
+/// the token counts serving produces that no tuning run measured. Fewer than `count` only when `max` leaves
+/// fewer such values.
+pub fn m_off_grid(count: usize, max: u32, seed: u64) -> Vec<u32> {
+    let grid: BTreeSet<u32> = m_dataset_grid().into_iter().collect();
+    let off = |m: u32| !on_aiter_grid(m) && !grid.contains(&m);
+    let available = (1..=max).filter(|&m| off(m)).count();
+    let want = count.min(available);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let (a, b) = (0f64, ((max as f64) + 1.0).ln());
+    let mut picked = BTreeSet::new();
+    let mut draws = 0usize;
+    while picked.len() < want && draws < want.saturating_mul(10_000) {
+        let u: f64 = rng.gen_range(a..b);
+        let m = (u.exp().floor() as u64).clamp(1, max as u64) as u32;
+        if off(m) {
+            picked.insert(m);
+        }
+        draws += 1;
+    }
+    let mut fill = 1;
+    while picked.len() < want {
+        if off(fill) {
+            picked.insert(fill);
+        }
+        fill += 1;
+    }
+    picked.into_iter().collect()
+}
+
+/// A 30-value subset of the measurement grid for measuring many models within a GPU budget: {1,2,4,8},
+/// 16..=256 at 16, 32, 48, 64, 96, 128, 160, 192, 224, 256, then 320, 384, 512, 640, 768, 1024, 1280, 1536,
+/// 2048, 2560, 3072, 4096, 5120, 8192, 12288, 16384.
+pub fn m_sparse_grid() -> Vec<u32> {
+    vec![
+        1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 160, 192, 224, 256, 320, 384, 512, 640, 768, 1024, 1280, 1536, 2048, 2560,
+        3072, 4096, 5120, 8192, 12288, 16384,
+    ]
+}
+
 /// Stratified sample of `count` values of `available`, in log2(M): `count` equal-width strata over
 /// [log2 min, log2 max]; one seeded pick per stratum among the available values in it; a stratum with no
 /// values borrows the unused value nearest (in log2) to its centre (ties: the smaller). Zeros and repeats in
@@ -132,6 +185,30 @@ mod tests {
         let s = sample_m(&[1, 2, 3, 4, 5, 6, 7, 8, 1024], 3, 1);
         assert_eq!(s.len(), 3);
         assert!(s.contains(&1024));
+    }
+
+    #[test]
+    fn off_grid_values_avoid_both_grids() {
+        let v = m_off_grid(20, 16384, 0);
+        assert_eq!(v.len(), 20);
+        assert_eq!(v, m_off_grid(20, 16384, 0), "seeded");
+        let grid = m_dataset_grid();
+        for m in &v {
+            assert!(!grid.contains(m) && !on_aiter_grid(*m), "{m} is on a grid");
+        }
+        assert!(on_aiter_grid(16) && on_aiter_grid(288) && on_aiter_grid(1088) && on_aiter_grid(4224));
+        assert!(!on_aiter_grid(17) && !on_aiter_grid(272) && !on_aiter_grid(1056) && !on_aiter_grid(4160));
+        // 1..=16 holds 11 off-grid values (3, 5, 6, 7, 9..15 less none of the grid's {1, 2, 4, 8, 16}).
+        assert_eq!(m_off_grid(50, 16, 1), vec![3, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15]);
+    }
+
+    #[test]
+    fn sparse_grid_is_a_subset_of_the_dataset_grid() {
+        let grid = m_dataset_grid();
+        let s = m_sparse_grid();
+        assert_eq!(s.len(), 30);
+        assert!(s.iter().all(|m| grid.contains(m)));
+        assert!(s.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]

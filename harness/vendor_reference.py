@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Reference measurement: the vendor library's own block-scaled FP8 GEMM on every shape of a plan.
+
+On CUDA this is cuBLAS through ``torch._scaled_mm`` with 1x128 activation scales and 128x128 weight scales
+(the DeepSeek recipe); the same tensors, correctness check and cold-L2 graph timing as the CK-geometry
+harness. These rows are a yardstick for the harness (how far its best instance is from the vendor's best),
+never a candidate of a selection rule: their ``libtype`` is ``vendor``.
+
+    python3 harness/vendor_reference.py --plan plan.jsonl --out vendor.csv
+
+The plan is the one ``synth bench --plan-only`` writes; each distinct (M, N, K) without ``recheck`` is
+measured once. Shapes the library rejects (e.g. M = 1) get ``status`` ``fail:unsupported``.
+"""
+
+import argparse
+import csv
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bsbench import config, env, stats  # noqa: E402
+from bsbench.plan import PlanError, read_plan  # noqa: E402
+
+#: Column order of the output (AITER's columns, then the harness's extras).
+COLUMNS = ["gfx", "cu_num", "M", "N", "K", "libtype", "kernelId", "splitK", "us", "kernelName", "tflops", "bw",
+           "errRatio", "device", "backend", "timing", "us_min", "us_max", "us_p10", "us_p90", "reps", "status",
+           "recheck"]
+#: Name recorded for the vendor kernel.
+KERNEL_NAME = "vendor_scaled_mm_blockwise_1x128_128x128"
+
+
+def scale_layouts(torch, xs, ws):
+    """Candidate (scale_a, scale_b) layouts; the first one the library accepts and computes right is kept."""
+    xs_cm = xs.t().contiguous().t()
+    return [
+        ("a col-major, b as-is", xs_cm, ws),
+        ("a row-major, b as-is", xs, ws),
+        ("a col-major, b transposed", xs_cm, ws.t().contiguous()),
+        ("a col-major, b transposed view", xs_cm, ws.t()),
+        ("a row-major, b transposed", xs, ws.t().contiguous()),
+        ("a col-major, b col-major", xs_cm, ws.t().contiguous().t()),
+    ]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--plan", required=True, help="plan file (JSON lines) from `synth bench --plan-only`")
+    p.add_argument("--out", required=True, help="CSV to write")
+    p.add_argument("--seed", type=int, default=1234)
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        cells = read_plan(args.plan)
+    except (PlanError, OSError) as e:
+        sys.stderr.write("error: %s\n" % e)
+        return env.EXIT_USAGE
+    try:
+        torch = env.import_torch()
+        env.import_triton()
+        device = env.detect(torch)
+    except env.EnvError as e:
+        sys.stderr.write("error: %s\n" % e)
+        return e.code
+    from bsbench import runner
+    shapes = []
+    for c in cells:
+        if c.recheck == 0 and c.shape() not in shapes:
+            shapes.append(c.shape())
+    fp8 = getattr(torch, device["fp8"])
+    gen = torch.Generator(device=runner.DEVICE)
+    gen.manual_seed(args.seed)
+    opts = runner.Options(config.parse_mapping(config.DEFAULT_MAPPING_TEXT))
+    layout = None
+    with open(args.out, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(COLUMNS)
+        for i, (m, n, k) in enumerate(shapes):
+            n_sets = config.buffer_sets(m, n, k, False, device["l2_bytes"], opts.l2_factor)
+            ctx = runner.ShapeContext(m, n, k, fp8, n_sets, False, gen)
+            status, err, summary = "ok", None, None
+            try:
+                if layout is None:
+                    x, wq, xs, ws, out, _ = ctx.sets[0]
+                    for name, sa, sb in scale_layouts(torch, xs, ws):
+                        try:
+                            y = torch._scaled_mm(x, wq.t(), sa, sb, out_dtype=torch.bfloat16)
+                            torch.cuda.synchronize()
+                        except Exception as e:  # layout rejected: try the next
+                            sys.stderr.write("# layout %s rejected at M=%d: %s\n" % (name, m, str(e)[:160]))
+                            continue
+                        if runner.gpu_err_ratio(y, ctx.ref) <= stats.MAX_ERR_RATIO:
+                            layout = name
+                            sys.stderr.write("# scale layout: %s\n" % name)
+                            break
+                        sys.stderr.write("# layout %s computes a different product\n" % name)
+                    if layout is None:
+                        raise RuntimeError("no scale layout accepted")
+                ops = []
+                for (x, wq, xs, ws, out, _) in ctx.sets:
+                    sa, sb = next((a, b) for nm, a, b in scale_layouts(torch, xs, ws) if nm == layout)
+
+                    def op(x=x, wq=wq, sa=sa, sb=sb, out=out):
+                        torch._scaled_mm(x, wq.t(), sa, sb, out_dtype=torch.bfloat16, out=out)
+                    ops.append(op)
+                out0 = ctx.sets[0][4]
+                out0.fill_(float("nan"))
+                ops[0]()
+                torch.cuda.synchronize()
+                err = runner.gpu_err_ratio(out0, ctx.ref)
+                if err > stats.MAX_ERR_RATIO:
+                    status = "fail:errRatio"
+                else:
+                    summary = stats.summarize(runner.time_graph(ops, opts))
+            except Exception as e:
+                sys.stderr.write("# M=%d N=%d K=%d: %s: %s\n" % (m, n, k, type(e).__name__, str(e)[:200]))
+                torch.cuda.synchronize()
+                status = "fail:unsupported"
+            us = summary["us"] if summary else None
+            row = {
+                "gfx": device["gfx"], "cu_num": device["cu_num"], "M": m, "N": n, "K": k, "libtype": "vendor",
+                "kernelId": 0, "splitK": 0, "us": us, "kernelName": KERNEL_NAME,
+                "tflops": stats.tflops(m, n, k, us) if us else None,
+                "bw": stats.gbps(config.moved_bytes(m, n, k), us) if us else None,
+                "errRatio": err, "device": device["name"], "backend": device["backend"],
+                "timing": "graph" if summary else "", "reps": summary["reps"] if summary else 0,
+                "status": status, "recheck": 0,
+            }
+            for key in ("us_min", "us_max", "us_p10", "us_p90"):
+                row[key] = summary[key] if summary else None
+            w.writerow(["" if row[c] is None else row[c] for c in COLUMNS])
+            f.flush()
+            del ctx
+            torch.cuda.empty_cache()
+            if (i + 1) % 50 == 0:
+                sys.stderr.write("# vendor %d/%d shapes\n" % (i + 1, len(shapes)))
+    sys.stderr.write("# vendor reference: %d shapes -> %s\n" % (len(shapes), args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
