@@ -345,8 +345,24 @@ mod tests {
     fn qwen3_tp2_layers() {
         assert_eq!(
             model_layers("qwen3-32b", 2).unwrap(),
-            vec![(5120, 5120), (5120, 4096), (25600, 5120), (5120, 12800)]
+            (vec![(5120, 5120), (5120, 4096), (25600, 5120), (5120, 12800)], vec![])
         );
         assert!(model_layers("qwen3-32b", 3).is_err());
+    }
+
+    #[test]
+    fn layers_blockscale_cannot_run_are_named() {
+        // Qwen2.5-72B at TP 4: down_proj K = 29568 / 4 = 7392 = 57.75 x 128.
+        let (ok, bad) = model_layers("qwen2.5-72b", 4).unwrap();
+        assert_eq!(ok, vec![(2560, 8192), (8192, 2048), (14784, 8192)]);
+        assert_eq!(bad.len(), 1);
+        assert!(bad[0].contains("qwen2.5-72b at TP 4, down_proj: K = 7392 is not a multiple of 128"), "{}", bad[0]);
+    }
+
+    #[test]
+    fn named_m_sets() {
+        assert_eq!(parse_m_set("sparse").unwrap().len(), 30);
+        assert_eq!(parse_m_set("off-grid").unwrap().len(), 20);
+        assert_eq!(parse_m_set("sparse+off-grid").unwrap().len(), 50);
     }
 }

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Measures the multi-model H200 dataset of measurements/h200/ in deadline-bounded runs.
+#
+#   measurements/h200/measure.sh DEADLINE_S JOURNAL_DIR OUT_DIR [vendor]
+#
+# Runs `synth bench` for each (model, TP) configuration below, in order, into JOURNAL_DIR/<model>-tp<TP>.csv
+# (resumable: a rerun continues each journal where it stopped), stopping every bench at DEADLINE_S seconds
+# after the start; copies journals and logs to OUT_DIR at the end. With `vendor`, also measures the vendor
+# reference (harness/vendor_reference.py) on the Qwen3-32B TP=2 dataset-grid shapes first.
+set -u
+deadline=$1 jdir=$2 out=$3 vendor=${4:-}
+start=$(date +%s)
+synth=${SYNTH:-./target/release/synth}
+mkdir -p "$jdir" "$out"
+left() { echo $(( deadline - ($(date +%s) - start) )); }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit \
+  --format=csv >> "$jdir/device.log" 2>&1
+if [ "$vendor" = vendor ] && [ ! -s "$jdir/vendor-qwen3-32b-tp2.csv" ]; then
+  "$synth" bench --model qwen3-32b --tp 2 --m-set dataset --split-k auto --recheck-fraction 0 --cu-num 132 \
+    --out "$jdir/vendor-plan-journal.csv" --plan-only "$jdir/vendor-plan.jsonl" 2>>"$jdir/vendor.log"
+  timeout "$(left)" python3 harness/vendor_reference.py --plan "$jdir/vendor-plan.jsonl" \
+    --out "$jdir/vendor-qwen3-32b-tp2.csv" 2>>"$jdir/vendor.log"
+  echo "vendor exit $?" >> "$jdir/vendor.log"
+fi
+# journal name, model, TP, M set, and (N:K pairs) where only some layers are new: Qwen2.5-72B's qkv and o
+# layers are Llama-3.1-70B's at the same TP (same N, K), and its down_proj cannot run (K = 29568/TP is not a
+# multiple of 128), so only its gate_up_proj is measured.
+configs=(
+  "qwen3-32b-tp2-offgrid qwen3-32b 2 off-grid -"
+  "llama-3.1-8b-tp1 llama-3.1-8b 1 sparse+off-grid -"
+  "llama-3.1-8b-tp2 llama-3.1-8b 2 sparse+off-grid -"
+  "llama-3.1-70b-tp4 llama-3.1-70b 4 sparse+off-grid -"
+  "llama-3.1-70b-tp8 llama-3.1-70b 8 sparse+off-grid -"
+  "qwen3-32b-tp4 qwen3-32b 4 sparse+off-grid -"
+  "llama-3.2-3b-tp1 llama-3.2-3b 1 sparse+off-grid -"
+  "qwen2.5-7b-tp1 qwen2.5-7b 1 sparse+off-grid -"
+  "qwen2.5-72b-tp4 qwen2.5-72b 4 sparse+off-grid 14784:8192"
+  "qwen2.5-72b-tp8 qwen2.5-72b 8 sparse+off-grid 7392:8192"
+  "qwen3-32b-tp1 qwen3-32b 1 sparse+off-grid -"
+)
+for cfg in "${configs[@]}"; do
+  set -- $cfg
+  name=$1 shapes=()
+  [ "$5" != - ] && shapes=(--shapes "$5")
+  t=$(left); [ "$t" -le 5 ] && break
+  echo "== $name ($2 TP $3, $4 ${5}), $t s left" | tee -a "$jdir/bench.log"
+  timeout "$t" "$synth" bench --model "$2" --tp "$3" --m-set "$4" "${shapes[@]}" --split-k auto \
+    --recheck-fraction 0.03 --seed 7 --out "$jdir/$name.csv" >>"$jdir/bench.out" 2>>"$jdir/bench.log"
+  echo "== $name exit $?" | tee -a "$jdir/bench.log"
+done
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit \
+  --format=csv >> "$jdir/device.log" 2>&1
+cd "$jdir" && tar czf "$out/journals.tgz" ./*.csv ./*.log ./bench.out 2>/dev/null
+tail -n 40 "$jdir/bench.out"
