@@ -3,14 +3,16 @@
 //! Stages (see ARCHITECTURE.md): catalog → shapes → measure → table → rule → synthesize/agent → render →
 //! compare/drift. Each stage is one module; data flows between them through the types re-exported here.
 
-pub mod agent;
+pub mod app;
 pub mod catalog;
 pub mod cli;
 pub mod compare;
-pub mod drift;
+pub mod engine;
 pub mod measure;
 pub mod render;
+pub mod rewrite;
 pub mod rule;
+pub mod search;
 pub mod shapes;
 pub mod synthesize;
 pub mod table;

@@ -1,10 +1,10 @@
 //! `synth bench`: measure every legacy instance (with split-K where it can matter) on a model's GEMM
 //! shapes with the GPU harness, appending to a resumable journal.
 
-use super::driver::{DeviceInfo, Harness};
-use super::journal::{recheck_noise, CellResult, Journal};
-use super::plan::{build_plan, PlanSpec, SplitKMode};
 use crate::catalog::{Catalog, Instance};
+use crate::measure::driver::{DeviceInfo, Harness};
+use crate::measure::journal::{recheck_noise, CellResult, Journal};
+use crate::measure::plan::{build_plan, PlanSpec, SplitKMode};
 use crate::shapes;
 use crate::table::Shape;
 use anyhow::{bail, Context, Result};
@@ -209,7 +209,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         Some(j)
     };
     let todo = match &journal {
-        Some(j) => super::remaining(&plan, j),
+        Some(j) => crate::measure::remaining(&plan, j),
         None => plan.clone(),
     };
     let n_recheck = plan.iter().filter(|c| c.recheck != 0).count();
@@ -345,7 +345,7 @@ mod tests {
     fn qwen3_tp2_layers() {
         assert_eq!(
             model_layers("qwen3-32b", 2).unwrap(),
-            vec![(5120, 5120), (5120, 4096), (25600, 5120), (5120, 12800)]
+            (vec![(5120, 5120), (5120, 4096), (25600, 5120), (5120, 12800)], Vec::<String>::new())
         );
         assert!(model_layers("qwen3-32b", 3).is_err());
     }

@@ -4,14 +4,14 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 
-use crate::catalog::Catalog;
-use crate::synthesize::pipeline::{
+use crate::app::run::{
     crate_root, display_path, layer_names, load_matrix, load_tuned, model_layers, published_rule, shapes_of_layers,
     training_sample, DEFAULT_DATASET, PUBLISHED_RULE_NAME,
 };
+use crate::catalog::Catalog;
 
-use super::report::LayerNames;
-use super::{evaluate, Policy, TunedTable};
+use crate::compare::report::LayerNames;
+use crate::compare::{evaluate, Policy, TunedTable};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct CompareArgs {
@@ -116,17 +116,17 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         report.shapes.len(),
         if args.held_out { format!(" (held out from the sample M = {picked:?})") } else { String::new() }
     );
-    text.push_str(&super::report::table(&report, &names));
+    text.push_str(&crate::compare::report::table(&report, &names));
     if let Some(path) = &args.csv {
-        std::fs::write(path, super::report::csv(&report, &names))
+        std::fs::write(path, crate::compare::report::csv(&report, &names))
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
         text.push_str(&format!("written: {}\n", path.display()));
     }
     if let Some(path) = &args.svg {
         let title = format!("{what} on {}", matrix.device.as_deref().unwrap_or(&matrix.gfx));
-        std::fs::write(path, super::plot::speedup_svg(&report, &names, &title)?)
+        std::fs::write(path, crate::compare::plot::speedup_svg(&report, &names, &title)?)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
         text.push_str(&format!("written: {}\n", path.display()));
     }
-    crate::synthesize::pipeline::emit(&text)
+    crate::app::run::emit(&text)
 }

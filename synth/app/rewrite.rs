@@ -5,15 +5,14 @@
 //! `trace.jsonl` (every attempt, for `--resume`), `candidates/<id>-<source>.<ext>` (every distinct
 //! candidate text) and `work/cand-NNN/` (working copies kept by the spec's `workdir.keep`).
 
-use super::replay::ReplayProposer;
-use super::report::{render_text, rows, status_of, Report, Winner};
-use super::spec::load_spec;
-use super::task::RewriteTask;
-use crate::agent::engine::{run_loop, LoopConfig};
-use crate::agent::proposers::command::CommandProposer;
-use crate::agent::proposers::openai::OpenAiProposer;
-use crate::agent::proposers::Checker;
-use crate::agent::{Attempt, Proposer};
+use crate::engine::proposers::command::CommandProposer;
+use crate::engine::proposers::openai::OpenAiProposer;
+use crate::engine::proposers::Checker;
+use crate::engine::{run_loop, Attempt, LoopConfig, Proposer};
+use crate::rewrite::replay::ReplayProposer;
+use crate::rewrite::report::{render_text, rows, status_of, Report, Winner};
+use crate::rewrite::spec::load_spec;
+use crate::rewrite::task::RewriteTask;
 use anyhow::{bail, Context};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -236,7 +235,7 @@ pub fn run(args: RewriteArgs) -> anyhow::Result<()> {
     let winner = match &outcome.best {
         Some(b) => {
             let path = out.join(task.spec().target_file_name());
-            std::fs::write(&path, super::task::unfence(&b.candidate))
+            std::fs::write(&path, crate::rewrite::task::unfence(&b.candidate))
                 .with_context(|| format!("cannot write the winner to {}", path.display()))?;
             Some(Winner {
                 id: b.id,

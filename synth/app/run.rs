@@ -20,8 +20,8 @@ use crate::rule::Rule;
 use crate::shapes::{sample_m, Layer, ModelSpec};
 use crate::table::LatencyMatrix;
 
-use super::curve::{curve_csv, curve_table, cv_curve, sample_curve};
-use super::{synthesize_budgets, FeatureSet, Limits, Weighting};
+use crate::synthesize::curve::{curve_csv, curve_table, cv_curve, sample_curve};
+use crate::synthesize::{synthesize_budgets, FeatureSet, Limits, Weighting};
 
 /// Dataset used when `--dataset` is not given, relative to the crate root.
 pub const DEFAULT_DATASET: &str = "measurements/h200/qwen3-32b-tp2.csv";

@@ -3,21 +3,20 @@
 //! an external command, an OpenAI-compatible endpoint), then validates the winner, renders it into the
 //! output directory and compares it with the other policies on the held-out shapes.
 
-use super::engine::{run_loop_with, LoopConfig, LoopOutcome};
-use super::proposers::builtin::BuiltinProposer;
-use super::proposers::command::CommandProposer;
-use super::proposers::openai::OpenAiProposer;
-use super::proposers::Checker;
-use super::rule_task::{kernels_used, RuleReflector, RuleSetup, RuleTask};
-use super::Proposer;
-use crate::catalog::Catalog;
-use crate::compare::{self, Policy, TunedTable};
-use crate::render::{self, writer::GeneratedFile, Provenance};
-use crate::rule::validate::{validate, Severity};
-use crate::synthesize::pipeline::{
+use crate::app::run::{
     crate_root, display_path, layer_names, load_matrix, model_layers, published_rule, shapes_of_layers,
     training_sample, DEFAULT_DATASET, PUBLISHED_RULE_NAME,
 };
+use crate::catalog::Catalog;
+use crate::compare::{self, Policy, TunedTable};
+use crate::engine::proposers::command::CommandProposer;
+use crate::engine::proposers::openai::OpenAiProposer;
+use crate::engine::proposers::Checker;
+use crate::engine::{run_loop_with, LoopConfig, LoopOutcome, Proposer};
+use crate::render::{self, writer::GeneratedFile, Provenance};
+use crate::rule::validate::{validate, Severity};
+use crate::search::builtin::BuiltinProposer;
+use crate::search::task::{kernels_used, RuleReflector, RuleSetup, RuleTask};
 use crate::synthesize::{FeatureSet, Limits, Weighting};
 use anyhow::{bail, Context};
 use std::path::PathBuf;
@@ -248,7 +247,7 @@ fn report_and_render(
             .iter()
             .rev()
             .take(3)
-            .map(|a| format!("attempt {}: {}", a.id, super::engine::first_line(&a.eval.feedback, 200)))
+            .map(|a| format!("attempt {}: {}", a.id, crate::engine::first_line(&a.eval.feedback, 200)))
             .collect();
         bail!("no candidate was evaluated successfully; last feedback:\n  {}", last.join("\n  "));
     };

@@ -12,7 +12,6 @@
 //!   oracle time / policy time, 1.0 = always the fastest kernel). The tuned baseline is the first
 //!   [`Policy::Tuned`] in the list.
 
-pub mod cmd;
 pub mod plot;
 pub mod policy;
 pub mod report;

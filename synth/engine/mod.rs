@@ -2,11 +2,16 @@
 //! selection rules (`rule_task`) and GEAK-style kernel rewriting (`rewrite`). Candidates are always text
 //! (a rule in C++/Rust/JSON form, or a whole rewritten source file).
 
-pub mod engine;
 pub mod extract;
+pub mod process;
 pub mod proposers;
-pub mod rule_task;
+pub mod run;
 pub mod trace;
+
+pub use run::{
+    attempt_id, clip, first_line, run_loop, run_loop_with, DefaultReflector, LoopConfig, LoopOutcome, Reflector,
+    StopReason,
+};
 
 use serde::{Deserialize, Serialize};
 
@@ -85,5 +90,3 @@ pub trait Proposer: Send + Sync {
     fn name(&self) -> String;
     fn propose(&self, req: &ProposalRequest) -> Result<String, String>;
 }
-pub mod cmd;
-pub mod rewrite;

@@ -10,9 +10,7 @@
 //! - [`report`]: the per-candidate report and the winner;
 //! - [`cmd`]: `synth rewrite`.
 
-pub mod cmd;
 pub mod diag;
-pub mod process;
 pub mod replay;
 pub mod report;
 pub mod result;

@@ -7,7 +7,7 @@
 //! replay numbers only the slots it serves. Guidance and parents are ignored; once every file has been
 //! proposed, further requests fail with "exhausted" (the engine records that as a failed attempt).
 
-use crate::agent::{ProposalRequest, Proposer};
+use crate::engine::{ProposalRequest, Proposer};
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
 

@@ -19,8 +19,8 @@
 //! whose guard would not fit the limits is skipped. The returned rule is never one already in the history
 //! when any other neighbour exists.
 
-use super::super::rule_task::{charged_fallback, leaf_path, limit_violations, RuleSetup};
-use crate::agent::{ProposalRequest, Proposer};
+use super::task::{charged_fallback, leaf_path, limit_violations, RuleSetup};
+use crate::engine::{ProposalRequest, Proposer};
 use crate::rule::source::NodePath;
 use crate::rule::text::rule_to_cpp_text;
 use crate::rule::{parse_any, CmpOp, Cond, Expr, Leaf, Node, Rule};

@@ -7,10 +7,9 @@
 //! score is the total training time in µs (weighted when the search uses per-shape weights); feedback
 //! gives the totals, the fraction of the oracle, the worst shapes with their regret, and per-leaf advice.
 
-use super::engine::{clip, Reflector};
-use super::{Attempt, Evaluation, Task};
 use crate::catalog::{Candidate, Catalog, InstanceParams};
 use crate::compare::{self, Policy, Status};
+use crate::engine::{clip, Attempt, Evaluation, Reflector, Task};
 use crate::rule::source::NodePath;
 use crate::rule::text::rule_to_cpp_text;
 use crate::rule::validate::{validate_with_source, Severity};

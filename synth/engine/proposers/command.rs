@@ -1,12 +1,12 @@
 //! External agent command: `sh -c <command>` reads the request as JSON on stdin ([`super::agent_input`])
 //! and prints a candidate on stdout (markdown fences and prose around it are tolerated, see
-//! [`crate::agent::extract`]). A timeout kills the command's whole process group; a non-zero exit,
+//! [`crate::engine::extract`]). A timeout kills the command's whole process group; a non-zero exit,
 //! empty or unusable output become the proposal's error (reflection feedback), never a crash.
 
 use super::{agent_input, Checker};
-use crate::agent::engine::clip;
-use crate::agent::extract::pick_candidate;
-use crate::agent::{ProposalRequest, Proposer};
+use crate::engine::clip;
+use crate::engine::extract::pick_candidate;
+use crate::engine::{ProposalRequest, Proposer};
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;

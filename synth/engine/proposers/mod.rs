@@ -3,11 +3,10 @@
 //! OpenAI-compatible chat endpoint). The external proposers are task-generic: they render the request
 //! with [`build_messages`] / [`agent_input`] and pick the first code block the task's [`Checker`] accepts.
 
-pub mod builtin;
 pub mod command;
 pub mod openai;
 
-use super::engine::clip;
+use super::run::clip;
 use super::{Attempt, ProposalRequest};
 use serde_json::json;
 use std::fmt::Write as _;

@@ -5,9 +5,9 @@
 //! become the proposal's error (reflection feedback).
 
 use super::{build_messages, Checker};
-use crate::agent::engine::clip;
-use crate::agent::extract::pick_candidate;
-use crate::agent::{ProposalRequest, Proposer};
+use crate::engine::clip;
+use crate::engine::extract::pick_candidate;
+use crate::engine::{ProposalRequest, Proposer};
 use serde_json::json;
 use std::time::Duration;
 
