@@ -1,6 +1,6 @@
 //! Command-line interface: one subcommand per stage, each defined next to the stage it drives.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -38,16 +38,19 @@ pub enum Command {
 }
 
 pub fn main_entry() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let definition = Cli::command();
+    let matches = definition.clone().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let invocation = crate::app::invocation::Invocation::from_matches(&definition, &matches);
     match cli.command {
-        Command::Run(a) => crate::app::run::run(a),
+        Command::Run(a) => crate::app::run::run(a, &invocation),
         Command::Instances(a) => crate::catalog::cmd::run(a),
         Command::Shapes(a) => crate::shapes::cmd::run(a),
         Command::Import(a) => crate::table::cmd::run(a),
         Command::Bench(a) => crate::app::bench::run(a),
         Command::Check(a) => crate::rule::cmd::run(a),
         Command::Compare(a) => crate::app::compare::run(a),
-        Command::Search(a) => crate::app::search::run(a),
+        Command::Search(a) => crate::app::search::run(a, &invocation),
         Command::Rewrite(a) => crate::app::rewrite::run(a),
         Command::Drift(a) => crate::app::drift::run(a),
     }

@@ -4,6 +4,8 @@
 pub mod bench;
 pub mod compare;
 pub mod drift;
+pub mod invocation;
 pub mod rewrite;
 pub mod run;
 pub mod search;
+pub mod session;

@@ -6,7 +6,6 @@
 //! candidate text) and `work/cand-NNN/` (working copies kept by the spec's `workdir.keep`).
 
 use crate::engine::proposers::command::CommandProposer;
-use crate::engine::proposers::openai::OpenAiProposer;
 use crate::engine::proposers::Checker;
 use crate::engine::{run_loop, Attempt, LoopConfig, Proposer};
 use crate::rewrite::replay::ReplayProposer;
@@ -17,7 +16,8 @@ use anyhow::{bail, Context};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+
+use super::session::{agent_timeout, EndpointArgs};
 
 /// Arguments of `synth rewrite`.
 #[derive(Debug, clap::Args)]
@@ -33,18 +33,8 @@ pub struct RewriteArgs {
     /// Seconds an agent command or HTTP request may take before it is killed / abandoned.
     #[arg(long, default_value_t = 600.0)]
     pub agent_timeout: f64,
-    /// Base URL of the OpenAI-compatible API (for `--agent openai`), e.g. https://api.openai.com/v1.
-    #[arg(long)]
-    pub base_url: Option<String>,
-    /// Chat model name (for `--agent openai`).
-    #[arg(long)]
-    pub model: Option<String>,
-    /// Environment variable holding the API key (for `--agent openai`).
-    #[arg(long, default_value = "OPENAI_API_KEY")]
-    pub api_key_env: String,
-    /// Sampling temperature sent to the chat model.
-    #[arg(long)]
-    pub temperature: Option<f64>,
+    #[command(flatten)]
+    pub endpoint: EndpointArgs,
     /// Loop iterations (the original is evaluated first, before iteration 1).
     #[arg(long, default_value_t = 3)]
     pub iterations: usize,
@@ -92,10 +82,7 @@ pub type Proposers = (Vec<Box<dyn Proposer>>, Vec<ReplayProposer>);
 
 /// Builds the proposers named by `--agent` values.
 pub fn make_proposers(args: &RewriteArgs) -> anyhow::Result<Proposers> {
-    if !(args.agent_timeout.is_finite() && args.agent_timeout > 0.0) {
-        bail!("--agent-timeout must be a positive number of seconds, got {}", args.agent_timeout);
-    }
-    let timeout = Duration::from_secs_f64(args.agent_timeout);
+    let timeout = agent_timeout(args.agent_timeout)?;
     let mut proposers: Vec<Box<dyn Proposer>> = Vec::new();
     let mut replays = Vec::new();
     for (i, a) in args.agents.iter().enumerate() {
@@ -110,14 +97,7 @@ pub fn make_proposers(args: &RewriteArgs) -> anyhow::Result<Proposers> {
             }
             proposers.push(Box::new(CommandProposer::new(command, timeout, rewrite_checker())));
         } else if a == "openai" {
-            let base = args
-                .base_url
-                .as_deref()
-                .context("--agent openai needs --base-url URL (e.g. https://api.openai.com/v1)")?;
-            let model = args.model.as_deref().context("--agent openai needs --model NAME")?;
-            let mut p = OpenAiProposer::new(base, model, &args.api_key_env, timeout, rewrite_checker());
-            p.temperature = args.temperature;
-            proposers.push(Box::new(p));
+            proposers.push(Box::new(args.endpoint.openai(timeout, rewrite_checker())?));
         } else {
             bail!("--agent {a}: expected replay:DIR, cmd:<command> or openai");
         }

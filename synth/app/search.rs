@@ -3,25 +3,25 @@
 //! an external command, an OpenAI-compatible endpoint), then validates the winner, renders it into the
 //! output directory and compares it with the other policies on the held-out shapes.
 
-use crate::app::run::{
-    crate_root, display_path, layer_names, load_matrix, model_layers, published_rule, shapes_of_layers,
-    training_sample, DEFAULT_DATASET, PUBLISHED_RULE_NAME,
-};
 use crate::catalog::Catalog;
-use crate::compare::{self, Policy, TunedTable};
+use crate::compare::{self, report::LayerNames};
 use crate::engine::proposers::command::CommandProposer;
-use crate::engine::proposers::openai::OpenAiProposer;
 use crate::engine::proposers::Checker;
 use crate::engine::{run_loop_with, LoopConfig, LoopOutcome, Proposer};
 use crate::render::{self, writer::GeneratedFile, Provenance};
 use crate::rule::validate::{validate, Severity};
 use crate::search::builtin::BuiltinProposer;
 use crate::search::task::{kernels_used, RuleReflector, RuleSetup, RuleTask};
-use crate::synthesize::{FeatureSet, Limits, Weighting};
-use anyhow::{bail, Context};
-use std::path::PathBuf;
+use anyhow::bail;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+use super::invocation::Invocation;
+use super::session::{
+    agent_timeout, crate_root, display_path, summary_figure, DataArgs, EndpointArgs, LimitArgs, Sample, SampleArgs,
+    Scope, Session,
+};
 
 /// Output directory (relative to the crate root) when `--out` is not given.
 pub const DEFAULT_OUT: &str = "generated/search";
@@ -29,6 +29,10 @@ pub const DEFAULT_OUT: &str = "generated/search";
 pub const TRACE_FILE: &str = "trace.jsonl";
 /// Name of the search's winner in the comparison.
 pub const WINNER_NAME: &str = "search";
+/// Options of `synth search` that only choose how progress is shown, how the run continues or how many
+/// threads it uses: never in the
+/// "Regenerate with" line.
+pub const OUTPUT_ONLY: [&str; 4] = ["quiet", "resume", "trace", "jobs"];
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct SearchArgs {
@@ -39,18 +43,8 @@ pub struct SearchArgs {
     /// Seconds an agent command or HTTP request may take before it is killed / abandoned.
     #[arg(long, default_value_t = 300.0)]
     pub agent_timeout: f64,
-    /// Base URL of the OpenAI-compatible API (for `--agent openai`), e.g. https://api.openai.com/v1.
-    #[arg(long)]
-    pub base_url: Option<String>,
-    /// Chat model name (for `--agent openai`).
-    #[arg(long)]
-    pub model: Option<String>,
-    /// Environment variable holding the API key (for `--agent openai`).
-    #[arg(long, default_value = "OPENAI_API_KEY")]
-    pub api_key_env: String,
-    /// Sampling temperature sent to the chat model.
-    #[arg(long)]
-    pub temperature: Option<f64>,
+    #[command(flatten)]
+    pub endpoint: EndpointArgs,
     /// Iterations of the loop.
     #[arg(long, default_value_t = 8)]
     pub iterations: usize,
@@ -72,39 +66,12 @@ pub struct SearchArgs {
     /// Worker threads for proposals and evaluations (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub jobs: usize,
-    /// Latency table [default: measurements/h200/qwen3-32b-tp2.csv of the crate].
-    #[arg(long)]
-    pub dataset: Option<PathBuf>,
-    /// Built-in model whose GEMM layers to keep (qwen3-32b, llama-3.1-8b, llama-3.1-70b, qwen2.5-72b).
-    #[arg(long, default_value = "qwen3-32b", conflicts_with = "spec")]
-    pub gemm_model: String,
-    /// Model spec TOML file instead of a built-in model.
-    #[arg(long)]
-    pub spec: Option<PathBuf>,
-    /// Tensor-parallel degree of the model's layers.
-    #[arg(long, default_value_t = 2)]
-    pub tp: u32,
-    /// Number of M values in the training sample (stratified in log2 M).
-    #[arg(long, default_value_t = 10)]
-    pub sample_m: usize,
-    /// Seed of the training sample and of the loop.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Most conditions on the way to a leaf.
-    #[arg(long, default_value_t = 6)]
-    pub max_depth: usize,
-    /// Most leaves (return statements).
-    #[arg(long, default_value_t = 8)]
-    pub max_leaves: usize,
-    /// Most distinct instances the rule may return.
-    #[arg(long)]
-    pub max_instances: Option<usize>,
-    /// Per-shape weight of the objective.
-    #[arg(long, value_enum, default_value_t = Weighting::Uniform)]
-    pub weight: Weighting,
-    /// Features the built-in proposer splits on (and lists for agents).
-    #[arg(long, value_enum, default_value_t = FeatureSet::Machine)]
-    pub features: FeatureSet,
+    #[command(flatten)]
+    pub data: DataArgs,
+    #[command(flatten)]
+    pub sample: SampleArgs,
+    #[command(flatten)]
+    pub limits: LimitArgs,
     /// Output directory [default: generated/search of the crate].
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -120,30 +87,19 @@ pub fn rule_checker(catalog: Catalog) -> Checker {
 
 /// Builds the proposers named by `--agent`.
 pub fn build_proposers(args: &SearchArgs, setup: &Arc<RuleSetup>) -> anyhow::Result<Vec<Box<dyn Proposer>>> {
-    if !(args.agent_timeout.is_finite() && args.agent_timeout > 0.0) {
-        bail!("--agent-timeout must be a positive number of seconds, got {}", args.agent_timeout);
-    }
-    let timeout = Duration::from_secs_f64(args.agent_timeout);
+    let timeout = agent_timeout(args.agent_timeout)?;
     let mut out: Vec<Box<dyn Proposer>> = Vec::new();
     for spec in &args.agents {
         let spec = spec.trim();
         if spec == "builtin" {
-            out.push(Box::new(BuiltinProposer::new(setup.clone(), args.seed)));
+            out.push(Box::new(BuiltinProposer::new(setup.clone(), args.sample.seed)));
         } else if let Some(command) = spec.strip_prefix("cmd:") {
             if command.trim().is_empty() {
                 bail!("--agent cmd: needs a command after `cmd:`, e.g. --agent 'cmd:python3 my_agent.py'");
             }
             out.push(Box::new(CommandProposer::new(command, timeout, rule_checker(setup.catalog.clone()))));
         } else if spec == "openai" {
-            let base = args
-                .base_url
-                .as_deref()
-                .context("--agent openai needs --base-url URL (e.g. https://api.openai.com/v1)")?;
-            let model = args.model.as_deref().context("--agent openai needs --model NAME")?;
-            let mut p =
-                OpenAiProposer::new(base, model, &args.api_key_env, timeout, rule_checker(setup.catalog.clone()));
-            p.temperature = args.temperature;
-            out.push(Box::new(p));
+            out.push(Box::new(args.endpoint.openai(timeout, rule_checker(setup.catalog.clone()))?));
         } else {
             bail!("unknown --agent {spec:?}: expected `builtin`, `cmd:<command>` or `openai`");
         }
@@ -152,37 +108,23 @@ pub fn build_proposers(args: &SearchArgs, setup: &Arc<RuleSetup>) -> anyhow::Res
 }
 
 /// Runs `synth search`.
-pub fn run(args: SearchArgs) -> anyhow::Result<()> {
+pub fn run(args: SearchArgs, invocation: &Invocation) -> anyhow::Result<()> {
     let started = Instant::now();
     if args.iterations == 0 || args.offspring == 0 {
         bail!("--iterations and --offspring must be at least 1");
     }
-    if args.max_leaves == 0 || args.max_instances == Some(0) || args.max_depth == 0 {
-        bail!("--max-leaves, --max-depth and --max-instances must be at least 1");
-    }
-    let catalog = Catalog::embedded();
-    let dataset = args.dataset.clone().unwrap_or_else(|| crate_root().join(DEFAULT_DATASET));
-    let matrix = load_matrix(&dataset, &catalog)?;
-    let (model, layers) = model_layers(&args.gemm_model, args.spec.as_deref(), args.tp)?;
-    let what = format!("{model} TP={}", args.tp);
-    let names = layer_names(&layers);
-    let shapes = shapes_of_layers(&matrix, &layers, &what)?;
-    if args.sample_m == 0 {
+    let limits = args.limits.limits()?;
+    let session = Session::open(&args.data, Scope::DefaultModel)?;
+    if args.sample.sample_m == 0 {
         bail!("--sample-m must be at least 1");
     }
-    let (train, heldout, picked) = training_sample(&matrix, &shapes, args.sample_m, args.seed);
-    if heldout.is_empty() {
+    let sample = session.sample(&args.sample);
+    if sample.heldout.is_empty() {
         bail!("every shape is in the training sample: nothing is held out; lower --sample-m");
     }
-    let limits = Limits {
-        max_depth: args.max_depth,
-        max_leaves: args.max_leaves,
-        max_instances: args.max_instances,
-        features: args.features,
-        ..Limits::default()
-    };
-    let weights = args.weight.weights(&matrix, &train);
-    let setup = Arc::new(RuleSetup::new(catalog.clone(), matrix.clone(), train.clone(), weights, limits)?);
+    let (catalog, matrix) = (&session.catalog, &session.matrix);
+    let weights = args.limits.weight.weights(matrix, &sample.train);
+    let setup = Arc::new(RuleSetup::new(catalog.clone(), matrix.clone(), sample.train.clone(), weights, limits)?);
     let proposers = build_proposers(&args, &setup)?;
     let out_dir = args.out.clone().unwrap_or_else(|| crate_root().join(DEFAULT_OUT));
     let trace = args.trace.clone().unwrap_or_else(|| out_dir.join(TRACE_FILE));
@@ -190,7 +132,7 @@ pub fn run(args: SearchArgs) -> anyhow::Result<()> {
         iterations: args.iterations,
         offspring: args.offspring,
         repair_limit: args.repair_limit,
-        seed: args.seed,
+        seed: args.sample.seed,
         trace: Some(trace.clone()),
         resume: args.resume,
         threads: args.jobs,
@@ -200,36 +142,44 @@ pub fn run(args: SearchArgs) -> anyhow::Result<()> {
     };
     println!(
         "dataset:  {} ({} shapes × {} candidates)",
-        display_path(&dataset),
+        display_path(&session.dataset),
         matrix.shapes.len(),
         matrix.candidates.len()
     );
     println!(
-        "training: {} shapes of {what}: M in {picked:?} × {} layers; {} held out",
-        train.len(),
-        layers.len(),
-        heldout.len()
+        "training: {} shapes of {}: M in {:?} × {} layers; {} held out",
+        sample.train.len(),
+        session.what,
+        sample.picked,
+        session.layers.len(),
+        sample.heldout.len()
     );
     println!("agents:   {}", proposers.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "));
     let task = RuleTask::new(setup.clone());
     let outcome = run_loop_with(&task, &proposers, &RuleReflector, &cfg)?;
-    report_and_render(&args, &setup, &outcome, &heldout, &names, &what, &dataset, &picked, &out_dir, &trace, started)
+    let paths = Paths { out_dir: &out_dir, trace: &trace };
+    report_and_render(&args, invocation, &session, &setup, &outcome, &sample, paths, started)
+}
+
+/// Where `synth search` writes.
+struct Paths<'a> {
+    out_dir: &'a Path,
+    trace: &'a Path,
 }
 
 #[allow(clippy::too_many_arguments)]
 fn report_and_render(
     args: &SearchArgs,
+    invocation: &Invocation,
+    session: &Session,
     setup: &RuleSetup,
     outcome: &LoopOutcome,
-    heldout: &[usize],
-    names: &compare::report::LayerNames,
-    what: &str,
-    dataset: &std::path::Path,
-    picked: &[u32],
-    out_dir: &std::path::Path,
-    trace: &std::path::Path,
+    sample: &Sample,
+    paths: Paths,
     started: Instant,
 ) -> anyhow::Result<()> {
+    let names: &LayerNames = &session.names;
+    let (out_dir, trace) = (paths.out_dir, paths.trace);
     let catalog = &setup.catalog;
     let matrix = &setup.matrix;
     let failed = outcome.attempts.iter().filter(|a| a.eval.score.is_none()).count();
@@ -276,16 +226,8 @@ fn report_and_render(
 
     // Held-out comparison, as `synth run` does it.
     let train = &setup.train;
-    let tuned = TunedTable::from_matrix(matrix, train, &format!("best of {} training shapes", train.len()));
-    let policies = vec![
-        Policy::Default,
-        Policy::Tuned { name: "tuned".into(), table: tuned.clone() },
-        Policy::NearestM { name: "nearest-M".into(), table: tuned },
-        Policy::Rule { name: PUBLISHED_RULE_NAME.into(), rule: published_rule(catalog)? },
-        Policy::Rule { name: WINNER_NAME.into(), rule: rule.clone() },
-        Policy::Oracle,
-    ];
-    let report = compare::evaluate(matrix, catalog, &policies, heldout);
+    let policies = session.standard_policies(train, Vec::new(), (WINNER_NAME, &rule))?;
+    let report = compare::evaluate(matrix, catalog, &policies, &sample.heldout);
     let s = &report.policies[report.policy_index(WINNER_NAME).expect("winner scored")].summary;
     println!("comparison on {} held-out shapes:", report.shapes.len());
     println!("{}", compare::report::table(&report, names));
@@ -302,20 +244,13 @@ fn report_and_render(
             best.id,
             best.proposer
         ),
-        format!(
-            "held-out ({} shapes): {:.3}x default (geomean), {:.3}x default (total time), {:.3}x tuned (geomean), {:.3} of oracle",
-            report.shapes.len(),
-            s.geomean_vs_default,
-            s.total_vs_default,
-            s.geomean_vs_tuned.unwrap_or(f64::NAN),
-            s.of_oracle
-        ),
+        summary_figure("held-out", &report, WINNER_NAME)?,
     ];
     let provenance = Provenance {
-        dataset: format!("{} ({}, {} CUs)", display_path(dataset), matrix.gfx, matrix.cu_num),
-        training: format!("{} shapes of {what}: M in {picked:?}", train.len()),
+        dataset: session.dataset_text(),
+        training: format!("{} shapes of {}: M in {:?}", train.len(), session.what, sample.picked),
         figures,
-        command: command_line(args),
+        command: invocation.regenerate_line(&OUTPUT_ONLY),
     };
     let mut written = render::write_generated(&rule, catalog, matrix, &provenance, out_dir, false)?;
     written.extend(render::writer::write_files(
@@ -337,68 +272,4 @@ fn report_and_render(
         rule.num_leaves()
     );
     Ok(())
-}
-
-/// The command that repeats the search (non-default options only).
-pub fn command_line(args: &SearchArgs) -> String {
-    let mut cmd = String::from("cargo run --release -- search");
-    for a in &args.agents {
-        if a != "builtin" || args.agents.len() > 1 {
-            cmd += &format!(" --agent '{a}'");
-        }
-    }
-    if let Some(u) = &args.base_url {
-        cmd += &format!(" --base-url {u}");
-    }
-    if let Some(m) = &args.model {
-        cmd += &format!(" --model {m}");
-    }
-    if args.iterations != 8 {
-        cmd += &format!(" --iterations {}", args.iterations);
-    }
-    if args.offspring != 4 {
-        cmd += &format!(" --offspring {}", args.offspring);
-    }
-    if args.repair_limit != 2 {
-        cmd += &format!(" --repair-limit {}", args.repair_limit);
-    }
-    if let Some(p) = args.patience {
-        cmd += &format!(" --patience {p}");
-    }
-    if let Some(d) = &args.dataset {
-        cmd += &format!(" --dataset {}", display_path(d));
-    }
-    if let Some(s) = &args.spec {
-        cmd += &format!(" --spec {}", display_path(s));
-    } else if args.gemm_model != "qwen3-32b" {
-        cmd += &format!(" --gemm-model {}", args.gemm_model);
-    }
-    if args.tp != 2 {
-        cmd += &format!(" --tp {}", args.tp);
-    }
-    if args.sample_m != 10 {
-        cmd += &format!(" --sample-m {}", args.sample_m);
-    }
-    if args.seed != 0 {
-        cmd += &format!(" --seed {}", args.seed);
-    }
-    if args.max_depth != 6 {
-        cmd += &format!(" --max-depth {}", args.max_depth);
-    }
-    if args.max_leaves != 8 {
-        cmd += &format!(" --max-leaves {}", args.max_leaves);
-    }
-    if let Some(k) = args.max_instances {
-        cmd += &format!(" --max-instances {k}");
-    }
-    if args.weight != Weighting::Uniform {
-        cmd += &format!(" --weight {}", format!("{:?}", args.weight).to_lowercase());
-    }
-    if args.features != FeatureSet::Machine {
-        cmd += &format!(" --features {}", format!("{:?}", args.features).to_lowercase());
-    }
-    if let Some(o) = &args.out {
-        cmd += &format!(" --out {}", display_path(o));
-    }
-    cmd
 }
