@@ -6,6 +6,7 @@
 use super::{agent_input, Checker};
 use crate::engine::clip;
 use crate::engine::extract::pick_candidate;
+use crate::engine::process::{kill_group, own_group};
 use crate::engine::{ProposalRequest, Proposer};
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
@@ -48,23 +49,6 @@ fn read_all(mut r: impl Read) -> Vec<u8> {
     buf
 }
 
-#[cfg(unix)]
-fn kill_group(child: &mut std::process::Child) {
-    // The command runs in its own process group, so grandchildren (e.g. `sleep` under `sh`) die too.
-    let pgid = child.id();
-    let _ = Command::new("kill")
-        .args(["-KILL", "--", &format!("-{pgid}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    let _ = child.kill();
-}
-
-#[cfg(not(unix))]
-fn kill_group(child: &mut std::process::Child) {
-    let _ = child.kill();
-}
-
 impl Proposer for CommandProposer {
     fn name(&self) -> String {
         format!("cmd:{}", clip(&self.command, 60))
@@ -80,11 +64,7 @@ impl Proposer for CommandProposer {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        #[cfg(unix)]
-        {
-            use std::os::unix::process::CommandExt;
-            cmd.process_group(0);
-        }
+        own_group(&mut cmd);
         let mut child = cmd.spawn().map_err(|e| format!("cannot start the agent command `{}`: {e}", self.command))?;
         let mut stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
