@@ -2,7 +2,7 @@
 //! proposer protocols (external command, OpenAI-compatible endpoint).
 
 use gemm_synth::engine::{attempt_id, run_loop, LoopConfig, StopReason};
-use gemm_synth::engine::{Evaluation, ProposalRequest, Proposer, Task};
+use gemm_synth::engine::{Evaluation, ProposalRequest, ProposeError, Proposer, Task};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -54,7 +54,7 @@ impl Proposer for Stepper {
     fn name(&self) -> String {
         "stepper".into()
     }
-    fn propose(&self, req: &ProposalRequest) -> Result<String, String> {
+    fn propose(&self, req: &ProposalRequest) -> Result<String, ProposeError> {
         let base: i64 = req.parent.as_ref().and_then(|p| p.candidate.trim().parse().ok()).unwrap_or(0);
         Ok((base + 37 * (req.offspring_index as i64 + 1) + req.iteration as i64).to_string())
     }
@@ -68,7 +68,7 @@ impl Proposer for Broken {
     fn name(&self) -> String {
         "broken".into()
     }
-    fn propose(&self, req: &ProposalRequest) -> Result<String, String> {
+    fn propose(&self, req: &ProposalRequest) -> Result<String, ProposeError> {
         self.requests.lock().unwrap().push(req.clone());
         Ok(format!("not a number {}", req.iteration))
     }
@@ -148,9 +148,9 @@ fn engine_proposer_failure_and_panic_become_feedback() {
         fn name(&self) -> String {
             "failing".into()
         }
-        fn propose(&self, req: &ProposalRequest) -> Result<String, String> {
+        fn propose(&self, req: &ProposalRequest) -> Result<String, ProposeError> {
             if req.offspring_index == 0 {
-                Err("timed out after 1 s".into())
+                Err(ProposeError::Timeout("timed out after 1 s".into()))
             } else {
                 panic!("boom")
             }
@@ -580,7 +580,7 @@ fn command_agent_reports_every_rejected_block() {
         iteration: 1,
         offspring_index: 0,
     };
-    let err = p.propose(&req).unwrap_err();
+    let err = p.propose(&req).unwrap_err().to_string();
     assert!(err.contains("code block 1 (cpp) at output line 2: 1:"), "{err}");
     assert!(err.contains("code block 2 at output line 6: 1:"), "{err}");
 }

@@ -7,7 +7,7 @@
 
 use crate::engine::proposers::command::CommandProposer;
 use crate::engine::proposers::Checker;
-use crate::engine::{run_loop, Attempt, LoopConfig, Proposer};
+use crate::engine::{run_loop, Attempt, LoopConfig, Proposer, Rejection};
 use crate::rewrite::replay::ReplayProposer;
 use crate::rewrite::report::{render_text, rows, status_of, Report, Winner};
 use crate::rewrite::spec::load_spec;
@@ -70,7 +70,7 @@ pub struct RewriteArgs {
 fn rewrite_checker() -> Checker {
     Arc::new(|text: &str| {
         if text.trim().is_empty() {
-            Err("the code block is empty; reply with the whole rewritten file".to_string())
+            Err(Rejection("the code block is empty; reply with the whole rewritten file".to_string()))
         } else {
             Ok(())
         }

@@ -7,7 +7,7 @@ use crate::catalog::Catalog;
 use crate::compare::{self, report::LayerNames};
 use crate::engine::proposers::command::CommandProposer;
 use crate::engine::proposers::Checker;
-use crate::engine::{run_loop_with, LoopConfig, LoopOutcome, Proposer};
+use crate::engine::{run_loop_with, LoopConfig, LoopOutcome, Proposer, Rejection};
 use crate::render::{self, writer::GeneratedFile, Provenance};
 use crate::rule::validate::{validate, Severity};
 use crate::search::builtin::BuiltinProposer;
@@ -82,7 +82,7 @@ pub struct SearchArgs {
 
 /// The syntax check that picks a rule among the code blocks of an agent's reply.
 pub fn rule_checker(catalog: Catalog) -> Checker {
-    Arc::new(move |text: &str| crate::rule::parse_any(text, &catalog).map(|_| ()).map_err(|e| e.to_string()))
+    Arc::new(move |text: &str| crate::rule::parse_any(text, &catalog).map(|_| ()).map_err(|e| Rejection(e.to_string())))
 }
 
 /// Builds the proposers named by `--agent`.

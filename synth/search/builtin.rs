@@ -20,7 +20,7 @@
 //! when any other neighbour exists.
 
 use super::task::{charged_fallback, limit_violations, RuleSetup};
-use crate::engine::{ProposalRequest, Proposer};
+use crate::engine::{ProposalRequest, ProposeError, Proposer};
 use crate::rule::edit::{chain_paths, leaf_path, leaf_paths, node_at, replace_at, simplify};
 use crate::rule::source::NodePath;
 use crate::rule::text::rule_to_cpp_text;
@@ -377,7 +377,7 @@ impl Proposer for BuiltinProposer {
         "builtin".into()
     }
 
-    fn propose(&self, req: &ProposalRequest) -> Result<String, String> {
+    fn propose(&self, req: &ProposalRequest) -> Result<String, ProposeError> {
         let catalog = &self.setup.catalog;
         let seen: HashSet<String> = req.history.iter().map(|a| a.candidate.clone()).collect();
         let parent_rule = req
@@ -409,9 +409,11 @@ impl Proposer for BuiltinProposer {
                     }
                 }
                 if last_err.is_empty() {
-                    return Err("every synthesizer variant tried reproduces a rule already in the history".into());
+                    return Err(ProposeError::Exhausted(
+                        "every synthesizer variant tried reproduces a rule already in the history".into(),
+                    ));
                 }
-                return Err(last_err);
+                return Err(ProposeError::Failed(last_err));
             }
         };
         let parent_cost = self.objective(&parent_rule);

@@ -7,7 +7,7 @@ use super::{agent_input, Checker};
 use crate::engine::clip;
 use crate::engine::extract::pick_candidate;
 use crate::engine::process::{kill_group, own_group};
-use crate::engine::{ProposalRequest, Proposer};
+use crate::engine::{ProposalRequest, ProposeError, Proposer};
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -54,8 +54,9 @@ impl Proposer for CommandProposer {
         format!("cmd:{}", clip(&self.command, 60))
     }
 
-    fn propose(&self, req: &ProposalRequest) -> Result<String, String> {
-        let input = serde_json::to_vec(&agent_input(req)).map_err(|e| format!("cannot encode the request: {e}"))?;
+    fn propose(&self, req: &ProposalRequest) -> Result<String, ProposeError> {
+        let input = serde_json::to_vec(&agent_input(req))
+            .map_err(|e| ProposeError::Unavailable(format!("cannot encode the request: {e}")))?;
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
             .arg(&self.command)
@@ -65,7 +66,9 @@ impl Proposer for CommandProposer {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         own_group(&mut cmd);
-        let mut child = cmd.spawn().map_err(|e| format!("cannot start the agent command `{}`: {e}", self.command))?;
+        let mut child = cmd.spawn().map_err(|e| {
+            ProposeError::Unavailable(format!("cannot start the agent command `{}`: {e}", self.command))
+        })?;
         let mut stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
@@ -80,15 +83,15 @@ impl Proposer for CommandProposer {
             Ok(None) => {
                 kill_group(&mut child);
                 let _ = child.wait();
-                return Err(format!(
+                return Err(ProposeError::Timeout(format!(
                     "the agent command timed out after {:.1} s and was killed; answer faster or raise --agent-timeout",
                     self.timeout.as_secs_f64()
-                ));
+                )));
             }
             Err(e) => {
                 kill_group(&mut child);
                 let _ = child.wait();
-                return Err(format!("cannot wait for the agent command: {e}"));
+                return Err(ProposeError::Failed(format!("cannot wait for the agent command: {e}")));
             }
         };
         let _ = writer.join();
@@ -99,10 +102,10 @@ impl Proposer for CommandProposer {
         if !status.success() {
             let code = status.code().map(|c| format!("status {c}")).unwrap_or_else(|| "a signal".into());
             let tail: String = stderr.trim().chars().rev().take(800).collect::<Vec<_>>().into_iter().rev().collect();
-            return Err(format!(
+            return Err(ProposeError::Failed(format!(
                 "the agent command exited with {code}; stderr: {}",
                 if tail.is_empty() { "(empty)" } else { &tail }
-            ));
+            )));
         }
         pick_candidate(&stdout, &*self.checker)
     }

@@ -7,13 +7,13 @@ pub mod command;
 pub mod openai;
 
 use super::run::clip;
-use super::{Attempt, ProposalRequest};
+use super::{Attempt, ProposalRequest, Rejection};
 use serde_json::json;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 /// Syntax check used to pick a candidate among the code blocks of a reply (Err = why it is rejected).
-pub type Checker = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+pub type Checker = Arc<dyn Fn(&str) -> Result<(), Rejection> + Send + Sync>;
 
 /// A checker that accepts anything (the first code block wins).
 pub fn accept_all() -> Checker {
