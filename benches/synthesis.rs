@@ -6,8 +6,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use gemm_synth::app::session::{load_matrix, model_layers, shapes_of_layers, training_sample, DEFAULT_DATASET};
 use gemm_synth::catalog::Catalog;
-use gemm_synth::synthesize::pipeline::{load_matrix, model_layers, shapes_of_layers, training_sample, DEFAULT_DATASET};
 use gemm_synth::synthesize::{try_synthesize, Limits};
 
 fn bench(c: &mut Criterion) {

@@ -1,6 +1,6 @@
 //! Command-line interface: one subcommand per stage, each defined next to the stage it drives.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -16,7 +16,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Main job: load a latency table, synthesize a rule on a training sample, write generated/, compare.
-    Run(crate::synthesize::pipeline::RunArgs),
+    Run(crate::app::run::RunArgs),
     /// List the CK instance catalog.
     Instances(crate::catalog::cmd::InstancesArgs),
     /// Derive a model's GEMM shapes (N, K per layer at a TP) and M sets.
@@ -24,31 +24,34 @@ pub enum Command {
     /// Load and summarize an AITER tuned/profile CSV (or a gemm-synth measurement file).
     Import(crate::table::cmd::ImportArgs),
     /// Measure every instance on a shape grid with the GPU harness (CUDA or ROCm), resumable.
-    Bench(crate::measure::cmd::BenchArgs),
+    Bench(crate::app::bench::BenchArgs),
     /// Parse and validate a rule file (C++, Rust or JSON) and print it in every form.
     Check(crate::rule::cmd::CheckArgs),
     /// Score policies (default, tuned, nearest-M, rule files, oracle) on a latency table.
-    Compare(crate::compare::cmd::CompareArgs),
+    Compare(crate::app::compare::CompareArgs),
     /// Agent loop over selection rules (built-in, external command, or OpenAI-compatible proposers).
-    Search(crate::agent::cmd::SearchArgs),
+    Search(crate::app::search::SearchArgs),
     /// Agent loop over a kernel source file (GEAK-style rewrite: build, run, measure, reflect).
-    Rewrite(crate::agent::rewrite::cmd::RewriteArgs),
+    Rewrite(crate::app::rewrite::RewriteArgs),
     /// Re-check a committed rule against new measurements (new driver / ROCm release); non-zero exit on drift.
-    Drift(crate::drift::DriftArgs),
+    Drift(crate::app::drift::DriftArgs),
 }
 
 pub fn main_entry() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let definition = Cli::command();
+    let matches = definition.clone().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let invocation = crate::app::invocation::Invocation::from_matches(&definition, &matches);
     match cli.command {
-        Command::Run(a) => crate::synthesize::pipeline::run(a),
+        Command::Run(a) => crate::app::run::run(a, &invocation),
         Command::Instances(a) => crate::catalog::cmd::run(a),
         Command::Shapes(a) => crate::shapes::cmd::run(a),
         Command::Import(a) => crate::table::cmd::run(a),
-        Command::Bench(a) => crate::measure::cmd::run(a),
+        Command::Bench(a) => crate::app::bench::run(a),
         Command::Check(a) => crate::rule::cmd::run(a),
-        Command::Compare(a) => crate::compare::cmd::run(a),
-        Command::Search(a) => crate::agent::cmd::run(a),
-        Command::Rewrite(a) => crate::agent::rewrite::cmd::run(a),
-        Command::Drift(a) => crate::drift::run(a),
+        Command::Compare(a) => crate::app::compare::run(a),
+        Command::Search(a) => crate::app::search::run(a, &invocation),
+        Command::Rewrite(a) => crate::app::rewrite::run(a),
+        Command::Drift(a) => crate::app::drift::run(a),
     }
 }

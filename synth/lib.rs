@@ -1,16 +1,20 @@
 //! gemm-synth: kernel-selection heuristics for FP8 blockscale GEMMs, synthesized from measured latency.
 //!
-//! Stages (see ARCHITECTURE.md): catalog → shapes → measure → table → rule → synthesize/agent → render →
-//! compare/drift. Each stage is one module; data flows between them through the types re-exported here.
+//! Stages (see ARCHITECTURE.md): catalog → shapes → measure → table → rule → synthesize / search (on the
+//! loop engine) → render → compare; `rewrite` is the engine's other task. Each stage is one module; data
+//! flows between them through the types re-exported here. `app` wires stages into commands and is
+//! imported by no stage.
 
-pub mod agent;
+pub mod app;
 pub mod catalog;
 pub mod cli;
 pub mod compare;
-pub mod drift;
+pub mod engine;
 pub mod measure;
 pub mod render;
+pub mod rewrite;
 pub mod rule;
+pub mod search;
 pub mod shapes;
 pub mod synthesize;
 pub mod table;

@@ -1,8 +1,8 @@
 //! Agent loop: engine (lineages, repair limit, trace, resume, determinism), the rule-search task, and the
 //! proposer protocols (external command, OpenAI-compatible endpoint).
 
-use gemm_synth::agent::engine::{attempt_id, run_loop, LoopConfig, StopReason};
-use gemm_synth::agent::{Evaluation, ProposalRequest, Proposer, Task};
+use gemm_synth::engine::{attempt_id, run_loop, LoopConfig, StopReason};
+use gemm_synth::engine::{Evaluation, ProposalRequest, ProposeError, Proposer, Task};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -54,7 +54,7 @@ impl Proposer for Stepper {
     fn name(&self) -> String {
         "stepper".into()
     }
-    fn propose(&self, req: &ProposalRequest) -> Result<String, String> {
+    fn propose(&self, req: &ProposalRequest) -> Result<String, ProposeError> {
         let base: i64 = req.parent.as_ref().and_then(|p| p.candidate.trim().parse().ok()).unwrap_or(0);
         Ok((base + 37 * (req.offspring_index as i64 + 1) + req.iteration as i64).to_string())
     }
@@ -68,7 +68,7 @@ impl Proposer for Broken {
     fn name(&self) -> String {
         "broken".into()
     }
-    fn propose(&self, req: &ProposalRequest) -> Result<String, String> {
+    fn propose(&self, req: &ProposalRequest) -> Result<String, ProposeError> {
         self.requests.lock().unwrap().push(req.clone());
         Ok(format!("not a number {}", req.iteration))
     }
@@ -148,9 +148,9 @@ fn engine_proposer_failure_and_panic_become_feedback() {
         fn name(&self) -> String {
             "failing".into()
         }
-        fn propose(&self, req: &ProposalRequest) -> Result<String, String> {
+        fn propose(&self, req: &ProposalRequest) -> Result<String, ProposeError> {
             if req.offspring_index == 0 {
-                Err("timed out after 1 s".into())
+                Err(ProposeError::Timeout("timed out after 1 s".into()))
             } else {
                 panic!("boom")
             }
@@ -275,12 +275,12 @@ fn engine_resume_rejects_corrupt_middle_line_and_other_offspring() {
 // ---------------------------------------------------------------------------------------------------
 // The rule task on a small synthetic latency matrix (built here, independent of any measurement file).
 
-use gemm_synth::agent::engine::run_loop_with;
-use gemm_synth::agent::proposers::builtin::BuiltinProposer;
-use gemm_synth::agent::proposers::command::CommandProposer;
-use gemm_synth::agent::proposers::openai::OpenAiProposer;
-use gemm_synth::agent::rule_task::{score_rule, RuleReflector, RuleSetup, RuleTask};
 use gemm_synth::catalog::{Candidate, Catalog};
+use gemm_synth::engine::proposers::command::CommandProposer;
+use gemm_synth::engine::proposers::openai::OpenAiProposer;
+use gemm_synth::engine::run_loop_with;
+use gemm_synth::search::builtin::BuiltinProposer;
+use gemm_synth::search::task::{score_rule, RuleReflector, RuleSetup, RuleTask};
 use gemm_synth::synthesize::Limits;
 use gemm_synth::table::{Cell, LatencyMatrix, Shape};
 use std::sync::Arc;
@@ -426,7 +426,7 @@ fn rule_task_failures_carry_positions_and_limits() {
     assert!(e.score.is_none());
     assert!(e.feedback.contains("3 leaves") && e.feedback.contains("at most 2"), "{}", e.feedback);
     let reflection = RuleReflector.reflect(
-        &gemm_synth::agent::Attempt {
+        &gemm_synth::engine::Attempt {
             iteration: 1,
             lineage: 1,
             proposer: "x".into(),
@@ -444,7 +444,7 @@ fn rule_task_failures_carry_positions_and_limits() {
     assert!(reflection.contains("does not parse") && reflection.contains("2:"), "{reflection}");
 }
 
-use gemm_synth::agent::engine::Reflector;
+use gemm_synth::engine::Reflector;
 
 #[test]
 fn builtin_search_reaches_the_oracle_and_is_deterministic() {
@@ -517,7 +517,7 @@ fn command_agents_tolerate_llm_output_and_failures() {
         "failing.py",
         "import sys\nsys.stdin.read()\nsys.stderr.write('model quota exceeded')\nsys.exit(3)\n",
     );
-    let checker = gemm_synth::agent::cmd::rule_checker(setup.catalog.clone());
+    let checker = gemm_synth::app::search::rule_checker(setup.catalog.clone());
     let t = Duration::from_secs(2);
     let props: Vec<Box<dyn Proposer>> = vec![
         Box::new(CommandProposer::new(fenced, t, checker.clone())),
@@ -571,8 +571,8 @@ fn command_agent_reports_every_rejected_block() {
         "import sys\nsys.stdin.read()\nprint('```cpp\\nif (M <= ) { return {x, 0}; } else { return {y, 0}; }\\n```\\ntext\\n```\\nreturn {z, 0};\\n```')\n",
     );
     let p =
-        CommandProposer::new(cmd, Duration::from_secs(5), gemm_synth::agent::cmd::rule_checker(setup.catalog.clone()));
-    let req = gemm_synth::agent::ProposalRequest {
+        CommandProposer::new(cmd, Duration::from_secs(5), gemm_synth::app::search::rule_checker(setup.catalog.clone()));
+    let req = gemm_synth::engine::ProposalRequest {
         task_context: RuleTask::new(setup.clone()).context(),
         history: vec![],
         parent: None,
@@ -580,7 +580,7 @@ fn command_agent_reports_every_rejected_block() {
         iteration: 1,
         offspring_index: 0,
     };
-    let err = p.propose(&req).unwrap_err();
+    let err = p.propose(&req).unwrap_err().to_string();
     assert!(err.contains("code block 1 (cpp) at output line 2: 1:"), "{err}");
     assert!(err.contains("code block 2 at output line 6: 1:"), "{err}");
 }
@@ -622,7 +622,7 @@ fn openai_proposer_talks_to_a_chat_endpoint() {
         "rule-writer-7b",
         key_env,
         Duration::from_secs(10),
-        gemm_synth::agent::cmd::rule_checker(setup.catalog.clone()),
+        gemm_synth::app::search::rule_checker(setup.catalog.clone()),
     );
     let props: Vec<Box<dyn Proposer>> = vec![Box::new(p)];
     let task = RuleTask::new(setup.clone());

@@ -3,11 +3,11 @@
 
 use std::path::Path;
 
+use gemm_synth::app::session::published_rule;
 use gemm_synth::catalog::{Candidate, Catalog};
 use gemm_synth::compare::report::{self, LayerNames};
 use gemm_synth::compare::{evaluate, pad_coarse, pad_fine, plot, LookupKind, Policy, Status, TunedEntry, TunedTable};
 use gemm_synth::rule::{CmpOp, Cond, Expr, Leaf, Node, Rule, Var};
-use gemm_synth::synthesize::pipeline::published_rule;
 use gemm_synth::table::{read_aiter_csv, Cell, LatencyMatrix, Shape};
 
 fn entry(id: i32, sk: u32) -> TunedEntry {

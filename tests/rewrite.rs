@@ -5,9 +5,9 @@
 //! The C harness reports an operation count as its "latency" (ops / 1000, in µs), so the loop's choice
 //! and the speedups are deterministic: these tests never depend on wall-clock timing.
 
-use gemm_synth::agent::rewrite::spec::{Pick, ResultFormat};
-use gemm_synth::agent::rewrite::{extract_result, load_spec, parse_spec, ResultLineError, RewriteTask};
-use gemm_synth::agent::Task;
+use gemm_synth::engine::Task;
+use gemm_synth::rewrite::spec::{Pick, ResultFormat};
+use gemm_synth::rewrite::{extract_result, load_spec, parse_spec, ResultLineError, RewriteTask};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};

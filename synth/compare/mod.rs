@@ -12,7 +12,6 @@
 //!   oracle time / policy time, 1.0 = always the fastest kernel). The tuned baseline is the first
 //!   [`Policy::Tuned`] in the list.
 
-pub mod cmd;
 pub mod plot;
 pub mod policy;
 pub mod report;
@@ -204,6 +203,14 @@ impl Report {
     }
 }
 
+/// The time charged on shape `s` to a pick that cannot be used: the default's (column `default_col`), or,
+/// when the default's own cell is not usable either, the slowest usable time of the shape.
+pub fn fallback_us(matrix: &LatencyMatrix, s: usize, default_col: Option<usize>) -> f64 {
+    default_col
+        .and_then(|c| matrix.us(s, c))
+        .unwrap_or_else(|| (0..matrix.candidates.len()).filter_map(|c| matrix.us(s, c)).fold(0.0, f64::max))
+}
+
 /// Scores `policies` on the `shapes` of `matrix` (indices; duplicates are scored twice). See the module
 /// documentation for the rules.
 pub fn evaluate(matrix: &LatencyMatrix, catalog: &Catalog, policies: &[Policy], shapes: &[usize]) -> Report {
@@ -219,13 +226,7 @@ pub fn evaluate(matrix: &LatencyMatrix, catalog: &Catalog, policies: &[Policy], 
     }
     let default_col = matrix.candidate_index(&default);
     let default_unusable = scored.iter().filter(|&&s| default_col.and_then(|c| matrix.us(s, c)).is_none()).count();
-    let fallback: Vec<f64> = scored
-        .iter()
-        .map(|&s| {
-            let slowest = (0..matrix.candidates.len()).filter_map(|c| matrix.us(s, c)).fold(0.0, f64::max);
-            matrix.candidate_index(&default).and_then(|c| matrix.us(s, c)).unwrap_or(slowest)
-        })
-        .collect();
+    let fallback: Vec<f64> = scored.iter().map(|&s| fallback_us(matrix, s, default_col)).collect();
     let oracle_us: Vec<f64> =
         scored.iter().map(|&s| matrix.best(s).expect("scored shapes have a usable cell").1).collect();
     let outcomes: Vec<Vec<Outcome>> = policies

@@ -127,47 +127,38 @@ pub fn table(report: &Report, names: &LayerNames) -> String {
 }
 
 /// Quotes a CSV field when needed.
-fn field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 /// Header of [`csv`].
 pub const CSV_COLUMNS: &str = "layer,M,N,K,policy,kernelId,splitK,lookup,status,us,default_us,tuned_us,oracle_us,speedup_vs_default,speedup_vs_tuned,of_oracle";
 
 /// One row per (scored shape, policy), shapes in report order, policies in report order.
 pub fn csv(report: &Report, names: &LayerNames) -> String {
-    let mut out = String::from(CSV_COLUMNS);
-    out.push('\n');
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut put = |record: &[String]| w.write_record(record).expect("writing CSV to memory cannot fail");
+    put(&CSV_COLUMNS.split(',').map(str::to_string).collect::<Vec<_>>());
     for (i, shape) in report.shape_list.iter().enumerate() {
         let tuned = report.tuned.as_ref().map(|(_, t)| t[i]);
         for p in &report.policies {
             let o = &p.outcomes[i];
             let lookup = o.pick.lookup.map_or(String::new(), |k| format!("{k:?}").to_lowercase());
-            let _ = writeln!(
-                out,
-                "{},{},{},{},{},{},{},{},{},{:.4},{:.4},{},{:.4},{:.4},{},{:.4}",
-                field(&layer_name(names, shape.n, shape.k)),
-                shape.m,
-                shape.n,
-                shape.k,
-                field(&p.name),
-                o.pick.candidate.kernel_id,
-                o.pick.candidate.split_k,
+            put(&[
+                layer_name(names, shape.n, shape.k),
+                shape.m.to_string(),
+                shape.n.to_string(),
+                shape.k.to_string(),
+                p.name.clone(),
+                o.pick.candidate.kernel_id.to_string(),
+                o.pick.candidate.split_k.to_string(),
                 lookup,
-                o.status.as_str(),
-                o.us,
-                report.default_us[i],
+                o.status.as_str().to_string(),
+                format!("{:.4}", o.us),
+                format!("{:.4}", report.default_us[i]),
                 opt(tuned, 4),
-                report.oracle_us[i],
-                report.default_us[i] / o.us,
+                format!("{:.4}", report.oracle_us[i]),
+                format!("{:.4}", report.default_us[i] / o.us),
                 opt(tuned.map(|t| t / o.us), 4),
-                report.oracle_us[i] / o.us,
-            );
+                format!("{:.4}", report.oracle_us[i] / o.us),
+            ]);
         }
     }
-    out
+    String::from_utf8(w.into_inner().expect("an in-memory CSV flushes")).expect("CSV of UTF-8 fields is UTF-8")
 }

@@ -6,7 +6,6 @@
 //! - [`driver`]: the harness subprocess protocol (JSON lines in both directions, exit codes);
 //! - [`cmd`]: `synth bench`.
 
-pub mod cmd;
 pub mod driver;
 pub mod journal;
 pub mod plan;

@@ -7,6 +7,7 @@
 
 pub mod cmd;
 pub mod cpp_lex;
+pub mod edit;
 pub mod error;
 pub mod interp;
 pub mod ir;

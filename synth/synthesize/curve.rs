@@ -151,21 +151,21 @@ pub const CURVE_COLUMNS: &str =
 
 /// The curve as CSV (fixed decimals).
 pub fn curve_csv(points: &[CurvePoint]) -> String {
-    let mut out = format!("{CURVE_COLUMNS}\n");
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut put = |record: &[String]| w.write_record(record).expect("writing CSV to memory cannot fail");
+    put(&CURVE_COLUMNS.split(',').map(str::to_string).collect::<Vec<_>>());
     for p in points {
-        let _ = writeln!(
-            out,
-            "{},{},{:.2},{:.4},{:.4},{:.4},{:.4}",
-            p.setting,
-            p.budget,
-            p.leaves,
-            p.train_of_oracle,
-            p.heldout_of_oracle,
-            p.heldout_vs_default,
-            p.heldout_vs_tuned
-        );
+        put(&[
+            p.setting.clone(),
+            p.budget.to_string(),
+            format!("{:.2}", p.leaves),
+            format!("{:.4}", p.train_of_oracle),
+            format!("{:.4}", p.heldout_of_oracle),
+            format!("{:.4}", p.heldout_vs_default),
+            format!("{:.4}", p.heldout_vs_tuned),
+        ]);
     }
-    out
+    String::from_utf8(w.into_inner().expect("an in-memory CSV flushes")).expect("CSV of UTF-8 fields is UTF-8")
 }
 
 /// The curve as a terminal table.

@@ -21,7 +21,6 @@
 pub mod curve;
 pub mod features;
 pub mod guard;
-pub mod pipeline;
 pub mod refine;
 pub mod tree;
 

@@ -5,9 +5,9 @@
 //! become the proposal's error (reflection feedback).
 
 use super::{build_messages, Checker};
-use crate::agent::engine::clip;
-use crate::agent::extract::pick_candidate;
-use crate::agent::{ProposalRequest, Proposer};
+use crate::engine::clip;
+use crate::engine::extract::pick_candidate;
+use crate::engine::{ProposalRequest, ProposeError, Proposer};
 use serde_json::json;
 use std::time::Duration;
 
@@ -62,7 +62,7 @@ impl Proposer for OpenAiProposer {
         format!("openai:{}", self.model)
     }
 
-    fn propose(&self, req: &ProposalRequest) -> Result<String, String> {
+    fn propose(&self, req: &ProposalRequest) -> Result<String, ProposeError> {
         let url = format!("{}/chat/completions", self.base_url);
         let agent = ureq::AgentBuilder::new().timeout(self.timeout).build();
         let mut request = agent.post(&url).set("Content-Type", "application/json");
@@ -79,14 +79,21 @@ impl Proposer for OpenAiProposer {
                 } else {
                     String::new()
                 };
-                return Err(format!("{url} answered HTTP {code}{hint}: {}", clip(text.trim(), 500)));
+                return Err(ProposeError::Failed(format!(
+                    "{url} answered HTTP {code}{hint}: {}",
+                    clip(text.trim(), 500)
+                )));
             }
-            Err(e) => return Err(format!("request to {url} failed: {e}")),
+            Err(e) => return Err(ProposeError::Unavailable(format!("request to {url} failed: {e}"))),
         };
-        let reply: serde_json::Value =
-            response.into_json().map_err(|e| format!("{url} returned a body that is not JSON: {e}"))?;
+        let reply: serde_json::Value = response
+            .into_json()
+            .map_err(|e| ProposeError::Failed(format!("{url} returned a body that is not JSON: {e}")))?;
         let content = reply.pointer("/choices/0/message/content").and_then(|c| c.as_str()).ok_or_else(|| {
-            format!("{url} returned no choices[0].message.content: {}", clip(&reply.to_string(), 400))
+            ProposeError::Failed(format!(
+                "{url} returned no choices[0].message.content: {}",
+                clip(&reply.to_string(), 400)
+            ))
         })?;
         pick_candidate(content, &*self.checker)
     }

@@ -3,18 +3,17 @@
 //! OpenAI-compatible chat endpoint). The external proposers are task-generic: they render the request
 //! with [`build_messages`] / [`agent_input`] and pick the first code block the task's [`Checker`] accepts.
 
-pub mod builtin;
 pub mod command;
 pub mod openai;
 
-use super::engine::clip;
-use super::{Attempt, ProposalRequest};
+use super::run::clip;
+use super::{Attempt, ProposalRequest, Rejection};
 use serde_json::json;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 /// Syntax check used to pick a candidate among the code blocks of a reply (Err = why it is rejected).
-pub type Checker = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+pub type Checker = Arc<dyn Fn(&str) -> Result<(), Rejection> + Send + Sync>;
 
 /// A checker that accepts anything (the first code block wins).
 pub fn accept_all() -> Checker {

@@ -5,11 +5,11 @@
 //! line numbers, the mismatch figures, the exit status and the end of the output.
 
 use super::diag::{summarize_build_log, tail_lines};
-use super::process::{run_step, StepOutput};
 use super::result::{extract_result, ResultLineError};
 use super::spec::{Keep, RewriteSpec, Stream};
 use super::workcopy::copy_tree;
-use crate::agent::{Evaluation, Task};
+use crate::engine::process::{run_step, StepOutput};
+use crate::engine::{Evaluation, Task};
 use anyhow::Context;
 use serde::Serialize;
 use serde_json::json;

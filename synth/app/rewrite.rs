@@ -5,20 +5,19 @@
 //! `trace.jsonl` (every attempt, for `--resume`), `candidates/<id>-<source>.<ext>` (every distinct
 //! candidate text) and `work/cand-NNN/` (working copies kept by the spec's `workdir.keep`).
 
-use super::replay::ReplayProposer;
-use super::report::{render_text, rows, status_of, Report, Winner};
-use super::spec::load_spec;
-use super::task::RewriteTask;
-use crate::agent::engine::{run_loop, LoopConfig};
-use crate::agent::proposers::command::CommandProposer;
-use crate::agent::proposers::openai::OpenAiProposer;
-use crate::agent::proposers::Checker;
-use crate::agent::{Attempt, Proposer};
+use crate::engine::proposers::command::CommandProposer;
+use crate::engine::proposers::Checker;
+use crate::engine::{run_loop, Attempt, LoopConfig, Proposer, Rejection};
+use crate::rewrite::replay::ReplayProposer;
+use crate::rewrite::report::{render_text, rows, status_of, Report, Winner};
+use crate::rewrite::spec::load_spec;
+use crate::rewrite::task::RewriteTask;
 use anyhow::{bail, Context};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+
+use super::session::{agent_timeout, EndpointArgs};
 
 /// Arguments of `synth rewrite`.
 #[derive(Debug, clap::Args)]
@@ -34,18 +33,8 @@ pub struct RewriteArgs {
     /// Seconds an agent command or HTTP request may take before it is killed / abandoned.
     #[arg(long, default_value_t = 600.0)]
     pub agent_timeout: f64,
-    /// Base URL of the OpenAI-compatible API (for `--agent openai`), e.g. https://api.openai.com/v1.
-    #[arg(long)]
-    pub base_url: Option<String>,
-    /// Chat model name (for `--agent openai`).
-    #[arg(long)]
-    pub model: Option<String>,
-    /// Environment variable holding the API key (for `--agent openai`).
-    #[arg(long, default_value = "OPENAI_API_KEY")]
-    pub api_key_env: String,
-    /// Sampling temperature sent to the chat model.
-    #[arg(long)]
-    pub temperature: Option<f64>,
+    #[command(flatten)]
+    pub endpoint: EndpointArgs,
     /// Loop iterations (the original is evaluated first, before iteration 1).
     #[arg(long, default_value_t = 3)]
     pub iterations: usize,
@@ -81,7 +70,7 @@ pub struct RewriteArgs {
 fn rewrite_checker() -> Checker {
     Arc::new(|text: &str| {
         if text.trim().is_empty() {
-            Err("the code block is empty; reply with the whole rewritten file".to_string())
+            Err(Rejection("the code block is empty; reply with the whole rewritten file".to_string()))
         } else {
             Ok(())
         }
@@ -93,10 +82,7 @@ pub type Proposers = (Vec<Box<dyn Proposer>>, Vec<ReplayProposer>);
 
 /// Builds the proposers named by `--agent` values.
 pub fn make_proposers(args: &RewriteArgs) -> anyhow::Result<Proposers> {
-    if !(args.agent_timeout.is_finite() && args.agent_timeout > 0.0) {
-        bail!("--agent-timeout must be a positive number of seconds, got {}", args.agent_timeout);
-    }
-    let timeout = Duration::from_secs_f64(args.agent_timeout);
+    let timeout = agent_timeout(args.agent_timeout)?;
     let mut proposers: Vec<Box<dyn Proposer>> = Vec::new();
     let mut replays = Vec::new();
     for (i, a) in args.agents.iter().enumerate() {
@@ -111,14 +97,7 @@ pub fn make_proposers(args: &RewriteArgs) -> anyhow::Result<Proposers> {
             }
             proposers.push(Box::new(CommandProposer::new(command, timeout, rewrite_checker())));
         } else if a == "openai" {
-            let base = args
-                .base_url
-                .as_deref()
-                .context("--agent openai needs --base-url URL (e.g. https://api.openai.com/v1)")?;
-            let model = args.model.as_deref().context("--agent openai needs --model NAME")?;
-            let mut p = OpenAiProposer::new(base, model, &args.api_key_env, timeout, rewrite_checker());
-            p.temperature = args.temperature;
-            proposers.push(Box::new(p));
+            proposers.push(Box::new(args.endpoint.openai(timeout, rewrite_checker())?));
         } else {
             bail!("--agent {a}: expected replay:DIR, cmd:<command> or openai");
         }
@@ -236,7 +215,7 @@ pub fn run(args: RewriteArgs) -> anyhow::Result<()> {
     let winner = match &outcome.best {
         Some(b) => {
             let path = out.join(task.spec().target_file_name());
-            std::fs::write(&path, super::task::unfence(&b.candidate))
+            std::fs::write(&path, crate::rewrite::task::unfence(&b.candidate))
                 .with_context(|| format!("cannot write the winner to {}", path.display()))?;
             Some(Winner {
                 id: b.id,

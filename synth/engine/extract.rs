@@ -2,6 +2,8 @@
 //! or without a language tag, prose around the code, several code blocks. Each piece of code found is
 //! tried with the task's check in order; the first that passes wins, otherwise every failure is reported.
 
+use super::{ProposeError, Rejection};
+
 /// A piece of code found in the output.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Block {
@@ -98,10 +100,10 @@ pub fn code_candidates(text: &str) -> Vec<Block> {
 
 /// The first code candidate of `text` that `check` accepts. Otherwise an error listing every candidate
 /// tried and why it was rejected (or saying that the output held no code at all).
-pub fn pick_candidate(text: &str, check: &dyn Fn(&str) -> Result<(), String>) -> Result<String, String> {
+pub fn pick_candidate(text: &str, check: &dyn Fn(&str) -> Result<(), Rejection>) -> Result<String, ProposeError> {
     let blocks = code_candidates(text);
     if blocks.is_empty() {
-        return Err("the output is empty: no code block found".into());
+        return Err(ProposeError::NoCandidate("the output is empty: no code block found".into()));
     }
     let mut failures = Vec::new();
     for (i, b) in blocks.iter().enumerate() {
@@ -113,18 +115,21 @@ pub fn pick_candidate(text: &str, check: &dyn Fn(&str) -> Result<(), String>) ->
             }
         }
     }
-    Err(format!("no code block in the output is a valid candidate:\n  {}", failures.join("\n  ")))
+    Err(ProposeError::NoCandidate(format!(
+        "no code block in the output is a valid candidate:\n  {}",
+        failures.join("\n  ")
+    )))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn parses(t: &str) -> Result<(), String> {
+    fn parses(t: &str) -> Result<(), Rejection> {
         if t.trim_start().starts_with("if") {
             Ok(())
         } else {
-            Err(format!("1:1: expected `if`, found {:?}", t.trim().chars().next()))
+            Err(Rejection(format!("1:1: expected `if`, found {:?}", t.trim().chars().next())))
         }
     }
 
@@ -147,6 +152,8 @@ mod tests {
         assert_eq!(pick_candidate(t, &parses).unwrap(), "if m < 4 { a } else { b }\n");
         let bad = "```\nnope\n```\ntext\n```cpp\nstill no\n```";
         let e = pick_candidate(bad, &parses).unwrap_err();
+        assert!(matches!(e, ProposeError::NoCandidate(_)), "{e:?}");
+        let e = e.to_string();
         assert!(e.contains("code block 1 at output line 2: 1:1: expected `if`"), "{e}");
         assert!(e.contains("code block 2 (cpp) at output line 6"), "{e}");
     }
@@ -155,6 +162,6 @@ mod tests {
     fn unfenced_code_with_prose_around() {
         let t = "Sure! The rule:\nif (M < 4) { return x; } else { return y; }\nThis is fast because...";
         assert_eq!(pick_candidate(t, &parses).unwrap(), "if (M < 4) { return x; } else { return y; }\n");
-        assert!(pick_candidate("   \n", &parses).unwrap_err().contains("empty"));
+        assert!(pick_candidate("   \n", &parses).unwrap_err().to_string().contains("empty"));
     }
 }

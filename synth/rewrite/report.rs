@@ -1,8 +1,8 @@
 //! The rewrite report: every candidate's status, latency and speedup against the original, the winner,
 //! as JSON and as a text table.
 
-use crate::agent::engine::clip;
-use crate::agent::Attempt;
+use crate::engine::clip;
+use crate::engine::Attempt;
 use serde::Serialize;
 use std::fmt::Write as _;
 

@@ -7,7 +7,7 @@
 //! replay numbers only the slots it serves. Guidance and parents are ignored; once every file has been
 //! proposed, further requests fail with "exhausted" (the engine records that as a failed attempt).
 
-use crate::agent::{ProposalRequest, Proposer};
+use crate::engine::{ProposalRequest, ProposeError, Proposer};
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
 
@@ -79,16 +79,19 @@ impl Proposer for ReplayProposer {
         format!("replay:{}", self.dir.display())
     }
 
-    fn propose(&self, req: &ProposalRequest) -> Result<String, String> {
+    fn propose(&self, req: &ProposalRequest) -> Result<String, ProposeError> {
         let Some(i) = self.index_for(req.iteration, req.offspring_index) else {
-            return Err(format!(
+            return Err(ProposeError::Exhausted(format!(
                 "replay asked for iteration {} slot {}, which it does not serve",
                 req.iteration, req.offspring_index
-            ));
+            )));
         };
         match self.files.get(i) {
             Some((_, text)) => Ok(text.clone()),
-            None => Err(format!("replay exhausted: all {} rewrites were proposed", self.files.len())),
+            None => Err(ProposeError::Exhausted(format!(
+                "replay exhausted: all {} rewrites were proposed",
+                self.files.len()
+            ))),
         }
     }
 }

@@ -7,10 +7,10 @@
 //! score is the total training time in µs (weighted when the search uses per-shape weights); feedback
 //! gives the totals, the fraction of the oracle, the worst shapes with their regret, and per-leaf advice.
 
-use super::engine::{clip, Reflector};
-use super::{Attempt, Evaluation, Task};
 use crate::catalog::{Candidate, Catalog, InstanceParams};
 use crate::compare::{self, Policy, Status};
+use crate::engine::{clip, Attempt, Evaluation, Reflector, Task};
+use crate::rule::edit::{leaf_at, leaf_path};
 use crate::rule::source::NodePath;
 use crate::rule::text::rule_to_cpp_text;
 use crate::rule::validate::{validate_with_source, Severity};
@@ -172,27 +172,6 @@ pub fn score_rule(setup: &RuleSetup, rule: &Rule) -> RuleScore {
     }
 }
 
-/// The path (see [`NodePath`]) of the leaf that shape (m, n, k) reaches.
-pub fn leaf_path(node: &Node, m: u32, n: u32, k: u32) -> NodePath {
-    let mut path = Vec::new();
-    let mut cur = node;
-    loop {
-        match cur {
-            Node::Leaf(_) => return path,
-            Node::Chain { branches, otherwise } => match branches.iter().position(|(c, _)| c.eval(m, n, k)) {
-                Some(i) => {
-                    path.push(i);
-                    cur = &branches[i].1;
-                }
-                None => {
-                    path.push(branches.len());
-                    cur = otherwise;
-                }
-            },
-        }
-    }
-}
-
 /// Distinct kernel ids a rule returns (all split-K values of a kernel count once, as AITER compiles it once).
 pub fn kernels_used(rule: &Rule) -> BTreeSet<i32> {
     rule.leaves().iter().map(|l| l.kernel_id).collect()
@@ -314,29 +293,9 @@ fn leaf_advice(setup: &RuleSetup, score: &RuleScore, rule: &Rule) -> Vec<LeafAdv
     out
 }
 
-/// What the comparison charges on shape `s` for an unusable pick: the default's time, else the slowest
-/// usable time (mirrors [`compare::evaluate`]).
+/// What the comparison charges on shape `s` for an unusable pick ([`compare::fallback_us`]).
 pub(crate) fn charged_fallback(setup: &RuleSetup, s: usize, default_col: Option<usize>) -> f64 {
-    default_col
-        .and_then(|c| setup.matrix.us(s, c))
-        .unwrap_or_else(|| (0..setup.matrix.candidates.len()).filter_map(|c| setup.matrix.us(s, c)).fold(0.0, f64::max))
-}
-
-/// The leaf at `path`, if the path ends at one.
-pub fn leaf_at(node: &Node, path: &[usize]) -> Option<Leaf> {
-    match (node, path.split_first()) {
-        (Node::Leaf(l), None) => Some(*l),
-        (Node::Chain { branches, otherwise }, Some((&i, rest))) => {
-            if i < branches.len() {
-                leaf_at(&branches[i].1, rest)
-            } else if i == branches.len() {
-                leaf_at(otherwise, rest)
-            } else {
-                None
-            }
-        }
-        _ => None,
-    }
+    compare::fallback_us(&setup.matrix, s, default_col)
 }
 
 struct LeafAdvice {

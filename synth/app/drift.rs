@@ -1,15 +1,18 @@
 //! Drift: re-check a committed rule on new measurements (a new driver, ROCm or CUDA release, or another
 //! GPU). The rule is re-scored against the new per-shape oracle; shapes where its choice fell behind and
 //! choices that no longer run correctly are listed, and the command fails past a tolerance so CI can gate
-//! on it.
+//! on it. Scoring is `compare`'s: a choice that no longer runs is charged the default's time.
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
 use crate::catalog::{Candidate, Catalog};
+use crate::compare::{self, Policy, Status};
 use crate::rule::Rule;
-use crate::table::LatencyMatrix;
+use crate::table::{Cell, LatencyMatrix};
+
+use super::session::load_matrix;
 
 #[derive(Debug, clap::Args)]
 pub struct DriftArgs {
@@ -38,7 +41,8 @@ pub struct DriftArgs {
 pub struct RuleScore {
     /// Shapes scored (those with at least one valid cell).
     pub shapes: usize,
-    /// Geomean over shapes of oracle_us / rule_us (1.0 = always the fastest).
+    /// Geomean over scored shapes of oracle_us / rule_us (1.0 = always the fastest), a pick of a missing
+    /// or invalid cell charged the default's time as [`compare::evaluate`] charges it.
     pub fraction_of_oracle: f64,
     /// (shape index, chosen candidate, rule us, oracle us) where the choice is slower than allowed.
     pub regressions: Vec<(usize, Candidate, f64, f64)>,
@@ -46,41 +50,37 @@ pub struct RuleScore {
     pub unusable: Vec<(usize, Candidate, String)>,
 }
 
-/// Score `rule` on every shape of `mat` that has a valid cell.
-pub fn score_rule(rule: &Rule, mat: &LatencyMatrix, shape_regret: f64) -> RuleScore {
-    let mut log_sum = 0.0;
-    let mut shapes = 0usize;
+/// Name of the re-checked rule in the comparison.
+const RULE_NAME: &str = "rule";
+
+/// Scores `rule` on every shape of `mat` that has a valid cell, with [`compare::evaluate`].
+pub fn score_rule(rule: &Rule, mat: &LatencyMatrix, catalog: &Catalog, shape_regret: f64) -> RuleScore {
+    let all: Vec<usize> = (0..mat.shapes.len()).collect();
+    let policies = [Policy::Rule { name: RULE_NAME.into(), rule: rule.clone() }];
+    let report = compare::evaluate(mat, catalog, &policies, &all);
+    let res = &report.policies[0];
     let mut regressions = Vec::new();
     let mut unusable = Vec::new();
-    for (s, shape) in mat.shapes.iter().enumerate() {
-        let Some((_, best_us)) = mat.best(s) else { continue };
-        shapes += 1;
-        let leaf = rule.eval(shape.m, shape.n, shape.k);
-        let cand = Candidate::new(leaf.kernel_id, leaf.split_k);
-        let cell = mat.candidate_index(&cand).map(|c| mat.cell(s, c));
-        let us = match cell {
-            Some(crate::table::Cell::Ok(us)) => *us,
-            Some(crate::table::Cell::Invalid(reason)) => {
-                unusable.push((s, cand, reason.clone()));
-                continue;
+    for (i, o) in res.outcomes.iter().enumerate() {
+        let s = report.shapes[i];
+        let cand = o.pick.candidate;
+        match o.status {
+            Status::Ok => {
+                let best = report.oracle_us[i];
+                if o.us > best * (1.0 + shape_regret) {
+                    regressions.push((s, cand, o.us, best));
+                }
             }
-            _ => {
-                unusable.push((s, cand, "not measured".to_string()));
-                continue;
+            Status::Invalid | Status::Missing => {
+                let reason = match mat.candidate_index(&cand).map(|c| mat.cell(s, c)) {
+                    Some(Cell::Invalid(reason)) => reason.clone(),
+                    _ => "not measured".to_string(),
+                };
+                unusable.push((s, cand, reason));
             }
-        };
-        log_sum += (best_us / us).ln();
-        if us > best_us * (1.0 + shape_regret) {
-            regressions.push((s, cand, us, best_us));
         }
     }
-    let scored = shapes - unusable.len();
-    let fraction_of_oracle = if scored == 0 { 0.0 } else { (log_sum / scored as f64).exp() };
-    RuleScore { shapes, fraction_of_oracle, regressions, unusable }
-}
-
-fn load_matrix(path: &std::path::Path, catalog: &Catalog) -> Result<LatencyMatrix> {
-    LatencyMatrix::load(path, catalog).map_err(|e| anyhow::anyhow!("{e}"))
+    RuleScore { shapes: report.shapes.len(), fraction_of_oracle: res.summary.of_oracle, regressions, unusable }
 }
 
 fn print_score(label: &str, mat: &LatencyMatrix, score: &RuleScore) {
@@ -103,13 +103,13 @@ pub fn run(args: DriftArgs) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("{e}"))
         .with_context(|| format!("cannot load the rule to re-check from {}", args.rule.display()))?;
     let new = load_matrix(&args.dataset, &catalog)?;
-    let score = score_rule(&rule, &new, args.shape_regret);
+    let score = score_rule(&rule, &new, &catalog, args.shape_regret);
     print_score("new measurements", &new, &score);
 
     let mut problems = Vec::new();
     if let Some(base_path) = &args.baseline {
         let base = load_matrix(base_path, &catalog)?;
-        let base_score = score_rule(&rule, &base, args.shape_regret);
+        let base_score = score_rule(&rule, &base, &catalog, args.shape_regret);
         print_score("baseline", &base, &base_score);
         let drop = base_score.fraction_of_oracle - score.fraction_of_oracle;
         println!("change in fraction of oracle: {:+.3}", -drop);

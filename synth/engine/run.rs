@@ -22,7 +22,7 @@
 //! runs the slots the trace does not hold.
 
 use super::trace::{read_trace, TraceWriter};
-use super::{Attempt, Evaluation, ProposalRequest, Proposer, Task};
+use super::{Attempt, Evaluation, ProposalRequest, ProposeError, Proposer, Task};
 use anyhow::{bail, Context};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -348,7 +348,7 @@ pub fn run_loop_with(
             };
             let proposed = match catch_unwind(AssertUnwindSafe(|| proposer.propose(&req))) {
                 Ok(r) => r,
-                Err(panic) => Err(format!("proposer panicked: {}", panic_text(&panic))),
+                Err(panic) => Err(ProposeError::Failed(format!("proposer panicked: {}", panic_text(&panic)))),
             };
             let (candidate, eval, dup, evaluated) = match proposed {
                 Err(msg) => (

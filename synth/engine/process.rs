@@ -1,12 +1,13 @@
-//! Running one build or test step: `sh -c <command>` in a working copy, in its own process group, with
-//! stdout/stderr captured to files (no pipe can block the child) and a wall-clock limit past which the
-//! whole group is killed.
+//! The engine's one subprocess helper: commands in a process group of their own ([`own_group`]) and a
+//! kill of the whole group ([`kill_group`], `killpg` via libc), used by the command proposer and by
+//! [`run_step`]: one build or test step, `sh -c <command>` in a working copy with stdout/stderr captured to
+//! files (no pipe can block the child) and a wall-clock limit past which the whole group is killed.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 use wait_timeout::ChildExt;
 
@@ -89,41 +90,46 @@ pub fn run_step(
         .stdin(Stdio::null())
         .stdout(File::create(&out_path)?)
         .stderr(File::create(&err_path)?);
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::CommandExt;
-        cmd.process_group(0);
-    }
+    own_group(&mut cmd);
     let start = Instant::now();
     let mut child = cmd.spawn()?;
     let waited = child.wait_timeout(timeout)?;
     let (status, timed_out) = match waited {
         Some(s) => (Some(s), false),
         None => {
-            kill_group(child.id());
-            let _ = child.kill();
+            kill_group(&mut child);
             let _ = child.wait();
             (None, true)
         }
     };
     // Background processes the step left behind would keep running (and keep a GPU busy): end them.
-    kill_group(child.id());
+    kill_group(&mut child);
     let elapsed = start.elapsed();
     Ok(StepOutput { status, timed_out, elapsed, stdout: read_capped(&out_path)?, stderr: read_capped(&err_path)? })
 }
 
-/// Sends SIGKILL to the process group `pgid` (the step's shell is its leader).
-fn kill_group(pgid: u32) {
+/// Makes `cmd` start in a process group of its own (its leader's id is the child's id), so that
+/// [`kill_group`] reaches everything it starts.
+pub fn own_group(cmd: &mut Command) -> &mut Command {
     #[cfg(unix)]
     {
-        let _ = Command::new("sh")
-            .arg("-c")
-            .arg(format!("kill -s KILL -- -{pgid} 2>/dev/null"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
     }
+    cmd
+}
+
+/// Sends SIGKILL to the process group led by `child` (started with [`own_group`]), then to the child
+/// itself; errors (the group is already gone) are ignored.
+pub fn kill_group(child: &mut Child) {
+    #[cfg(unix)]
+    if let Ok(pgid) = libc::pid_t::try_from(child.id()) {
+        // SAFETY: killpg only sends a signal; a stale or foreign id makes it fail with ESRCH/EPERM.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
+    }
+    let _ = child.kill();
 }
 
 /// Reads a log file as lossy UTF-8; past [`MAX_CAPTURE`] bytes keeps the first and last halves.

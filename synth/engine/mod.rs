@@ -2,11 +2,16 @@
 //! selection rules (`rule_task`) and GEAK-style kernel rewriting (`rewrite`). Candidates are always text
 //! (a rule in C++/Rust/JSON form, or a whole rewritten source file).
 
-pub mod engine;
 pub mod extract;
+pub mod process;
 pub mod proposers;
-pub mod rule_task;
+pub mod run;
 pub mod trace;
+
+pub use run::{
+    attempt_id, clip, first_line, run_loop, run_loop_with, DefaultReflector, LoopConfig, LoopOutcome, Reflector,
+    StopReason,
+};
 
 use serde::{Deserialize, Serialize};
 
@@ -79,11 +84,35 @@ pub struct ProposalRequest {
     pub offspring_index: usize,
 }
 
+/// Why a proposal produced no candidate. The engine writes it into the attempt's feedback (the text is
+/// the message alone; the kind is for callers that branch on it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProposeError {
+    /// The agent could not be started or reached (spawn failure, connection error, request encoding).
+    #[error("{0}")]
+    Unavailable(String),
+    /// The agent took longer than its timeout and was stopped.
+    #[error("{0}")]
+    Timeout(String),
+    /// The agent ran and failed (non-zero exit, HTTP error status, malformed reply, a panic).
+    #[error("{0}")]
+    Failed(String),
+    /// The reply holds no candidate the task's checker accepts (each block's rejection is listed).
+    #[error("{0}")]
+    NoCandidate(String),
+    /// The proposer has nothing (more) to offer: a replay list ran out, every variant is already known.
+    #[error("{0}")]
+    Exhausted(String),
+}
+
+/// Why a task's checker rejects a code block (the position and reason, as the parser reports it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Rejection(pub String);
+
 /// Generator role. `propose` may fail (timeout, garbage output); the engine turns that into
 /// reflection feedback, never a crash.
 pub trait Proposer: Send + Sync {
     fn name(&self) -> String;
-    fn propose(&self, req: &ProposalRequest) -> Result<String, String>;
+    fn propose(&self, req: &ProposalRequest) -> Result<String, ProposeError>;
 }
-pub mod cmd;
-pub mod rewrite;

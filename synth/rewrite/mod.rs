@@ -5,14 +5,12 @@
 //! - [`spec`]: the TOML task spec (target, build/test commands, timeouts, working-copy policy, result line);
 //! - [`result`]: the `GEMMSYNTH_RESULT {json}` line;
 //! - [`workcopy`], [`process`], [`diag`]: copying the task, running steps with timeouts, trimming build logs;
-//! - [`task`]: the evaluator ([`crate::agent::Task`]);
+//! - [`task`]: the evaluator ([`crate::engine::Task`]);
 //! - [`replay`]: a proposer replaying pre-written rewrites;
 //! - [`report`]: the per-candidate report and the winner;
 //! - [`cmd`]: `synth rewrite`.
 
-pub mod cmd;
 pub mod diag;
-pub mod process;
 pub mod replay;
 pub mod report;
 pub mod result;

@@ -1,10 +1,10 @@
 //! `synth bench`: measure every legacy instance (with split-K where it can matter) on a model's GEMM
 //! shapes with the GPU harness, appending to a resumable journal.
 
-use super::driver::{DeviceInfo, Harness};
-use super::journal::{recheck_noise, CellResult, Journal};
-use super::plan::{build_plan, PlanSpec, SplitKMode};
 use crate::catalog::{Catalog, Instance};
+use crate::measure::driver::{DeviceInfo, Harness};
+use crate::measure::journal::{recheck_noise, CellResult, Journal};
+use crate::measure::plan::{build_plan, PlanSpec, SplitKMode};
 use crate::shapes;
 use crate::table::Shape;
 use anyhow::{bail, Context, Result};
@@ -99,9 +99,12 @@ fn parse_m_set(text: &str) -> Result<Vec<u32>> {
     }
 }
 
+/// Runnable (N, K) layers and one message per unrunnable layer.
+type ModelLayers = (Vec<(u32, u32)>, Vec<String>);
+
 /// (N, K) of a model's four GEMMs at a TP degree (qkv, o, gate_up, down) that blockscale can run, and one
 /// message per layer it cannot (K not a multiple of the 128-wide scale group).
-fn model_layers(model: &str, tp: u32) -> Result<(Vec<(u32, u32)>, Vec<String>)> {
+fn model_layers(model: &str, tp: u32) -> Result<ModelLayers> {
     let spec = shapes::ModelSpec::builtin(model).with_context(|| format!("--model {model:?}"))?;
     let layers = spec.layers(tp).with_context(|| format!("--model {model:?} --tp {tp}"))?;
     let mut runnable = Vec::new();
@@ -209,7 +212,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         Some(j)
     };
     let todo = match &journal {
-        Some(j) => super::remaining(&plan, j),
+        Some(j) => crate::measure::remaining(&plan, j),
         None => plan.clone(),
     };
     let n_recheck = plan.iter().filter(|c| c.recheck != 0).count();
@@ -269,7 +272,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             count += 1;
             pb.inc(1);
             pb.set_message(format!("M={} N={} K={}", row.m, row.n, row.k));
-            if !interactive && (count % 250 == 0 || count == total) {
+            if !interactive && (count.is_multiple_of(250) || count == total) {
                 let el = started.elapsed().as_secs_f64();
                 let rate = count as f64 / el.max(1e-9);
                 eprintln!(
@@ -345,7 +348,7 @@ mod tests {
     fn qwen3_tp2_layers() {
         assert_eq!(
             model_layers("qwen3-32b", 2).unwrap(),
-            (vec![(5120, 5120), (5120, 4096), (25600, 5120), (5120, 12800)], vec![])
+            (vec![(5120, 5120), (5120, 4096), (25600, 5120), (5120, 12800)], Vec::<String>::new())
         );
         assert!(model_layers("qwen3-32b", 3).is_err());
     }

@@ -1,12 +1,13 @@
 //! External agent command: `sh -c <command>` reads the request as JSON on stdin ([`super::agent_input`])
 //! and prints a candidate on stdout (markdown fences and prose around it are tolerated, see
-//! [`crate::agent::extract`]). A timeout kills the command's whole process group; a non-zero exit,
+//! [`crate::engine::extract`]). A timeout kills the command's whole process group; a non-zero exit,
 //! empty or unusable output become the proposal's error (reflection feedback), never a crash.
 
 use super::{agent_input, Checker};
-use crate::agent::engine::clip;
-use crate::agent::extract::pick_candidate;
-use crate::agent::{ProposalRequest, Proposer};
+use crate::engine::clip;
+use crate::engine::extract::pick_candidate;
+use crate::engine::process::{kill_group, own_group};
+use crate::engine::{ProposalRequest, ProposeError, Proposer};
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -48,30 +49,14 @@ fn read_all(mut r: impl Read) -> Vec<u8> {
     buf
 }
 
-#[cfg(unix)]
-fn kill_group(child: &mut std::process::Child) {
-    // The command runs in its own process group, so grandchildren (e.g. `sleep` under `sh`) die too.
-    let pgid = child.id();
-    let _ = Command::new("kill")
-        .args(["-KILL", "--", &format!("-{pgid}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    let _ = child.kill();
-}
-
-#[cfg(not(unix))]
-fn kill_group(child: &mut std::process::Child) {
-    let _ = child.kill();
-}
-
 impl Proposer for CommandProposer {
     fn name(&self) -> String {
         format!("cmd:{}", clip(&self.command, 60))
     }
 
-    fn propose(&self, req: &ProposalRequest) -> Result<String, String> {
-        let input = serde_json::to_vec(&agent_input(req)).map_err(|e| format!("cannot encode the request: {e}"))?;
+    fn propose(&self, req: &ProposalRequest) -> Result<String, ProposeError> {
+        let input = serde_json::to_vec(&agent_input(req))
+            .map_err(|e| ProposeError::Unavailable(format!("cannot encode the request: {e}")))?;
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
             .arg(&self.command)
@@ -80,12 +65,10 @@ impl Proposer for CommandProposer {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        #[cfg(unix)]
-        {
-            use std::os::unix::process::CommandExt;
-            cmd.process_group(0);
-        }
-        let mut child = cmd.spawn().map_err(|e| format!("cannot start the agent command `{}`: {e}", self.command))?;
+        own_group(&mut cmd);
+        let mut child = cmd.spawn().map_err(|e| {
+            ProposeError::Unavailable(format!("cannot start the agent command `{}`: {e}", self.command))
+        })?;
         let mut stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
@@ -100,15 +83,15 @@ impl Proposer for CommandProposer {
             Ok(None) => {
                 kill_group(&mut child);
                 let _ = child.wait();
-                return Err(format!(
+                return Err(ProposeError::Timeout(format!(
                     "the agent command timed out after {:.1} s and was killed; answer faster or raise --agent-timeout",
                     self.timeout.as_secs_f64()
-                ));
+                )));
             }
             Err(e) => {
                 kill_group(&mut child);
                 let _ = child.wait();
-                return Err(format!("cannot wait for the agent command: {e}"));
+                return Err(ProposeError::Failed(format!("cannot wait for the agent command: {e}")));
             }
         };
         let _ = writer.join();
@@ -119,10 +102,10 @@ impl Proposer for CommandProposer {
         if !status.success() {
             let code = status.code().map(|c| format!("status {c}")).unwrap_or_else(|| "a signal".into());
             let tail: String = stderr.trim().chars().rev().take(800).collect::<Vec<_>>().into_iter().rev().collect();
-            return Err(format!(
+            return Err(ProposeError::Failed(format!(
                 "the agent command exited with {code}; stderr: {}",
                 if tail.is_empty() { "(empty)" } else { &tail }
-            ));
+            )));
         }
         pick_candidate(&stdout, &*self.checker)
     }

@@ -19,8 +19,9 @@
 //! whose guard would not fit the limits is skipped. The returned rule is never one already in the history
 //! when any other neighbour exists.
 
-use super::super::rule_task::{charged_fallback, leaf_path, limit_violations, RuleSetup};
-use crate::agent::{ProposalRequest, Proposer};
+use super::task::{charged_fallback, limit_violations, RuleSetup};
+use crate::engine::{ProposalRequest, ProposeError, Proposer};
+use crate::rule::edit::{chain_paths, leaf_path, leaf_paths, node_at, replace_at, simplify};
 use crate::rule::source::NodePath;
 use crate::rule::text::rule_to_cpp_text;
 use crate::rule::{parse_any, CmpOp, Cond, Expr, Leaf, Node, Rule};
@@ -376,7 +377,7 @@ impl Proposer for BuiltinProposer {
         "builtin".into()
     }
 
-    fn propose(&self, req: &ProposalRequest) -> Result<String, String> {
+    fn propose(&self, req: &ProposalRequest) -> Result<String, ProposeError> {
         let catalog = &self.setup.catalog;
         let seen: HashSet<String> = req.history.iter().map(|a| a.candidate.clone()).collect();
         let parent_rule = req
@@ -408,9 +409,11 @@ impl Proposer for BuiltinProposer {
                     }
                 }
                 if last_err.is_empty() {
-                    return Err("every synthesizer variant tried reproduces a rule already in the history".into());
+                    return Err(ProposeError::Exhausted(
+                        "every synthesizer variant tried reproduces a rule already in the history".into(),
+                    ));
                 }
-                return Err(last_err);
+                return Err(ProposeError::Failed(last_err));
             }
         };
         let parent_cost = self.objective(&parent_rule);
@@ -542,95 +545,5 @@ fn replace_cmp(root: &Node, chain: &[usize], branch: usize, idx: usize, new: &Co
             replace_at(root, chain, Node::Chain { branches: b, otherwise: otherwise.clone() })
         }
         _ => root.clone(),
-    }
-}
-
-/// Paths of every leaf, in source order.
-pub fn leaf_paths(node: &Node) -> Vec<NodePath> {
-    let mut out = Vec::new();
-    walk_paths(node, &mut Vec::new(), &mut |p, n| {
-        if matches!(n, Node::Leaf(_)) {
-            out.push(p.to_vec())
-        }
-    });
-    out
-}
-
-/// Paths of every chain, outermost first.
-pub fn chain_paths(node: &Node) -> Vec<NodePath> {
-    let mut out = Vec::new();
-    walk_paths(node, &mut Vec::new(), &mut |p, n| {
-        if matches!(n, Node::Chain { .. }) {
-            out.push(p.to_vec())
-        }
-    });
-    out
-}
-
-fn walk_paths(node: &Node, path: &mut Vec<usize>, f: &mut dyn FnMut(&[usize], &Node)) {
-    f(path, node);
-    if let Node::Chain { branches, otherwise } = node {
-        for (i, (_, child)) in branches.iter().enumerate() {
-            path.push(i);
-            walk_paths(child, path, f);
-            path.pop();
-        }
-        path.push(branches.len());
-        walk_paths(otherwise, path, f);
-        path.pop();
-    }
-}
-
-/// The node at `path`.
-pub fn node_at<'a>(node: &'a Node, path: &[usize]) -> Option<&'a Node> {
-    match path.split_first() {
-        None => Some(node),
-        Some((&i, rest)) => match node {
-            Node::Chain { branches, otherwise } if i < branches.len() => node_at(&branches[i].1, rest),
-            Node::Chain { branches, otherwise } if i == branches.len() => node_at(otherwise, rest),
-            _ => None,
-        },
-    }
-}
-
-/// `node` with the subtree at `path` replaced by `new` (unchanged when the path does not exist).
-pub fn replace_at(node: &Node, path: &[usize], new: Node) -> Node {
-    match path.split_first() {
-        None => new,
-        Some((&i, rest)) => match node {
-            Node::Chain { branches, otherwise } if i < branches.len() => {
-                let mut b = branches.clone();
-                b[i].1 = replace_at(&b[i].1, rest, new);
-                Node::Chain { branches: b, otherwise: otherwise.clone() }
-            }
-            Node::Chain { branches, otherwise } if i == branches.len() => {
-                Node::Chain { branches: branches.clone(), otherwise: Box::new(replace_at(otherwise, rest, new)) }
-            }
-            _ => node.clone(),
-        },
-    }
-}
-
-/// Merges what a move can leave redundant: a chain whose branches and `otherwise` are all the same
-/// leaf becomes that leaf, and trailing branches returning the same leaf as `otherwise` are dropped.
-pub fn simplify(node: &Node) -> Node {
-    match node {
-        Node::Leaf(l) => Node::Leaf(*l),
-        Node::Chain { branches, otherwise } => {
-            let otherwise = simplify(otherwise);
-            let mut b: Vec<(Cond, Node)> = branches.iter().map(|(c, n)| (c.clone(), simplify(n))).collect();
-            while let Some((_, last)) = b.last() {
-                if *last == otherwise {
-                    b.pop();
-                } else {
-                    break;
-                }
-            }
-            if b.is_empty() {
-                otherwise
-            } else {
-                Node::Chain { branches: b, otherwise: Box::new(otherwise) }
-            }
-        }
     }
 }

@@ -1,0 +1,272 @@
+//! `synth run`: the main job. Loads the latency table, keeps the model's layers, draws the training
+//! sample (stratified M values × layers), synthesizes a rule within the limits, writes `generated/`
+//! (C++ header, instance list, Rust module, comparison CSV and SVG, leaves curve), and prints the
+//! comparison on every held-out shape against the default, the offline-tuned table built from the same
+//! training shapes, the nearest-tuned-M lookup, the published rule and the oracle.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use std::fmt::Write as _;
+
+use anyhow::bail;
+
+use crate::catalog::Catalog;
+use crate::compare::{self, Policy};
+use crate::render::{self, writer::GeneratedFile, Provenance};
+use crate::rule::Rule;
+
+use crate::synthesize::curve::{curve_csv, curve_table, cv_curve, sample_curve};
+use crate::synthesize::synthesize_budgets;
+
+use super::invocation::Invocation;
+use super::session::{crate_root, display_path, emit, summary_figure, DataArgs, LimitArgs, SampleArgs, Scope, Session};
+
+/// Comparison CSV written into the output directory.
+pub const COMPARE_CSV: &str = "compare.csv";
+/// Speed-up plot written into the output directory.
+pub const SPEEDUP_SVG: &str = "speedup.svg";
+/// The rule in JSON (the form `synth drift` and `synth check` read) written into the output directory.
+pub const RULE_JSON: &str = "rule.json";
+/// Leaves-versus-quality curve written into the output directory.
+pub const CURVE_CSV: &str = "leaves_curve.csv";
+/// Leaf budgets of the curve.
+pub const CURVE_BUDGETS: [usize; 4] = [4, 8, 16, 32];
+/// Folds of the cross-validated curve.
+pub const CV_FOLDS: usize = 5;
+/// Options of `synth run` that choose only where and how output goes: never in the "Regenerate with" line.
+pub const OUTPUT_ONLY: [&str; 3] = ["out", "check", "curve"];
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub data: DataArgs,
+    #[command(flatten)]
+    pub sample: SampleArgs,
+    /// Train on every shape (the comparison is then in-sample).
+    #[arg(long)]
+    pub train_all: bool,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Depth of the exact search phase (default: from the number of training rows).
+    #[arg(long)]
+    pub exact_depth: Option<usize>,
+    /// Keep the search's thresholds (halfway between training values of the first feature in preference
+    /// order) instead of refining them against a nearest-M reading of the training data.
+    #[arg(long)]
+    pub no_refine: bool,
+    /// Do not guard split-K leaves with the tile-count boundary seen on the training shapes.
+    #[arg(long)]
+    pub no_split_k_guards: bool,
+    /// Output directory [default: generated/ of the crate].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Check that the files in the output directory are up to date instead of writing them (for CI).
+    #[arg(long)]
+    pub check: bool,
+    /// Also print the leaves-versus-quality curve (it is always written to leaves_curve.csv).
+    #[arg(long)]
+    pub curve: bool,
+    /// AITER tuned CSV to score as another offline-tuned policy (rows of the dataset's device).
+    #[arg(long)]
+    pub tuned: Option<PathBuf>,
+    /// Apply the --tuned rows whatever device they were tuned on (AITER would ignore them).
+    #[arg(long)]
+    pub tuned_any_device: bool,
+    /// More rule files (C++, Rust or JSON) to score.
+    #[arg(long)]
+    pub rule: Vec<PathBuf>,
+}
+
+/// Runs the main job; `invocation` gives the "Regenerate with" line.
+pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
+    let started = Instant::now();
+    if args.limits.max_leaves == 0 {
+        bail!("--max-leaves must be at least 1");
+    }
+    if args.limits.max_instances == Some(0) {
+        bail!("--max-instances must be at least 1");
+    }
+    if args.sample.sample_m == 0 && !args.train_all {
+        bail!("--sample-m must be at least 1 (or pass --train-all)");
+    }
+    let session = Session::open(&args.data, Scope::DefaultModel)?;
+    let (catalog, matrix, what, names, shapes) =
+        (&session.catalog, &session.matrix, &session.what, &session.names, &session.shapes);
+    let sample = if args.train_all { session.every_shape() } else { session.sample(&args.sample) };
+    let (train, heldout, picked) = (&sample.train, &sample.heldout, &sample.picked);
+    if train.is_empty() {
+        bail!("the training sample is empty");
+    }
+    if heldout.is_empty() {
+        bail!("every shape is in the training sample: nothing is held out; lower --sample-m or pass --train-all");
+    }
+    let weight = args.limits.weight;
+    let limits = crate::synthesize::Limits {
+        max_depth: args.limits.max_depth,
+        max_leaves: args.limits.max_leaves,
+        max_instances: args.limits.max_instances,
+        features: args.limits.features,
+        split_k_guards: !args.no_split_k_guards,
+        refine_thresholds: !args.no_refine,
+        exact_depth: args.exact_depth,
+        ..crate::synthesize::Limits::default()
+    };
+    let weights = weight.weights(matrix, train);
+
+    // Synthesis: one search serves the rule and the sample curve.
+    let t0 = Instant::now();
+    let mut budgets = vec![limits.max_leaves];
+    budgets.extend(CURVE_BUDGETS);
+    let results = synthesize_budgets(matrix, catalog, train, weights.as_deref(), &limits, &budgets)?;
+    let synth = results[0].clone();
+    let synth_time = t0.elapsed();
+
+    // Comparison on the held-out shapes.
+    let mut extra = Vec::new();
+    if let Some(path) = &args.tuned {
+        let (name, table) = session.tuned_file(path, args.tuned_any_device)?;
+        extra.push(Policy::Tuned { name, table });
+    }
+    extra.extend(session.rule_policies(&args.rule)?);
+    let policies = session.standard_policies(train, extra, ("synthesized", &synth.rule))?;
+    let report = compare::evaluate(matrix, catalog, &policies, heldout);
+
+    // Curves.
+    let t1 = Instant::now();
+    let sample_points = if args.train_all {
+        Vec::new()
+    } else {
+        sample_curve(matrix, catalog, train, heldout, &results[1..], &CURVE_BUDGETS)
+    };
+    let cv_points = cv_curve(matrix, catalog, shapes, CV_FOLDS, weight, &limits, &CURVE_BUDGETS)?;
+    let curve_time = t1.elapsed();
+    let mut points = sample_points;
+    points.extend(cv_points);
+
+    // Provenance and files.
+    let training_text = if args.train_all {
+        format!("all {} shapes of {what} (weight {:?})", train.len(), weight).to_lowercase()
+    } else {
+        format!(
+            "{} shapes of {what}: M in {:?} (sample_m of {} dataset M values, {} strata, seed {}) × {} layers; weight {}",
+            train.len(),
+            picked,
+            matrix.m_values().len(),
+            args.sample.sample_m,
+            args.sample.seed,
+            session.layers.len(),
+            format!("{weight:?}").to_lowercase()
+        )
+    };
+    let scope = if args.train_all { "in-sample" } else { "held-out" };
+    let figures = vec![
+        format!(
+            "{} leaves, depth {}, {} instances: {:?}",
+            synth.leaves,
+            synth.depth,
+            synth.instances.len(),
+            synth.instances
+        ),
+        summary_figure(scope, &report, "synthesized")?,
+    ];
+    let provenance = Provenance {
+        dataset: session.dataset_text(),
+        training: training_text,
+        figures,
+        command: invocation.regenerate_line(&OUTPUT_ONLY),
+    };
+    let out = args.out.clone().unwrap_or_else(|| crate_root().join("generated"));
+    let written = render::write_generated(&synth.rule, catalog, matrix, &provenance, &out, args.check);
+    let title = format!("{what} on {} — {scope} shapes", matrix.device.as_deref().unwrap_or(&matrix.gfx));
+    let mut rule_json = crate::rule::to_json(&synth.rule);
+    rule_json.push('\n');
+    let extra = vec![
+        GeneratedFile::new(RULE_JSON, rule_json),
+        GeneratedFile::new(COMPARE_CSV, compare::report::csv(&report, names)),
+        GeneratedFile::new(SPEEDUP_SVG, compare::plot::speedup_svg(&report, names, &title)?),
+        GeneratedFile::new(CURVE_CSV, curve_csv(&points)),
+    ];
+    let extra_written = render::writer::write_files(&out, &extra, args.check);
+
+    // Terminal output.
+    let mut text = String::new();
+    let _ = writeln!(text, "dataset:  {}", provenance.dataset);
+    let _ = writeln!(text, "training: {}", provenance.training);
+    let _ = writeln!(
+        text,
+        "rule:     {} leaves ({} split-K guards), depth {}, instances {:?}; training time {:.3} ms ({} unusable picks); \
+         synthesized in {:.2} s\n",
+        synth.leaves,
+        synth.guards,
+        synth.depth,
+        synth.instances,
+        synth.train_us / 1000.0,
+        synth.unusable,
+        synth_time.as_secs_f64()
+    );
+    text.push_str(&rule_outline(&synth.rule, catalog));
+    let _ = writeln!(text, "\ncomparison on {} {scope} shapes:", report.shapes.len());
+    let _ = writeln!(text, "{}", compare::report::table(&report, names));
+    if args.curve {
+        let _ = writeln!(text, "leaves versus quality (curve computed in {:.2} s):", curve_time.as_secs_f64());
+        let _ = writeln!(text, "{}", curve_table(&points));
+    }
+    let mut paths = Vec::new();
+    let mut errors = Vec::new();
+    for result in [written, extra_written] {
+        match result {
+            Ok(p) => paths.extend(p),
+            Err(e) => errors.push(format!("{e:#}")),
+        }
+    }
+    let verb = if args.check { "up to date" } else { "written" };
+    if errors.is_empty() {
+        for f in &paths {
+            let _ = writeln!(text, "{verb}: {}", display_path(f));
+        }
+        let _ = writeln!(text, "total {:.2} s", started.elapsed().as_secs_f64());
+    }
+    emit(&text)?;
+    if !errors.is_empty() {
+        let hint = if args.check {
+            "\nregenerate with `cargo run --release -- run` (same options) and commit the result"
+        } else {
+            ""
+        };
+        bail!("{}{hint}", errors.join("\n"));
+    }
+    Ok(())
+}
+
+/// A short outline of a rule: conditions in C++ syntax, leaves as `#id BMxBNxBK vP, splitK s`.
+pub fn rule_outline(rule: &Rule, catalog: &Catalog) -> String {
+    fn leaf_text(leaf: &crate::rule::Leaf, catalog: &Catalog) -> String {
+        let tile = catalog.legacy_by_id(leaf.kernel_id).map_or_else(String::new, |inst| {
+            let (bm, bn, bk) = inst.tile();
+            let v = inst.legacy_params().map_or(String::new(), |p| format!(" v{}", p.pipeline));
+            format!(" {bm}x{bn}x{bk}{v}")
+        });
+        format!("#{}{tile}, splitK {}", leaf.kernel_id, leaf.split_k)
+    }
+    fn walk(node: &crate::rule::Node, catalog: &Catalog, indent: usize, out: &mut String) {
+        let pad = "  ".repeat(indent);
+        match node {
+            crate::rule::Node::Leaf(l) => {
+                let _ = writeln!(out, "{pad}-> {}", leaf_text(l, catalog));
+            }
+            crate::rule::Node::Chain { branches, otherwise } => {
+                for (i, (cond, child)) in branches.iter().enumerate() {
+                    let kw = if i == 0 { "if" } else { "else if" };
+                    let _ = writeln!(out, "{pad}{kw} {}:", crate::rule::text::cond_to_cpp(cond));
+                    walk(child, catalog, indent + 1, out);
+                }
+                let _ = writeln!(out, "{pad}else:");
+                walk(otherwise, catalog, indent + 1, out);
+            }
+        }
+    }
+    let mut out = String::new();
+    walk(&rule.root, catalog, 0, &mut out);
+    out
+}

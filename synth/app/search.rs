@@ -1,0 +1,275 @@
+//! `synth search`: the agent loop over selection rules. Loads the latency table and the training sample
+//! as `synth run` does, runs propose → evaluate → reflect → select with the chosen proposers (built-in,
+//! an external command, an OpenAI-compatible endpoint), then validates the winner, renders it into the
+//! output directory and compares it with the other policies on the held-out shapes.
+
+use crate::catalog::Catalog;
+use crate::compare::{self, report::LayerNames};
+use crate::engine::proposers::command::CommandProposer;
+use crate::engine::proposers::Checker;
+use crate::engine::{run_loop_with, LoopConfig, LoopOutcome, Proposer, Rejection};
+use crate::render::{self, writer::GeneratedFile, Provenance};
+use crate::rule::validate::{validate, Severity};
+use crate::search::builtin::BuiltinProposer;
+use crate::search::task::{kernels_used, RuleReflector, RuleSetup, RuleTask};
+use anyhow::bail;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::invocation::Invocation;
+use super::session::{
+    agent_timeout, crate_root, display_path, summary_figure, DataArgs, EndpointArgs, LimitArgs, Sample, SampleArgs,
+    Scope, Session,
+};
+
+/// Output directory (relative to the crate root) when `--out` is not given.
+pub const DEFAULT_OUT: &str = "generated/search";
+/// Trace file name inside the output directory when `--trace` is not given.
+pub const TRACE_FILE: &str = "trace.jsonl";
+/// Name of the search's winner in the comparison.
+pub const WINNER_NAME: &str = "search";
+/// Options of `synth search` that only choose how progress is shown, how the run continues or how many
+/// threads it uses: never in the
+/// "Regenerate with" line.
+pub const OUTPUT_ONLY: [&str; 4] = ["quiet", "resume", "trace", "jobs"];
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct SearchArgs {
+    /// Proposer: `builtin`, `cmd:<shell command>` (request JSON on stdin, rule on stdout) or `openai`.
+    /// Repeat to mix proposers; offspring slot i uses the (i mod count)-th.
+    #[arg(long = "agent", default_value = "builtin")]
+    pub agents: Vec<String>,
+    /// Seconds an agent command or HTTP request may take before it is killed / abandoned.
+    #[arg(long, default_value_t = 300.0)]
+    pub agent_timeout: f64,
+    #[command(flatten)]
+    pub endpoint: EndpointArgs,
+    /// Iterations of the loop.
+    #[arg(long, default_value_t = 8)]
+    pub iterations: usize,
+    /// Candidates proposed and evaluated per iteration.
+    #[arg(long, default_value_t = 4)]
+    pub offspring: usize,
+    /// Failed repairs of a lineage before it is dropped for a new strategy.
+    #[arg(long, default_value_t = 2)]
+    pub repair_limit: usize,
+    /// Stop after this many iterations without a better rule.
+    #[arg(long)]
+    pub patience: Option<usize>,
+    /// JSONL trace of every candidate [default: <out>/trace.jsonl].
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Continue the run recorded in the trace.
+    #[arg(long)]
+    pub resume: bool,
+    /// Worker threads for proposals and evaluations (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    pub jobs: usize,
+    #[command(flatten)]
+    pub data: DataArgs,
+    #[command(flatten)]
+    pub sample: SampleArgs,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Output directory [default: generated/search of the crate].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// No per-iteration progress lines.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// The syntax check that picks a rule among the code blocks of an agent's reply.
+pub fn rule_checker(catalog: Catalog) -> Checker {
+    Arc::new(move |text: &str| crate::rule::parse_any(text, &catalog).map(|_| ()).map_err(|e| Rejection(e.to_string())))
+}
+
+/// Builds the proposers named by `--agent`.
+pub fn build_proposers(args: &SearchArgs, setup: &Arc<RuleSetup>) -> anyhow::Result<Vec<Box<dyn Proposer>>> {
+    let timeout = agent_timeout(args.agent_timeout)?;
+    let mut out: Vec<Box<dyn Proposer>> = Vec::new();
+    for spec in &args.agents {
+        let spec = spec.trim();
+        if spec == "builtin" {
+            out.push(Box::new(BuiltinProposer::new(setup.clone(), args.sample.seed)));
+        } else if let Some(command) = spec.strip_prefix("cmd:") {
+            if command.trim().is_empty() {
+                bail!("--agent cmd: needs a command after `cmd:`, e.g. --agent 'cmd:python3 my_agent.py'");
+            }
+            out.push(Box::new(CommandProposer::new(command, timeout, rule_checker(setup.catalog.clone()))));
+        } else if spec == "openai" {
+            out.push(Box::new(args.endpoint.openai(timeout, rule_checker(setup.catalog.clone()))?));
+        } else {
+            bail!("unknown --agent {spec:?}: expected `builtin`, `cmd:<command>` or `openai`");
+        }
+    }
+    Ok(out)
+}
+
+/// Runs `synth search`.
+pub fn run(args: SearchArgs, invocation: &Invocation) -> anyhow::Result<()> {
+    let started = Instant::now();
+    if args.iterations == 0 || args.offspring == 0 {
+        bail!("--iterations and --offspring must be at least 1");
+    }
+    let limits = args.limits.limits()?;
+    let session = Session::open(&args.data, Scope::DefaultModel)?;
+    if args.sample.sample_m == 0 {
+        bail!("--sample-m must be at least 1");
+    }
+    let sample = session.sample(&args.sample);
+    if sample.heldout.is_empty() {
+        bail!("every shape is in the training sample: nothing is held out; lower --sample-m");
+    }
+    let (catalog, matrix) = (&session.catalog, &session.matrix);
+    let weights = args.limits.weight.weights(matrix, &sample.train);
+    let setup = Arc::new(RuleSetup::new(catalog.clone(), matrix.clone(), sample.train.clone(), weights, limits)?);
+    let proposers = build_proposers(&args, &setup)?;
+    let out_dir = args.out.clone().unwrap_or_else(|| crate_root().join(DEFAULT_OUT));
+    let trace = args.trace.clone().unwrap_or_else(|| out_dir.join(TRACE_FILE));
+    let cfg = LoopConfig {
+        iterations: args.iterations,
+        offspring: args.offspring,
+        repair_limit: args.repair_limit,
+        seed: args.sample.seed,
+        trace: Some(trace.clone()),
+        resume: args.resume,
+        threads: args.jobs,
+        patience: args.patience,
+        verbose: !args.quiet,
+        ..LoopConfig::default()
+    };
+    println!(
+        "dataset:  {} ({} shapes × {} candidates)",
+        display_path(&session.dataset),
+        matrix.shapes.len(),
+        matrix.candidates.len()
+    );
+    println!(
+        "training: {} shapes of {}: M in {:?} × {} layers; {} held out",
+        sample.train.len(),
+        session.what,
+        sample.picked,
+        session.layers.len(),
+        sample.heldout.len()
+    );
+    println!("agents:   {}", proposers.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "));
+    let task = RuleTask::new(setup.clone());
+    let outcome = run_loop_with(&task, &proposers, &RuleReflector, &cfg)?;
+    let paths = Paths { out_dir: &out_dir, trace: &trace };
+    report_and_render(&args, invocation, &session, &setup, &outcome, &sample, paths, started)
+}
+
+/// Where `synth search` writes.
+struct Paths<'a> {
+    out_dir: &'a Path,
+    trace: &'a Path,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn report_and_render(
+    args: &SearchArgs,
+    invocation: &Invocation,
+    session: &Session,
+    setup: &RuleSetup,
+    outcome: &LoopOutcome,
+    sample: &Sample,
+    paths: Paths,
+    started: Instant,
+) -> anyhow::Result<()> {
+    let names: &LayerNames = &session.names;
+    let (out_dir, trace) = (paths.out_dir, paths.trace);
+    let catalog = &setup.catalog;
+    let matrix = &setup.matrix;
+    let failed = outcome.attempts.iter().filter(|a| a.eval.score.is_none()).count();
+    println!(
+        "loop:     {} iterations ({} resumed attempts), {} evaluations this run, {} failed candidates in total, {:.2} s",
+        outcome.iterations_run,
+        outcome.resumed,
+        outcome.evaluations,
+        failed,
+        outcome.elapsed.as_secs_f64()
+    );
+    let Some(best) = &outcome.best else {
+        let last: Vec<String> = outcome
+            .attempts
+            .iter()
+            .rev()
+            .take(3)
+            .map(|a| format!("attempt {}: {}", a.id, crate::engine::first_line(&a.eval.feedback, 200)))
+            .collect();
+        bail!("no candidate was evaluated successfully; last feedback:\n  {}", last.join("\n  "));
+    };
+    let rule = crate::rule::parse_any(&best.candidate, catalog)
+        .map_err(|e| anyhow::anyhow!("the winning rule no longer parses: {e}"))?;
+    let issues = validate(&rule, catalog);
+    if issues.iter().any(|i| i.severity == Severity::Error) {
+        bail!("the winning rule is invalid: {}", issues.iter().map(|i| i.to_string()).collect::<Vec<_>>().join("; "));
+    }
+    for i in &issues {
+        println!("warning:  {i}");
+    }
+    let d = &best.eval.details;
+    let num = |k: &str| d.get(k).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
+    println!(
+        "best:     attempt {} (iteration {}, {}): training total {:.2} us, oracle {:.2} us = {:.4} of oracle by total, {:.4} geomean",
+        best.id,
+        best.iteration,
+        best.proposer,
+        num("total_us"),
+        num("oracle_us"),
+        num("of_oracle_total"),
+        num("of_oracle_geomean")
+    );
+    println!("\n{}", crate::rule::text::rule_to_cpp_text(&rule, catalog));
+
+    // Held-out comparison, as `synth run` does it.
+    let train = &setup.train;
+    let policies = session.standard_policies(train, Vec::new(), (WINNER_NAME, &rule))?;
+    let report = compare::evaluate(matrix, catalog, &policies, &sample.heldout);
+    let s = &report.policies[report.policy_index(WINNER_NAME).expect("winner scored")].summary;
+    println!("comparison on {} held-out shapes:", report.shapes.len());
+    println!("{}", compare::report::table(&report, names));
+
+    let figures = vec![
+        format!(
+            "{} leaves, depth {}, {} instances: {:?}; found by the agent loop ({} iterations × {} offspring, attempt {} by {})",
+            rule.num_leaves(),
+            rule.depth(),
+            kernels_used(&rule).len(),
+            kernels_used(&rule),
+            outcome.iterations_run,
+            args.offspring,
+            best.id,
+            best.proposer
+        ),
+        summary_figure("held-out", &report, WINNER_NAME)?,
+    ];
+    let provenance = Provenance {
+        dataset: session.dataset_text(),
+        training: format!("{} shapes of {}: M in {:?}", train.len(), session.what, sample.picked),
+        figures,
+        command: invocation.regenerate_line(&OUTPUT_ONLY),
+    };
+    let mut written = render::write_generated(&rule, catalog, matrix, &provenance, out_dir, false)?;
+    written.extend(render::writer::write_files(
+        out_dir,
+        &[GeneratedFile::new("compare.csv", compare::report::csv(&report, names))],
+        false,
+    )?);
+    for f in &written {
+        println!("written:  {}", display_path(f));
+    }
+    println!("trace:    {}", display_path(trace));
+    println!(
+        "summary:  {} iterations, {} evaluations, {:.2} s; training {:.4} of oracle (total); held-out {:.4} of oracle (geomean) with {} leaves",
+        outcome.iterations_run,
+        outcome.evaluations,
+        started.elapsed().as_secs_f64(),
+        num("of_oracle_total"),
+        s.of_oracle,
+        rule.num_leaves()
+    );
+    Ok(())
+}
