@@ -16,7 +16,8 @@ pub struct DriftArgs {
     /// Rule to re-check (JSON, C++ or Rust form).
     #[arg(long, default_value = "generated/rule.json")]
     pub rule: PathBuf,
-    /// New measurements (AITER CSV / gemm-synth measurement file).
+    /// New measurements (AITER CSV / gemm-synth measurement file); with --remeasure, the journal the
+    /// re-measurement is written to (resumable).
     #[arg(long)]
     pub dataset: PathBuf,
     /// Measurements the rule was accepted on; when given, the fraction of oracle is compared with it.
@@ -31,6 +32,8 @@ pub struct DriftArgs {
     /// List shapes where the rule's choice is this much slower than the new oracle (0.25 = 25%).
     #[arg(long, default_value_t = 0.25)]
     pub shape_regret: f64,
+    #[command(flatten)]
+    pub remeasure: crate::drift_remeasure::RemeasureArgs,
 }
 
 /// How a rule does on one latency matrix.
@@ -80,7 +83,7 @@ pub fn score_rule(rule: &Rule, mat: &LatencyMatrix, shape_regret: f64) -> RuleSc
 }
 
 fn load_matrix(path: &std::path::Path, catalog: &Catalog) -> Result<LatencyMatrix> {
-    LatencyMatrix::load(path, catalog).map_err(|e| anyhow::anyhow!("{e}"))
+    crate::synthesize::pipeline::load_matrix(path, catalog)
 }
 
 fn print_score(label: &str, mat: &LatencyMatrix, score: &RuleScore) {
@@ -98,6 +101,9 @@ fn print_score(label: &str, mat: &LatencyMatrix, score: &RuleScore) {
 
 /// `synth drift`: exit non-zero when the rule no longer holds on the new measurements.
 pub fn run(args: DriftArgs) -> Result<()> {
+    if args.remeasure.remeasure {
+        return crate::drift_remeasure::run(&args);
+    }
     let catalog = Catalog::embedded();
     let rule = crate::rule::load(&args.rule, &catalog)
         .map_err(|e| anyhow::anyhow!("{e}"))

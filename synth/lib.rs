@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod cli;
 pub mod compare;
 pub mod drift;
+pub mod drift_remeasure;
 pub mod measure;
 pub mod render;
 pub mod rule;

@@ -4,8 +4,10 @@
 //! - [`plan`]: the cells to measure (split-K rule, order, seeded rechecks);
 //! - [`journal`]: the output CSV, read back on start so finished cells are skipped;
 //! - [`driver`]: the harness subprocess protocol (JSON lines in both directions, exit codes);
+//! - [`aiter_backend`]: `synth bench --backend aiter` (AITER's tuner on CK's kernels, ROCm);
 //! - [`cmd`]: `synth bench`.
 
+pub mod aiter_backend;
 pub mod cmd;
 pub mod driver;
 pub mod journal;
