@@ -588,9 +588,9 @@ pub fn run(d: &DriftArgs) -> Result<()> {
     let sample = sample_cells(&base, &rule, default, args.sample_shapes, args.others, args.sample_seed);
     let n_cells: usize = sample.iter().map(|(_, c)| c.len()).sum();
     eprintln!(
-        "drift: re-measuring {n_cells} cells of {} sampled shapes with the {:?} backend into {} (budget {} s)",
+        "drift: re-measuring {n_cells} cells of {} sampled shapes with the {} backend into {} (budget {} s)",
         sample.len(),
-        args.backend,
+        format!("{:?}", args.backend).to_lowercase(),
         d.dataset.display(),
         args.budget_s
     );

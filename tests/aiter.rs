@@ -210,7 +210,8 @@ fn killed_midway_resumes_without_remeasuring() {
 fn clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("j.csv");
-    let cases: Vec<(Vec<String>, Vec<(&str, &str)>, &str)> = vec![
+    type Case<'a> = (Vec<String>, Vec<(&'a str, &'a str)>, &'a str);
+    let cases: Vec<Case> = vec![
         (
             strs(&[
                 "bench",

@@ -636,7 +636,7 @@ fn profile_row_to_cell(
         (None, "fail:tuner reported us=-1 (run error or unsupported shape)".to_string())
     } else if us_val.is_infinite() {
         (None, "fail:tuner reported us=inf (timeout)".to_string())
-    } else if !(us_val > 0.0) {
+    } else if us_val.is_nan() || us_val <= 0.0 {
         bail!("{src}:{line}: column us = {us_raw:?}: expected a positive time, -1 or inf");
     } else if err_ratio > meta.err_ratio {
         (Some(us_val), format!("fail:errRatio {err_ratio} > {} (wrong output)", meta.err_ratio))

@@ -106,6 +106,7 @@ pub(super) fn parse_m_set(text: &str) -> Result<Vec<u32>> {
 
 /// (N, K) of a model's four GEMMs at a TP degree (qkv, o, gate_up, down) that blockscale can run, and one
 /// message per layer it cannot (K not a multiple of the 128-wide scale group).
+#[allow(clippy::type_complexity)]
 pub(super) fn model_layers(model: &str, tp: u32) -> Result<(Vec<(u32, u32)>, Vec<String>)> {
     let spec = shapes::ModelSpec::builtin(model).with_context(|| format!("--model {model:?}"))?;
     let layers = spec.layers(tp).with_context(|| format!("--model {model:?} --tp {tp}"))?;
@@ -277,7 +278,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             count += 1;
             pb.inc(1);
             pb.set_message(format!("M={} N={} K={}", row.m, row.n, row.k));
-            if !interactive && (count % 250 == 0 || count == total) {
+            if !interactive && (count.is_multiple_of(250) || count == total) {
                 let el = started.elapsed().as_secs_f64();
                 let rate = count as f64 / el.max(1e-9);
                 eprintln!(
