@@ -666,3 +666,60 @@ pub fn run(d: &DriftArgs) -> Result<()> {
         Err(DriftDetected(format!("drift detected:\n  - {}\n{fix}", problems.join("\n  - "))).into())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[arg(long)]
+        baseline: Option<PathBuf>,
+        #[command(flatten)]
+        r: RemeasureArgs,
+    }
+
+    fn matrix(cells: &[(u32, i32, f64)]) -> LatencyMatrix {
+        let shapes: Vec<Shape> =
+            cells.iter().map(|c| Shape::new(c.0, 5120, 5120)).collect::<BTreeSet<_>>().into_iter().collect();
+        let cands: Vec<Candidate> =
+            cells.iter().map(|c| Candidate::new(c.1, 0)).collect::<BTreeSet<_>>().into_iter().collect();
+        let mut m = LatencyMatrix::new("gfx942", 304, None, shapes, cands);
+        for &(mv, id, us) in cells {
+            let s = m.shape_index(&Shape::new(mv, 5120, 5120)).unwrap();
+            let c = m.candidate_index(&Candidate::new(id, 0)).unwrap();
+            m.set(s, c, if us > 0.0 { Cell::Ok(us) } else { Cell::Invalid("errRatio".into()) });
+        }
+        m
+    }
+
+    #[test]
+    fn tolerances_from_noise_hand_computed() {
+        let cat = Catalog::embedded();
+        let rule = crate::rule::parse_any(r#"{"root": {"leaf": {"kernel_id": 8}}}"#, &cat).unwrap();
+        let args = Cli::parse_from(["x"]).r;
+        let base = matrix(&[(1, 0, 10.0), (1, 8, 20.0), (2, 0, 10.0), (2, 8, 20.0), (2, 7, 30.0)]);
+        // noise 1%: sigma = 0.01 / 0.6745 = 0.014826; per-cell tolerance max(0.05, 5 sigma) = 0.07413.
+        // Rule cells (kernel 8): 1.07 (same) and 1.08 (slower); geomean sqrt(1.07 * 1.08) = 1.07499 >
+        // 1 + max(0.03, 5 sigma / sqrt 2 = 0.05242).
+        let new = matrix(&[(1, 0, 10.0), (1, 8, 21.4), (2, 0, 8.5), (2, 8, 21.6), (2, 7, -1.0)]);
+        let sample = sample_cells(&base, &rule, Candidate::new(7, 0), 2, 5, 0);
+        assert_eq!(sample.len(), 2);
+        let (cells, oracles, sum) = compare(&base, &new, &sample, &rule, 0.01, &args, 0.05);
+        assert!((sum.tol - 0.074130).abs() < 1e-5, "{}", sum.tol);
+        assert!((sum.agg_tol - 0.052418).abs() < 1e-5, "{}", sum.agg_tol);
+        assert!((sum.rule_geo.unwrap() - (1.07f64 * 1.08).sqrt()).abs() < 1e-9);
+        let v = |m: u32, c: &str| cells.iter().find(|x| x.shape.m == m && x.candidate == c).unwrap().verdict.clone();
+        assert_eq!(v(1, "#8"), "same");
+        assert_eq!(v(2, "#8"), "slower");
+        assert_eq!(v(2, "#0"), "faster");
+        assert_eq!(v(2, "#7"), "now-fails");
+        // The oracle stays kernel 0 (8.5 us): no new oracle.
+        assert!(oracles.is_empty());
+        assert!(sum.problems.iter().any(|p| p.contains("7.5% slower")), "{:?}", sum.problems);
+        // Fraction of oracle: baseline 10/20 on both shapes = 0.5; new sqrt(10/21.4 * 8.5/21.6).
+        assert!((sum.frac_base - 0.5).abs() < 1e-9);
+        assert!((sum.frac_new - (10.0f64 / 21.4 * 8.5 / 21.6).sqrt()).abs() < 1e-9);
+    }
+}

@@ -880,3 +880,115 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta() -> RowMeta {
+        RowMeta {
+            device: "MI300X".into(),
+            backend: "aiter-tuner".into(),
+            timing: "t".into(),
+            reps: 101,
+            recheck: 0,
+            err_ratio: 0.05,
+        }
+    }
+
+    const HEADER: &str = "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio\n";
+
+    fn import(profile: &str) -> (Result<ImportStats>, Vec<CellResult>) {
+        let dir = tempfile::tempdir().unwrap();
+        let cat = Catalog::embedded();
+        let (mut j, _) = Journal::open(&dir.path().join("j.csv"), &cat).unwrap();
+        let p = dir.path().join("profile.csv");
+        std::fs::write(&p, profile).unwrap();
+        let r = import_profile(&p, &mut j, &meta(), &cat, None);
+        (r, j.rows().to_vec())
+    }
+
+    #[test]
+    fn pandas_formatting_failures_and_other_libtypes() {
+        let cat = Catalog::embedded();
+        let ck3 = &cat.legacy_by_id(3).unwrap().name;
+        let tile1 = &cat.cktile_by_id("gfx942", 1).unwrap().name;
+        let text = format!(
+            "{HEADER}gfx942,304,16,5120,5120,ck,3.0,1.0,12.5,{ck3},2.1,300.0,0.0\n\
+             gfx942,304,16,5120,5120,ck,4,0,-1.0,None,0.0,0.0,1.0\n\
+             gfx942,304,16,5120,5120,cktile,1,0,inf,None,0,0,1.0\n\
+             gfx942,304,16,5120,5120,cktile,2,0,9.5,{},1.0,1.0,0.25\n\
+             gfx942,304,16,5120,5120,asm,0,1,8.0,_ZN5aiter17fp8gemm_blockscaleE,1.0,1.0,0.0\n\
+             gfx942,304,16,5120,5120,ck,5,0,7.",
+            cat.cktile_by_id("gfx942", 2).unwrap().name
+        );
+        let (r, rows) = import(&text);
+        let s = r.unwrap();
+        // The unterminated last line (a write in progress) waits for the next import.
+        assert_eq!((s.appended, s.other_libtype), (4, 1));
+        assert_eq!((rows[0].kernel_id, rows[0].split_k, rows[0].us, rows[0].status.as_str()), (3, 1, Some(12.5), "ok"));
+        assert_eq!(&rows[1].kernel_name, &cat.legacy_by_id(4).unwrap().name);
+        assert!(rows[1].us.is_none() && rows[1].status.contains("us=-1"));
+        assert_eq!(&rows[2].kernel_name, tile1);
+        assert!(rows[2].status.contains("us=inf") && rows[2].tflops.is_none());
+        assert_eq!(rows[3].status, "fail:errRatio 0.25 > 0.05 (wrong output)");
+        assert_eq!(rows[3].us, Some(9.5));
+        assert!(rows.iter().all(|r| r.validate().is_ok()));
+    }
+
+    #[test]
+    fn bad_rows_name_file_line_and_value() {
+        let cat = Catalog::embedded();
+        let ck3 = &cat.legacy_by_id(3).unwrap().name;
+        for (row, want) in [
+            (format!("gfx942,304,16,5120,5120,ck,3,0,12.5,{ck3}_x,1,1,0.0\n"), ":2: column kernelName"),
+            (format!("gfx942,304,16,5120,5120,ck,4,0,12.5,{ck3},1,1,0.0\n"), "is not ck kernelId 4"),
+            ("gfx942,304,16,5120,5120,ck,40,0,-1,None,0,0,1.0\n".to_string(), "ck kernelId 40 has no catalog instance"),
+            (format!("gfx942,304,16,5120,5120,ck,3,0,Null,{ck3},1,1,0.0\n"), "column us = \"Null\""),
+            (format!("gfx942,304,16,5120,5120,ck,3,0,0,{ck3},1,1,0.0\n"), "expected a positive time"),
+            (format!("gfx942,304,16,5120,5120,ck,3.5,0,1,{ck3},1,1,0.0\n"), "column kernelId = \"3.5\""),
+            (format!("gfx942,304,16,5120,5120,ck,3,0,1,{ck3},1,1,1.5\n"), "column errRatio"),
+            (
+                "gfx90a,304,16,5120,5120,cktile,1,0,1,None,1,1,0.0\n".to_string(),
+                "no CK-tile instances for this architecture",
+            ),
+        ] {
+            let (r, rows) = import(&format!("{HEADER}{row}"));
+            let e = format!("{:#}", r.unwrap_err());
+            assert!(e.contains("profile.csv:2") && e.contains(want), "{row}: {e}");
+            assert!(rows.is_empty());
+        }
+        let (r, _) = import("M,N,K\n1,2,3\n");
+        assert!(format!("{:#}", r.unwrap_err()).contains("has no gfx column"));
+    }
+
+    #[test]
+    fn tuner_command_line() {
+        let t = Tuner {
+            python: "python3".into(),
+            aiter_dir: "/aiter".into(),
+            libtype: TunerLibtype::Cktile,
+            split_k: false,
+            mp: None,
+            err_ratio: 0.1,
+            warmup: None,
+            iters: Some(50),
+            timeout: None,
+            block_per_cu: vec![1, 2],
+            batch: 3,
+            extra_args: vec!["--shape_grouped".into()],
+        };
+        let f = RunFiles::in_dir(Path::new("/w"), "recheck-");
+        assert_eq!(
+            t.args(&f).join(" "),
+            "csrc/ck_gemm_a8w8_blockscale/gemm_a8w8_blockscale_tune.py -i /w/recheck-untuned.csv -o /w/recheck-tuned.csv \
+             -o2 /w/recheck-profile.csv --libtype cktile --errRatio 0.1 --batch 3 --iters 50 --blockPerCu 1 2 --shape_grouped"
+        );
+        assert_eq!(work_dir(Path::new("out/my.csv")), PathBuf::from("out/my.csv.aiter"));
+        let shapes: Vec<Shape> = (1..=10).map(|m| Shape::new(m, 5120, 5120)).collect();
+        assert_eq!(recheck_shapes(&shapes, 0.2, 7).len(), 2);
+        assert_eq!(recheck_shapes(&shapes, 0.01, 7).len(), 1);
+        assert!(recheck_shapes(&shapes, 0.0, 7).is_empty());
+        assert_eq!(recheck_shapes(&shapes, 0.3, 7), recheck_shapes(&shapes, 0.3, 7));
+    }
+}

@@ -97,3 +97,44 @@ pub fn load_legacy_matrix(
     })?;
     Ok((m, left))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+
+    #[test]
+    fn splits_and_summarizes_cktile_rows() {
+        let cat = Catalog::embedded();
+        let ck = |id: i32| cat.legacy_by_id(id).unwrap().name.clone();
+        let tile = |id: i32| cat.cktile_by_id("gfx942", id).unwrap().name.clone();
+        let text = format!(
+            "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio\n\
+             gfx942,304,1,5120,5120,ck,0,0,10.0,{},1,1,0\n\
+             gfx942,304,1,5120,5120,ck,8,0,8.0,{},1,1,0\n\
+             gfx942,304,1,5120,5120,cktile,1,0,6.0,{},1,1,0\n\
+             gfx942,304,64,5120,5120,ck,0,0,12.0,{},1,1,0\n\
+             gfx942,304,64,5120,5120,cktile,1,0,13.0,{},1,1,0\n\
+             gfx942,304,64,5120,5120,cktile,1,1,5.0,{},1,1,0.5\n",
+            ck(0),
+            ck(8),
+            tile(1),
+            ck(0),
+            tile(1),
+            tile(1)
+        );
+        let rows = crate::table::parse_aiter_csv(text.as_bytes(), "t.csv", &cat).unwrap();
+        let (legacy, left) = legacy_rows(rows);
+        assert_eq!(legacy.len(), 3);
+        let left = left.unwrap();
+        assert_eq!((left.rows, left.kernels), (3, 2));
+        // M=1: 8.0 / 6.0; M=64: the only faster CK-tile cell is invalid (errRatio 0.5), so not counted.
+        assert_eq!(left.faster, vec![(Shape::new(1, 5120, 5120), 8.0 / 6.0)]);
+        let msg = left.message("t.csv");
+        assert!(msg.contains("3 CK-tile rows (2 kernel/split-K candidates) left out"), "{msg}");
+        assert!(
+            msg.contains("on 1 shapes a CK-tile kernel is faster than every legacy one (up to 33.3% at 1x5120x5120)")
+        );
+        assert!(super::super::LatencyMatrix::from_rows(&legacy).is_ok());
+    }
+}
