@@ -259,6 +259,39 @@ fn clear_errors() {
     assert!(!out.exists() || journal(&out).is_empty());
 }
 
+/// A checkout with the tuner script and the given Python modules (relative path -> source).
+fn checkout(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    let mut all = vec![("csrc/ck_gemm_a8w8_blockscale/gemm_a8w8_blockscale_tune.py", "raise SystemExit(9)\n")];
+    all.extend_from_slice(files);
+    for (path, body) in all {
+        let p = d.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+    d
+}
+
+#[test]
+fn probe_errors_for_torch_rocm_and_aiter() {
+    let torch_stub = std::fs::read_to_string(format!("{FAKE_AITER}/torch/__init__.py")).unwrap();
+    let cuda_torch = torch_stub.replace("hip = \"6.4.0-fake\"", "hip = None");
+    let cases = [
+        (checkout(&[("torch/__init__.py", "raise ImportError('simulated: no torch')\n")]), "PyTorch is not importable"),
+        (checkout(&[("torch/__init__.py", &cuda_torch)]), "is not a ROCm build"),
+        (checkout(&[("torch/__init__.py", &torch_stub)]), "AITER is not importable"),
+    ];
+    for (dir, want) in cases {
+        let out = dir.path().join("j.csv");
+        let mut args = bench_args(&out, &[]);
+        let at = args.iter().position(|a| a == FAKE_AITER).unwrap();
+        args[at] = dir.path().display().to_string();
+        let o = synth(&args, &[]);
+        assert_eq!(o.status.code(), Some(1));
+        assert!(text(&o).contains(want), "expected {want:?} in\n{}", text(&o));
+    }
+}
+
 #[test]
 fn fake_tuner_rejects_what_the_real_parser_rejects() {
     let run = |args: &[&str]| Command::new("python3").arg(TUNER).args(args).output().unwrap();
