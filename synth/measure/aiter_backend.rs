@@ -93,7 +93,7 @@ pub struct AiterArgs {
     /// Timed iterations per candidate (its --iters); default: the tuner's (101).
     #[arg(long)]
     pub iters: Option<u32>,
-    /// Per-task watchdog in seconds (its --timeout); default: the tuner's (1800).
+    /// Watchdog in seconds for one tuner job (its --timeout); default: the tuner's (1800).
     #[arg(long)]
     pub timeout: Option<u32>,
     /// CK-tile BlockPerCu values to measure (its --blockPerCu), comma list; default: the tuner's (1..4).
