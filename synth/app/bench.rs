@@ -62,6 +62,11 @@ pub struct BenchArgs {
     /// Write the cells still to measure as a plan file (JSON lines) and stop.
     #[arg(long)]
     pub plan_only: Option<PathBuf>,
+    /// Measurement backend: the Triton harness, or AITER's tuner on CK's own kernels (ROCm).
+    #[arg(long, value_enum, default_value = "harness")]
+    pub backend: super::aiter_backend::Backend,
+    #[command(flatten)]
+    pub aiter: super::aiter_backend::AiterArgs,
 }
 
 /// The off-grid M set of `--m-set off-grid`: 20 seeded log-uniform values over 1..=16384 off AITER's grid.
@@ -71,7 +76,7 @@ pub const OFF_GRID_MAX: u32 = 16384;
 /// Seed of the off-grid set.
 pub const OFF_GRID_SEED: u64 = 2026;
 
-fn parse_m_set(text: &str) -> Result<Vec<u32>> {
+pub(super) fn parse_m_set(text: &str) -> Result<Vec<u32>> {
     match text {
         "dataset" => Ok(shapes::m_dataset_grid()),
         "decode" => Ok(shapes::m_decode()),
@@ -104,7 +109,7 @@ type ModelLayers = (Vec<(u32, u32)>, Vec<String>);
 
 /// (N, K) of a model's four GEMMs at a TP degree (qkv, o, gate_up, down) that blockscale can run, and one
 /// message per layer it cannot (K not a multiple of the 128-wide scale group).
-fn model_layers(model: &str, tp: u32) -> Result<ModelLayers> {
+pub(super) fn model_layers(model: &str, tp: u32) -> Result<ModelLayers> {
     let spec = shapes::ModelSpec::builtin(model).with_context(|| format!("--model {model:?}"))?;
     let layers = spec.layers(tp).with_context(|| format!("--model {model:?} --tp {tp}"))?;
     let mut runnable = Vec::new();
@@ -123,7 +128,7 @@ fn model_layers(model: &str, tp: u32) -> Result<ModelLayers> {
     Ok((runnable, unrunnable))
 }
 
-fn parse_pairs(text: &str) -> Result<Vec<(u32, u32)>> {
+pub(super) fn parse_pairs(text: &str) -> Result<Vec<(u32, u32)>> {
     text.split(',')
         .map(|p| {
             let (n, k) = p.split_once(':').with_context(|| format!("--shapes: {p:?} is not N:K"))?;
@@ -159,6 +164,9 @@ fn harness_of(args: &BenchArgs) -> Harness {
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
+    if args.backend == super::aiter_backend::Backend::Aiter {
+        return super::aiter_backend::bench(&args);
+    }
     let catalog = Catalog::embedded();
     let ms = parse_m_set(&args.m_set)?;
     let (layers, unrunnable) = match &args.shapes {
@@ -308,7 +316,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     Ok(())
 }
 
-fn print_summary(journal: &Journal, appended: usize, elapsed: f64) {
+pub(super) fn print_summary(journal: &Journal, appended: usize, elapsed: f64) {
     let rows = journal.rows();
     let mut fails: BTreeMap<&str, usize> = BTreeMap::new();
     for r in rows {

@@ -19,7 +19,8 @@ pub struct DriftArgs {
     /// Rule to re-check (JSON, C++ or Rust form).
     #[arg(long, default_value = "generated/rule.json")]
     pub rule: PathBuf,
-    /// New measurements (AITER CSV / gemm-synth measurement file).
+    /// New measurements (AITER CSV / gemm-synth measurement file); with --remeasure, the journal the
+    /// re-measurement is written to (resumable).
     #[arg(long)]
     pub dataset: PathBuf,
     /// Measurements the rule was accepted on; when given, the fraction of oracle is compared with it.
@@ -34,6 +35,8 @@ pub struct DriftArgs {
     /// List shapes where the rule's choice is this much slower than the new oracle (0.25 = 25%).
     #[arg(long, default_value_t = 0.25)]
     pub shape_regret: f64,
+    #[command(flatten)]
+    pub remeasure: super::drift_remeasure::RemeasureArgs,
 }
 
 /// How a rule does on one latency matrix.
@@ -98,6 +101,9 @@ fn print_score(label: &str, mat: &LatencyMatrix, score: &RuleScore) {
 
 /// `synth drift`: exit non-zero when the rule no longer holds on the new measurements.
 pub fn run(args: DriftArgs) -> Result<()> {
+    if args.remeasure.remeasure {
+        return super::drift_remeasure::run(&args);
+    }
     let catalog = Catalog::embedded();
     let rule = crate::rule::load(&args.rule, &catalog)
         .map_err(|e| anyhow::anyhow!("{e}"))

@@ -1,9 +1,11 @@
 //! The application layer: the commands that wire stages together. Only this layer (and `cli`) knows the
 //! command line; stages never import it.
 
+pub mod aiter_backend;
 pub mod bench;
 pub mod compare;
 pub mod drift;
+pub mod drift_remeasure;
 pub mod invocation;
 pub mod rewrite;
 pub mod run;

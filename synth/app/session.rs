@@ -309,9 +309,13 @@ pub fn load_matrix(path: &Path, catalog: &Catalog) -> anyhow::Result<LatencyMatr
     if !path.exists() {
         bail!("dataset {} does not exist; measure it with `synth bench` or pass --dataset FILE", path.display());
     }
-    LatencyMatrix::load(path, catalog)
+    let (matrix, cktile) = crate::table::registry::load_legacy_matrix(path, catalog)
         .map_err(|e| anyhow::anyhow!("{e}"))
-        .with_context(|| format!("cannot load dataset {}", path.display()))
+        .with_context(|| format!("cannot load dataset {}", path.display()))?;
+    if let Some(left) = cktile {
+        eprintln!("note: {}", left.message(&display_path(path)));
+    }
+    Ok(matrix)
 }
 
 /// A model's layers at a TP, from a built-in name or a spec file.

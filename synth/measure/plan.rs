@@ -59,6 +59,8 @@ pub struct CellKey {
     pub kernel_id: i32,
     pub split_k: u32,
     pub recheck: bool,
+    /// A CK-tile kernel (AITER libtype `cktile`, ids of its own); legacy `ck` otherwise.
+    pub cktile: bool,
 }
 
 impl PlanCell {
@@ -88,6 +90,7 @@ impl PlanCell {
             kernel_id: self.kernel_id,
             split_k: self.split_k,
             recheck: self.recheck != 0,
+            cktile: false,
         }
     }
 

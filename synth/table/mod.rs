@@ -3,6 +3,7 @@
 
 pub mod aiter_csv;
 pub mod matrix;
+pub mod registry;
 pub mod summary;
 
 use serde::{Deserialize, Serialize};

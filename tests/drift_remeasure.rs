@@ -1,0 +1,317 @@
+//! `synth drift --remeasure` with the fake harness (tests/fixtures/fake_harness.py, seeded noise) and the
+//! fake AITER tuner: noise alone never raises an alarm over 20 seeds; a 10% slowdown of the rule's picks,
+//! a pick failing its correctness check and a new kernel becoming the oracle by >= 10% are each flagged
+//! with exit status 3, a markdown summary and a JSON report naming the fix.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const FAKE: &str = "tests/fixtures/fake_harness.py";
+
+fn synth(args: &[String], envs: &[(&str, String)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_synth"));
+    c.current_dir(env!("CARGO_MANIFEST_DIR")).args(args);
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    c.output().expect("synth runs")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| x.to_string()).collect()
+}
+
+/// Rule: kernel 8 (16x64x256) for M <= 64, otherwise kernel 0 (128x128x128).
+const RULE: &str = r#"{"root": {"chain": {"branches": [[{"cmp": {"op": "Le", "lhs": {"var": "M"}, "rhs": {"lit": 64}}},
+ {"leaf": {"kernel_id": 8}}]], "otherwise": {"leaf": {"kernel_id": 0}}}}}"#;
+
+struct Setup {
+    dir: tempfile::TempDir,
+    baseline: PathBuf,
+    rule: PathBuf,
+}
+
+/// Baseline: fake harness with 1% seeded noise, instances 0, 2, 4, 7, 8, 12 on 6 M values x 2 layers,
+/// 30% rechecks.
+fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let baseline = dir.path().join("baseline.csv");
+    let o = synth(
+        &s(&[
+            "bench",
+            "--m-set",
+            "1,16,64,256,1024,4096",
+            "--shapes",
+            "5120:5120,25600:5120",
+            "--instances",
+            "0,2,4,7,8,12",
+            "--split-k",
+            "none",
+            "--cu-num",
+            "132",
+            "--recheck-fraction",
+            "0.3",
+            "--harness",
+            FAKE,
+            "--out",
+            baseline.to_str().unwrap(),
+        ]),
+        &[("FAKE_NOISE", "0.01".into()), ("FAKE_SEED", "baseline".into())],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let rule = dir.path().join("rule.json");
+    std::fs::write(&rule, RULE).unwrap();
+    Setup { dir, baseline, rule }
+}
+
+fn drift(
+    st: &Setup,
+    name: &str,
+    seed: u32,
+    envs: &[(&str, String)],
+    extra: &[&str],
+) -> (Output, serde_json::Value, String) {
+    let out = st.dir.path().join(format!("{name}.csv"));
+    let md = st.dir.path().join(format!("{name}.md"));
+    let json = st.dir.path().join(format!("{name}.json"));
+    let mut args = s(&[
+        "drift",
+        "--remeasure",
+        "--rule",
+        st.rule.to_str().unwrap(),
+        "--baseline",
+        st.baseline.to_str().unwrap(),
+        "--dataset",
+        out.to_str().unwrap(),
+        "--harness",
+        FAKE,
+        "--sample-shapes",
+        "10",
+        "--others",
+        "6",
+        "--report-md",
+        md.to_str().unwrap(),
+        "--report-json",
+        json.to_str().unwrap(),
+    ]);
+    args.extend(extra.iter().map(|x| x.to_string()));
+    let mut envs = envs.to_vec();
+    envs.push(("FAKE_NOISE", "0.01".into()));
+    envs.push(("FAKE_SEED", format!("run{seed}")));
+    let o = synth(&args, &envs);
+    let report =
+        std::fs::read_to_string(&json).map(|t| serde_json::from_str(&t).unwrap()).unwrap_or(serde_json::Value::Null);
+    let md = std::fs::read_to_string(&md).unwrap_or_default();
+    (o, report, md)
+}
+
+#[test]
+fn noise_only_never_alarms_in_20_seeded_runs() {
+    let st = setup();
+    for seed in 0..20 {
+        let (o, r, md) = drift(&st, &format!("noise{seed}"), seed, &[], &["--sample-seed", &seed.to_string()]);
+        assert_eq!(o.status.code(), Some(0), "seed {seed}:\n{}", text(&o));
+        assert_eq!(r["verdict"], "ok", "seed {seed}");
+        assert!(r["problems"].as_array().unwrap().is_empty());
+        assert_eq!(r["shapes_measured"], 10);
+        // The baseline's noise: 1% per measurement -> median |ratio - 1| near 0.6745 * sqrt(2) * 1%.
+        let noise = r["noise_median"].as_f64().unwrap();
+        assert!(noise > 0.004 && noise < 0.02, "{noise}");
+        assert!(md.contains("no drift"), "{md}");
+    }
+}
+
+#[test]
+fn slowdown_of_the_rules_picks_is_flagged() {
+    let st = setup();
+    let (o, r, md) = drift(&st, "slow", 1, &[("FAKE_SCALE", "8=1.1,0=1.1".into())], &[]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert_eq!(r["verdict"], "drift");
+    let g = r["rule_geomean_ratio"].as_f64().unwrap();
+    assert!((g - 1.1).abs() < 0.02, "{g}");
+    let p = r["problems"].as_array().unwrap();
+    assert!(p.iter().any(|x| x.as_str().unwrap().contains("the rule's picks are")), "{p:?}");
+    // The moved cells are the rule's picks, listed as slower.
+    let slower: Vec<&serde_json::Value> =
+        r["cells"].as_array().unwrap().iter().filter(|c| c["verdict"] == "slower").collect();
+    assert!(!slower.is_empty());
+    assert!(slower.iter().all(|c| c["candidate"] == "#8" || c["candidate"] == "#0"));
+    assert!(md.contains("DRIFT") && md.contains("synth run --dataset NEW.csv"), "{md}");
+    assert!(text(&o).contains("synth bench --backend harness"), "{}", text(&o));
+}
+
+#[test]
+fn a_pick_failing_its_correctness_check_is_flagged() {
+    let st = setup();
+    let (o, r, _) = drift(&st, "wrong", 2, &[("FAKE_WRONG_ID", "8".into())], &[]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let p = r["problems"].as_array().unwrap();
+    assert!(p.iter().any(|x| x.as_str().unwrap().contains("of the rule's picks now fail")), "{p:?}");
+    let fails: Vec<&serde_json::Value> =
+        r["cells"].as_array().unwrap().iter().filter(|c| c["verdict"] == "now-fails").collect();
+    assert!(!fails.is_empty());
+    // Kernel 8 fails everywhere it was re-measured; the rule picks it for M <= 64.
+    assert!(fails.iter().all(|c| c["candidate"] == "#8"));
+    let picked = fails.iter().filter(|c| c["roles"]["rule"] == true).count();
+    assert!(picked > 0);
+    assert!(fails.iter().all(|c| (c["roles"]["rule"] == true) == (c["shape"]["m"].as_u64().unwrap() <= 64)));
+    assert!(
+        p.iter().any(|x| x.as_str().unwrap().starts_with(&format!("{picked} of the rule's picks now fail"))),
+        "{p:?}"
+    );
+    assert!(fails[0]["reason"].as_str().unwrap().contains("errRatio"));
+}
+
+#[test]
+fn a_new_oracle_by_ten_percent_is_reported() {
+    let st = setup();
+    // Kernel 12 becomes 3x faster: the oracle of the large shapes by far more than 10%.
+    let (o, r, md) = drift(&st, "oracle", 3, &[("FAKE_SCALE", "12=0.3".into())], &[]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let no = r["new_oracles"].as_array().unwrap();
+    assert!(!no.is_empty());
+    for x in no {
+        assert_eq!(x["new_oracle"], "#12");
+        assert!(x["gain"].as_f64().unwrap() >= 0.10);
+    }
+    assert!(md.contains("New oracles"), "{md}");
+    // A kernel that becomes the oracle by about 5% (below the 10% threshold) is not reported.
+    let (o, r, _) = drift(&st, "oracle5", 3, &[("FAKE_SCALE", "2=0.95".into())], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(r["new_oracles"].as_array().unwrap().is_empty(), "{}", r["new_oracles"]);
+}
+
+#[test]
+fn budget_and_errors() {
+    let st = setup();
+    // A zero budget measures nothing: an error (exit 1), not a verdict; the report says why.
+    let (o, r, _) = drift(&st, "budget", 4, &[], &["--budget-s", "0"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(r["verdict"], "error");
+    assert_eq!(r["budget_reached"], true);
+    assert!(r["problems"][0].as_str().unwrap().contains("no sampled shape was measured"));
+    // A baseline without rechecks has no noise estimate: an error (exit 1) unless --noise is given.
+    let plain = st.dir.path().join("plain.csv");
+    let o = synth(
+        &s(&[
+            "bench",
+            "--m-set",
+            "1,64",
+            "--shapes",
+            "5120:5120",
+            "--instances",
+            "0,8",
+            "--cu-num",
+            "132",
+            "--recheck-fraction",
+            "0",
+            "--harness",
+            FAKE,
+            "--out",
+            plain.to_str().unwrap(),
+        ]),
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let args = |extra: &[&str]| {
+        let mut v = s(&[
+            "drift",
+            "--remeasure",
+            "--rule",
+            st.rule.to_str().unwrap(),
+            "--baseline",
+            plain.to_str().unwrap(),
+            "--dataset",
+            st.dir.path().join("p2.csv").to_str().unwrap(),
+            "--harness",
+            FAKE,
+        ]);
+        v.extend(extra.iter().map(|x| x.to_string()));
+        v
+    };
+    let o = synth(&args(&[]), &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("has no recheck pairs"), "{}", text(&o));
+    let o = synth(&args(&["--noise", "0.01"]), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // --remeasure needs --baseline (clap: exit 2).
+    let o = synth(&s(&["drift", "--remeasure", "--dataset", "x.csv"]), &[]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn aiter_backend_remeasure_with_the_fake_tuner() {
+    let dir = tempfile::tempdir().unwrap();
+    let baseline = dir.path().join("base.csv");
+    let bench = |out: &Path, envs: &[(&str, String)]| {
+        synth(
+            &s(&[
+                "bench",
+                "--backend",
+                "aiter",
+                "--aiter-dir",
+                "tests/fixtures/fake_aiter",
+                "--libtype",
+                "ck",
+                "--m-set",
+                "1,64,512,4096",
+                "--shapes",
+                "5120:5120",
+                "--recheck-fraction",
+                "0.5",
+                "--out",
+                out.to_str().unwrap(),
+            ]),
+            envs,
+        )
+    };
+    let o = bench(&baseline, &[("FAKE_TUNER_NOISE", "0.01".into()), ("FAKE_TUNER_SEED", "b".into())]);
+    assert!(o.status.success(), "{}", text(&o));
+    let rule = dir.path().join("rule.json");
+    std::fs::write(&rule, RULE).unwrap();
+    let run = |name: &str, envs: &[(&str, String)]| {
+        let json = dir.path().join(format!("{name}.json"));
+        let o = synth(
+            &s(&[
+                "drift",
+                "--remeasure",
+                "--backend",
+                "aiter",
+                "--aiter-dir",
+                "tests/fixtures/fake_aiter",
+                "--libtype",
+                "ck",
+                "--rule",
+                rule.to_str().unwrap(),
+                "--baseline",
+                baseline.to_str().unwrap(),
+                "--dataset",
+                dir.path().join(format!("{name}.csv")).to_str().unwrap(),
+                "--sample-shapes",
+                "4",
+                "--report-json",
+                json.to_str().unwrap(),
+            ]),
+            envs,
+        );
+        let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        (o, r)
+    };
+    let (o, r) = run("same", &[("FAKE_TUNER_NOISE", "0.01".into()), ("FAKE_TUNER_SEED", "n".into())]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(r["shapes_measured"], 4);
+    let (o, r) = run(
+        "slow",
+        &[
+            ("FAKE_TUNER_NOISE", "0.01".into()),
+            ("FAKE_TUNER_SEED", "n".into()),
+            ("FAKE_TUNER_SCALE", "ck:8=1.1,ck:0=1.1".into()),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert_eq!(r["verdict"], "drift");
+}
