@@ -56,6 +56,10 @@ pub struct BenchArgs {
     /// CU/SM count for the split-K rule; default: ask the device.
     #[arg(long)]
     pub cu_num: Option<u32>,
+    /// Seconds to wait for each cell's result before the harness is stopped (the run ends with an error
+    /// and keeps every finished cell).
+    #[arg(long, default_value_t = 1800.0, value_parser = positive_seconds)]
+    pub cell_timeout: f64,
     /// Print the plan size (total, already in the journal, to measure) and stop.
     #[arg(long)]
     pub dry_run: bool,
@@ -101,6 +105,7 @@ fn parse_m_set(text: &str) -> Result<Vec<u32>> {
 
 /// (N, K) of a model's four GEMMs at a TP degree (qkv, o, gate_up, down) that blockscale can run, and one
 /// message per layer it cannot (K not a multiple of the 128-wide scale group).
+#[allow(clippy::type_complexity)]
 fn model_layers(model: &str, tp: u32) -> Result<(Vec<(u32, u32)>, Vec<String>)> {
     let spec = shapes::ModelSpec::builtin(model).with_context(|| format!("--model {model:?}"))?;
     let layers = spec.layers(tp).with_context(|| format!("--model {model:?} --tp {tp}"))?;
@@ -149,10 +154,22 @@ fn select_instances<'a>(catalog: &'a Catalog, text: &str) -> Result<Vec<&'a Inst
         .collect()
 }
 
+fn positive_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1e7 => Ok(v),
+        _ => Err(format!("expected a number of seconds in (0, 1e7], got {s:?}")),
+    }
+}
+
 fn harness_of(args: &BenchArgs) -> Harness {
     let mut extra = args.harness_args.clone();
     extra.push(format!("--seed={}", args.seed));
-    Harness { python: args.python.clone(), script: args.harness.clone(), extra_args: extra }
+    Harness {
+        python: args.python.clone(),
+        script: args.harness.clone(),
+        extra_args: extra,
+        cell_timeout: std::time::Duration::from_secs_f64(args.cell_timeout),
+    }
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
@@ -269,7 +286,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             count += 1;
             pb.inc(1);
             pb.set_message(format!("M={} N={} K={}", row.m, row.n, row.k));
-            if !interactive && (count % 250 == 0 || count == total) {
+            if !interactive && (count.is_multiple_of(250) || count == total) {
                 let el = started.elapsed().as_secs_f64();
                 let rate = count as f64 / el.max(1e-9);
                 eprintln!(
@@ -344,7 +361,7 @@ mod tests {
     #[test]
     fn qwen3_tp2_layers() {
         assert_eq!(
-            model_layers("qwen3-32b", 2).unwrap(),
+            model_layers("qwen3-32b", 2).unwrap().0,
             vec![(5120, 5120), (5120, 4096), (25600, 5120), (5120, 12800)]
         );
         assert!(model_layers("qwen3-32b", 3).is_err());

@@ -88,7 +88,7 @@ pub fn on_aiter_grid(m: u32) -> bool {
         1025..=4096 => 64,
         _ => 128,
     };
-    m % step == 0
+    m.is_multiple_of(step)
 }
 
 /// `count` distinct off-grid M values: seeded log-uniform draws over `1..=max` that are neither on AITER's

@@ -51,12 +51,10 @@ fn read_all(mut r: impl Read) -> Vec<u8> {
 #[cfg(unix)]
 fn kill_group(child: &mut std::process::Child) {
     // The command runs in its own process group, so grandchildren (e.g. `sleep` under `sh`) die too.
-    let pgid = child.id();
-    let _ = Command::new("kill")
-        .args(["-KILL", "--", &format!("-{pgid}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
+    if let Ok(pgid) = libc::pid_t::try_from(child.id()) {
+        // SAFETY: killpg has no memory effects; a group that no longer exists gives ESRCH, ignored.
+        unsafe { libc::killpg(pgid, libc::SIGKILL) };
+    }
     let _ = child.kill();
 }
 
@@ -93,8 +91,11 @@ impl Proposer for CommandProposer {
         let writer = std::thread::spawn(move || {
             let _ = stdin.write_all(&input);
         });
-        let out_reader = std::thread::spawn(move || read_all(stdout));
-        let err_reader = std::thread::spawn(move || read_all(stderr));
+        let (out_tx, out_rx) = std::sync::mpsc::channel();
+        let (err_tx, err_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || out_tx.send(read_all(stdout)));
+        std::thread::spawn(move || err_tx.send(read_all(stderr)));
+        let started = std::time::Instant::now();
         let status = match child.wait_timeout(self.timeout) {
             Ok(Some(status)) => status,
             Ok(None) => {
@@ -111,9 +112,20 @@ impl Proposer for CommandProposer {
                 return Err(format!("cannot wait for the agent command: {e}"));
             }
         };
-        let _ = writer.join();
-        let out = out_reader.join().unwrap_or_default();
-        let err = err_reader.join().unwrap_or_default();
+        // Whatever the command left running in its process group (`sleep 1000 &`) is ended now; output is
+        // read until the deadline at most (a process that left the group may still hold the pipes).
+        kill_group(&mut child);
+        let deadline = started + self.timeout;
+        let remaining =
+            || deadline.saturating_duration_since(std::time::Instant::now()).max(Duration::from_millis(200));
+        let (Ok(out), Ok(err)) = (out_rx.recv_timeout(remaining()), err_rx.recv_timeout(remaining())) else {
+            return Err(format!(
+                "the agent command exited, but a process it started still holds its output open after {:.1} s \
+                 (--agent-timeout); do not leave background processes running",
+                self.timeout.as_secs_f64()
+            ));
+        };
+        drop(writer);
         let stdout = String::from_utf8_lossy(&out);
         let stderr = String::from_utf8_lossy(&err);
         if !status.success() {

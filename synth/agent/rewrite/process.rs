@@ -116,13 +116,10 @@ pub fn run_step(
 fn kill_group(pgid: u32) {
     #[cfg(unix)]
     {
-        let _ = Command::new("sh")
-            .arg("-c")
-            .arg(format!("kill -s KILL -- -{pgid} 2>/dev/null"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        if let Ok(pgid) = libc::pid_t::try_from(pgid) {
+            // SAFETY: killpg has no memory effects; a group that is gone gives ESRCH, ignored.
+            unsafe { libc::killpg(pgid, libc::SIGKILL) };
+        }
     }
 }
 
