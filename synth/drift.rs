@@ -99,8 +99,7 @@ fn print_score(label: &str, mat: &LatencyMatrix, score: &RuleScore) {
 /// `synth drift`: exit non-zero when the rule no longer holds on the new measurements.
 pub fn run(args: DriftArgs) -> Result<()> {
     let catalog = Catalog::embedded();
-    let rule = crate::rule::load(&args.rule, &catalog)
-        .map_err(|e| anyhow::anyhow!("{e}"))
+    let rule = crate::rule::load_checked(&args.rule, &catalog)
         .with_context(|| format!("cannot load the rule to re-check from {}", args.rule.display()))?;
     let new = load_matrix(&args.dataset, &catalog)?;
     let score = score_rule(&rule, &new, args.shape_regret);

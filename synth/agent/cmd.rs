@@ -187,6 +187,7 @@ pub fn run(args: SearchArgs) -> anyhow::Result<()> {
     let proposers = build_proposers(&args, &setup)?;
     let out_dir = args.out.clone().unwrap_or_else(|| crate_root().join(DEFAULT_OUT));
     let trace = args.trace.clone().unwrap_or_else(|| out_dir.join(TRACE_FILE));
+    check_trace_settings(&args, &trace)?;
     let cfg = LoopConfig {
         iterations: args.iterations,
         offspring: args.offspring,
@@ -252,6 +253,24 @@ fn report_and_render(
             .collect();
         bail!("no candidate was evaluated successfully; last feedback:\n  {}", last.join("\n  "));
     };
+    let proposals: Vec<_> = outcome.attempts.iter().filter(|a| a.id != 0).collect();
+    if !proposals.is_empty() && proposals.iter().all(|a| a.eval.score.is_none()) {
+        // Writing the baseline as "the result" would hide that no agent ever produced a usable rule.
+        let last: Vec<String> = proposals
+            .iter()
+            .rev()
+            .take(3)
+            .map(|a| {
+                let feedback = super::engine::first_line(&a.eval.feedback, 300);
+                format!("attempt {} ({}): {}", a.id, a.proposer, crate::render::sanitize::shown(&feedback))
+            })
+            .collect();
+        bail!(
+            "every one of the {} proposals failed, so there is no result (nothing was written); last failures:\n  {}",
+            proposals.len(),
+            last.join("\n  ")
+        );
+    }
     let rule = crate::rule::parse_any(&best.candidate, catalog)
         .map_err(|e| anyhow::anyhow!("the winning rule no longer parses: {e}"))?;
     let issues = validate(&rule, catalog);
@@ -340,19 +359,104 @@ fn report_and_render(
     Ok(())
 }
 
+/// The settings a trace belongs to: everything that decides what the attempts in it mean. `--iterations`
+/// is left out (a resumed run may go further).
+fn trace_settings(args: &SearchArgs) -> serde_json::Value {
+    serde_json::json!({
+        "agents": args.agents,
+        "offspring": args.offspring,
+        "repair_limit": args.repair_limit,
+        "dataset": args.dataset.as_ref().map(|d| display_path(d)),
+        "spec": args.spec.as_ref().map(|d| display_path(d)),
+        "gemm_model": args.gemm_model,
+        "tp": args.tp,
+        "sample_m": args.sample_m,
+        "seed": args.seed,
+        "max_depth": args.max_depth,
+        "max_leaves": args.max_leaves,
+        "max_instances": args.max_instances,
+        "weight": format!("{:?}", args.weight).to_lowercase(),
+        "features": format!("{:?}", args.features).to_lowercase(),
+    })
+}
+
+/// The settings record kept beside a trace: `<trace>.settings.json`.
+pub fn settings_path(trace: &std::path::Path) -> PathBuf {
+    let mut name = trace.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".settings.json");
+    trace.with_file_name(name)
+}
+
+/// With `--resume`: the trace must hold attempts and have been written with the same settings (else one
+/// error naming each differing setting). Without: records this run's settings beside the trace.
+fn check_trace_settings(args: &SearchArgs, trace: &std::path::Path) -> anyhow::Result<()> {
+    let path = settings_path(trace);
+    let now = trace_settings(args);
+    if args.resume && trace.exists() {
+        let contents = super::trace::read_trace(trace)?;
+        if contents.attempts.is_empty() {
+            if let Some(tail) = &contents.dropped_tail {
+                bail!(
+                    "{}: the trace holds no attempt, only an unreadable line ({}); delete it or run without --resume",
+                    trace.display(),
+                    crate::render::sanitize::shown(tail)
+                );
+            }
+        }
+        let recorded =
+            crate::table::input::read_text_capped(&path, crate::table::input::MAX_SPEC_BYTES, "settings record")
+                .with_context(|| {
+                    format!(
+                        "cannot read {}, the settings the trace {} was written with; resume only a trace written by \
+                     `synth search` (or run without --resume)",
+                        path.display(),
+                        trace.display()
+                    )
+                })?;
+        let recorded: serde_json::Value =
+            serde_json::from_str(&recorded).with_context(|| format!("{}: not a settings record", path.display()))?;
+        let mut differ = Vec::new();
+        for (key, value) in now.as_object().expect("an object") {
+            let old = recorded.get(key).unwrap_or(&serde_json::Value::Null);
+            if old != value {
+                differ.push(format!("{key}: trace {old}, now {value}"));
+            }
+        }
+        if !differ.is_empty() {
+            bail!(
+                "the trace {} was written by a search with other settings ({}); resume with those settings, or \
+                 start a new run (another --trace or no --resume)",
+                trace.display(),
+                differ.join("; ")
+            );
+        }
+    } else {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        if trace.exists() && std::fs::metadata(trace).is_ok_and(|m| m.len() > 0) {
+            eprintln!("note:     replacing the existing trace {} (pass --resume to continue it)", trace.display());
+        }
+        std::fs::write(&path, serde_json::to_string_pretty(&now)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
 /// The command that repeats the search (non-default options only).
 pub fn command_line(args: &SearchArgs) -> String {
+    use crate::render::sanitize::shell_word;
     let mut cmd = String::from("cargo run --release -- search");
     for a in &args.agents {
         if a != "builtin" || args.agents.len() > 1 {
-            cmd += &format!(" --agent '{a}'");
+            cmd += &format!(" --agent {}", shell_word(a));
         }
     }
     if let Some(u) = &args.base_url {
-        cmd += &format!(" --base-url {u}");
+        cmd += &format!(" --base-url {}", shell_word(u));
     }
     if let Some(m) = &args.model {
-        cmd += &format!(" --model {m}");
+        cmd += &format!(" --model {}", shell_word(m));
     }
     if args.iterations != 8 {
         cmd += &format!(" --iterations {}", args.iterations);
@@ -367,12 +471,12 @@ pub fn command_line(args: &SearchArgs) -> String {
         cmd += &format!(" --patience {p}");
     }
     if let Some(d) = &args.dataset {
-        cmd += &format!(" --dataset {}", display_path(d));
+        cmd += &format!(" --dataset {}", shell_word(&display_path(d)));
     }
     if let Some(s) = &args.spec {
-        cmd += &format!(" --spec {}", display_path(s));
+        cmd += &format!(" --spec {}", shell_word(&display_path(s)));
     } else if args.gemm_model != "qwen3-32b" {
-        cmd += &format!(" --gemm-model {}", args.gemm_model);
+        cmd += &format!(" --gemm-model {}", shell_word(&args.gemm_model));
     }
     if args.tp != 2 {
         cmd += &format!(" --tp {}", args.tp);
@@ -399,7 +503,7 @@ pub fn command_line(args: &SearchArgs) -> String {
         cmd += &format!(" --features {}", format!("{:?}", args.features).to_lowercase());
     }
     if let Some(o) = &args.out {
-        cmd += &format!(" --out {}", display_path(o));
+        cmd += &format!(" --out {}", shell_word(&display_path(o)));
     }
     cmd
 }

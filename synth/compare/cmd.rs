@@ -103,7 +103,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         policies.push(Policy::Rule { name: PUBLISHED_RULE_NAME.into(), rule: published_rule(&catalog)? });
     }
     for path in &args.rule {
-        let rule = crate::rule::load(path, &catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let rule = crate::rule::load_checked(path, &catalog)?;
         policies.push(Policy::Rule { name: display_path(path), rule });
     }
     policies.push(Policy::Oracle);

@@ -289,7 +289,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     policies.push(Policy::Rule { name: PUBLISHED_RULE_NAME.into(), rule: published_rule(&catalog)? });
     for path in &args.rule {
-        let rule = crate::rule::load(path, &catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let rule = crate::rule::load_checked(path, &catalog)?;
         policies.push(Policy::Rule { name: display_path(path), rule });
     }
     policies.push(Policy::Rule { name: "synthesized".into(), rule: synth.rule.clone() });
@@ -350,7 +350,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let provenance =
         Provenance { dataset: dataset_text, training: training_text, figures, command: command_line(&args) };
     let out = args.out.clone().unwrap_or_else(|| crate_root().join("generated"));
-    let written = render::write_generated(&synth.rule, &catalog, &matrix, &provenance, &out, args.check);
+    let generated = render::generated_files(&synth.rule, &catalog, &matrix, &provenance);
     let title = format!("{what} on {} — {scope} shapes", matrix.device.as_deref().unwrap_or(&matrix.gfx));
     let mut rule_json = crate::rule::to_json(&synth.rule);
     rule_json.push('\n');
@@ -360,7 +360,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         GeneratedFile::new(SPEEDUP_SVG, compare::plot::speedup_svg(&report, &names, &title)?),
         GeneratedFile::new(CURVE_CSV, curve_csv(&points)),
     ];
-    let extra_written = render::writer::write_files(&out, &extra, args.check);
+    // One all-or-nothing write of every output file.
+    let written = generated.and_then(|mut files| {
+        files.extend(extra);
+        render::writer::write_files(&out, &files, args.check)
+    });
 
     // Terminal output.
     let mut text = String::new();
@@ -387,11 +391,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let mut paths = Vec::new();
     let mut errors = Vec::new();
-    for result in [written, extra_written] {
-        match result {
-            Ok(p) => paths.extend(p),
-            Err(e) => errors.push(format!("{e:#}")),
-        }
+    match written {
+        Ok(p) => paths.extend(p),
+        Err(e) => errors.push(format!("{e:#}")),
     }
     let verb = if args.check { "up to date" } else { "written" };
     if errors.is_empty() {
@@ -455,14 +457,15 @@ pub fn rule_outline(rule: &Rule, catalog: &Catalog) -> String {
 
 /// The command that regenerates the outputs (non-default options only; never --check/--curve/--out).
 pub fn command_line(args: &RunArgs) -> String {
+    use crate::render::sanitize::shell_word;
     let mut cmd = String::from("cargo run --release -- run");
     if let Some(d) = &args.dataset {
-        cmd += &format!(" --dataset {}", display_path(d));
+        cmd += &format!(" --dataset {}", shell_word(&display_path(d)));
     }
     if let Some(spec) = &args.spec {
-        cmd += &format!(" --spec {}", display_path(spec));
+        cmd += &format!(" --spec {}", shell_word(&display_path(spec)));
     } else if args.model != "qwen3-32b" {
-        cmd += &format!(" --model {}", args.model);
+        cmd += &format!(" --model {}", shell_word(&args.model));
     }
     if args.tp != 2 {
         cmd += &format!(" --tp {}", args.tp);
@@ -502,13 +505,13 @@ pub fn command_line(args: &RunArgs) -> String {
         cmd += " --no-split-k-guards";
     }
     if let Some(t) = &args.tuned {
-        cmd += &format!(" --tuned {}", display_path(t));
+        cmd += &format!(" --tuned {}", shell_word(&display_path(t)));
         if args.tuned_any_device {
             cmd += " --tuned-any-device";
         }
     }
     for r in &args.rule {
-        cmd += &format!(" --rule {}", display_path(r));
+        cmd += &format!(" --rule {}", shell_word(&display_path(r)));
     }
     cmd
 }
