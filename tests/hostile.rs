@@ -414,3 +414,17 @@ fn messages_show_invisible_characters_as_code_points() {
         assert!(!msg.contains(c), "raw {c:?} in {msg:?}");
     }
 }
+
+#[test]
+fn compare_with_no_scorable_shape_is_an_error_not_nan() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("failed.csv");
+    edited_dataset(&data, |rec, h| {
+        set(rec, h, "status", "fail:launch");
+        set(rec, h, "us", "");
+    });
+    let (out, _) = run_bounded(synth().arg("compare").arg("--dataset").arg(&data), Duration::from_secs(300));
+    let msg = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{msg}");
+    assert!(msg.contains("can be scored") && !msg.contains("NaN") && !msg.contains("-0.000"), "{msg}");
+}
