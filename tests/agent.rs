@@ -652,3 +652,33 @@ fn openai_proposer_talks_to_a_chat_endpoint() {
         bad[0].eval.feedback
     );
 }
+
+/// An agent that prints its answer, exits and leaves a background child holding stdout: the answer is
+/// used (or the timeout reported) without waiting for the child, and the child is killed with the group.
+#[test]
+fn command_agent_leaving_a_background_child_neither_hangs_nor_leaks_it() {
+    let setup = setup_all(8);
+    let dir = tempfile::tempdir().unwrap();
+    let rule = dir.path().join("rule.txt");
+    std::fs::write(&rule, two_leaf_rule()).unwrap();
+    let marker = "1000003";
+    let cmd = format!("cat {}; sleep {marker} &", rule.display());
+    let p =
+        CommandProposer::new(cmd, Duration::from_secs(5), gemm_synth::app::search::rule_checker(setup.catalog.clone()));
+    let req = gemm_synth::engine::ProposalRequest {
+        task_context: RuleTask::new(setup.clone()).context(),
+        history: vec![],
+        parent: None,
+        guidance: String::new(),
+        iteration: 1,
+        offspring_index: 0,
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(p.propose(&req)));
+    // Generous: only a hang takes this long.
+    let answer = rx.recv_timeout(Duration::from_secs(120)).expect("propose hung on the background child");
+    assert_eq!(answer.unwrap(), two_leaf_rule());
+    let ps = std::process::Command::new("ps").args(["-eo", "args"]).output().unwrap();
+    let left = String::from_utf8_lossy(&ps.stdout).lines().filter(|l| l.trim() == format!("sleep {marker}")).count();
+    assert_eq!(left, 0, "the background child was left running");
+}

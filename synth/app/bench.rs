@@ -56,6 +56,10 @@ pub struct BenchArgs {
     /// CU/SM count for the split-K rule; default: ask the device.
     #[arg(long)]
     pub cu_num: Option<u32>,
+    /// Seconds to wait for each cell's result before the harness is stopped (the run ends with an error
+    /// and keeps every finished cell).
+    #[arg(long, default_value_t = 1800.0, value_parser = positive_seconds)]
+    pub cell_timeout: f64,
     /// Print the plan size (total, already in the journal, to measure) and stop.
     #[arg(long)]
     pub dry_run: bool,
@@ -157,10 +161,22 @@ fn select_instances<'a>(catalog: &'a Catalog, text: &str) -> Result<Vec<&'a Inst
         .collect()
 }
 
+fn positive_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1e7 => Ok(v),
+        _ => Err(format!("expected a number of seconds in (0, 1e7], got {s:?}")),
+    }
+}
+
 fn harness_of(args: &BenchArgs) -> Harness {
     let mut extra = args.harness_args.clone();
     extra.push(format!("--seed={}", args.seed));
-    Harness { python: args.python.clone(), script: args.harness.clone(), extra_args: extra }
+    Harness {
+        python: args.python.clone(),
+        script: args.harness.clone(),
+        extra_args: extra,
+        cell_timeout: std::time::Duration::from_secs_f64(args.cell_timeout),
+    }
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {

@@ -76,6 +76,14 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     policies.extend(session.rule_policies(&args.rule)?);
     policies.push(Policy::Oracle);
     let report = evaluate(matrix, catalog, &policies, &scored);
+    if report.shapes.is_empty() {
+        bail!(
+            "none of the {} selected shapes can be scored: no cell of any of them is a valid measurement ({} \
+             unscorable); measure them again or pick other shapes",
+            scored.len(),
+            report.unscorable.len()
+        );
+    }
     let mut text = format!(
         "dataset: {} ({}, {} CUs); {what}; {} shapes scored{}\n",
         display_path(&session.dataset),

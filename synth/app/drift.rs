@@ -105,8 +105,7 @@ pub fn run(args: DriftArgs) -> Result<()> {
         return super::drift_remeasure::run(&args);
     }
     let catalog = Catalog::embedded();
-    let rule = crate::rule::load(&args.rule, &catalog)
-        .map_err(|e| anyhow::anyhow!("{e}"))
+    let rule = crate::rule::load_checked(&args.rule, &catalog)
         .with_context(|| format!("cannot load the rule to re-check from {}", args.rule.display()))?;
     let new = load_matrix(&args.dataset, &catalog)?;
     let score = score_rule(&rule, &new, &catalog, args.shape_regret);

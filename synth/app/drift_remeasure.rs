@@ -405,7 +405,13 @@ fn measure(
         Backend::Harness => {
             let mut extra = args.harness_args.clone();
             extra.push(format!("--seed={}", args.sample_seed));
-            let harness = Harness { python: args.python.clone(), script: args.harness.clone(), extra_args: extra };
+            let harness = Harness {
+                python: args.python.clone(),
+                script: args.harness.clone(),
+                extra_args: extra,
+                // The same per-cell limit as `synth bench`'s default.
+                cell_timeout: std::time::Duration::from_secs(1800),
+            };
             let dev = harness.probe()?;
             let (mut journal, _) = Journal::open(out, catalog)?;
             let plan_file = tempfile::Builder::new().prefix("synth-drift-plan").suffix(".jsonl").tempfile()?;

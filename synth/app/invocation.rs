@@ -82,15 +82,7 @@ impl Invocation {
     }
 }
 
-/// `s` as one shell word: as is when it holds only safe characters, else single-quoted.
-pub fn shell_word(s: &str) -> String {
-    let safe = !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@%".contains(c));
-    if safe {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
+pub use crate::render::sanitize::shell_word;
 
 #[cfg(test)]
 mod tests {

@@ -177,7 +177,7 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
         command: invocation.regenerate_line(&OUTPUT_ONLY),
     };
     let out = args.out.clone().unwrap_or_else(|| crate_root().join("generated"));
-    let written = render::write_generated(&synth.rule, catalog, matrix, &provenance, &out, args.check);
+    let generated = render::generated_files(&synth.rule, catalog, matrix, &provenance);
     let title = format!("{what} on {} — {scope} shapes", matrix.device.as_deref().unwrap_or(&matrix.gfx));
     let mut rule_json = crate::rule::to_json(&synth.rule);
     rule_json.push('\n');
@@ -187,7 +187,11 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
         GeneratedFile::new(SPEEDUP_SVG, compare::plot::speedup_svg(&report, names, &title)?),
         GeneratedFile::new(CURVE_CSV, curve_csv(&points)),
     ];
-    let extra_written = render::writer::write_files(&out, &extra, args.check);
+    // One all-or-nothing write of every output file.
+    let written = generated.and_then(|mut files| {
+        files.extend(extra);
+        render::writer::write_files(&out, &files, args.check)
+    });
 
     // Terminal output.
     let mut text = String::new();
@@ -214,11 +218,9 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
     }
     let mut paths = Vec::new();
     let mut errors = Vec::new();
-    for result in [written, extra_written] {
-        match result {
-            Ok(p) => paths.extend(p),
-            Err(e) => errors.push(format!("{e:#}")),
-        }
+    match written {
+        Ok(p) => paths.extend(p),
+        Err(e) => errors.push(format!("{e:#}")),
     }
     let verb = if args.check { "up to date" } else { "written" };
     if errors.is_empty() {

@@ -12,7 +12,7 @@ use crate::render::{self, writer::GeneratedFile, Provenance};
 use crate::rule::validate::{validate, Severity};
 use crate::search::builtin::BuiltinProposer;
 use crate::search::task::{kernels_used, RuleReflector, RuleSetup, RuleTask};
-use anyhow::bail;
+use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -128,6 +128,7 @@ pub fn run(args: SearchArgs, invocation: &Invocation) -> anyhow::Result<()> {
     let proposers = build_proposers(&args, &setup)?;
     let out_dir = args.out.clone().unwrap_or_else(|| crate_root().join(DEFAULT_OUT));
     let trace = args.trace.clone().unwrap_or_else(|| out_dir.join(TRACE_FILE));
+    check_trace_settings(&args, &trace)?;
     let cfg = LoopConfig {
         iterations: args.iterations,
         offspring: args.offspring,
@@ -201,6 +202,24 @@ fn report_and_render(
             .collect();
         bail!("no candidate was evaluated successfully; last feedback:\n  {}", last.join("\n  "));
     };
+    let proposals: Vec<_> = outcome.attempts.iter().filter(|a| a.id != 0).collect();
+    if !proposals.is_empty() && proposals.iter().all(|a| a.eval.score.is_none()) {
+        // Writing the baseline as "the result" would hide that no agent ever produced a usable rule.
+        let last: Vec<String> = proposals
+            .iter()
+            .rev()
+            .take(3)
+            .map(|a| {
+                let feedback = crate::engine::first_line(&a.eval.feedback, 300);
+                format!("attempt {} ({}): {}", a.id, a.proposer, crate::render::sanitize::shown(&feedback))
+            })
+            .collect();
+        bail!(
+            "every one of the {} proposals failed, so there is no result (nothing was written); last failures:\n  {}",
+            proposals.len(),
+            last.join("\n  ")
+        );
+    }
     let rule = crate::rule::parse_any(&best.candidate, catalog)
         .map_err(|e| anyhow::anyhow!("the winning rule no longer parses: {e}"))?;
     let issues = validate(&rule, catalog);
@@ -252,12 +271,9 @@ fn report_and_render(
         figures,
         command: invocation.regenerate_line(&OUTPUT_ONLY),
     };
-    let mut written = render::write_generated(&rule, catalog, matrix, &provenance, out_dir, false)?;
-    written.extend(render::writer::write_files(
-        out_dir,
-        &[GeneratedFile::new("compare.csv", compare::report::csv(&report, names))],
-        false,
-    )?);
+    let mut files = render::generated_files(&rule, catalog, matrix, &provenance)?;
+    files.push(GeneratedFile::new("compare.csv", compare::report::csv(&report, names)));
+    let written = render::writer::write_files(out_dir, &files, false)?;
     for f in &written {
         println!("written:  {}", display_path(f));
     }
@@ -271,5 +287,89 @@ fn report_and_render(
         s.of_oracle,
         rule.num_leaves()
     );
+    Ok(())
+}
+
+/// The settings a trace belongs to: everything that decides what the attempts in it mean. `--iterations`
+/// is left out (a resumed run may go further).
+fn trace_settings(args: &SearchArgs) -> serde_json::Value {
+    serde_json::json!({
+        "agents": args.agents,
+        "offspring": args.offspring,
+        "repair_limit": args.repair_limit,
+        "dataset": args.data.dataset.as_ref().map(|d| display_path(d)),
+        "spec": args.data.spec.as_ref().map(|d| display_path(d)),
+        "model": args.data.model,
+        "tp": args.data.tp,
+        "sample_m": args.sample.sample_m,
+        "seed": args.sample.seed,
+        "max_depth": args.limits.max_depth,
+        "max_leaves": args.limits.max_leaves,
+        "max_instances": args.limits.max_instances,
+        "weight": format!("{:?}", args.limits.weight).to_lowercase(),
+        "features": format!("{:?}", args.limits.features).to_lowercase(),
+    })
+}
+
+/// The settings record kept beside a trace: `<trace>.settings.json`.
+pub fn settings_path(trace: &std::path::Path) -> PathBuf {
+    let mut name = trace.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".settings.json");
+    trace.with_file_name(name)
+}
+
+/// With `--resume`: the trace must hold attempts and have been written with the same settings (else one
+/// error naming each differing setting). Without: records this run's settings beside the trace.
+fn check_trace_settings(args: &SearchArgs, trace: &std::path::Path) -> anyhow::Result<()> {
+    let path = settings_path(trace);
+    let now = trace_settings(args);
+    if args.resume && trace.exists() {
+        let contents = crate::engine::trace::read_trace(trace)?;
+        if contents.attempts.is_empty() {
+            if let Some(tail) = &contents.dropped_tail {
+                bail!(
+                    "{}: the trace holds no attempt, only an unreadable line ({}); delete it or run without --resume",
+                    trace.display(),
+                    crate::render::sanitize::shown(tail)
+                );
+            }
+        }
+        let recorded =
+            crate::table::input::read_text_capped(&path, crate::table::input::MAX_SPEC_BYTES, "settings record")
+                .with_context(|| {
+                    format!(
+                        "cannot read {}, the settings the trace {} was written with; resume only a trace written by \
+                     `synth search` (or run without --resume)",
+                        path.display(),
+                        trace.display()
+                    )
+                })?;
+        let recorded: serde_json::Value =
+            serde_json::from_str(&recorded).with_context(|| format!("{}: not a settings record", path.display()))?;
+        let mut differ = Vec::new();
+        for (key, value) in now.as_object().expect("an object") {
+            let old = recorded.get(key).unwrap_or(&serde_json::Value::Null);
+            if old != value {
+                differ.push(format!("{key}: trace {old}, now {value}"));
+            }
+        }
+        if !differ.is_empty() {
+            bail!(
+                "the trace {} was written by a search with other settings ({}); resume with those settings, or \
+                 start a new run (another --trace or no --resume)",
+                trace.display(),
+                differ.join("; ")
+            );
+        }
+    } else {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        if trace.exists() && std::fs::metadata(trace).is_ok_and(|m| m.len() > 0) {
+            eprintln!("note:     replacing the existing trace {} (pass --resume to continue it)", trace.display());
+        }
+        std::fs::write(&path, serde_json::to_string_pretty(&now)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     Ok(())
 }

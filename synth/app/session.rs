@@ -258,7 +258,7 @@ impl Session {
         paths
             .iter()
             .map(|path| {
-                let rule = crate::rule::load(path, &self.catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
+                let rule = crate::rule::load_checked(path, &self.catalog)?;
                 Ok(Policy::Rule { name: display_path(path), rule })
             })
             .collect()

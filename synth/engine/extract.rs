@@ -62,9 +62,18 @@ fn closes(line: &str, fence: &str) -> bool {
     line.starts_with(fence) && line.chars().all(|c| c == ch)
 }
 
+/// At most this many code-like lines start an unfenced candidate (each candidate runs to the end of the
+/// code, so more starts would only re-try longer and longer suffixes of one text).
+pub const MAX_UNFENCED_STARTS: usize = 8;
+/// At most this many candidates are tried per output; the rest are counted in the error.
+pub const MAX_CANDIDATES: usize = 32;
+/// Each candidate's rejection reason is cut to this many characters in the combined error.
+const MAX_REASON_CHARS: usize = 400;
+
 /// Code candidates in the order they are tried: every fenced block; without fences, the whole text,
-/// then the text from each line that looks like the start of code (`if`, `{`, `return`, `//`, `match`,
-/// `(`) to the last line ending in `}` or `;` or `)`.
+/// then the text from each of the first [`MAX_UNFENCED_STARTS`] lines that look like the start of code
+/// (`if`, `{`, `return`, `//`, `match`, `(`) to the last line ending in `}` or `;` or `)`. Time and memory
+/// are linear in the text (at most `1 + MAX_UNFENCED_STARTS` copies of it).
 pub fn code_candidates(text: &str) -> Vec<Block> {
     let fenced = fenced_blocks(text);
     if !fenced.is_empty() {
@@ -76,22 +85,34 @@ pub fn code_candidates(text: &str) -> Vec<Block> {
         return out;
     }
     out.push(Block { lang: None, line: 1, code: format!("{trimmed}\n") });
-    let lines: Vec<&str> = text.lines().collect();
-    let end = lines
-        .iter()
-        .rposition(|l| {
-            let t = l.trim_end();
-            t.ends_with('}') || t.ends_with(';') || t.ends_with(')')
-        })
-        .map(|e| e + 1)
-        .unwrap_or(lines.len());
-    for (i, l) in lines.iter().enumerate() {
-        let t = l.trim_start();
+    // Byte offset where each line starts, and the end (exclusive) of the last code-ending line.
+    let mut line_starts = Vec::new();
+    let mut end_byte = None;
+    let mut offset = 0;
+    for l in text.split_inclusive('\n') {
+        line_starts.push(offset);
+        let body = l.strip_suffix('\n').unwrap_or(l);
+        let body = body.strip_suffix('\r').unwrap_or(body);
+        let t = body.trim_end();
+        if t.ends_with('}') || t.ends_with(';') || t.ends_with(')') {
+            end_byte = Some((line_starts.len(), offset + body.len()));
+        }
+        offset += l.len();
+    }
+    let (end_line, end_byte) = end_byte.unwrap_or((line_starts.len(), text.len()));
+    let mut starts = 0;
+    for (i, &start) in line_starts.iter().enumerate().take(end_line) {
+        if starts == MAX_UNFENCED_STARTS {
+            break;
+        }
+        let t = text[start..].trim_start_matches([' ', '\t']);
         let starts_code = ["if ", "if(", "{", "return", "//", "match ", "("].iter().any(|p| t.starts_with(p));
-        if starts_code && i < end {
-            let code = format!("{}\n", lines[i..end].join("\n"));
-            if !out.iter().any(|b| b.code.trim() == code.trim()) {
-                out.push(Block { lang: None, line: i + 1, code });
+        if starts_code {
+            starts += 1;
+            let body = text[start..end_byte].trim_end_matches(['\r', '\n']);
+            // Equal to the whole text only when nothing but blank space surrounds it.
+            if body.trim() != out[0].code.trim() {
+                out.push(Block { lang: None, line: i + 1, code: format!("{body}\n") });
             }
         }
     }
@@ -99,21 +120,33 @@ pub fn code_candidates(text: &str) -> Vec<Block> {
 }
 
 /// The first code candidate of `text` that `check` accepts. Otherwise an error listing every candidate
-/// tried and why it was rejected (or saying that the output held no code at all).
+/// tried (at most [`MAX_CANDIDATES`]) and why it was rejected (or saying that the output held no code at
+/// all).
 pub fn pick_candidate(text: &str, check: &dyn Fn(&str) -> Result<(), Rejection>) -> Result<String, ProposeError> {
     let blocks = code_candidates(text);
     if blocks.is_empty() {
         return Err(ProposeError::NoCandidate("the output is empty: no code block found".into()));
     }
     let mut failures = Vec::new();
-    for (i, b) in blocks.iter().enumerate() {
+    for (i, b) in blocks.iter().enumerate().take(MAX_CANDIDATES) {
         match check(&b.code) {
             Ok(()) => return Ok(b.code.clone()),
             Err(e) => {
                 let lang = b.lang.as_deref().map(|l| format!(" ({l})")).unwrap_or_default();
+                let mut e = e.0;
+                if let Some((cut, _)) = e.char_indices().nth(MAX_REASON_CHARS) {
+                    e.truncate(cut);
+                    e.push_str(" ...");
+                }
                 failures.push(format!("code block {}{lang} at output line {}: {e}", i + 1, b.line));
             }
         }
+    }
+    if blocks.len() > MAX_CANDIDATES {
+        failures.push(format!(
+            "{} more code blocks not tried (at most {MAX_CANDIDATES} are)",
+            blocks.len() - MAX_CANDIDATES
+        ));
     }
     Err(ProposeError::NoCandidate(format!(
         "no code block in the output is a valid candidate:\n  {}",
@@ -163,5 +196,54 @@ mod tests {
         let t = "Sure! The rule:\nif (M < 4) { return x; } else { return y; }\nThis is fast because...";
         assert_eq!(pick_candidate(t, &parses).unwrap(), "if (M < 4) { return x; } else { return y; }\n");
         assert!(pick_candidate("   \n", &parses).unwrap_err().to_string().contains("empty"));
+    }
+
+    #[test]
+    fn unfenced_candidates_match_the_line_based_definition() {
+        let t = "prose\n  if (M < 4) {\n    return a;\n  }\nreturn b;\ntrailing prose\r\n";
+        let b = code_candidates(t);
+        let codes: Vec<&str> = b.iter().map(|b| b.code.as_str()).collect();
+        assert_eq!(
+            codes,
+            vec![
+                "prose\n  if (M < 4) {\n    return a;\n  }\nreturn b;\ntrailing prose\n",
+                "  if (M < 4) {\n    return a;\n  }\nreturn b;\n",
+                "    return a;\n  }\nreturn b;\n",
+                "return b;\n",
+            ]
+        );
+        assert_eq!(b.iter().map(|b| b.line).collect::<Vec<_>>(), vec![1, 2, 3, 5]);
+        // Code only: the whole text is the one candidate.
+        assert_eq!(code_candidates("if (M < 4) { return a; }\n").len(), 1);
+    }
+
+    /// 4 MiB of lines that each look like the start of code and end like code: the old extraction built
+    /// one suffix per line (quadratic: terabytes); now at most 1 + MAX_UNFENCED_STARTS candidates of at
+    /// most the text's size, and at most MAX_CANDIDATES checks with bounded reasons.
+    #[test]
+    fn adversarial_4_mib_answer_is_linear() {
+        let line = "if (M < 4) return x;\n";
+        let text = line.repeat(4 * 1024 * 1024 / line.len());
+        let blocks = code_candidates(&text);
+        // The whole text, then the suffixes from starts 2..=8 (the first start is the whole text again).
+        assert_eq!(blocks.len(), MAX_UNFENCED_STARTS);
+        let total: usize = blocks.iter().map(|b| b.code.len()).sum();
+        assert!(total <= (1 + MAX_UNFENCED_STARTS) * (text.len() + 1), "{total}");
+        let calls = std::cell::Cell::new(0usize);
+        let reject = |c: &str| {
+            calls.set(calls.get() + 1);
+            Err(Rejection(format!("rejected {} bytes: {}", c.len(), "x".repeat(10_000))))
+        };
+        let err = pick_candidate(&text, &reject).unwrap_err().to_string();
+        assert_eq!(calls.get(), MAX_UNFENCED_STARTS);
+        assert!(err.len() < 10 * (MAX_REASON_CHARS + 100), "{}", err.len());
+
+        // Many fences: 4 MiB of empty fenced blocks are counted, not all tried.
+        let fences = "```\nx\n```\n".repeat(4 * 1024 * 1024 / 12);
+        calls.set(0);
+        let err = pick_candidate(&fences, &reject).unwrap_err().to_string();
+        assert_eq!(calls.get(), MAX_CANDIDATES);
+        assert!(err.contains("more code blocks not tried"), "{}", &err[err.len() - 200..]);
+        assert!(err.len() < (MAX_CANDIDATES + 1) * (MAX_REASON_CHARS + 100), "{}", err.len());
     }
 }

@@ -26,6 +26,9 @@ pub struct Harness {
     pub script: PathBuf,
     /// Extra arguments passed through (e.g. `--mapping 64:2:3`).
     pub extra_args: Vec<String>,
+    /// Longest wait for the next result line; past it the harness is killed and the run stops with an
+    /// error (finished cells stay in the journal).
+    pub cell_timeout: std::time::Duration,
 }
 
 /// What the harness reports about the device (`--probe`).
@@ -133,30 +136,61 @@ impl Harness {
                 }
             }
         });
-        let wanted: std::collections::HashSet<_> = cells.iter().map(|c| c.key()).collect();
+        let wanted: std::collections::HashMap<_, &PlanCell> = cells.iter().map(|c| (c.key(), c)).collect();
         let stdout = child.stdout.take().expect("stdout is piped");
+        // Lines arrive over a channel so that a harness that stops answering is noticed (cell timeout).
+        let (tx, rx) = std::sync::mpsc::sync_channel::<std::io::Result<String>>(64);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let stop = line.is_err();
+                if tx.send(line).is_err() || stop {
+                    break;
+                }
+            }
+        });
+        // Every row must come from the device the journal already holds (or the first row of this run).
+        let mut device = journal.rows().first().map(|r| (r.gfx.clone(), r.cu_num, r.device.clone()));
         let mut appended = 0;
         let mut failure = None;
-        for (i, line) in BufReader::new(stdout).lines().enumerate() {
-            let line = match line {
-                Ok(l) => l,
-                Err(e) => {
+        let mut i = 0usize;
+        loop {
+            let line = match rx.recv_timeout(self.cell_timeout) {
+                Ok(Ok(l)) => l,
+                Ok(Err(e)) => {
                     failure = Some(anyhow!("reading harness output: {e}"));
                     break;
                 }
-            };
-            if line.trim().is_empty() {
-                continue;
-            }
-            let row: CellResult = match serde_json::from_str(&line) {
-                Ok(r) => r,
-                Err(e) => {
-                    failure = Some(anyhow!("harness output line {}: {e}: {line:?}", i + 1));
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    let next = cells.iter().find(|c| !journal.is_done(&c.key()));
+                    failure = Some(anyhow!(
+                        "the harness produced no result for {:.0} s (--cell-timeout) and was stopped{}; the {appended} \
+                         cells finished in this run are in the journal: run again to resume, or raise --cell-timeout",
+                        self.cell_timeout.as_secs_f64(),
+                        next.map(|c| format!(" while measuring M={} N={} K={} kernelId {} splitK {}", c.m, c.n, c.k, c.kernel_id, c.split_k))
+                            .unwrap_or_default()
+                    ));
                     break;
                 }
             };
-            if !wanted.contains(&row.key()) {
-                failure = Some(anyhow!("harness output line {} is for a cell not in the plan: {line:?}", i + 1));
+            i += 1;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let shown = || crate::render::sanitize::shown(&line.chars().take(300).collect::<String>());
+            let row: CellResult = match serde_json::from_str(&line) {
+                Ok(r) => r,
+                Err(e) => {
+                    failure = Some(anyhow!("harness output line {i}: {e}: {}", shown()));
+                    break;
+                }
+            };
+            let Some(cell) = wanted.get(&row.key()) else {
+                failure = Some(anyhow!("harness output line {i} is for a cell not in the plan: {}", shown()));
+                break;
+            };
+            if let Err(e) = check_against_plan(&row, cell, &mut device) {
+                failure = Some(anyhow!("harness output line {i}: {e}; the row was not written: {}", shown()));
                 break;
             }
             if let Err(e) = journal.append(row.clone()) {
@@ -167,6 +201,10 @@ impl Harness {
             on_row(&row);
         }
         if failure.is_some() {
+            if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+                // SAFETY: kill has no memory effects; the child is not yet reaped, so the pid is ours.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
             let _ = child.kill();
         }
         let status = child.wait().context("waiting for the harness")?;
@@ -183,4 +221,35 @@ impl Harness {
         }
         Ok(appended)
     }
+}
+
+/// What a harness row must agree on with its plan cell and the journal before it is written: the
+/// kernel name the plan sent, libtype `ck`, and one device (gfx, CU count, device name) per journal.
+fn check_against_plan(row: &CellResult, cell: &PlanCell, device: &mut Option<(String, u32, String)>) -> Result<()> {
+    use crate::render::sanitize::shown;
+    if row.kernel_name != cell.kernel_name {
+        bail!(
+            "kernelName \"{}\" is not the plan's \"{}\" for kernelId {}",
+            shown(&row.kernel_name),
+            cell.kernel_name,
+            cell.kernel_id
+        );
+    }
+    if row.libtype != "ck" {
+        bail!("libtype \"{}\" is not \"ck\"", shown(&row.libtype));
+    }
+    let this = (row.gfx.clone(), row.cu_num, row.device.clone());
+    match device {
+        None => *device = Some(this),
+        Some(d) if *d == this => {}
+        Some((gfx, cu, name)) => bail!(
+            "the row is from device \"{}\" ({}, {} CUs) but the journal holds \"{}\" ({gfx}, {cu} CUs): one \
+             journal per device; use another --out",
+            shown(&row.device),
+            shown(&row.gfx),
+            row.cu_num,
+            shown(name)
+        ),
+    }
+    Ok(())
 }

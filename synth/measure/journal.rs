@@ -88,8 +88,11 @@ impl CellResult {
     pub fn validate(&self) -> Result<(), String> {
         if self.status == "ok" {
             match self.us {
-                Some(u) if u.is_finite() && u > 0.0 => Ok(()),
-                other => Err(format!("status ok but us = {other:?} (expected a finite positive number)")),
+                Some(u) if crate::table::aiter_csv::US_RANGE.contains(&u) => Ok(()),
+                other => Err(format!(
+                    "status ok but us = {other:?} (expected a time in {:?} us)",
+                    crate::table::aiter_csv::US_RANGE
+                )),
             }
         } else if self.status.strip_prefix("fail:").is_some_and(|r| !r.is_empty()) {
             Ok(())
@@ -132,7 +135,8 @@ impl CellResult {
 /// Reads every row of a journal with the table reader ([`crate::table::read_aiter_csv`]'s strict checks,
 /// kernel names against `catalog`), after checking that the header is exactly the journal's.
 pub fn read_journal(path: &Path, catalog: &Catalog) -> Result<Vec<CellResult>> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read journal {}", path.display()))?;
+    let bytes = crate::table::input::read_bytes_capped(path, crate::table::input::MAX_TABLE_BYTES, "journal")
+        .with_context(|| format!("cannot read journal {}", path.display()))?;
     read_journal_bytes(&bytes, &path.display().to_string(), catalog)
 }
 
@@ -185,6 +189,8 @@ impl CellResult {
 /// An open journal, appending.
 pub struct Journal {
     path: PathBuf,
+    /// The exclusive lock on `<journal>.lock`, held while the journal is open.
+    _lock: File,
     writer: csv::Writer<File>,
     done: HashSet<CellKey>,
     rows: Vec<CellResult>,
@@ -195,6 +201,10 @@ impl Journal {
     /// incomplete last line left by an interrupted write is cut off; a different header is an error.
     /// Returns the journal and the number of bytes cut.
     pub fn open(path: &Path, catalog: &Catalog) -> Result<(Journal, usize)> {
+        if path.exists() && !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            bail!("journal {} is not a regular file; pass the path of a CSV file to --out", path.display());
+        }
+        let lock = lock_journal(path)?;
         let mut cut = 0;
         let mut rows = Vec::new();
         if path.exists() {
@@ -204,7 +214,14 @@ impl Journal {
                 .open(path)
                 .with_context(|| format!("cannot open journal {}", path.display()))?;
             let mut bytes = Vec::new();
-            f.read_to_end(&mut bytes)?;
+            (&mut f).take(crate::table::input::MAX_TABLE_BYTES + 1).read_to_end(&mut bytes)?;
+            if bytes.len() as u64 > crate::table::input::MAX_TABLE_BYTES {
+                bail!(
+                    "journal {} holds more than {} MiB, the cap for a journal; pass another --out",
+                    path.display(),
+                    crate::table::input::MAX_TABLE_BYTES >> 20
+                );
+            }
             if !bytes.is_empty() && !bytes.ends_with(b"\n") {
                 let keep = bytes.iter().rposition(|&b| b == b'\n').map(|p| p + 1).unwrap_or(0);
                 cut = bytes.len() - keep;
@@ -231,7 +248,7 @@ impl Journal {
             writer.flush()?;
         }
         let done = rows.iter().map(|r| r.key()).collect();
-        Ok((Journal { path: path.to_path_buf(), writer, done, rows }, cut))
+        Ok((Journal { path: path.to_path_buf(), _lock: lock, writer, done, rows }, cut))
     }
 
     pub fn path(&self) -> &Path {
@@ -263,6 +280,52 @@ impl Journal {
     }
 }
 
+/// The lock file of the journal at `path`: `<path>.lock`.
+pub fn lock_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".lock");
+    path.with_file_name(name)
+}
+
+/// Takes the exclusive lock of the journal at `path` (an OS file lock on [`lock_path`], released when
+/// the process ends however it ends) and records this process in it. A second `synth bench` on the same
+/// journal gets one error naming the holder.
+fn lock_journal(path: &Path) -> Result<File> {
+    use std::io::Write;
+    let lock_path = lock_path(path);
+    if let Some(dir) = lock_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .with_context(|| format!("cannot open the journal lock {}", lock_path.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.take(4096).read_to_string(&mut holder);
+            let holder = crate::render::sanitize::shown(holder.trim());
+            bail!(
+                "journal {} is in use by another measurement run ({}); wait for it to finish, or pass another --out",
+                path.display(),
+                if holder.is_empty() { "holder unknown".to_string() } else { holder }
+            );
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            bail!("cannot lock the journal {} (through {}): {e}", path.display(), lock_path.display())
+        }
+    }
+    file.set_len(0)?;
+    let args: Vec<String> = std::env::args().collect();
+    write!(file, "pid {}: {}", std::process::id(), args.join(" "))?;
+    file.flush()?;
+    Ok(file)
+}
+
 /// Noise: median over recheck pairs (both ok) of |us - us_recheck| / us, and the number of pairs.
 pub fn recheck_noise(rows: &[CellResult]) -> Option<(f64, usize)> {
     let first: std::collections::HashMap<CellKey, f64> =
@@ -282,4 +345,23 @@ pub fn recheck_noise(rows: &[CellResult]) -> Option<(f64, usize)> {
     let n = rel.len();
     let med = if n % 2 == 1 { rel[n / 2] } else { (rel[n / 2 - 1] + rel[n / 2]) / 2.0 };
     Some((med, n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_open_of_one_journal_is_refused_naming_the_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.csv");
+        let catalog = Catalog::embedded();
+        let (first, _) = Journal::open(&path, &catalog).unwrap();
+        let err = Journal::open(&path, &catalog).err().expect("the journal is locked");
+        let msg = format!("{err:#}");
+        assert!(msg.contains("is in use by another measurement run"), "{msg}");
+        assert!(msg.contains(&format!("pid {}", std::process::id())), "{msg}");
+        drop(first);
+        Journal::open(&path, &catalog).expect("free again once the first is closed");
+    }
 }

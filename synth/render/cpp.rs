@@ -163,15 +163,19 @@ struct TInstance {
     name: String,
 }
 
-fn legacy_instances(catalog: &Catalog) -> Vec<TInstance> {
-    catalog.legacy_candidates().iter().map(|i| TInstance { id: i.id, name: i.name.clone() }).collect()
+fn legacy_instances(catalog: &Catalog) -> anyhow::Result<Vec<TInstance>> {
+    catalog
+        .legacy_candidates()
+        .iter()
+        .map(|i| Ok(TInstance { id: i.id, name: super::sanitize::cpp_identifier(&i.name)?.to_string() }))
+        .collect()
 }
 
 /// The stand-in declarations for compiling the header outside AITER (file [`CHECK_STUB`]): a placeholder
 /// `torch::Tensor`, AITER's `BlockwiseKernel` function-pointer type, a `bf16stub` output type and every
 /// legacy catalog instance as a function template with the instances' signature.
 pub fn render_check_stub(catalog: &Catalog) -> anyhow::Result<String> {
-    render(STUB_TEMPLATE, minijinja::context! { header => CPP_HEADER, instances => legacy_instances(catalog) })
+    render(STUB_TEMPLATE, minijinja::context! { header => CPP_HEADER, instances => legacy_instances(catalog)? })
 }
 
 /// One generated header for [`render_check_driver`] to include.
@@ -191,7 +195,7 @@ pub struct CheckHeader {
 pub fn render_check_driver(catalog: &Catalog, headers: &[CheckHeader]) -> anyhow::Result<String> {
     render(
         DRIVER_TEMPLATE,
-        minijinja::context! { stub => CHECK_STUB, rules => headers, instances => legacy_instances(catalog) },
+        minijinja::context! { stub => CHECK_STUB, rules => headers, instances => legacy_instances(catalog)? },
     )
 }
 

@@ -14,7 +14,9 @@
 
 pub mod cpp;
 pub mod csv;
+pub mod outdir;
 pub mod rust;
+pub mod sanitize;
 pub mod writer;
 
 use std::path::{Path, PathBuf};
@@ -62,12 +64,21 @@ pub fn write_generated(
     dir: &Path,
     check: bool,
 ) -> anyhow::Result<Vec<PathBuf>> {
-    let files = vec![
+    writer::write_files(dir, &generated_files(rule, catalog, matrix, provenance)?, check)
+}
+
+/// The three generated files for `rule`, rendered and not written.
+pub fn generated_files(
+    rule: &Rule,
+    catalog: &Catalog,
+    matrix: &LatencyMatrix,
+    provenance: &Provenance,
+) -> anyhow::Result<Vec<writer::GeneratedFile>> {
+    Ok(vec![
         writer::GeneratedFile::new(CPP_HEADER, render_cpp(rule, catalog, provenance)?),
         writer::GeneratedFile::new(INSTANCES_CSV, render_instances_csv(rule, catalog, matrix)?),
         writer::GeneratedFile::new(RUST_MODULE, render_rust(rule, catalog, provenance)?),
-    ];
-    writer::write_files(dir, &files, check)
+    ])
 }
 
 /// The rule as the renderers emit it: conditions in [`Rule::canonical`] shape and every leaf's kernelId
@@ -92,7 +103,7 @@ pub(crate) fn resolved(rule: &Rule, catalog: &Catalog) -> anyhow::Result<Rule> {
 
 /// The catalog instance a leaf selects, or an error naming the leaf.
 pub(crate) fn leaf_instance<'c>(catalog: &'c Catalog, leaf: &Leaf) -> anyhow::Result<&'c Instance> {
-    catalog.legacy_by_id(leaf.kernel_id).ok_or_else(|| {
+    let inst = catalog.legacy_by_id(leaf.kernel_id).ok_or_else(|| {
         anyhow::anyhow!(
             "the rule returns kernelId {} (splitK {}), which is not a legacy instance of the catalog (ids 0..{}); \
              fix the rule or the catalog",
@@ -100,5 +111,7 @@ pub(crate) fn leaf_instance<'c>(catalog: &'c Catalog, leaf: &Leaf) -> anyhow::Re
             leaf.split_k,
             catalog.legacy_candidates().len().saturating_sub(1)
         )
-    })
+    })?;
+    sanitize::cpp_identifier(&inst.name)?;
+    Ok(inst)
 }

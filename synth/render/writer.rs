@@ -81,11 +81,12 @@ pub fn provenance_lines(title: &str, p: &Provenance) -> Vec<String> {
     out
 }
 
-/// The comment header of a generated source: [`provenance_lines`] then [`rule_summary_lines`].
+/// The comment header of a generated source: [`provenance_lines`] then [`rule_summary_lines`], each line
+/// passed through [`super::sanitize::comment_line`] (no data can end, splice or reorder a comment line).
 pub fn header_lines(title: &str, provenance: &Provenance, rule: &crate::rule::Rule) -> Vec<String> {
     let mut lines = provenance_lines(title, provenance);
     lines.extend(rule_summary_lines(rule));
-    lines
+    lines.iter().map(|l| super::sanitize::comment_line(l)).collect()
 }
 
 /// Lines describing the rule itself: its size and, when it has one, its note.
@@ -135,21 +136,20 @@ pub fn freshness(dir: &Path, file: &GeneratedFile) -> anyhow::Result<Freshness> 
     }
 }
 
-/// Writes `files` into `dir` (created if needed), touching only files whose contents change; returns
-/// every file's path. With `check`, writes nothing and fails with [`StaleFiles`] listing each file that is
-/// missing or differs.
+/// Writes `files` into `dir` (created if needed), touching only files whose contents change, all or
+/// nothing ([`super::outdir::write_all`]); returns every file's path. With `check`, writes nothing and
+/// fails with [`StaleFiles`] listing each file that is missing or differs.
 pub fn write_files(dir: &Path, files: &[GeneratedFile], check: bool) -> anyhow::Result<Vec<PathBuf>> {
+    if !check {
+        return super::outdir::write_all(dir, files);
+    }
     let mut paths = Vec::with_capacity(files.len());
     let mut stale = Vec::new();
     for file in files {
         let path = dir.join(&file.name);
         let state = freshness(dir, file)?;
         if state != Freshness::Fresh {
-            if check {
-                stale.push((path.clone(), state));
-            } else {
-                write_atomically(dir, &path, &file.contents)?;
-            }
+            stale.push((path.clone(), state));
         }
         paths.push(path);
     }
@@ -157,18 +157,6 @@ pub fn write_files(dir: &Path, files: &[GeneratedFile], check: bool) -> anyhow::
         return Err(StaleFiles { stale }.into());
     }
     Ok(paths)
-}
-
-/// Writes through a temporary file in the same directory and renames it over `path`, so a reader never
-/// sees a half-written file.
-fn write_atomically(dir: &Path, path: &Path, contents: &str) -> anyhow::Result<()> {
-    use std::io::Write;
-    std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("cannot create directory {}: {e}", dir.display()))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .map_err(|e| anyhow::anyhow!("cannot create a temporary file in {}: {e}", dir.display()))?;
-    tmp.write_all(contents.as_bytes()).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-    tmp.persist(path).map_err(|e| anyhow::anyhow!("cannot write {}: {}", path.display(), e.error))?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -4,21 +4,35 @@
 use super::spec::excluded;
 use anyhow::{bail, Context};
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Copies the tree at `src` into `dst` (created), skipping entries whose path relative to `src` matches
-/// one of `exclude` (see [`excluded`]). Files keep their permission bits. A symbolic link to a file is
-/// copied as a file; a link to a directory outside `src` is recreated (pointing to the same absolute
-/// place); a link to a directory inside `src`, a dangling link or a special file is an error.
+/// one of `exclude` (see [`excluded`]). Files keep their permission bits. Symbolic links are never
+/// recreated: a link whose target lies inside `src` is replaced by a copy of that target (a file, or a
+/// directory copied under the same rules), so nothing a build or test does in the copy reaches the
+/// original. A link that leads out of `src`, a link to a directory that contains it (a cycle), a dangling
+/// link or a special file is an error naming the link and what to do.
 pub fn copy_tree(src: &Path, dst: &Path, exclude: &[String]) -> anyhow::Result<()> {
-    copy_dir(src, dst, Path::new(""), exclude)
+    let root = fs::canonicalize(src).with_context(|| format!("cannot open the task directory {}", src.display()))?;
+    let mut stack = vec![root.clone()];
+    copy_dir(&root, &root, dst, Path::new(""), exclude, &mut stack)
 }
 
-fn copy_dir(src_root: &Path, dst_root: &Path, rel: &Path, exclude: &[String]) -> anyhow::Result<()> {
-    let src = src_root.join(rel);
-    let dst = dst_root.join(rel);
-    fs::create_dir_all(&dst).with_context(|| format!("cannot create {}", dst.display()))?;
-    let mut entries: Vec<_> = fs::read_dir(&src)
+/// Links to directories inside the task nest at most this deep.
+const MAX_LINK_DEPTH: usize = 64;
+
+/// Copies the directory `src` (canonical) into `dst`; `rel` is its path relative to the task root as the
+/// user sees it (for excludes), `stack` the canonical directories being copied (for cycles).
+fn copy_dir(
+    root: &Path,
+    src: &Path,
+    dst: &Path,
+    rel: &Path,
+    exclude: &[String],
+    stack: &mut Vec<PathBuf>,
+) -> anyhow::Result<()> {
+    fs::create_dir_all(dst).with_context(|| format!("cannot create {}", dst.display()))?;
+    let mut entries: Vec<_> = fs::read_dir(src)
         .with_context(|| format!("cannot list {}", src.display()))?
         .collect::<Result<_, _>>()
         .with_context(|| format!("cannot list {}", src.display()))?;
@@ -29,31 +43,45 @@ fn copy_dir(src_root: &Path, dst_root: &Path, rel: &Path, exclude: &[String]) ->
             continue;
         }
         let from = entry.path();
-        let to = dst_root.join(&child_rel);
+        let to = dst.join(entry.file_name());
         let ft = entry.file_type().with_context(|| format!("cannot stat {}", from.display()))?;
         if ft.is_dir() {
-            copy_dir(src_root, dst_root, &child_rel, exclude)?;
+            stack.push(from.clone());
+            copy_dir(root, &from, &to, &child_rel, exclude, stack)?;
+            stack.pop();
         } else if ft.is_file() {
             fs::copy(&from, &to).with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))?;
         } else if ft.is_symlink() {
             let resolved = fs::canonicalize(&from).with_context(|| {
                 format!("{}: the symbolic link points to nothing; remove or exclude it", from.display())
             })?;
+            if !resolved.starts_with(root) {
+                bail!(
+                    "{}: the symbolic link leads out of the task (to {}), where builds and tests could modify or \
+                     delete the original; copy what it points to into the task, or exclude the link in the \
+                     spec's [workdir] exclude list",
+                    from.display(),
+                    resolved.display()
+                );
+            }
             if resolved.is_file() {
-                // The link's content is copied: a build writing through it must not reach the original.
+                // The target's content is copied: a build writing through the name cannot reach it.
                 fs::copy(&resolved, &to)
                     .with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))?;
-            } else if resolved.starts_with(fs::canonicalize(src_root)?) {
-                bail!(
-                    "{}: a link to a directory inside the task would let builds write into the original;                      replace it with the directory or exclude it",
-                    from.display()
-                );
+            } else if resolved.is_dir() {
+                if stack.iter().any(|d| d.starts_with(&resolved)) || stack.len() > MAX_LINK_DEPTH {
+                    bail!(
+                        "{}: the symbolic link points to {}, a directory that contains it (a cycle); replace it \
+                         or exclude it",
+                        from.display(),
+                        resolved.display()
+                    );
+                }
+                stack.push(resolved.clone());
+                copy_dir(root, &resolved, &to, &child_rel, exclude, stack)?;
+                stack.pop();
             } else {
-                #[cfg(unix)]
-                std::os::unix::fs::symlink(&resolved, &to)
-                    .with_context(|| format!("cannot recreate link {}", to.display()))?;
-                #[cfg(not(unix))]
-                bail!("{}: links to directories are only supported on Unix", from.display());
+                bail!("{}: the symbolic link points to a special file; remove or exclude it", from.display());
             }
         } else {
             bail!(
@@ -83,7 +111,7 @@ mod tests {
         std::os::unix::fs::symlink(outside.path(), src.path().join("ext")).unwrap();
         let dst = tempfile::tempdir().unwrap();
         let out = dst.path().join("w");
-        copy_tree(src.path(), &out, &["*.o".into(), "build".into()]).unwrap();
+        copy_tree(src.path(), &out, &["*.o".into(), "build".into(), "ext".into()]).unwrap();
         assert_eq!(fs::read_to_string(out.join("a/k.c")).unwrap(), "k");
         assert!(!out.join("a/build").exists());
         assert!(!out.join("top.o").exists());
@@ -91,10 +119,21 @@ mod tests {
         {
             assert!(out.join("link").symlink_metadata().unwrap().is_file(), "file links are copied as files");
             assert_eq!(fs::read_to_string(out.join("link")).unwrap(), "k");
-            assert_eq!(fs::read_link(out.join("ext")).unwrap(), fs::canonicalize(outside.path()).unwrap());
+            assert!(!out.join("ext").exists(), "the excluded outside link is not there");
+            // A link to a directory inside the task becomes a real directory with the same files.
             std::os::unix::fs::symlink(src.path().join("a"), src.path().join("inner")).unwrap();
-            let err = copy_tree(src.path(), &dst.path().join("w2"), &[]).unwrap_err();
-            assert!(format!("{err:#}").contains("inside the task"), "{err:#}");
+            let w2 = dst.path().join("w2");
+            copy_tree(src.path(), &w2, &["ext".into()]).unwrap();
+            assert!(w2.join("inner").symlink_metadata().unwrap().is_dir());
+            assert_eq!(fs::read_to_string(w2.join("inner/k.c")).unwrap(), "k");
+            // A link out of the task is refused, naming it.
+            let err = copy_tree(src.path(), &dst.path().join("w3"), &[]).unwrap_err();
+            assert!(format!("{err:#}").contains("ext: the symbolic link leads out of the task"), "{err:#}");
+            // A link to an enclosing directory is a cycle, not an endless copy.
+            fs::remove_file(src.path().join("ext")).unwrap();
+            std::os::unix::fs::symlink(src.path(), src.path().join("a/up")).unwrap();
+            let err = copy_tree(src.path(), &dst.path().join("w4"), &[]).unwrap_err();
+            assert!(format!("{err:#}").contains("a cycle"), "{err:#}");
         }
     }
 }

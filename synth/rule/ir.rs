@@ -36,7 +36,7 @@ pub enum BinOp {
 
 /// An i64-valued expression over M, N, K.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Expr {
     Var(Var),
     Lit(i64),
@@ -57,7 +57,7 @@ pub enum CmpOp {
 /// A boolean condition. `And(vec![])` is true and `Or(vec![])` is false; the text forms write
 /// `And`/`Or` with at least two operands (see [`Cond::canonical`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Cond {
     Cmp { op: CmpOp, lhs: Expr, rhs: Expr },
     And(Vec<Cond>),
@@ -69,6 +69,7 @@ pub enum Cond {
 /// What a rule returns: a catalog legacy instance (kernelId 0..18; the default alias -1 is resolved to
 /// its target when parsed) and split-K (log2 of KBatch; 0 when the rule text gives none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Leaf {
     pub kernel_id: i32,
     #[serde(default)]
@@ -77,7 +78,7 @@ pub struct Leaf {
 
 /// A node: a leaf, or an if / else-if / else chain whose branches are nodes (so trees nest).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Node {
     Leaf(Leaf),
     Chain { branches: Vec<(Cond, Node)>, otherwise: Box<Node> },
@@ -85,6 +86,7 @@ pub enum Node {
 
 /// A whole rule with optional provenance text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Rule {
     pub root: Node,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -126,10 +126,31 @@ pub fn load(path: &Path, catalog: &Catalog) -> Result<Rule, RuleError> {
     load_with_source(path, catalog, None).map(|p| p.rule)
 }
 
+/// Reads a rule file and validates it exactly as `synth check` does: the one entry for every command that
+/// takes a rule file (`compare`, `run`, `drift --rule`). A rule with error-level issues is an error that
+/// lists them (file:line) and points at `synth check`.
+pub fn load_checked(path: &Path, catalog: &Catalog) -> anyhow::Result<Rule> {
+    let parsed = load_with_source(path, catalog, None).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let issues = validate::validate_with_source(&parsed.rule, catalog, &parsed.source);
+    if validate::has_errors(&issues) {
+        let file = crate::render::sanitize::shown(&path.display().to_string());
+        let list: Vec<String> = issues
+            .iter()
+            .filter(|i| i.severity == Severity::Error)
+            .map(|i| match i.line {
+                Some(line) => format!("{file}:{line}: {}", i.message),
+                None => format!("{file}: {}", i.message),
+            })
+            .collect();
+        anyhow::bail!("invalid rule:\n  {}\n(`synth check {file}` shows every issue)", list.join("\n  "));
+    }
+    Ok(parsed.rule)
+}
+
 /// Like [`load`], with an optional forced form, also returning source positions.
 pub fn load_with_source(path: &Path, catalog: &Catalog, form: Option<Form>) -> Result<Parsed, RuleError> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path)
+    let text = crate::table::input::read_text_capped(path, crate::table::input::MAX_RULE_BYTES, "rule file")
         .map_err(|e| RuleError::whole(format!("cannot read the rule file: {e}")).in_file(&name))?;
     let form = form.or_else(|| form_from_extension(path)).unwrap_or_else(|| detect_form(&text));
     parse_form(&text, form, catalog).map_err(|e| e.in_file(&name))

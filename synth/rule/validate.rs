@@ -55,6 +55,22 @@ impl fmt::Display for Issue {
     }
 }
 
+/// Most branches (conditions) a rule may hold in any form: the Rust form's limit on `if`s.
+pub const MAX_BRANCHES: usize = super::parse_rust::MAX_RUST_IFS;
+
+fn count_branches(node: &Node) -> usize {
+    let mut total = 0;
+    let mut stack = vec![node];
+    while let Some(n) = stack.pop() {
+        if let Node::Chain { branches, otherwise } = n {
+            total += branches.len();
+            stack.extend(branches.iter().map(|(_, b)| b));
+            stack.push(otherwise);
+        }
+    }
+    total
+}
+
 /// Whether any issue is an error.
 pub fn has_errors(issues: &[Issue]) -> bool {
     issues.iter().any(|i| i.severity == Severity::Error)
@@ -68,6 +84,19 @@ pub fn validate(rule: &Rule, catalog: &Catalog) -> Vec<Issue> {
 /// Validates a rule, attaching the source lines recorded by the parser.
 pub fn validate_with_source(rule: &Rule, catalog: &Catalog, source: &SourceMap) -> Vec<Issue> {
     let mut v = Validator { catalog, source, issues: Vec::new() };
+    let branches = count_branches(&rule.root);
+    if branches > MAX_BRANCHES {
+        v.push(
+            Severity::Error,
+            None,
+            &[],
+            format!(
+                "the rule has {branches} branches; at most {MAX_BRANCHES} are allowed in any form (the Rust \
+                 form's limit, so every rule can be printed and read back as C++, Rust and JSON); simplify it"
+            ),
+        );
+        return v.issues;
+    }
     let mut path = Vec::new();
     v.node(&rule.root, &mut path, Some(Region::all()));
     v.issues

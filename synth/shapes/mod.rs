@@ -101,7 +101,8 @@ impl ModelSpec {
     /// Loads a spec from a TOML file.
     pub fn load(path: &Path) -> Result<ModelSpec, ShapeError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ShapeError::Io { path: shown.clone(), source })?;
+        let text = crate::table::input::read_text_capped(path, crate::table::input::MAX_SPEC_BYTES, "model spec")
+            .map_err(|source| ShapeError::Io { path: shown.clone(), source })?;
         ModelSpec::parse(&text, &shown)
     }
 
@@ -125,6 +126,15 @@ impl ModelSpec {
         }
         if spec.name.trim().is_empty() {
             return Err(ShapeError::Parse { path: origin.to_string(), message: "field `name` is empty".into() });
+        }
+        if spec.kv_heads > spec.heads || !spec.heads.is_multiple_of(spec.kv_heads) {
+            return Err(ShapeError::Parse {
+                path: origin.to_string(),
+                message: format!(
+                    "kv_heads = {} must divide heads = {} (each KV head serves a whole group of attention heads)",
+                    spec.kv_heads, spec.heads
+                ),
+            });
         }
         Ok(spec)
     }

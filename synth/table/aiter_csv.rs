@@ -21,6 +21,9 @@ pub const AITER_COLUMNS: [&str; 13] =
 
 /// Largest splitK (log2 of KBatch) accepted.
 pub const MAX_SPLIT_K: u32 = 16;
+/// Range a kernel time (`us`) must lie in: from a picosecond to about 11.6 days. Every sum and ratio of
+/// such times over any table that fits in memory stays finite.
+pub const US_RANGE: std::ops::RangeInclusive<f64> = 1e-6..=1e12;
 
 /// Rows whose errRatio exceeds this are Invalid in the matrix (AITER's tuner default tolerance).
 pub const ERR_RATIO_LIMIT: f64 = 0.05;
@@ -161,12 +164,14 @@ impl std::error::Error for TableError {}
 /// Reads and validates an AITER-format CSV file (every kernel name is checked against `catalog`).
 pub fn read_aiter_csv(path: &Path, catalog: &Catalog) -> Result<Vec<AiterRow>, TableError> {
     let file = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| TableError {
-        file: file.clone(),
-        line: None,
-        column: None,
-        value: None,
-        message: format!("cannot read the file: {e}"),
+    let bytes = super::input::read_bytes_capped(path, super::input::MAX_TABLE_BYTES, "latency table").map_err(|e| {
+        TableError {
+            file: file.clone(),
+            line: None,
+            column: None,
+            value: None,
+            message: format!("cannot read the file: {e}"),
+        }
     })?;
     parse_aiter_csv(&bytes, &file, catalog)
 }
@@ -363,6 +368,17 @@ impl RowReader<'_> {
                 "us",
                 self.get("us"),
                 "expected a positive kernel time in microseconds (rows of failed runs need status=fail:<reason> and may leave us empty)",
+            ));
+        }
+        if let Some(t) = us.filter(|t| !US_RANGE.contains(t)) {
+            return Err(self.err(
+                "us",
+                self.get("us"),
+                format!(
+                    "kernel time {t:e} us is outside {:e}..={:e} us, the range of real measurements; fix or remove the row",
+                    US_RANGE.start(),
+                    US_RANGE.end()
+                ),
             ));
         }
         let tflops = self.non_negative("tflops")?;

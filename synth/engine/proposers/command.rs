@@ -76,8 +76,11 @@ impl Proposer for CommandProposer {
         let writer = std::thread::spawn(move || {
             let _ = stdin.write_all(&input);
         });
-        let out_reader = std::thread::spawn(move || read_all(stdout));
-        let err_reader = std::thread::spawn(move || read_all(stderr));
+        let (out_tx, out_rx) = std::sync::mpsc::channel();
+        let (err_tx, err_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || out_tx.send(read_all(stdout)));
+        std::thread::spawn(move || err_tx.send(read_all(stderr)));
+        let started = std::time::Instant::now();
         let status = match child.wait_timeout(self.timeout) {
             Ok(Some(status)) => status,
             Ok(None) => {
@@ -94,9 +97,20 @@ impl Proposer for CommandProposer {
                 return Err(ProposeError::Failed(format!("cannot wait for the agent command: {e}")));
             }
         };
-        let _ = writer.join();
-        let out = out_reader.join().unwrap_or_default();
-        let err = err_reader.join().unwrap_or_default();
+        // Whatever the command left running in its process group (`sleep 1000 &`) is ended now; output is
+        // read until the deadline at most (a process that left the group may still hold the pipes).
+        kill_group(&mut child);
+        let deadline = started + self.timeout;
+        let remaining =
+            || deadline.saturating_duration_since(std::time::Instant::now()).max(Duration::from_millis(200));
+        let (Ok(out), Ok(err)) = (out_rx.recv_timeout(remaining()), err_rx.recv_timeout(remaining())) else {
+            return Err(ProposeError::Timeout(format!(
+                "the agent command exited, but a process it started still holds its output open after {:.1} s \
+                 (--agent-timeout); do not leave background processes running",
+                self.timeout.as_secs_f64()
+            )));
+        };
+        drop(writer);
         let stdout = String::from_utf8_lossy(&out);
         let stderr = String::from_utf8_lossy(&err);
         if !status.success() {
