@@ -35,6 +35,8 @@ pub enum Command {
     Rewrite(crate::agent::rewrite::cmd::RewriteArgs),
     /// Re-check a committed rule against new measurements (new driver / ROCm release); non-zero exit on drift.
     Drift(crate::drift::DriftArgs),
+    /// Compress an AITER tuned table losslessly into a rule plus a residual table (proved exhaustively).
+    Compress(crate::compress::cmd::CompressArgs),
 }
 
 pub fn main_entry() -> anyhow::Result<()> {
@@ -50,5 +52,6 @@ pub fn main_entry() -> anyhow::Result<()> {
         Command::Search(a) => crate::agent::cmd::run(a),
         Command::Rewrite(a) => crate::agent::rewrite::cmd::run(a),
         Command::Drift(a) => crate::drift::run(a),
+        Command::Compress(a) => crate::compress::cmd::run(a),
     }
 }

@@ -7,6 +7,7 @@ pub mod agent;
 pub mod catalog;
 pub mod cli;
 pub mod compare;
+pub mod compress;
 pub mod drift;
 pub mod measure;
 pub mod render;
@@ -14,6 +15,7 @@ pub mod rule;
 pub mod shapes;
 pub mod synthesize;
 pub mod table;
+pub mod tuned;
 
 pub use catalog::{Candidate, Catalog, Instance};
 pub use table::{LatencyMatrix, Shape};

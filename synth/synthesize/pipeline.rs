@@ -109,6 +109,8 @@ pub struct RunArgs {
     /// More rule files (C++, Rust or JSON) to score.
     #[arg(long)]
     pub rule: Vec<PathBuf>,
+    #[command(flatten)]
+    pub tuned_train: crate::tuned::cmd::TunedTrainArgs,
 }
 
 /// The crate root (where `measurements/` and `generated/` live), whatever the working directory.
@@ -226,6 +228,9 @@ pub fn load_tuned(
 
 /// Runs the main job.
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    if !args.tuned_train.train_tuned.is_empty() {
+        return crate::tuned::cmd::run_from_run(&args);
+    }
     let started = Instant::now();
     if args.max_leaves == 0 {
         bail!("--max-leaves must be at least 1");
