@@ -254,7 +254,7 @@ mod tests {
         for (m, kid) in [(16, 8), (32, 8), (48, 3), (64, 0), (128, 0)] {
             full.insert(Shape::new(m, 512, 512), entry(kid));
         }
-        let r = rule("if (M <= 32) { return {8, 0}; } return {0, 0};");
+        let r = rule("if (M <= 32) { return kernel(8); } return kernel(0);");
         let kept = compress(&full, &r, &cat);
         assert_eq!(kept.into_iter().collect::<Vec<_>>(), vec![Shape::new(48, 512, 512)]);
         let mut residual = TunedTable::new("residual");
@@ -274,7 +274,7 @@ mod tests {
         for (m, kid) in [(16, 0), (32, 0), (48, 8), (64, 8)] {
             full.insert(Shape::new(m, 512, 512), entry(kid));
         }
-        let r = rule("return {0, 0};");
+        let r = rule("return kernel(0);");
         let kept = compress(&full, &r, &cat);
         assert_eq!(kept.into_iter().collect::<Vec<_>>(), vec![Shape::new(64, 512, 512)]);
         let mut residual = TunedTable::new("residual");
@@ -301,10 +301,10 @@ mod tests {
         // M = 33..=48: fine → 48. M = 17..=32: fine 32 absent, coarse 32 absent → default (#7 via the alias).
         let default = Candidate::new(cat.default_alias, 0);
         assert_eq!(full_choice(&full, default, 20, 512, 512), (default, true));
-        let r = rule("return {0, 0};");
+        let r = rule("return kernel(0);");
         let p = prove(&full, &full, &r, &cat);
         assert_eq!(p.mismatches, 16, "{p:?}");
-        let r2 = rule("if (M <= 16) { return {0, 0}; } if (M <= 32) { return {-1, 0}; } return {0, 0};");
+        let r2 = rule("if (M <= 16) { return kernel(0); } if (M <= 32) { return kernel(-1); } return kernel(0);");
         let kept = compress(&full, &r2, &cat);
         assert!(kept.is_empty());
         assert!(prove(&full, &TunedTable::new("empty"), &r2, &cat).holds());
