@@ -179,7 +179,9 @@ pub fn class_matrix(sets: &[&TunedSet], catalog: &Catalog, weight: AgreeWeight) 
     let candidates: Vec<Candidate> = cands.into_iter().collect();
     let n_rows: usize = sets.iter().map(|s| s.rows.len()).sum();
     let mean_us = sets.iter().flat_map(|s| &s.rows).map(|r| r.us).sum::<f64>() / n_rows as f64;
-    let mut by_shape: BTreeMap<(u32, u32, u32), Vec<(Option<usize>, f64)>> = BTreeMap::new();
+    // (N, K, M) → the (tuned column, weight) of each row of that shape.
+    type Votes = Vec<(Option<usize>, f64)>;
+    let mut by_shape: BTreeMap<(u32, u32, u32), Votes> = BTreeMap::new();
     for r in sets.iter().flat_map(|s| &s.rows) {
         let w = match weight {
             AgreeWeight::Uniform => 1.0,
