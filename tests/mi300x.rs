@@ -285,3 +285,23 @@ fn compare_on_a_tuned_table_reports_agreement_of_rules_and_the_published_rule() 
     let k0 = stdout.lines().find(|l| l.starts_with("kernel 0")).unwrap();
     assert!(k0.contains("0.4000") && k0.contains("0.0000"), "{k0}");
 }
+
+#[test]
+fn search_train_tuned_runs_the_agent_loop_on_agreement_and_writes_the_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows: Vec<(u32, i32, f64)> = (1..=24u32).map(|i| (i * 16, if i * 16 <= 64 { 8 } else { 0 }, 1.0)).collect();
+    let a = tuned_csv(dir.path(), "sa.csv", &rows, "gfx942");
+    let out = dir.path().join("s");
+    let args = ["search", "--train-tuned", a.to_str().unwrap(), "--iterations", "1", "--offspring", "2", "--quiet"];
+    let o = synth(&args);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("--out"));
+    let mut with_out = args.to_vec();
+    with_out.extend(["--max-leaves", "3", "--out", out.to_str().unwrap()]);
+    let o = synth(&with_out);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&o.stderr));
+    // Three leaves separate N = 256 (#7), M <= 64 (#8) and the rest (#0): every row agrees.
+    assert!(stdout.contains("in-sample agreement with sa: 1.0000"), "{stdout}");
+    let header = std::fs::read_to_string(out.join("gemm_a8w8_blockscale_heuristic.h")).unwrap();
+    assert!(header.contains("trained on gfx942 tables"), "{header}");
+}

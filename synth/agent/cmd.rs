@@ -112,6 +112,8 @@ pub struct SearchArgs {
     /// No per-iteration progress lines.
     #[arg(long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub tuned_train: crate::tuned::cmd::TunedTrainArgs,
 }
 
 /// The syntax check that picks a rule among the code blocks of an agent's reply.
@@ -154,6 +156,9 @@ pub fn build_proposers(args: &SearchArgs, setup: &Arc<RuleSetup>) -> anyhow::Res
 
 /// Runs `synth search`.
 pub fn run(args: SearchArgs) -> anyhow::Result<()> {
+    if !args.tuned_train.train_tuned.is_empty() {
+        return crate::tuned::cmd::run_search(&args);
+    }
     let started = Instant::now();
     if args.iterations == 0 || args.offspring == 0 {
         bail!("--iterations and --offspring must be at least 1");

@@ -202,3 +202,102 @@ pub fn run_from_run(args: &crate::synthesize::pipeline::RunArgs) -> anyhow::Resu
     }
     run(&args.tuned_train, &budgets, args.out.as_deref(), &command)
 }
+
+/// `synth search` with `--train-tuned`: the agent loop over rules, scored on the classification cost
+/// matrix of the tables (its "latency" is the summed disagreement cost, so the loop's best rule is the one
+/// that agrees most), then the rule's agreement with each table and the same files as `run --train-tuned`.
+pub fn run_search(args: &crate::agent::cmd::SearchArgs) -> anyhow::Result<()> {
+    use crate::agent::cmd::build_proposers;
+    use crate::agent::engine::{run_loop_with, LoopConfig};
+    use crate::agent::rule_task::{RuleReflector, RuleSetup, RuleTask};
+    use std::sync::Arc;
+
+    let Some(out) = args.out.as_deref() else {
+        bail!("--train-tuned writes its rule into --out DIR (generated/ holds the H200 rule); pass --out");
+    };
+    if args.iterations == 0 || args.offspring == 0 {
+        bail!("--iterations and --offspring must be at least 1");
+    }
+    if args.max_leaves == 0 || args.max_instances == Some(0) || args.max_depth == 0 {
+        bail!("--max-leaves, --max-depth and --max-instances must be at least 1");
+    }
+    let catalog = Catalog::embedded();
+    let sets = load_sets(&args.tuned_train, &catalog)?;
+    let all: Vec<&TunedSet> = sets.iter().collect();
+    let matrix = super::class_matrix(&all, &catalog, args.tuned_train.agree_weight)?;
+    let limits = super::class_limits(&Limits {
+        max_depth: args.max_depth,
+        max_leaves: args.max_leaves,
+        max_instances: args.max_instances,
+        features: args.features,
+        ..Limits::default()
+    });
+    let train_idx: Vec<usize> = (0..matrix.shapes.len()).collect();
+    let setup = Arc::new(RuleSetup::new(catalog.clone(), matrix, train_idx, None, limits)?);
+    let proposers = build_proposers(args, &setup)?;
+    let trace = args.trace.clone().unwrap_or_else(|| out.join(crate::agent::cmd::TRACE_FILE));
+    let cfg = LoopConfig {
+        iterations: args.iterations,
+        offspring: args.offspring,
+        repair_limit: args.repair_limit,
+        seed: args.seed,
+        trace: Some(trace),
+        resume: args.resume,
+        threads: args.jobs,
+        patience: args.patience,
+        verbose: !args.quiet,
+        ..LoopConfig::default()
+    };
+    let outcome = run_loop_with(&RuleTask::new(setup.clone()), &proposers, &RuleReflector, &cfg)?;
+    let Some(best) = &outcome.best else { bail!("no candidate was evaluated successfully") };
+    let rule = crate::rule::parse_any(&best.candidate, &catalog)
+        .map_err(|e| anyhow::anyhow!("the winning rule no longer parses: {e}"))?;
+    let mut text = format!(
+        "search over {} tuned tables ({} objective): {} iterations, best attempt {} by {}\n",
+        sets.len(),
+        args.tuned_train.agree_weight.as_str(),
+        outcome.iterations_run,
+        best.id,
+        best.proposer
+    );
+    text.push_str(&rule_outline(&rule, &catalog));
+    let mut figures = Vec::new();
+    for s in &sets {
+        let a = rule_agreement(&rule, s, &catalog);
+        let line = format!(
+            "in-sample agreement with {}: {:.4} (M <= 1024: {:.4}, time-weighted {:.4})",
+            s.name,
+            a.overall(),
+            a.small(),
+            a.time_weighted()
+        );
+        let _ = writeln!(text, "{line}");
+        figures.push(line);
+    }
+    let provenance = Provenance {
+        dataset: format!(
+            "AITER tuned tables, trained on {} tables ({} of {} CUs): {}",
+            sets[0].gfx,
+            sets[0].gfx,
+            sets[0].cu_num,
+            sets.iter().map(|s| s.source.clone()).collect::<Vec<_>>().join(", ")
+        ),
+        training:
+            "agent loop scored by agreement with the tuned (kernel, splitK) of every row; agreement is not latency"
+                .to_string(),
+        figures,
+        command: format!(
+            "cargo run --release -- search{} --out {}",
+            sets.iter().map(|s| format!(" --train-tuned {}", s.source)).collect::<String>(),
+            display_path(out)
+        ),
+    };
+    let mut written = render::write_generated(&rule, &catalog, &rows_matrix(&sets)?, &provenance, out, false)?;
+    let mut json = crate::rule::to_json(&rule);
+    json.push('\n');
+    written.extend(render::writer::write_files(out, &[GeneratedFile::new(RULE_JSON, json)], false)?);
+    for f in &written {
+        let _ = writeln!(text, "written: {}", display_path(f));
+    }
+    crate::synthesize::pipeline::emit(&text)
+}
