@@ -35,6 +35,8 @@ pub enum Command {
     Rewrite(crate::app::rewrite::RewriteArgs),
     /// Re-check a committed rule against new measurements (new driver / ROCm release); non-zero exit on drift.
     Drift(crate::app::drift::DriftArgs),
+    /// Compress an AITER tuned table losslessly into a rule plus a residual table (proved exhaustively).
+    Compress(crate::app::compress::CompressArgs),
 }
 
 pub fn main_entry() -> anyhow::Result<()> {
@@ -53,5 +55,6 @@ pub fn main_entry() -> anyhow::Result<()> {
         Command::Search(a) => crate::app::search::run(a, &invocation),
         Command::Rewrite(a) => crate::app::rewrite::run(a),
         Command::Drift(a) => crate::app::drift::run(a),
+        Command::Compress(a) => crate::app::compress::run(a),
     }
 }

@@ -9,6 +9,7 @@ pub mod app;
 pub mod catalog;
 pub mod cli;
 pub mod compare;
+pub mod compress;
 pub mod engine;
 pub mod measure;
 pub mod render;
@@ -18,6 +19,7 @@ pub mod search;
 pub mod shapes;
 pub mod synthesize;
 pub mod table;
+pub mod tuned;
 
 pub use catalog::{Candidate, Catalog, Instance};
 pub use table::{LatencyMatrix, Shape};

@@ -93,6 +93,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         if args.held_out { format!(" (held out from the sample M = {picked:?})") } else { String::new() }
     );
     text.push_str(&crate::compare::report::table(&report, names));
+    text.push_str(&crate::tuned::agreement_text(matrix, catalog, &policies, &report.shapes));
     if let Some(path) = &args.csv {
         std::fs::write(path, crate::compare::report::csv(&report, names))
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;

@@ -4,6 +4,7 @@
 pub mod aiter_backend;
 pub mod bench;
 pub mod compare;
+pub mod compress;
 pub mod drift;
 pub mod drift_remeasure;
 pub mod invocation;
@@ -11,3 +12,4 @@ pub mod rewrite;
 pub mod run;
 pub mod search;
 pub mod session;
+pub mod tuned;

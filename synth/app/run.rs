@@ -76,10 +76,15 @@ pub struct RunArgs {
     /// More rule files (C++, Rust or JSON) to score.
     #[arg(long)]
     pub rule: Vec<PathBuf>,
+    #[command(flatten)]
+    pub tuned_train: super::tuned::TunedTrainArgs,
 }
 
 /// Runs the main job; `invocation` gives the "Regenerate with" line.
 pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
+    if !args.tuned_train.train_tuned.is_empty() {
+        return super::tuned::run_from_run(&args);
+    }
     let started = Instant::now();
     if args.limits.max_leaves == 0 {
         bail!("--max-leaves must be at least 1");

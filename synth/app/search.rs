@@ -78,6 +78,8 @@ pub struct SearchArgs {
     /// No per-iteration progress lines.
     #[arg(long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub tuned_train: super::tuned::TunedTrainArgs,
 }
 
 /// The syntax check that picks a rule among the code blocks of an agent's reply.
@@ -109,6 +111,9 @@ pub fn build_proposers(args: &SearchArgs, setup: &Arc<RuleSetup>) -> anyhow::Res
 
 /// Runs `synth search`.
 pub fn run(args: SearchArgs, invocation: &Invocation) -> anyhow::Result<()> {
+    if !args.tuned_train.train_tuned.is_empty() {
+        return super::tuned::run_search(&args);
+    }
     let started = Instant::now();
     if args.iterations == 0 || args.offspring == 0 {
         bail!("--iterations and --offspring must be at least 1");

@@ -84,6 +84,11 @@ impl TunedTable {
         self.entries.insert((shape.m, shape.n, shape.k), entry);
     }
 
+    /// Removes the entry of `shape`, returning it.
+    pub fn remove(&mut self, shape: Shape) -> Option<TunedEntry> {
+        self.entries.remove(&(shape.m, shape.n, shape.k))
+    }
+
     /// Number of tuned shapes.
     pub fn len(&self) -> usize {
         self.entries.len()

@@ -144,11 +144,17 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
     let (ov, matrix) = overview(&args.file, &rows)?;
     let per_layer = try_summarize(&matrix)?;
     let text = match args.format {
-        ImportFormat::Table => format!("{}\n{}", overview_text(&ov), frame_to_table(&per_layer)?),
+        ImportFormat::Table => format!(
+            "{}\n{}\nwinners per M band:\n{}",
+            overview_text(&ov),
+            frame_to_table(&per_layer)?,
+            frame_to_table(&super::bands::band_winners(&matrix)?)?
+        ),
         ImportFormat::Csv => frame_to_csv(&per_layer)?,
         ImportFormat::Json => {
             let mut v = serde_json::to_value(&ov)?;
             v["per_layer"] = frame_to_json(&per_layer)?;
+            v["per_m_band"] = frame_to_json(&super::bands::band_winners(&matrix)?)?;
             serde_json::to_string_pretty(&v)? + "\n"
         }
     };

@@ -2,6 +2,7 @@
 //! matrix the rest of the tool works on, and polars summaries.
 
 pub mod aiter_csv;
+pub mod bands;
 pub mod input;
 pub mod matrix;
 pub mod registry;

@@ -1,0 +1,304 @@
+//! `synth run --train-tuned FILE...`: learn a rule from AITER's tuned tables, evaluate it
+//! leave-one-table-out, and write the header, instance list, Rust module and rule JSON into `--out`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::bail;
+
+use super::run::{rule_outline, RULE_JSON};
+use super::session::display_path;
+use crate::catalog::Catalog;
+use crate::render::{self, writer::GeneratedFile, Provenance};
+use crate::synthesize::{FeatureSet, Limits};
+use crate::table::LatencyMatrix;
+
+use crate::tuned::{leave_one_out, loto_csv, loto_table, parse_device, rule_agreement, train, AgreeWeight, TunedSet};
+
+/// Leave-one-table-out figures written into the output directory.
+pub const LOTO_CSV: &str = "leave_one_table_out.csv";
+
+/// Training on tuned tables (flattened into `synth run` and `synth search`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct TunedTrainArgs {
+    /// AITER tuned CSVs to train on instead of a latency table (repeat for several): classification
+    /// against each row's tuned (kernel, splitK). Needs --out.
+    #[arg(long = "train-tuned")]
+    pub train_tuned: Vec<PathBuf>,
+    /// Device whose rows of the --train-tuned tables are used (GFX:CU).
+    #[arg(long, default_value = "gfx942:304")]
+    pub train_device: String,
+    /// Agreement objective of the written rule: every row once, or each row by its tuned time.
+    #[arg(long, value_enum, default_value_t = AgreeWeight::Uniform)]
+    pub agree_weight: AgreeWeight,
+}
+
+/// The shared budgets of a tuned-table training (from the `run`/`search` flags).
+#[derive(Debug, Clone)]
+pub struct Budgets {
+    pub max_depth: usize,
+    pub max_leaves: usize,
+    pub max_instances: Option<usize>,
+    pub features: FeatureSet,
+    pub exact_depth: Option<usize>,
+    pub refine: bool,
+}
+
+/// Loads the tables named by `args`.
+pub fn load_sets(args: &TunedTrainArgs, catalog: &Catalog) -> anyhow::Result<Vec<TunedSet>> {
+    let (gfx, cu) = parse_device(&args.train_device)?;
+    let mut sets: Vec<TunedSet> = Vec::new();
+    for path in &args.train_tuned {
+        let mut set = TunedSet::load(path, catalog, (&gfx, cu))?;
+        set.source = display_path(path);
+        if let Some(prev) = sets.iter().find(|s| s.name == set.name) {
+            bail!("{} and {} have the same name {}; rename one", prev.source, set.source, set.name);
+        }
+        sets.push(set);
+    }
+    Ok(sets)
+}
+
+/// The sparse latency matrix of every tuned row (one Ok cell per shape and table; a shape tuned by several
+/// tables keeps its first table's row), for the instance list's measured times.
+pub fn rows_matrix(sets: &[TunedSet]) -> anyhow::Result<LatencyMatrix> {
+    let mut seen = std::collections::BTreeSet::new();
+    let rows: Vec<_> = sets
+        .iter()
+        .flat_map(|s| &s.raw)
+        .filter(|r| r.libtype == "ck" && seen.insert((r.m, r.n, r.k, r.kernel_id, r.split_k)))
+        .cloned()
+        .collect();
+    LatencyMatrix::from_rows(&rows).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// Runs the tuned-table training; `command` is the command line for the provenance.
+pub fn run(args: &TunedTrainArgs, budgets: &Budgets, out: Option<&Path>, command: &str) -> anyhow::Result<()> {
+    let Some(out) = out else {
+        bail!("--train-tuned writes its rule into --out DIR (generated/ holds the H200 rule); pass --out");
+    };
+    if budgets.max_leaves == 0 || budgets.max_instances == Some(0) || budgets.max_depth == 0 {
+        bail!("--max-leaves, --max-depth and --max-instances must be at least 1");
+    }
+    let catalog = Catalog::embedded();
+    let sets = load_sets(args, &catalog)?;
+    let limits = Limits {
+        max_depth: budgets.max_depth,
+        max_leaves: budgets.max_leaves,
+        max_instances: budgets.max_instances,
+        features: budgets.features,
+        exact_depth: budgets.exact_depth,
+        refine_thresholds: budgets.refine,
+        ..Limits::default()
+    };
+    let mut text = String::new();
+    let total: usize = sets.iter().map(|s| s.rows.len()).sum();
+    let _ = writeln!(text, "tuned tables ({} of {}:{}):", total, sets[0].gfx, sets[0].cu_num);
+    for s in &sets {
+        let _ = writeln!(
+            text,
+            "  {:<44} {:>5} rows ({} rows of other devices left out)",
+            s.name,
+            s.rows.len(),
+            s.other_device
+        );
+    }
+    let mut figures = Vec::new();
+    let mut files = Vec::new();
+    if sets.len() >= 2 {
+        let rows = leave_one_out(&sets, &catalog, &limits, &[AgreeWeight::Uniform, AgreeWeight::Time])?;
+        let _ = writeln!(
+            text,
+            "\nleave-one-table-out agreement with the held-out table's tuned (kernel, splitK) (rule(t): share of tuned time; default = kernelId -1, kernel0 = #0):"
+        );
+        text.push_str(&loto_table(&rows));
+        for r in rows.iter().filter(|r| r.objective == args.agree_weight) {
+            figures.push(format!(
+                "leave-one-table-out, held out {}: agreement {:.4} (M <= 1024: {:.4}); always-default {:.4}, always-kernel-0 {:.4}",
+                r.held_out,
+                r.rule_agreement.overall(),
+                r.rule_agreement.small(),
+                r.default_agreement.overall(),
+                r.kernel0_agreement.overall()
+            ));
+        }
+        files.push(GeneratedFile::new(LOTO_CSV, loto_csv(&rows)?));
+    }
+    let all: Vec<&TunedSet> = sets.iter().collect();
+    let synth = train(&all, &catalog, &limits, args.agree_weight)?;
+    let _ = writeln!(
+        text,
+        "\nrule trained on every table ({} objective): {} leaves, depth {}, instances {:?}",
+        args.agree_weight.as_str(),
+        synth.leaves,
+        synth.depth,
+        synth.instances
+    );
+    text.push_str(&rule_outline(&synth.rule, &catalog));
+    for s in &sets {
+        let a = rule_agreement(&synth.rule, s, &catalog);
+        let line = format!(
+            "in-sample agreement with {}: {:.4} (M <= 1024: {:.4}, time-weighted {:.4})",
+            s.name,
+            a.overall(),
+            a.small(),
+            a.time_weighted()
+        );
+        let _ = writeln!(text, "{line}");
+        figures.push(line);
+    }
+    let provenance = Provenance {
+        dataset: format!(
+            "AITER tuned tables, trained on {} tables ({} of {} CUs): {}",
+            sets[0].gfx,
+            sets[0].gfx,
+            sets[0].cu_num,
+            sets.iter().map(|s| format!("{} ({} rows)", s.source, s.rows.len())).collect::<Vec<_>>().join(", ")
+        ),
+        training: format!(
+            "classification against the tuned (kernel, splitK) of all {total} rows, {} agreement objective; agreement is not latency",
+            args.agree_weight.as_str()
+        ),
+        figures,
+        command: command.to_string(),
+    };
+    let matrix = rows_matrix(&sets)?;
+    let mut written = render::write_generated(&synth.rule, &catalog, &matrix, &provenance, out, false)?;
+    let mut json = crate::rule::to_json(&synth.rule);
+    json.push('\n');
+    files.push(GeneratedFile::new(RULE_JSON, json));
+    written.extend(render::writer::write_files(out, &files, false)?);
+    for f in &written {
+        let _ = writeln!(text, "written: {}", display_path(f));
+    }
+    super::session::emit(&text)
+}
+
+/// `synth run` with `--train-tuned`: the run flags that apply (budgets, features, --out).
+pub fn run_from_run(args: &super::run::RunArgs) -> anyhow::Result<()> {
+    let budgets = Budgets {
+        max_depth: args.limits.max_depth,
+        max_leaves: args.limits.max_leaves,
+        max_instances: args.limits.max_instances,
+        features: args.limits.features,
+        exact_depth: args.exact_depth,
+        refine: !args.no_refine,
+    };
+    let mut command = String::from("cargo run --release -- run");
+    for p in &args.tuned_train.train_tuned {
+        command.push_str(&format!(" --train-tuned {}", display_path(p)));
+    }
+    if args.tuned_train.train_device != "gfx942:304" {
+        command.push_str(&format!(" --train-device {}", args.tuned_train.train_device));
+    }
+    if args.tuned_train.agree_weight != AgreeWeight::Uniform {
+        command.push_str(&format!(" --agree-weight {}", args.tuned_train.agree_weight.as_str()));
+    }
+    command.push_str(&format!(" --max-leaves {} --max-depth {}", args.limits.max_leaves, args.limits.max_depth));
+    if let Some(k) = args.limits.max_instances {
+        command.push_str(&format!(" --max-instances {k}"));
+    }
+    if let Some(out) = &args.out {
+        command.push_str(&format!(" --out {}", display_path(out)));
+    }
+    run(&args.tuned_train, &budgets, args.out.as_deref(), &command)
+}
+
+/// `synth search` with `--train-tuned`: the agent loop over rules, scored on the classification cost
+/// matrix of the tables (its "latency" is the summed disagreement cost, so the loop's best rule is the one
+/// that agrees most), then the rule's agreement with each table and the same files as `run --train-tuned`.
+pub fn run_search(args: &super::search::SearchArgs) -> anyhow::Result<()> {
+    use super::search::build_proposers;
+    use crate::engine::{run_loop_with, LoopConfig};
+    use crate::search::task::{RuleReflector, RuleSetup, RuleTask};
+    use std::sync::Arc;
+
+    let Some(out) = args.out.as_deref() else {
+        bail!("--train-tuned writes its rule into --out DIR (generated/ holds the H200 rule); pass --out");
+    };
+    if args.iterations == 0 || args.offspring == 0 {
+        bail!("--iterations and --offspring must be at least 1");
+    }
+    if args.limits.max_leaves == 0 || args.limits.max_instances == Some(0) || args.limits.max_depth == 0 {
+        bail!("--max-leaves, --max-depth and --max-instances must be at least 1");
+    }
+    let catalog = Catalog::embedded();
+    let sets = load_sets(&args.tuned_train, &catalog)?;
+    let all: Vec<&TunedSet> = sets.iter().collect();
+    let matrix = crate::tuned::class_matrix(&all, &catalog, args.tuned_train.agree_weight)?;
+    let limits = crate::tuned::class_limits(&Limits {
+        max_depth: args.limits.max_depth,
+        max_leaves: args.limits.max_leaves,
+        max_instances: args.limits.max_instances,
+        features: args.limits.features,
+        ..Limits::default()
+    });
+    let train_idx: Vec<usize> = (0..matrix.shapes.len()).collect();
+    let setup = Arc::new(RuleSetup::new(catalog.clone(), matrix, train_idx, None, limits)?);
+    let proposers = build_proposers(args, &setup)?;
+    let trace = args.trace.clone().unwrap_or_else(|| out.join(super::search::TRACE_FILE));
+    let cfg = LoopConfig {
+        iterations: args.iterations,
+        offspring: args.offspring,
+        repair_limit: args.repair_limit,
+        seed: args.sample.seed,
+        trace: Some(trace),
+        resume: args.resume,
+        threads: args.jobs,
+        patience: args.patience,
+        verbose: !args.quiet,
+        ..LoopConfig::default()
+    };
+    let outcome = run_loop_with(&RuleTask::new(setup.clone()), &proposers, &RuleReflector, &cfg)?;
+    let Some(best) = &outcome.best else { bail!("no candidate was evaluated successfully") };
+    let rule = crate::rule::parse_any(&best.candidate, &catalog)
+        .map_err(|e| anyhow::anyhow!("the winning rule no longer parses: {e}"))?;
+    let mut text = format!(
+        "search over {} tuned tables ({} objective): {} iterations, best attempt {} by {}\n",
+        sets.len(),
+        args.tuned_train.agree_weight.as_str(),
+        outcome.iterations_run,
+        best.id,
+        best.proposer
+    );
+    text.push_str(&rule_outline(&rule, &catalog));
+    let mut figures = Vec::new();
+    for s in &sets {
+        let a = rule_agreement(&rule, s, &catalog);
+        let line = format!(
+            "in-sample agreement with {}: {:.4} (M <= 1024: {:.4}, time-weighted {:.4})",
+            s.name,
+            a.overall(),
+            a.small(),
+            a.time_weighted()
+        );
+        let _ = writeln!(text, "{line}");
+        figures.push(line);
+    }
+    let provenance = Provenance {
+        dataset: format!(
+            "AITER tuned tables, trained on {} tables ({} of {} CUs): {}",
+            sets[0].gfx,
+            sets[0].gfx,
+            sets[0].cu_num,
+            sets.iter().map(|s| s.source.clone()).collect::<Vec<_>>().join(", ")
+        ),
+        training:
+            "agent loop scored by agreement with the tuned (kernel, splitK) of every row; agreement is not latency"
+                .to_string(),
+        figures,
+        command: format!(
+            "cargo run --release -- search{} --out {}",
+            sets.iter().map(|s| format!(" --train-tuned {}", s.source)).collect::<String>(),
+            display_path(out)
+        ),
+    };
+    let mut written = render::write_generated(&rule, &catalog, &rows_matrix(&sets)?, &provenance, out, false)?;
+    let mut json = crate::rule::to_json(&rule);
+    json.push('\n');
+    written.extend(render::writer::write_files(out, &[GeneratedFile::new(RULE_JSON, json)], false)?);
+    for f in &written {
+        let _ = writeln!(text, "written: {}", display_path(f));
+    }
+    super::session::emit(&text)
+}
