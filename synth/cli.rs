@@ -35,6 +35,8 @@ pub enum Command {
     Rewrite(crate::agent::rewrite::cmd::RewriteArgs),
     /// Re-check a committed rule against new measurements (new driver / ROCm release); non-zero exit on drift.
     Drift(crate::drift::DriftArgs),
+    /// AITER main: write the heuristic patch for a rule, apply/check it on a checkout, or write its check kit.
+    Aiter(crate::aiter::AiterArgs),
 }
 
 pub fn main_entry() -> anyhow::Result<()> {
@@ -50,5 +52,6 @@ pub fn main_entry() -> anyhow::Result<()> {
         Command::Search(a) => crate::agent::cmd::run(a),
         Command::Rewrite(a) => crate::agent::rewrite::cmd::run(a),
         Command::Drift(a) => crate::drift::run(a),
+        Command::Aiter(a) => crate::aiter::run(a),
     }
 }

@@ -4,6 +4,7 @@
 //! compare/drift. Each stage is one module; data flows between them through the types re-exported here.
 
 pub mod agent;
+pub mod aiter;
 pub mod catalog;
 pub mod cli;
 pub mod compare;

@@ -361,6 +361,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         GeneratedFile::new(CURVE_CSV, curve_csv(&points)),
     ];
     let extra_written = render::writer::write_files(&out, &extra, args.check);
+    let aiter_patch = GeneratedFile::new(
+        crate::aiter::PATCH_FILE,
+        crate::aiter::render_patch(&synth.rule, &catalog, &provenance)?,
+    );
+    let aiter_written =
+        render::writer::write_files(&out.join(crate::aiter::GENERATED_SUBDIR), &[aiter_patch], args.check);
 
     // Terminal output.
     let mut text = String::new();
@@ -387,7 +393,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let mut paths = Vec::new();
     let mut errors = Vec::new();
-    for result in [written, extra_written] {
+    for result in [written, extra_written, aiter_written] {
         match result {
             Ok(p) => paths.extend(p),
             Err(e) => errors.push(format!("{e:#}")),
