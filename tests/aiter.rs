@@ -325,7 +325,9 @@ fn kernel_list_module_adds_heuristic_kernels_under_negative_keys() {
     let module = render_kernels_module(&rule, &catalog, &provenance()).unwrap();
     let kernels = patch::heuristic_kernels(&rule, &catalog).unwrap();
     // A stand-in for gemm_a8w8_blockscale_instance.py: every catalog instance under its kernelId.
-    let mut instances = String::from("class K:\n    def __init__(self, name):\n        self.name = name\n\ncandidate_kernels_dict = {\n");
+    let mut instances = String::from(
+        "class K:\n    def __init__(self, name):\n        self.name = name\n\ncandidate_kernels_dict = {\n",
+    );
     for inst in catalog.legacy_candidates() {
         instances += &format!("    {}: K({:?}),\n", inst.id, inst.name);
     }
@@ -367,7 +369,10 @@ fn kit_expected_choices_follow_the_interpreter() {
         assert_eq!(e, format!("{s} {name} {}", 1u32 << leaf.split_k));
     }
     // The stand-in kernels compile against the stand-in torch and CK headers.
-    gxx(&["-std=c++17", "-Wall", "-Wextra", "-Werror", "-I", "stub", "-I", ".", "-c", "kernels.cpp", "-o", "k.o"], dir.path());
+    gxx(
+        &["-std=c++17", "-Wall", "-Wextra", "-Werror", "-I", "stub", "-I", ".", "-c", "kernels.cpp", "-o", "k.o"],
+        dir.path(),
+    );
     let err = gemm_synth::aiter::kit::write_kit(&rule, &catalog, dir.path(), 100, 3).unwrap_err().to_string();
     assert!(err.contains("at least 10000"), "{err}");
 }

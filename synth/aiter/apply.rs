@@ -80,7 +80,8 @@ fn check_checkout(dir: &Path) -> anyhow::Result<()> {
 /// Runs `git apply ARGS` on `patch` in `dir`: `Ok(Ok(()))` on success, `Ok(Err(stderr))` when git
 /// refuses, `Err` when git cannot run.
 fn git_apply(dir: &Path, patch: &str, args: &[&str]) -> anyhow::Result<Result<(), String>> {
-    let mut file = tempfile::NamedTempFile::new().map_err(|e| anyhow::anyhow!("cannot create a temporary file: {e}"))?;
+    let mut file =
+        tempfile::NamedTempFile::new().map_err(|e| anyhow::anyhow!("cannot create a temporary file: {e}"))?;
     std::io::Write::write_all(&mut file, patch.as_bytes())
         .map_err(|e| anyhow::anyhow!("cannot write a temporary file: {e}"))?;
     let abs = dir.canonicalize().map_err(|e| anyhow::anyhow!("cannot resolve {}: {e}", dir.display()))?;
@@ -123,7 +124,9 @@ fn diagnose(dir: &Path, files: &[FilePatch]) -> anyhow::Result<String> {
         if f.new_file {
             match std::fs::read_to_string(&path) {
                 Err(_) => lines.push(format!("  {}: not present yet (the patch adds it)", f.path)),
-                Ok(text) if text == f.hunks[0].new_text() => lines.push(format!("  {}: present, as in this patch", f.path)),
+                Ok(text) if text == f.hunks[0].new_text() => {
+                    lines.push(format!("  {}: present, as in this patch", f.path))
+                }
                 Ok(_) => {
                     other_patch = true;
                     lines.push(format!(

@@ -94,7 +94,9 @@ pub fn run(args: AiterArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.aiter_dir {
         let (text, source) = match (&args.patch, &args.rule) {
             (Some(p), _) => (read(p)?, p.display().to_string()),
-            (None, Some(r)) => (render_patch(&load_rule(r)?, &catalog, &rule_file_provenance(r))?, format!("rule {}", r.display())),
+            (None, Some(r)) => {
+                (render_patch(&load_rule(r)?, &catalog, &rule_file_provenance(r))?, format!("rule {}", r.display()))
+            }
             (None, None) => {
                 let p = default_patch_path();
                 (read(&p)?, display_path(&p))

@@ -361,10 +361,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         GeneratedFile::new(CURVE_CSV, curve_csv(&points)),
     ];
     let extra_written = render::writer::write_files(&out, &extra, args.check);
-    let aiter_patch = GeneratedFile::new(
-        crate::aiter::PATCH_FILE,
-        crate::aiter::render_patch(&synth.rule, &catalog, &provenance)?,
-    );
+    let aiter_patch =
+        GeneratedFile::new(crate::aiter::PATCH_FILE, crate::aiter::render_patch(&synth.rule, &catalog, &provenance)?);
     let aiter_written =
         render::writer::write_files(&out.join(crate::aiter::GENERATED_SUBDIR), &[aiter_patch], args.check);
 
