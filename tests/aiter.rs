@@ -60,7 +60,7 @@ fn sections(text: &str) -> Vec<Section> {
             let nums: Vec<usize> = header
                 .trim_start_matches("@@ -")
                 .trim_end_matches(" @@")
-                .split(|c| c == ',' || c == ' ' || c == '+')
+                .split([',', ' ', '+'])
                 .filter(|s| !s.is_empty())
                 .map(|s| s.parse().unwrap())
                 .collect();

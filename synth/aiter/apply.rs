@@ -141,8 +141,7 @@ fn diagnose(dir: &Path, files: &[FilePatch]) -> anyhow::Result<String> {
             lines.push(format!("  {}: missing: AITER has moved or removed this file", f.path));
             continue;
         }
-        for i in 0..f.hunks.len() {
-            let h = &f.hunks[i];
+        for (i, h) in f.hunks.iter().enumerate() {
             let state = match hunk_state(dir, f, i)? {
                 HunkState::Applies => "matches (would apply)".to_string(),
                 HunkState::Applied => "already applied".to_string(),

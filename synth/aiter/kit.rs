@@ -40,7 +40,7 @@ struct TInstance {
 /// layers), a third the same with M below 256 (decode), a third uniform in 1..=65536 for all three.
 pub fn random_shapes(count: usize, seed: u64) -> Vec<(u32, u32, u32)> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let log_uniform = |rng: &mut rand_chacha::ChaCha8Rng, hi: f64| (2f64.powf(rng.gen_range(0.0..hi.log2()))) as u32;
+    let log_uniform = |rng: &mut rand_chacha::ChaCha8Rng, hi: f64| 2f64.powf(rng.gen_range(0.0..hi.log2())) as u32;
     (0..count)
         .map(|i| match i % 3 {
             0 | 1 => {
@@ -81,7 +81,7 @@ pub fn write_kit(rule: &Rule, catalog: &Catalog, dir: &Path, shapes: usize, seed
     let mut expected = String::new();
     for (m, n, k) in random_shapes(shapes, seed) {
         let leaf = rule.eval(m, n, k);
-        let inst = super::super::render::leaf_instance(catalog, &leaf)?;
+        let inst = crate::render::leaf_instance(catalog, &leaf)?;
         shapes_txt += &format!("{m} {n} {k}\n");
         expected += &format!("{m} {n} {k} {} {}\n", inst.name, 1u64 << leaf.split_k);
     }
