@@ -37,6 +37,8 @@ pub enum Command {
     Drift(crate::app::drift::DriftArgs),
     /// Compress an AITER tuned table losslessly into a rule plus a residual table (proved exhaustively).
     Compress(crate::app::compress::CompressArgs),
+    /// AITER main: write the heuristic patch for a rule, apply/check it on a checkout, or write its check kit.
+    Aiter(crate::app::aiter::AiterArgs),
 }
 
 pub fn main_entry() -> anyhow::Result<()> {
@@ -56,5 +58,6 @@ pub fn main_entry() -> anyhow::Result<()> {
         Command::Rewrite(a) => crate::app::rewrite::run(a),
         Command::Drift(a) => crate::app::drift::run(a),
         Command::Compress(a) => crate::app::compress::run(a),
+        Command::Aiter(a) => crate::app::aiter::run(a),
     }
 }

@@ -5,6 +5,7 @@
 //! flows between them through the types re-exported here. `app` wires stages into commands and is
 //! imported by no stage.
 
+pub mod aiter;
 pub mod app;
 pub mod catalog;
 pub mod cli;

@@ -1,6 +1,7 @@
 //! The application layer: the commands that wire stages together. Only this layer (and `cli`) knows the
 //! command line; stages never import it.
 
+pub mod aiter;
 pub mod aiter_backend;
 pub mod bench;
 pub mod compare;

@@ -193,9 +193,17 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
         GeneratedFile::new(CURVE_CSV, curve_csv(&points)),
     ];
     // One all-or-nothing write of every output file.
+    let aiter_patch =
+        GeneratedFile::new(crate::aiter::PATCH_FILE, crate::aiter::render_patch(&synth.rule, catalog, &provenance)?);
     let written = generated.and_then(|mut files| {
         files.extend(extra);
-        render::writer::write_files(&out, &files, args.check)
+        let mut paths = render::writer::write_files(&out, &files, args.check)?;
+        paths.extend(render::writer::write_files(
+            &out.join(crate::aiter::GENERATED_SUBDIR),
+            &[aiter_patch],
+            args.check,
+        )?);
+        Ok(paths)
     });
 
     // Terminal output.

@@ -1,0 +1,109 @@
+//! `synth aiter`: write the heuristic patch for a rule, apply or check it on an AITER checkout, or write
+//! its check kit (the stage is [`crate::aiter`]).
+
+use std::path::{Path, PathBuf};
+
+use crate::aiter::{apply, kit, render_patch, GENERATED_SUBDIR, PATCH_FILE};
+use crate::catalog::Catalog;
+use crate::render::{writer, Provenance};
+
+use super::session::{crate_root, display_path, emit};
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct AiterArgs {
+    /// Rule file (C++, Rust or JSON) to build the patch or the check kit from [kit default:
+    /// generated/rule.json of the crate].
+    #[arg(long)]
+    pub rule: Option<PathBuf>,
+    /// Directory to write the patch into (with --rule) [default: the current directory].
+    #[arg(long, conflicts_with_all = ["aiter_dir", "kit"])]
+    pub out: Option<PathBuf>,
+    /// AITER checkout (its root) to apply the patch to; an already patched tree is reported, not patched
+    /// twice.
+    #[arg(long, conflicts_with = "kit")]
+    pub aiter_dir: Option<PathBuf>,
+    /// Patch file to apply [default: the patch of --rule, else generated/aiter/ of the crate].
+    #[arg(long, requires = "aiter_dir", conflicts_with = "rule")]
+    pub patch: Option<PathBuf>,
+    /// Change nothing: with --aiter-dir report whether the patch applies or is applied; with --out check
+    /// that the written patch is up to date.
+    #[arg(long)]
+    pub check: bool,
+    /// Write the check kit of scripts/check-aiter-patch.sh (stub headers, driver, shapes, expected
+    /// choices) into this directory.
+    #[arg(long)]
+    pub kit: Option<PathBuf>,
+    /// Random shapes in the check kit (at least 10000).
+    #[arg(long, default_value_t = 20_000)]
+    pub shapes: usize,
+    /// Seed of the check kit's shapes.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// The provenance of a patch built from a rule file (the dataset is not known).
+pub fn rule_file_provenance(rule_path: &Path) -> Provenance {
+    Provenance {
+        dataset: format!(
+            "not recorded: rule read from {} (synth run records dataset, device and figures)",
+            display_path(rule_path)
+        ),
+        training: String::new(),
+        figures: Vec::new(),
+        command: format!("synth aiter --rule {}", display_path(rule_path)),
+    }
+}
+
+fn default_patch_path() -> PathBuf {
+    crate_root().join("generated").join(GENERATED_SUBDIR).join(PATCH_FILE)
+}
+
+pub fn run(args: AiterArgs) -> anyhow::Result<()> {
+    let catalog = Catalog::embedded();
+    let load_rule = |path: &Path| {
+        crate::rule::load(path, &catalog).map_err(|e| anyhow::anyhow!("cannot use rule {}: {e}", path.display()))
+    };
+    if let Some(dir) = &args.kit {
+        let path = args.rule.clone().unwrap_or_else(|| crate_root().join("generated").join("rule.json"));
+        let rule = load_rule(&path)?;
+        let written = kit::write_kit(&rule, &catalog, dir, args.shapes, args.seed)?;
+        return emit(&format!(
+            "check kit for {} ({} shapes, seed {}) written to {} ({} files)\n",
+            display_path(&path),
+            args.shapes,
+            args.seed,
+            dir.display(),
+            written.len()
+        ));
+    }
+    if let Some(dir) = &args.aiter_dir {
+        let (text, source) = match (&args.patch, &args.rule) {
+            (Some(p), _) => (read(p)?, p.display().to_string()),
+            (None, Some(r)) => {
+                (render_patch(&load_rule(r)?, &catalog, &rule_file_provenance(r))?, format!("rule {}", r.display()))
+            }
+            (None, None) => {
+                let p = default_patch_path();
+                (read(&p)?, display_path(&p))
+            }
+        };
+        let report = apply::apply(dir, &text, args.check)?;
+        return emit(&format!("{}: {}\n", source, report.message(dir)));
+    }
+    let Some(rule_path) = &args.rule else {
+        anyhow::bail!(
+            "nothing to do: give --rule FILE [--out DIR] to write a patch, --aiter-dir DIR [--check] to apply one, or \
+             --kit DIR for the check kit (`synth run` writes generated/aiter/{PATCH_FILE} itself)"
+        );
+    };
+    let rule = load_rule(rule_path)?;
+    let text = render_patch(&rule, &catalog, &rule_file_provenance(rule_path))?;
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("."));
+    let paths = writer::write_files(&out, &[writer::GeneratedFile::new(PATCH_FILE, text)], args.check)?;
+    let verb = if args.check { "up to date" } else { "written" };
+    emit(&paths.iter().map(|p| format!("{verb}: {}\n", p.display())).collect::<String>())
+}
+
+fn read(path: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read patch {}: {e}", path.display()))
+}
