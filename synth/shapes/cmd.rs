@@ -85,14 +85,15 @@ fn render_table(spec: &ModelSpec, tp: u32, layers: &[Layer], ms: &[u32]) -> Stri
     out
 }
 
-fn render_csv(layers: &[Layer], ms: &[u32]) -> String {
-    let mut out = String::from("layer,M,N,K\n");
+fn render_csv(layers: &[Layer], ms: &[u32]) -> anyhow::Result<String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(["layer", "M", "N", "K"])?;
     for l in layers {
         for &m in ms {
-            out.push_str(&format!("{},{m},{},{}\n", l.name, l.n, l.k));
+            w.write_record([l.name.to_string(), m.to_string(), l.n.to_string(), l.k.to_string()])?;
         }
     }
-    out
+    Ok(String::from_utf8(w.into_inner()?)?)
 }
 
 pub fn run(args: ShapesArgs) -> anyhow::Result<()> {
@@ -107,8 +108,24 @@ pub fn run(args: ShapesArgs) -> anyhow::Result<()> {
     }
     let text = match args.format {
         ShapesFormat::Table => render_table(&spec, args.tp, &layers, &ms),
-        ShapesFormat::Csv => render_csv(&layers, &ms),
+        ShapesFormat::Csv => render_csv(&layers, &ms)?,
     };
     std::io::stdout().write_all(text.as_bytes())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_lists_every_layer_at_every_m_and_quotes_a_comma() {
+        let layers =
+            vec![Layer { name: "o_proj".into(), n: 7168, k: 2048 }, Layer { name: "odd,name".into(), n: 64, k: 128 }];
+        let text = render_csv(&layers, &[1, 16]).unwrap();
+        assert_eq!(
+            text,
+            "layer,M,N,K\no_proj,1,7168,2048\no_proj,16,7168,2048\n\"odd,name\",1,64,128\n\"odd,name\",16,64,128\n"
+        );
+    }
 }
