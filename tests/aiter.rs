@@ -101,7 +101,7 @@ fn expected_candidates(m: u32, n: u32, k: u32) -> usize {
         let (mt, nt, kt) = i.tile();
         total += split(mt, nt, kt) + 1;
     }
-    for i in cat.cktile_for_arch("gfx942").filter(|i| i.role == "candidate") {
+    for i in cat.cktile_for_arch("gfx942").filter(|i| i.role == gemm_synth::catalog::Role::Candidate) {
         let (mt, nt, kt) = i.tile();
         total += split(mt, nt, kt) + 1;
     }

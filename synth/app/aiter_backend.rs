@@ -17,7 +17,7 @@
 use super::bench::{model_layers, parse_m_set, parse_pairs, print_summary, BenchArgs};
 use crate::catalog::Catalog;
 use crate::measure::journal::{CellResult, Journal};
-use crate::table::Shape;
+use crate::table::{RowStatus, Shape};
 use anyhow::{anyhow, bail, Context, Result};
 use rand::seq::index::sample;
 use rand_chacha::rand_core::SeedableRng;
@@ -594,12 +594,12 @@ fn profile_row_to_cell(
     let kernel_id = i32::try_from(int_field(src, line, "kernelId", &r.kernel_id)?)
         .map_err(|_| anyhow!("{src}:{line}: kernelId {} out of range", r.kernel_id))?;
     let split_k = u32_of("splitK", &r.split_k)?;
-    let libtype = r.libtype.as_str();
-    if libtype != "ck" && libtype != "cktile" {
-        bail!("{src}:{line}: column libtype = {libtype:?}: expected ck, cktile, asm or opus");
-    }
+    let libtype = match crate::catalog::Libtype::parse(&r.libtype) {
+        Some(t @ (crate::catalog::Libtype::Ck | crate::catalog::Libtype::Cktile)) => t,
+        _ => bail!("{src}:{line}: column libtype = {:?}: expected ck, cktile, asm or opus", r.libtype),
+    };
     let by_id = match libtype {
-        "ck" => catalog.legacy_by_id(kernel_id).filter(|_| kernel_id >= 0),
+        crate::catalog::Libtype::Ck => catalog.legacy_by_id(kernel_id).filter(|_| kernel_id >= 0),
         _ => {
             let arch = catalog.cktile_arch_for_gfx(&r.gfx).ok_or_else(|| {
                 anyhow!("{src}:{line}: gfx {:?}: the catalog has no CK-tile instances for this architecture", r.gfx)
@@ -633,15 +633,15 @@ fn profile_row_to_cell(
         t => t.parse().map_err(|_| anyhow!("{src}:{line}: column us = {us_raw:?}: expected a time, -1 or inf"))?,
     };
     let (us, status) = if us_val == -1.0 {
-        (None, "fail:tuner reported us=-1 (run error or unsupported shape)".to_string())
+        (None, RowStatus::Fail("tuner reported us=-1 (run error or unsupported shape)".into()))
     } else if us_val.is_infinite() {
-        (None, "fail:tuner reported us=inf (timeout)".to_string())
+        (None, RowStatus::Fail("tuner reported us=inf (timeout)".into()))
     } else if us_val.is_nan() || us_val <= 0.0 {
         bail!("{src}:{line}: column us = {us_raw:?}: expected a positive time, -1 or inf");
     } else if err_ratio > meta.err_ratio {
-        (Some(us_val), format!("fail:errRatio {err_ratio} > {} (wrong output)", meta.err_ratio))
+        (Some(us_val), RowStatus::Fail(format!("errRatio {err_ratio} > {} (wrong output)", meta.err_ratio)))
     } else {
-        (Some(us_val), "ok".to_string())
+        (Some(us_val), RowStatus::Ok)
     };
     let ok = us.is_some();
     Ok(CellResult {
@@ -650,7 +650,7 @@ fn profile_row_to_cell(
         m,
         n,
         k,
-        libtype: libtype.to_string(),
+        libtype,
         kernel_id,
         split_k,
         us,
@@ -926,12 +926,15 @@ mod tests {
         let s = r.unwrap();
         // The unterminated last line (a write in progress) waits for the next import.
         assert_eq!((s.appended, s.other_libtype), (4, 1));
-        assert_eq!((rows[0].kernel_id, rows[0].split_k, rows[0].us, rows[0].status.as_str()), (3, 1, Some(12.5), "ok"));
+        assert_eq!(
+            (rows[0].kernel_id, rows[0].split_k, rows[0].us, rows[0].status.to_string()),
+            (3, 1, Some(12.5), "ok".into())
+        );
         assert_eq!(&rows[1].kernel_name, &cat.legacy_by_id(4).unwrap().name);
-        assert!(rows[1].us.is_none() && rows[1].status.contains("us=-1"));
+        assert!(rows[1].us.is_none() && rows[1].status.to_string().contains("us=-1"));
         assert_eq!(&rows[2].kernel_name, tile1);
-        assert!(rows[2].status.contains("us=inf") && rows[2].tflops.is_none());
-        assert_eq!(rows[3].status, "fail:errRatio 0.25 > 0.05 (wrong output)");
+        assert!(rows[2].status.to_string().contains("us=inf") && rows[2].tflops.is_none());
+        assert_eq!(rows[3].status.to_string(), "fail:errRatio 0.25 > 0.05 (wrong output)");
         assert_eq!(rows[3].us, Some(9.5));
         assert!(rows.iter().all(|r| r.validate().is_ok()));
     }

@@ -336,8 +336,8 @@ pub(super) fn print_summary(journal: &Journal, appended: usize, elapsed: f64) {
     let rows = journal.rows();
     let mut fails: BTreeMap<&str, usize> = BTreeMap::new();
     for r in rows {
-        if let Some(reason) = r.status.strip_prefix("fail:") {
-            *fails.entry(reason).or_default() += 1;
+        if let crate::table::RowStatus::Fail(reason) = &r.status {
+            *fails.entry(reason.as_str()).or_default() += 1;
         }
     }
     let ok = rows.iter().filter(|r| r.is_ok()).count();

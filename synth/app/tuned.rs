@@ -66,7 +66,7 @@ pub fn rows_matrix(sets: &[TunedSet]) -> anyhow::Result<LatencyMatrix> {
     let rows: Vec<_> = sets
         .iter()
         .flat_map(|s| &s.raw)
-        .filter(|r| r.libtype == "ck" && seen.insert((r.m, r.n, r.k, r.kernel_id, r.split_k)))
+        .filter(|r| r.libtype == crate::catalog::Libtype::Ck && seen.insert((r.m, r.n, r.k, r.kernel_id, r.split_k)))
         .cloned()
         .collect();
     LatencyMatrix::from_rows(&rows).map_err(|e| anyhow::anyhow!("{e}"))

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::{Catalog, Instance, InstanceParams};
+use super::{Catalog, Instance, InstanceParams, Libtype, Role};
 
 /// Output format of the listing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -39,10 +39,10 @@ pub struct InstancesArgs {
 /// One listed entry (the legacy default appears as its own row, marked as an alias).
 #[derive(Debug, Clone, Serialize)]
 pub struct ListingRow {
-    pub libtype: &'static str,
+    pub libtype: Libtype,
     pub arch: Option<String>,
     pub id: i32,
-    pub role: String,
+    pub role: Role,
     /// For alias rows: the candidate id with the same kernel.
     pub alias_of: Option<i32>,
     pub tile: String,
@@ -50,13 +50,13 @@ pub struct ListingRow {
     pub params: InstanceParams,
 }
 
-fn row(inst: &Instance, id: i32, role: &str, alias_of: Option<i32>) -> ListingRow {
+fn row(inst: &Instance, id: i32, role: Role, alias_of: Option<i32>) -> ListingRow {
     let (m, n, k) = inst.tile();
     ListingRow {
         libtype: inst.libtype(),
         arch: inst.arch.clone(),
         id,
-        role: role.to_string(),
+        role,
         alias_of,
         tile: format!("{m}x{n}x{k}"),
         name: inst.name.clone(),
@@ -68,8 +68,8 @@ fn row(inst: &Instance, id: i32, role: &str, alias_of: Option<i32>) -> ListingRo
 pub fn listing(catalog: &Catalog, kind: KindFilter) -> Vec<ListingRow> {
     let mut rows = Vec::new();
     if kind != KindFilter::Cktile {
-        rows.extend(catalog.legacy_candidates().iter().map(|i| row(i, i.id, &i.role, None)));
-        rows.push(row(catalog.default_instance(), -1, "default", Some(catalog.default_alias)));
+        rows.extend(catalog.legacy_candidates().iter().map(|i| row(i, i.id, i.role, None)));
+        rows.push(row(catalog.default_instance(), -1, Role::Default, Some(catalog.default_alias)));
     }
     if kind != KindFilter::Legacy {
         // An entry repeating an earlier candidate of its architecture (or a default repeating any) is an alias.
@@ -77,10 +77,10 @@ pub fn listing(catalog: &Catalog, kind: KindFilter) -> Vec<ListingRow> {
             let alias = catalog
                 .cktile
                 .iter()
-                .filter(|o| o.role == "candidate" && o.arch == inst.arch && o.params == inst.params)
-                .find(|o| inst.role == "default" || o.id < inst.id)
+                .filter(|o| o.role == Role::Candidate && o.arch == inst.arch && o.params == inst.params)
+                .find(|o| inst.role == Role::Default || o.id < inst.id)
                 .map(|o| o.id);
-            rows.push(row(inst, inst.id, &inst.role, alias));
+            rows.push(row(inst, inst.id, inst.role, alias));
         }
     }
     rows
@@ -94,7 +94,7 @@ pub fn format_table(rows: &[ListingRow]) -> String {
         .map(|r| {
             let role = match r.alias_of {
                 Some(a) => format!("{} (= {a})", r.role),
-                None => r.role.clone(),
+                None => r.role.to_string(),
             };
             [
                 r.libtype.to_string(),
@@ -134,7 +134,7 @@ pub fn format_csv(rows: &[ListingRow]) -> anyhow::Result<String> {
             r.libtype.to_string(),
             r.arch.clone().unwrap_or_default(),
             r.id.to_string(),
-            r.role.clone(),
+            r.role.to_string(),
             r.alias_of.map(|a| a.to_string()).unwrap_or_default(),
             r.tile.clone(),
             r.name.clone(),

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::names::{self, ParsedName};
-use super::{Catalog, CkTileParams, Instance, InstanceParams, LegacyParams};
+use super::{Catalog, CkTileParams, Instance, InstanceParams, LegacyParams, Role};
 
 /// File name of the legacy instance table inside a catalog directory.
 pub const LEGACY_FILE: &str = "ck_a8w8_blockscale_instances.csv";
@@ -175,10 +175,11 @@ impl Row<'_> {
         }
     }
 
-    fn role(&self, id: i32) -> Result<String, CatalogError> {
+    fn role(&self, id: i32) -> Result<Role, CatalogError> {
         let role = self.get("role");
         match (role, id) {
-            ("candidate", 0..) | ("default", -1) => Ok(role.to_string()),
+            ("candidate", 0..) => Ok(Role::Candidate),
+            ("default", -1) => Ok(Role::Default),
             ("candidate", _) => Err(self.err("role", format!("a candidate needs kernelId >= 0, got {id}"))),
             ("default", _) => Err(self.err("role", format!("the default row must have kernelId -1, got {id}"))),
             _ => Err(self.err("role", format!("expected \"candidate\" or \"default\", got \"{role}\""))),
@@ -404,7 +405,7 @@ pub(crate) fn parse_catalog(
     let mut ids = Vec::new();
     for_each_row(legacy_csv, legacy_file, &LEGACY_COLUMNS, |row| {
         let inst = legacy_row(row)?;
-        if inst.role == "default" {
+        if inst.role == Role::Default {
             if default.is_some() {
                 return Err(row.err("role", "a second default row; the legacy table has exactly one (kernelId -1)"));
             }
@@ -449,7 +450,7 @@ pub(crate) fn parse_catalog(
     for_each_row(cktile_csv, cktile_file, &CKTILE_COLUMNS, |row| {
         let inst = cktile_row(row)?;
         let arch = inst.arch.clone().unwrap_or_default();
-        if inst.role == "default" {
+        if inst.role == Role::Default {
             if !defaults.insert(arch.clone()) {
                 return Err(row.err("role", format!("a second default row for {arch}")));
             }

@@ -2,6 +2,7 @@
 //! CK-tile instances per architecture, loaded from `ck-instances/` (embedded at build time).
 
 pub mod cmd;
+pub mod kinds;
 pub(crate) mod load;
 pub mod names;
 
@@ -71,8 +72,8 @@ pub struct Instance {
     pub name: String,
     /// For CK-tile entries: the architecture ("gfx942" / "gfx95x"); None for legacy.
     pub arch: Option<String>,
-    /// "candidate" or "default".
-    pub role: String,
+    /// Candidate or the default alias.
+    pub role: Role,
     pub params: InstanceParams,
 }
 
@@ -120,6 +121,7 @@ pub struct Catalog {
     pub cktile: Vec<Instance>,
 }
 
+pub use kinds::{Libtype, Role};
 pub use load::{CatalogError, CKTILE_FILE, LEGACY_FILE};
 pub use names::{NameError, ParsedName};
 
@@ -127,10 +129,10 @@ use names::{Grammar, OldLegacyParams};
 
 impl Instance {
     /// "ck" for legacy instances, "cktile" for CK-tile ones (AITER's `libtype`).
-    pub fn libtype(&self) -> &'static str {
+    pub fn libtype(&self) -> Libtype {
         match &self.params {
-            InstanceParams::Ck(_) => "ck",
-            InstanceParams::Cktile(_) => "cktile",
+            InstanceParams::Ck(_) => Libtype::Ck,
+            InstanceParams::Cktile(_) => Libtype::Cktile,
         }
     }
 
@@ -266,7 +268,7 @@ impl Catalog {
             }
             ParsedName::CkTile(p) => {
                 let mut hits = self.cktile.iter().filter(|i| i.cktile_params() == Some(&p));
-                let first = hits.clone().find(|i| i.role == "candidate");
+                let first = hits.clone().find(|i| i.role == Role::Candidate);
                 first.or_else(|| hits.next()).ok_or_else(|| self.unknown(name, Grammar::CkTile))
             }
         }

@@ -125,7 +125,7 @@ impl TunedTable {
                 other_device += 1;
                 continue;
             }
-            let legacy = r.libtype == "ck";
+            let legacy = r.libtype == crate::catalog::Libtype::Ck;
             let kernel_id = if legacy && r.kernel_id < 0 { catalog.default_alias } else { r.kernel_id };
             let entry = TunedEntry { candidate: Candidate::new(kernel_id, r.split_k), legacy };
             if t.entries.insert((r.m, r.n, r.k), entry).is_some() {

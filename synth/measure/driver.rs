@@ -235,8 +235,8 @@ fn check_against_plan(row: &CellResult, cell: &PlanCell, device: &mut Option<(St
             cell.kernel_id
         );
     }
-    if row.libtype != "ck" {
-        bail!("libtype \"{}\" is not \"ck\"", shown(&row.libtype));
+    if row.libtype != crate::catalog::Libtype::Ck {
+        bail!("libtype \"{}\" is not \"ck\"", row.libtype);
     }
     let this = (row.gfx.clone(), row.cu_num, row.device.clone());
     match device {

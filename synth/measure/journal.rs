@@ -2,9 +2,9 @@
 //! one flushed row per finished cell so an interrupted run loses at most the cell in flight.
 
 use super::plan::CellKey;
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Libtype};
 use crate::table::aiter_csv::{parse_aiter_csv, AITER_COLUMNS};
-use crate::table::AiterRow;
+use crate::table::{AiterRow, RowStatus};
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -33,7 +33,7 @@ pub struct CellResult {
     #[serde(rename = "K")]
     pub k: u32,
     #[serde(default = "ck")]
-    pub libtype: String,
+    pub libtype: Libtype,
     #[serde(rename = "kernelId")]
     pub kernel_id: i32,
     #[serde(rename = "splitK")]
@@ -57,13 +57,13 @@ pub struct CellResult {
     pub us_p90: Option<f64>,
     #[serde(default)]
     pub reps: u32,
-    pub status: String,
+    pub status: RowStatus,
     #[serde(default)]
     pub recheck: u8,
 }
 
-fn ck() -> String {
-    "ck".to_string()
+fn ck() -> Libtype {
+    Libtype::Ck
 }
 
 impl CellResult {
@@ -75,18 +75,18 @@ impl CellResult {
             kernel_id: self.kernel_id,
             split_k: self.split_k,
             recheck: self.recheck != 0,
-            cktile: self.libtype == "cktile",
+            cktile: self.libtype == Libtype::Cktile,
         }
     }
 
     pub fn is_ok(&self) -> bool {
-        self.status == "ok"
+        self.status.is_ok()
     }
 
-    /// Checks what the journal promises its readers: status "ok" or "fail:<reason>", a finite positive
-    /// `us` for "ok" rows.
+    /// Checks what the journal promises its readers beyond the typed status: a finite positive `us` for
+    /// "ok" rows.
     pub fn validate(&self) -> Result<(), String> {
-        if self.status == "ok" {
+        if self.status.is_ok() {
             match self.us {
                 Some(u) if crate::table::aiter_csv::US_RANGE.contains(&u) => Ok(()),
                 other => Err(format!(
@@ -94,10 +94,8 @@ impl CellResult {
                     crate::table::aiter_csv::US_RANGE
                 )),
             }
-        } else if self.status.strip_prefix("fail:").is_some_and(|r| !r.is_empty()) {
-            Ok(())
         } else {
-            Err(format!("status {:?} is neither \"ok\" nor \"fail:<reason>\"", self.status))
+            Ok(())
         }
     }
 
@@ -110,7 +108,7 @@ impl CellResult {
             self.m.to_string(),
             self.n.to_string(),
             self.k.to_string(),
-            self.libtype.clone(),
+            self.libtype.to_string(),
             self.kernel_id.to_string(),
             self.split_k.to_string(),
             f(self.us, 4),
@@ -126,7 +124,7 @@ impl CellResult {
             f(self.us_p10, 4),
             f(self.us_p90, 4),
             self.reps.to_string(),
-            self.status.clone(),
+            self.status.to_string(),
             self.recheck.to_string(),
         ]
     }
@@ -164,7 +162,7 @@ impl CellResult {
             m: r.m,
             n: r.n,
             k: r.k,
-            libtype: r.libtype.clone(),
+            libtype: r.libtype,
             kernel_id: r.kernel_id,
             split_k: r.split_k,
             us: r.us,
@@ -180,7 +178,7 @@ impl CellResult {
             us_p10: num("us_p10"),
             us_p90: num("us_p90"),
             reps: r.extra.get("reps").and_then(|s| s.parse().ok()).unwrap_or(0),
-            status: r.extra.get("status").cloned().unwrap_or_else(|| "ok".into()),
+            status: r.status(),
             recheck: u8::from(r.is_recheck()),
         }
     }

@@ -90,7 +90,7 @@ pub fn render_instances_csv(rule: &Rule, catalog: &Catalog, matrix: &LatencyMatr
             m: shape.m,
             n: shape.n,
             k: shape.k,
-            libtype: inst.libtype().to_string(),
+            libtype: inst.libtype(),
             kernel_id: inst.id,
             split_k: row.candidate.split_k,
             us: Some(row.us),

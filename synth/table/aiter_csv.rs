@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
 use std::path::Path;
 
-use crate::catalog::{Candidate, Catalog, Instance, NameError};
+use crate::catalog::{Candidate, Catalog, Instance, Libtype, NameError};
 
 use super::Shape;
 
@@ -42,7 +42,7 @@ pub struct AiterRow {
     pub n: u32,
     pub k: u32,
     /// `ck` or `cktile`.
-    pub libtype: String,
+    pub libtype: Libtype,
     pub kernel_id: i32,
     /// log2 of KBatch.
     pub split_k: u32,
@@ -56,11 +56,52 @@ pub struct AiterRow {
     pub extra: BTreeMap<String, String>,
 }
 
-/// Outcome a row records, from its `status` column.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Outcome a row records, from its `status` column: `ok` or `fail:<reason>` (a non-blank reason). Serde
+/// reads and writes it as that word.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RowStatus {
     Ok,
     Fail(String),
+}
+
+impl RowStatus {
+    pub fn is_ok(&self) -> bool {
+        *self == RowStatus::Ok
+    }
+}
+
+impl std::str::FromStr for RowStatus {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<RowStatus, String> {
+        match s.strip_prefix("fail:") {
+            Some(reason) if !reason.trim().is_empty() => Ok(RowStatus::Fail(reason.to_string())),
+            _ if s == "ok" => Ok(RowStatus::Ok),
+            _ => Err(format!("status {s:?} is neither \"ok\" nor \"fail:<reason>\"")),
+        }
+    }
+}
+
+impl serde::Serialize for RowStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RowStatus {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RowStatus, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl std::fmt::Display for RowStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RowStatus::Ok => f.write_str("ok"),
+            RowStatus::Fail(reason) => write!(f, "fail:{reason}"),
+        }
+    }
 }
 
 impl AiterRow {
@@ -74,10 +115,7 @@ impl AiterRow {
 
     /// `status` column: absent or `ok` → Ok, `fail:<reason>` → Fail(reason).
     pub fn status(&self) -> RowStatus {
-        match self.extra.get("status").map(String::as_str) {
-            Some(s) if s.starts_with("fail:") => RowStatus::Fail(s["fail:".len()..].to_string()),
-            _ => RowStatus::Ok,
-        }
+        self.extra.get("status").and_then(|s| s.parse().ok()).unwrap_or(RowStatus::Ok)
     }
 
     /// Whether the row is a deliberate re-measurement (`recheck` = 1).
@@ -99,7 +137,7 @@ impl AiterRow {
             self.m.to_string(),
             self.n.to_string(),
             self.k.to_string(),
-            self.libtype.clone(),
+            self.libtype.to_string(),
             self.kernel_id.to_string(),
             self.split_k.to_string(),
             opt(self.us),
@@ -216,7 +254,7 @@ pub fn parse_aiter_csv(text: &[u8], file: &str, catalog: &Catalog) -> Result<Vec
         .collect();
 
     let mut rows = Vec::new();
-    let mut seen: HashMap<(String, u32, Shape, String, i32, u32), usize> = HashMap::new();
+    let mut seen: HashMap<(String, u32, Shape, Libtype, i32, u32), usize> = HashMap::new();
     for rec in rdr.records() {
         let rec = rec.map_err(|e| {
             let line = e.position().map(|p| lines.line_of(p.byte()));
@@ -239,14 +277,8 @@ pub fn parse_aiter_csv(text: &[u8], file: &str, catalog: &Catalog) -> Result<Vec
         let row = RowReader { file, line, rec: &rec, index: &index };
         let parsed = row.parse(catalog, &extras)?;
         if !parsed.is_recheck() {
-            let key = (
-                parsed.gfx.clone(),
-                parsed.cu_num,
-                parsed.shape(),
-                parsed.libtype.clone(),
-                parsed.kernel_id,
-                parsed.split_k,
-            );
+            let key =
+                (parsed.gfx.clone(), parsed.cu_num, parsed.shape(), parsed.libtype, parsed.kernel_id, parsed.split_k);
             if let Some(first) = seen.insert(key, line) {
                 return Err(err(
                     Some(line),
@@ -333,10 +365,11 @@ impl RowReader<'_> {
         }
         let cu_num = self.positive_u32("cu_num")?;
         let (m, n, k) = (self.positive_u32("M")?, self.positive_u32("N")?, self.positive_u32("K")?);
-        let libtype = self.get("libtype");
-        if libtype != "ck" && libtype != "cktile" {
-            return Err(self.err("libtype", libtype, "expected \"ck\" or \"cktile\""));
-        }
+        let libtype_text = self.get("libtype");
+        let libtype = match Libtype::parse(libtype_text) {
+            Some(t @ (Libtype::Ck | Libtype::Cktile)) => t,
+            _ => return Err(self.err("libtype", libtype_text, "expected \"ck\" or \"cktile\"")),
+        };
         let id_text = self.get("kernelId");
         let kernel_id: i32 = id_text.parse().map_err(|_| self.err("kernelId", id_text, "expected an integer"))?;
         let sk_text = self.get("splitK");
@@ -397,7 +430,7 @@ impl RowReader<'_> {
             m,
             n,
             k,
-            libtype: libtype.to_string(),
+            libtype,
             kernel_id,
             split_k,
             us,
@@ -411,8 +444,7 @@ impl RowReader<'_> {
 
     fn check_extras(&self, extra: &BTreeMap<String, String>) -> Result<(), TableError> {
         if let Some(s) = extra.get("status") {
-            let ok = s == "ok" || s.strip_prefix("fail:").is_some_and(|r| !r.trim().is_empty());
-            if !ok {
+            if s.parse::<RowStatus>().is_err() {
                 return Err(self.err("status", s, "expected \"ok\" or \"fail:<reason>\""));
             }
         }
@@ -441,17 +473,17 @@ impl RowReader<'_> {
         &self,
         catalog: &Catalog,
         gfx: &str,
-        libtype: &str,
+        libtype: Libtype,
         kernel_id: i32,
         name: &str,
     ) -> Result<(), TableError> {
         let inst: &Instance =
             catalog.resolve_name(name).map_err(|e: NameError| self.err("kernelName", name, format!("{e}")))?;
         if inst.libtype() != libtype {
-            return Err(self.err("libtype", libtype, format!("kernelName is a {} instance", inst.libtype())));
+            return Err(self.err("libtype", libtype.as_str(), format!("kernelName is a {} instance", inst.libtype())));
         }
         let by_id = match libtype {
-            "ck" => catalog.legacy_by_id(kernel_id),
+            Libtype::Ck => catalog.legacy_by_id(kernel_id),
             _ => {
                 let arch = catalog.cktile_arch_for_gfx(gfx).ok_or_else(|| {
                     self.err("gfx", gfx, "the catalog has no CK-tile instances for this architecture")
@@ -490,4 +522,24 @@ pub fn write_aiter_csv<W: Write>(w: W, rows: &[AiterRow]) -> std::io::Result<()>
     }
     out.flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RowStatus;
+
+    #[test]
+    fn status_words_parse_print_and_serde_round_trip() {
+        assert_eq!("ok".parse::<RowStatus>(), Ok(RowStatus::Ok));
+        assert_eq!("fail:oom".parse::<RowStatus>(), Ok(RowStatus::Fail("oom".into())));
+        assert_eq!(RowStatus::Fail("compile".into()).to_string(), "fail:compile");
+        for bad in ["", "OK", "fail:", "fail:  ", "failed"] {
+            let e = bad.parse::<RowStatus>().unwrap_err();
+            assert!(e.contains("neither \"ok\" nor \"fail:<reason>\""), "{bad:?}: {e}");
+        }
+        let s = RowStatus::Fail("timeout".into());
+        assert_eq!(serde_json::to_string(&s).unwrap(), "\"fail:timeout\"");
+        assert_eq!(serde_json::from_str::<RowStatus>("\"fail:timeout\"").unwrap(), s);
+        assert!(serde_json::from_str::<RowStatus>("\"bogus\"").is_err());
+    }
 }

@@ -70,7 +70,7 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 
 /// Builds the matrix from the CK legacy rows and the overview of the whole file.
 pub fn overview(file: &Path, rows: &[AiterRow]) -> anyhow::Result<(Overview, LatencyMatrix)> {
-    let ck: Vec<AiterRow> = rows.iter().filter(|r| r.libtype == "ck").cloned().collect();
+    let ck: Vec<AiterRow> = rows.iter().filter(|r| r.libtype == crate::catalog::Libtype::Ck).cloned().collect();
     let cktile_rows = rows.len() - ck.len();
     if ck.iter().all(|r| r.is_recheck()) {
         anyhow::bail!(

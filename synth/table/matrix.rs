@@ -82,8 +82,8 @@ impl RecheckPair {
 
 /// Pairs every recheck row with the original row of the same device, shape and candidate (in file order).
 pub fn recheck_pairs(rows: &[AiterRow]) -> Vec<RecheckPair> {
-    type Key = (String, u32, String, Shape, Candidate);
-    let key = |r: &AiterRow| -> Key { (r.gfx.clone(), r.cu_num, r.libtype.clone(), r.shape(), r.candidate()) };
+    type Key = (String, u32, crate::catalog::Libtype, Shape, Candidate);
+    let key = |r: &AiterRow| -> Key { (r.gfx.clone(), r.cu_num, r.libtype, r.shape(), r.candidate()) };
     let originals: HashMap<Key, &AiterRow> = rows.iter().filter(|r| !r.is_recheck()).map(|r| (key(r), r)).collect();
     rows.iter()
         .filter(|r| r.is_recheck())
@@ -116,7 +116,7 @@ impl LatencyMatrix {
             *used.first().ok_or_else(|| TableError::at_line(None, "no measurement rows (recheck rows aside)"))?;
         let mut device: Option<&str> = None;
         for r in &used {
-            if r.libtype != "ck" {
+            if r.libtype != crate::catalog::Libtype::Ck {
                 return Err(TableError::at_line(
                     Some(r.line),
                     format!(

@@ -51,7 +51,8 @@ impl CkTileLeftOut {
 
 /// Splits rows into the legacy rows and a summary of the CK-tile rows (None when there are none).
 pub fn legacy_rows(rows: Vec<AiterRow>) -> (Vec<AiterRow>, Option<CkTileLeftOut>) {
-    let (legacy, cktile): (Vec<AiterRow>, Vec<AiterRow>) = rows.into_iter().partition(|r| r.libtype == "ck");
+    let (legacy, cktile): (Vec<AiterRow>, Vec<AiterRow>) =
+        rows.into_iter().partition(|r| r.libtype == crate::catalog::Libtype::Ck);
     if cktile.is_empty() {
         return (legacy, None);
     }

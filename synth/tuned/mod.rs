@@ -100,7 +100,7 @@ impl TunedSet {
                 other += 1;
                 continue;
             }
-            let legacy = r.libtype == "ck";
+            let legacy = r.libtype == crate::catalog::Libtype::Ck;
             let kernel_id = if legacy && r.kernel_id < 0 { catalog.default_alias } else { r.kernel_id };
             let Some(us) = r.us else {
                 bail!("{source}:{}: a tuned row without a time (us) cannot be a tuned choice; remove the row", r.line);
