@@ -85,6 +85,12 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         if args.held_out { format!(" (held out from the sample M = {picked:?})") } else { String::new() }
     );
     text.push_str(&crate::compare::report::table(&report, names));
+    if args.rule.is_empty() && tables.is_empty() && !args.published {
+        text.push_str(
+            "hint: only the default and the oracle were scored; add --rule FILE, --tuned FILE, --tuned-sample or \
+             --published to score more, and --held-out to score outside the training sample\n",
+        );
+    }
     if let Some(path) = &args.csv {
         std::fs::write(path, crate::compare::report::csv(&report, names))
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;

@@ -3,8 +3,11 @@
 
 pub mod bench;
 pub mod compare;
+pub mod data;
 pub mod drift;
+pub mod help;
 pub mod invocation;
+pub mod outputs;
 pub mod rewrite;
 pub mod run;
 pub mod search;
