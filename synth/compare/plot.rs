@@ -88,12 +88,12 @@ pub fn panels_svg(report: &Report, panels: &[Panel], title: &str) -> anyhow::Res
     {
         let root = SVGBackend::with_string(&mut buf, (w, h)).into_drawing_area();
         root.fill(&WHITE)?;
-        let root = root.titled(title, ("sans-serif", 22))?;
-        let (subtitle, body) = root.split_vertically(26);
+        let root = root.titled(title, ("sans-serif", 24))?;
+        let (subtitle, body) = root.split_vertically(30);
         subtitle.draw(&Text::new(
             "y: oracle time / policy time per scored shape (1.0 = the fastest kernel of that shape); legend: geomean",
             (8, 4),
-            ("sans-serif", 15),
+            ("sans-serif", 17),
         ))?;
         let cells = body.split_evenly((rows as usize, COLUMNS));
         for (panel, area) in panels.iter().zip(cells.iter()) {
@@ -109,7 +109,7 @@ pub fn panels_svg(report: &Report, panels: &[Panel], title: &str) -> anyhow::Res
                 .fold(1.0, f64::min);
             let ymin = (lowest - 0.05).max(0.0);
             let mut chart = ChartBuilder::on(area)
-                .caption(&panel.title, ("sans-serif", 17))
+                .caption(&panel.title, ("sans-serif", 20))
                 .margin(10)
                 .x_label_area_size(40)
                 .y_label_area_size(52)
@@ -121,8 +121,8 @@ pub fn panels_svg(report: &Report, panels: &[Panel], title: &str) -> anyhow::Res
                 .x_labels(6)
                 .y_labels(6)
                 .max_light_lines(0)
-                .label_style(("sans-serif", 14))
-                .axis_desc_style(("sans-serif", 15))
+                .label_style(("sans-serif", 17))
+                .axis_desc_style(("sans-serif", 17))
                 .x_label_formatter(&|x| format!("{}", x.round() as u64))
                 .y_label_formatter(&|y| format!("{y:.2}"))
                 .draw()?;
@@ -170,7 +170,7 @@ pub fn panels_svg(report: &Report, panels: &[Panel], title: &str) -> anyhow::Res
                 .configure_series_labels()
                 .background_style(WHITE.mix(0.85))
                 .border_style(BLACK.mix(0.4))
-                .label_font(("sans-serif", 13))
+                .label_font(("sans-serif", 16))
                 .position(SeriesLabelPosition::LowerRight)
                 .draw()?;
         }

@@ -114,6 +114,10 @@ pub fn table(report: &Report, names: &LayerNames) -> String {
         out.push_str(&pad_table(&rows));
     }
     out.push('\n');
+    let _ = writeln!(
+        out,
+        "picks: #id:count is kernelId id on count shapes; #id/skS uses splitK S = log2 of KBatch (2^S K splits)"
+    );
     for p in &report.policies {
         let _ = writeln!(
             out,
