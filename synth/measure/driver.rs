@@ -65,7 +65,10 @@ impl Harness {
         let py = self.python.display();
         let tail = tail.trim();
         match code {
-            Some(EXIT_NO_GPU) => anyhow!("no GPU found: PyTorch under `{py}` sees no CUDA or ROCm device ({tail})"),
+            Some(EXIT_NO_GPU) => anyhow!(
+                "no GPU found: PyTorch under `{py}` sees no CUDA or ROCm device ({tail}); run on a machine with one \
+                 (`--dry-run --cu-num N` shows the plan without it)"
+            ),
             Some(EXIT_NO_TORCH) => anyhow!(
                 "PyTorch is not importable by `{py}`: install PyTorch and Triton for it, or pass --python PATH of an \
                  interpreter that has them (`--dry-run --cu-num N` shows the plan without either)"
