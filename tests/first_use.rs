@@ -111,6 +111,13 @@ fn only_the_main_job_writes_a_checkouts_generated_dir() {
         let out = ok(synth(bin, co.path(), &args), &args.join(" "));
         assert!(out.contains("up to date: "), "{out}");
     }
+
+    // A search writes under the working directory, never into generated/.
+    let out =
+        ok(synth(bin, &sub, &["search", "--iterations", "1", "--offspring", "1", "--quiet"]), "search --iterations 1");
+    let search = std::fs::canonicalize(&sub).unwrap().join("gemm-synth-out/search");
+    assert!(out.contains(&format!("written:  {}", search.join("dispatch.rs").display())), "{out}");
+    assert_eq!(files_in(&generated).len(), GENERATED.len(), "search changed generated/: {:?}", files_in(&generated));
 }
 
 #[test]
