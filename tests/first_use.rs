@@ -68,6 +68,7 @@ fn a_copied_binary_runs_the_main_job_and_writes_the_committed_files_where_the_us
     std::fs::copy(env!("CARGO_BIN_EXE_synth"), &bin).unwrap();
     let work = tempfile::tempdir().unwrap();
     let out = ok(synth(&bin, work.path(), &["run"]), "a copied binary's `synth run`");
+    assert!(out.contains("outside a gemm-synth checkout"), "{out}");
     let dir = std::fs::canonicalize(work.path()).unwrap().join("gemm-synth-out/run");
     for name in GENERATED {
         assert!(out.contains(&format!("written: {}", dir.join(name).display())), "real path of {name} in:\n{out}");
@@ -89,6 +90,7 @@ fn only_the_main_job_writes_a_checkouts_generated_dir() {
     let out = ok(synth(bin, &sub, &["run", "--seed", "3"]), "run --seed 3");
     assert!(files_in(&generated).is_empty(), "run --seed 3 wrote generated/: {:?}", files_in(&generated));
     assert_eq!(files_in(&sub.join("gemm-synth-out/run")).len(), GENERATED.len(), "{out}");
+    assert!(out.contains("the inputs differ from the main job's, so no committed generated/ was touched"), "{out}");
     let dataset = crate_root().join("measurements/h200/qwen3-32b-tp1.csv");
     ok(synth(bin, &sub, &["run", "--dataset", dataset.to_str().unwrap(), "--tp", "1"]), "run --dataset");
     assert!(files_in(&generated).is_empty(), "run --dataset wrote generated/");

@@ -94,13 +94,13 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.csv {
         std::fs::write(path, crate::compare::report::csv(&report, names))
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-        text.push_str(&format!("written: {}\n", path.display()));
+        text.push_str(&format!("written: {}\n", super::outputs::real_path(path)));
     }
     if let Some(path) = &args.svg {
         let title = format!("{what} on {}", matrix.device.as_deref().unwrap_or(&matrix.gfx));
         std::fs::write(path, crate::compare::plot::speedup_svg(&report, names, &title)?)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-        text.push_str(&format!("written: {}\n", path.display()));
+        text.push_str(&format!("written: {}\n", super::outputs::real_path(path)));
     }
     emit(&text)
 }

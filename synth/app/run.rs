@@ -185,8 +185,8 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
     ];
     let provenance =
         Provenance { dataset: session.dataset_text(), training: training_text, figures, command: regenerate };
-    let out = out_dir(args.out.as_deref(), main_job, "run")?;
-    let out = out.dir;
+    let target = out_dir(args.out.as_deref(), main_job, "run")?;
+    let out = target.dir.clone();
     let written = render::write_generated(&synth.rule, catalog, matrix, &provenance, &out, args.check);
     let title = format!("{what} on {} — {scope} shapes", matrix.device.as_deref().unwrap_or(&matrix.gfx));
     let mut rule_json = crate::rule::to_json(&synth.rule);
@@ -234,6 +234,14 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
     if errors.is_empty() {
         for f in &paths {
             let _ = writeln!(text, "{verb}: {}", real_path(f));
+        }
+        if !target.committed && args.out.is_none() {
+            let why = if main_job { "outside a gemm-synth checkout" } else { "the inputs differ from the main job's" };
+            let _ = writeln!(
+                text,
+                "(files in {}: {why}, so no committed generated/ was touched; --out DIR to choose)",
+                real_path(&out)
+            );
         }
         let _ = writeln!(text, "total {:.2} s", started.elapsed().as_secs_f64());
     }
