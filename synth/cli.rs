@@ -16,24 +16,34 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Main job: load a latency table, synthesize a rule on a training sample, write generated/, compare.
+    #[command(after_long_help = crate::app::help::RUN)]
     Run(crate::app::run::RunArgs),
     /// List the CK instance catalog.
+    #[command(after_long_help = crate::app::help::INSTANCES)]
     Instances(crate::catalog::cmd::InstancesArgs),
     /// Derive a model's GEMM shapes (N, K per layer at a TP) and M sets.
+    #[command(after_long_help = crate::app::help::SHAPES)]
     Shapes(crate::shapes::cmd::ShapesArgs),
     /// Load and summarize an AITER tuned/profile CSV (or a gemm-synth measurement file).
+    #[command(after_long_help = crate::app::help::IMPORT)]
     Import(crate::table::cmd::ImportArgs),
     /// Measure every instance on a shape grid with the GPU harness (CUDA or ROCm), resumable.
+    #[command(after_long_help = crate::app::help::BENCH)]
     Bench(crate::app::bench::BenchArgs),
     /// Parse and validate a rule file (C++, Rust or JSON) and print it in every form.
+    #[command(after_long_help = crate::app::help::CHECK)]
     Check(crate::rule::cmd::CheckArgs),
     /// Score policies (default, tuned, nearest-M, rule files, oracle) on a latency table.
+    #[command(after_long_help = crate::app::help::COMPARE)]
     Compare(crate::app::compare::CompareArgs),
     /// Agent loop over selection rules (built-in, external command, or OpenAI-compatible proposers).
+    #[command(after_long_help = crate::app::help::SEARCH)]
     Search(crate::app::search::SearchArgs),
     /// Agent loop over a kernel source file (GEAK-style rewrite: build, run, measure, reflect).
+    #[command(after_long_help = crate::app::help::REWRITE)]
     Rewrite(crate::app::rewrite::RewriteArgs),
     /// Re-check a committed rule against new measurements (new driver / ROCm release); non-zero exit on drift.
+    #[command(after_long_help = crate::app::help::DRIFT)]
     Drift(crate::app::drift::DriftArgs),
     /// Compress an AITER tuned table losslessly into a rule plus a residual table (proved exhaustively).
     Compress(crate::app::compress::CompressArgs),

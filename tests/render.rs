@@ -639,3 +639,101 @@ fn default_alias_leaves_render_as_the_kernel_they_name() {
     let ids: Vec<&str> = csv.lines().skip(1).map(|l| l.split(',').nth(6).unwrap()).collect();
     assert_eq!(ids, ["0", &alias.to_string()], "one row per kernel, no separate default row");
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Round trip: every form the tool writes reads back to the same rule.
+
+/// The rule as a reader must return it from the renderers' output: conditions in canonical shape, every
+/// leaf at its catalog id, and for the C++ header the constant subexpressions folded ([`cpp::for_cpp`]).
+fn rendered_ir(catalog: &Catalog, rule: &Rule, cpp_header: bool) -> Rule {
+    fn walk(node: &Node, catalog: &Catalog, cpp_header: bool) -> Node {
+        match node {
+            Node::Leaf(l) => Node::Leaf(resolve(catalog, *l)),
+            Node::Chain { branches, otherwise } => Node::Chain {
+                branches: branches
+                    .iter()
+                    .map(|(c, n)| (if cpp_header { cpp::for_cpp(c) } else { c.clone() }, walk(n, catalog, cpp_header)))
+                    .collect(),
+                otherwise: Box::new(walk(otherwise, catalog, cpp_header)),
+            },
+        }
+    }
+    let canonical = rule.canonical();
+    Rule { root: walk(&canonical.root, catalog, cpp_header), note: canonical.note }
+}
+
+/// Writes `rule` in every form into `dir` under the names `synth run` and `synth check` use, reads each
+/// file back with `rule::load` (form from the extension) and `rule::parse_any` (form from the content),
+/// and compares with the expected IR.
+fn assert_round_trip(catalog: &Catalog, rule: &Rule, dir: &Path, what: &str) {
+    use gemm_synth::rule::{load, parse_any, text, to_json};
+    let forms: Vec<(&str, String, Rule)> = vec![
+        ("rule.json", to_json(rule), rule.clone()),
+        (
+            render::CPP_HEADER,
+            render::render_cpp(rule, catalog, &provenance()).unwrap(),
+            rendered_ir(catalog, rule, true),
+        ),
+        (
+            render::RUST_MODULE,
+            render::render_rust(rule, catalog, &provenance()).unwrap(),
+            rendered_ir(catalog, rule, false),
+        ),
+        ("check.cpp", text::rule_to_cpp_text(rule, catalog), rendered_ir(catalog, rule, false)),
+        ("check.rs", text::rule_to_rust_text(rule, catalog), rendered_ir(catalog, rule, false)),
+    ];
+    for (name, text, want) in forms {
+        let path = dir.join(name);
+        std::fs::write(&path, &text).unwrap();
+        let by_ext = load(&path, catalog).unwrap_or_else(|e| panic!("{what}: {name} does not read back: {e}\n{text}"));
+        assert_eq!(by_ext, want, "{what}: {name} read back differently");
+        let by_content = parse_any(&text, catalog).unwrap_or_else(|e| panic!("{what}: {name} (detected): {e}"));
+        assert_eq!(by_content, want, "{what}: {name} (form detected from the content) read back differently");
+    }
+}
+
+#[test]
+fn every_output_form_reads_back_to_the_same_rule() {
+    let catalog = Catalog::embedded();
+    let dir = tempfile::tempdir().unwrap();
+    let mut with_note = deep_rule();
+    with_note.note = Some("fitted on 40 shapes\nsplit-K leaves at small M".into());
+    let mut rules = vec![
+        ("small".to_string(), small_rule()),
+        ("edge".to_string(), edge_rule()),
+        ("deep with a note".to_string(), with_note),
+        ("geak".to_string(), geak_rule(&catalog)),
+    ];
+    rules.extend(random_rules(24).into_iter().enumerate().map(|(i, r)| (format!("random {i}"), r)));
+    let split_k = rules.iter().filter(|(_, r)| r.leaves().iter().any(|l| l.split_k > 0)).count();
+    assert!(split_k >= 10, "the rules include split-K leaves ({split_k} do)");
+    assert!(rules.iter().any(|(_, r)| r.depth() >= 5), "the rules include a deep tree");
+    for (what, rule) in &rules {
+        assert_round_trip(&catalog, rule, dir.path(), what);
+    }
+}
+
+#[test]
+fn the_committed_generated_files_read_back_to_rule_json() {
+    let catalog = Catalog::embedded();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("generated");
+    let json = gemm_synth::rule::load(&root.join("rule.json"), &catalog).unwrap();
+    assert!(json.leaves().iter().any(|l| l.split_k > 0), "the committed rule has split-K leaves");
+    for name in [render::CPP_HEADER, render::RUST_MODULE] {
+        let back = gemm_synth::rule::load(&root.join(name), &catalog).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(back, rendered_ir(&catalog, &json, name == render::CPP_HEADER), "{name}");
+    }
+}
+
+#[test]
+fn an_edited_generated_module_is_refused_with_the_line() {
+    let catalog = Catalog::embedded();
+    let text = render::render_rust(&small_rule(), &catalog, &provenance()).unwrap();
+    // kernel_id 8 written as 9 while the name stays kernel 8's.
+    let edited = text.replacen("kernel_id: 8,", "kernel_id: 9,", 1);
+    assert_ne!(edited, text);
+    let e = gemm_synth::rule::parse_any(&edited, &catalog).unwrap_err().to_string();
+    assert!(e.contains("does not match the name") && e.contains("regenerate"), "{e}");
+    let line = edited.lines().position(|l| l.contains("kernel_id: 9,")).unwrap();
+    assert!(e.contains(&format!("{}:", line + 3)), "the error names the line of the name after it: {e}");
+}

@@ -7,7 +7,7 @@ use crate::aiter::{apply, kit, render_patch, GENERATED_SUBDIR, PATCH_FILE};
 use crate::catalog::Catalog;
 use crate::render::{writer, Provenance};
 
-use super::session::{crate_root, display_path, emit};
+use super::session::{display_path, emit};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct AiterArgs {
@@ -54,8 +54,18 @@ pub fn rule_file_provenance(rule_path: &Path) -> Provenance {
     }
 }
 
-fn default_patch_path() -> PathBuf {
-    crate_root().join("generated").join(GENERATED_SUBDIR).join(PATCH_FILE)
+/// `generated/` of the gemm-synth checkout holding the working directory (the committed main job's outputs).
+fn generated_dir() -> anyhow::Result<PathBuf> {
+    let cwd = std::env::current_dir().map_err(|e| anyhow::anyhow!("cannot read the working directory: {e}"))?;
+    super::outputs::checkout_containing(&cwd).map(|root| root.join("generated")).ok_or_else(|| {
+        anyhow::anyhow!(
+            "not inside a gemm-synth checkout, so there is no generated/ to read; pass --rule FILE (or --patch FILE)"
+        )
+    })
+}
+
+fn default_patch_path() -> anyhow::Result<PathBuf> {
+    Ok(generated_dir()?.join(GENERATED_SUBDIR).join(PATCH_FILE))
 }
 
 pub fn run(args: AiterArgs) -> anyhow::Result<()> {
@@ -64,7 +74,10 @@ pub fn run(args: AiterArgs) -> anyhow::Result<()> {
         crate::rule::load(path, &catalog).map_err(|e| anyhow::anyhow!("cannot use rule {}: {e}", path.display()))
     };
     if let Some(dir) = &args.kit {
-        let path = args.rule.clone().unwrap_or_else(|| crate_root().join("generated").join("rule.json"));
+        let path = match &args.rule {
+            Some(r) => r.clone(),
+            None => generated_dir()?.join("rule.json"),
+        };
         let rule = load_rule(&path)?;
         let written = kit::write_kit(&rule, &catalog, dir, args.shapes, args.seed)?;
         return emit(&format!(
@@ -83,7 +96,7 @@ pub fn run(args: AiterArgs) -> anyhow::Result<()> {
                 (render_patch(&load_rule(r)?, &catalog, &rule_file_provenance(r))?, format!("rule {}", r.display()))
             }
             (None, None) => {
-                let p = default_patch_path();
+                let p = default_patch_path()?;
                 (read(&p)?, display_path(&p))
             }
         };

@@ -53,14 +53,16 @@ pub struct BenchArgs {
     /// Extra argument passed to the harness (repeatable), e.g. `--harness-arg=--mapping=64:2:3`.
     #[arg(long = "harness-arg", allow_hyphen_values = true)]
     pub harness_args: Vec<String>,
-    /// CU/SM count for the split-K rule; default: ask the device.
+    /// CU/SM count for the split-K rule (e.g. 304 for MI300X, 132 for H200); default: ask the device
+    /// (which needs PyTorch and a GPU).
     #[arg(long)]
     pub cu_num: Option<u32>,
     /// Seconds to wait for each cell's result before the harness is stopped (the run ends with an error
     /// and keeps every finished cell).
     #[arg(long, default_value_t = 1800.0, value_parser = positive_seconds)]
     pub cell_timeout: f64,
-    /// Print the plan size (total, already in the journal, to measure) and stop.
+    /// Print the plan size (total, already in the journal, to measure) and stop. Without a GPU (or
+    /// PyTorch), also pass --cu-num.
     #[arg(long)]
     pub dry_run: bool,
     /// Write the cells still to measure as a plan file (JSON lines) and stop.
@@ -199,6 +201,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let harness = harness_of(&args);
     let mut device: Option<DeviceInfo> = None;
     let cu_num = match args.cu_num {
+        Some(0) => bail!("--cu-num 0: the device's CU/SM count is at least 1 (e.g. 304 for MI300X, 132 for H200)"),
         Some(c) => c,
         None => {
             let d = harness.probe()?;

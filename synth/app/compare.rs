@@ -94,16 +94,22 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     );
     text.push_str(&crate::compare::report::table(&report, names));
     text.push_str(&crate::tuned::agreement_text(matrix, catalog, &policies, &report.shapes));
+    if args.rule.is_empty() && tables.is_empty() && !args.published {
+        text.push_str(
+            "hint: only the default and the oracle were scored; add --rule FILE, --tuned FILE, --tuned-sample or \
+             --published to score more, and --held-out to score outside the training sample\n",
+        );
+    }
     if let Some(path) = &args.csv {
         std::fs::write(path, crate::compare::report::csv(&report, names))
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-        text.push_str(&format!("written: {}\n", path.display()));
+        text.push_str(&format!("written: {}\n", super::outputs::real_path(path)));
     }
     if let Some(path) = &args.svg {
         let title = format!("{what} on {}", matrix.device.as_deref().unwrap_or(&matrix.gfx));
         std::fs::write(path, crate::compare::plot::speedup_svg(&report, names, &title)?)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-        text.push_str(&format!("written: {}\n", path.display()));
+        text.push_str(&format!("written: {}\n", super::outputs::real_path(path)));
     }
     emit(&text)
 }

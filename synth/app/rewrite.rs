@@ -157,9 +157,33 @@ fn slug(s: &str) -> String {
     t.chars().take(60).collect()
 }
 
+/// The program a shell command starts, when it is a bare name (not a path, a builtin or an assignment)
+/// that is not on `PATH`.
+pub fn missing_program(command: &str) -> Option<String> {
+    const BUILTINS: [&str; 14] =
+        ["cd", "export", "set", "true", "false", "test", "[", "echo", "exec", "if", "for", "env", "(", "{"];
+    let word = command.split_whitespace().find(|w| !w.contains('='))?;
+    if word.contains('/') || BUILTINS.contains(&word) || word.starts_with(['(', '{', '$', '\'', '"']) {
+        return None;
+    }
+    let path = std::env::var_os("PATH")?;
+    let found = std::env::split_paths(&path).any(|d| d.join(word).is_file());
+    (!found).then(|| word.to_string())
+}
+
 /// Runs `synth rewrite`.
 pub fn run(args: RewriteArgs) -> anyhow::Result<()> {
     let spec = load_spec(&args.task)?;
+    for (what, step) in [("build", spec.build.as_ref()), ("test", Some(&spec.test))] {
+        if let Some(program) = step.and_then(|s| missing_program(&s.command)) {
+            bail!(
+                "the {what} command of {} runs `{program}`, which is not on PATH; install it or run on a machine \
+                 that has it (the command: {})",
+                args.task.display(),
+                step.map_or("", |s| s.command.as_str())
+            );
+        }
+    }
     let task = RewriteTask::new(spec)?;
     let out = check_out_dir(&args.out, &task)?;
     let task = task.with_keep_dir(out.join("work"));

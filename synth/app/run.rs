@@ -20,7 +20,8 @@ use crate::synthesize::curve::{curve_csv, curve_table, cv_curve, sample_curve};
 use crate::synthesize::synthesize_budgets;
 
 use super::invocation::Invocation;
-use super::session::{crate_root, display_path, emit, summary_figure, DataArgs, LimitArgs, SampleArgs, Scope, Session};
+use super::outputs::{out_dir, real_path};
+use super::session::{emit, summary_figure, DataArgs, LimitArgs, SampleArgs, Scope, Session, DEFAULT_MODEL};
 
 /// Comparison CSV written into the output directory.
 pub const COMPARE_CSV: &str = "compare.csv";
@@ -58,7 +59,8 @@ pub struct RunArgs {
     /// Do not guard split-K leaves with the tile-count boundary seen on the training shapes.
     #[arg(long)]
     pub no_split_k_guards: bool,
-    /// Output directory [default: generated/ of the crate].
+    /// Output directory [default: generated/ of the checkout you are in for the main job with its default
+    /// inputs; else ./gemm-synth-out/run].
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Check that the files in the output directory are up to date instead of writing them (for CI).
@@ -96,6 +98,17 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
         bail!("--sample-m must be at least 1 (or pass --train-all)");
     }
     let session = Session::open(&args.data, Scope::DefaultModel)?;
+    // The same inputs give the same line however they were named (the embedded dataset by path, the
+    // default model by name), so `--check` compares what the files would be for these inputs.
+    let mut skip = OUTPUT_ONLY.to_vec();
+    if session.source.is_default() {
+        skip.push("dataset");
+    }
+    if args.data.spec.is_none() && args.data.model.as_deref() == Some(DEFAULT_MODEL) {
+        skip.push("model");
+    }
+    let regenerate = invocation.regenerate_line(&skip);
+    let main_job = regenerate == Invocation::defaults("run").regenerate_line(&[]);
     let (catalog, matrix, what, names, shapes) =
         (&session.catalog, &session.matrix, &session.what, &session.names, &session.shapes);
     let sample = if args.train_all { session.every_shape() } else { session.sample(&args.sample) };
@@ -175,13 +188,10 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
         ),
         summary_figure(scope, &report, "synthesized")?,
     ];
-    let provenance = Provenance {
-        dataset: session.dataset_text(),
-        training: training_text,
-        figures,
-        command: invocation.regenerate_line(&OUTPUT_ONLY),
-    };
-    let out = args.out.clone().unwrap_or_else(|| crate_root().join("generated"));
+    let provenance =
+        Provenance { dataset: session.dataset_text(), training: training_text, figures, command: regenerate };
+    let target = out_dir(args.out.as_deref(), main_job, "run")?;
+    let out = target.dir.clone();
     let generated = render::generated_files(&synth.rule, catalog, matrix, &provenance);
     let title = format!("{what} on {} — {scope} shapes", matrix.device.as_deref().unwrap_or(&matrix.gfx));
     let mut rule_json = crate::rule::to_json(&synth.rule);
@@ -197,8 +207,8 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
         GeneratedFile::new(crate::aiter::PATCH_FILE, crate::aiter::render_patch(&synth.rule, catalog, &provenance)?);
     let written = generated.and_then(|mut files| {
         files.extend(extra);
-        let mut paths = render::writer::write_files(&out, &files, args.check)?;
-        paths.extend(render::writer::write_files(
+        let mut paths = super::outputs::write_files(&out, &files, args.check)?;
+        paths.extend(super::outputs::write_files(
             &out.join(crate::aiter::GENERATED_SUBDIR),
             &[aiter_patch],
             args.check,
@@ -212,8 +222,8 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
     let _ = writeln!(text, "training: {}", provenance.training);
     let _ = writeln!(
         text,
-        "rule:     {} leaves ({} split-K guards), depth {}, instances {:?}; training time {:.3} ms ({} unusable picks); \
-         synthesized in {:.2} s\n",
+        "rule:     {} leaves ({} split-K guards), depth {}, instances {:?}; its picks sum to {:.3} ms of measured \
+         latency on the training shapes ({} unusable picks); synthesized in {:.2} s\n",
         synth.leaves,
         synth.guards,
         synth.depth,
@@ -238,7 +248,15 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
     let verb = if args.check { "up to date" } else { "written" };
     if errors.is_empty() {
         for f in &paths {
-            let _ = writeln!(text, "{verb}: {}", display_path(f));
+            let _ = writeln!(text, "{verb}: {}", real_path(f));
+        }
+        if !target.committed && args.out.is_none() {
+            let why = if main_job { "outside a gemm-synth checkout" } else { "the inputs differ from the main job's" };
+            let _ = writeln!(
+                text,
+                "(files in {}: {why}, so no committed generated/ was touched; --out DIR to choose)",
+                real_path(&out)
+            );
         }
         let _ = writeln!(text, "total {:.2} s", started.elapsed().as_secs_f64());
     }
@@ -254,7 +272,8 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A short outline of a rule: conditions in C++ syntax, leaves as `#id BMxBNxBK vP, splitK s`.
+/// A short outline of a rule: conditions in C++ syntax, leaves as `#id BMxBNxBK vP, splitK s (KBatch 2^s)`
+/// (splitK is the log2 of AITER's KBatch: the number of K splits).
 pub fn rule_outline(rule: &Rule, catalog: &Catalog) -> String {
     fn leaf_text(leaf: &crate::rule::Leaf, catalog: &Catalog) -> String {
         let tile = catalog.legacy_by_id(leaf.kernel_id).map_or_else(String::new, |inst| {
@@ -262,7 +281,7 @@ pub fn rule_outline(rule: &Rule, catalog: &Catalog) -> String {
             let v = inst.legacy_params().map_or(String::new(), |p| format!(" v{}", p.pipeline));
             format!(" {bm}x{bn}x{bk}{v}")
         });
-        format!("#{}{tile}, splitK {}", leaf.kernel_id, leaf.split_k)
+        format!("#{}{tile}, splitK {} (KBatch {})", leaf.kernel_id, leaf.split_k, 1u64 << leaf.split_k.min(63))
     }
     fn walk(node: &crate::rule::Node, catalog: &Catalog, indent: usize, out: &mut String) {
         let pad = "  ".repeat(indent);

@@ -19,12 +19,11 @@ use std::time::Instant;
 
 use super::invocation::Invocation;
 use super::session::{
-    agent_timeout, crate_root, display_path, summary_figure, DataArgs, EndpointArgs, LimitArgs, Sample, SampleArgs,
-    Scope, Session,
+    agent_timeout, display_path, summary_figure, DataArgs, EndpointArgs, LimitArgs, Sample, SampleArgs, Scope, Session,
 };
 
-/// Output directory (relative to the crate root) when `--out` is not given.
-pub const DEFAULT_OUT: &str = "generated/search";
+/// Output directory (under the working directory) when `--out` is not given.
+pub const DEFAULT_OUT: &str = "gemm-synth-out/search";
 /// Trace file name inside the output directory when `--trace` is not given.
 pub const TRACE_FILE: &str = "trace.jsonl";
 /// Name of the search's winner in the comparison.
@@ -72,7 +71,7 @@ pub struct SearchArgs {
     pub sample: SampleArgs,
     #[command(flatten)]
     pub limits: LimitArgs,
-    /// Output directory [default: generated/search of the crate].
+    /// Output directory [default: ./gemm-synth-out/search].
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// No per-iteration progress lines.
@@ -131,7 +130,7 @@ pub fn run(args: SearchArgs, invocation: &Invocation) -> anyhow::Result<()> {
     let weights = args.limits.weight.weights(matrix, &sample.train);
     let setup = Arc::new(RuleSetup::new(catalog.clone(), matrix.clone(), sample.train.clone(), weights, limits)?);
     let proposers = build_proposers(&args, &setup)?;
-    let out_dir = args.out.clone().unwrap_or_else(|| crate_root().join(DEFAULT_OUT));
+    let out_dir = super::outputs::out_dir(args.out.as_deref(), false, "search")?.dir;
     let trace = args.trace.clone().unwrap_or_else(|| out_dir.join(TRACE_FILE));
     check_trace_settings(&args, &trace)?;
     let cfg = LoopConfig {
@@ -280,9 +279,9 @@ fn report_and_render(
     files.push(GeneratedFile::new("compare.csv", compare::report::csv(&report, names)));
     let written = render::writer::write_files(out_dir, &files, false)?;
     for f in &written {
-        println!("written:  {}", display_path(f));
+        println!("written:  {}", super::outputs::real_path(f));
     }
-    println!("trace:    {}", display_path(trace));
+    println!("trace:    {}", super::outputs::real_path(trace));
     println!(
         "summary:  {} iterations, {} evaluations, {:.2} s; training {:.4} of oracle (total); held-out {:.4} of oracle (geomean) with {} leaves",
         outcome.iterations_run,

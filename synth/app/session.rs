@@ -20,7 +20,8 @@ use crate::shapes::{sample_m, Layer, ModelSpec};
 use crate::synthesize::{FeatureSet, Limits, Weighting};
 use crate::table::LatencyMatrix;
 
-/// Dataset used when `--dataset` is not given, relative to the crate root.
+/// Dataset used when `--dataset` is not given: its path in the repository and its name among the
+/// embedded files ([`super::data::EMBEDDED`]).
 pub const DEFAULT_DATASET: &str = "measurements/h200/qwen3-32b-tp2.csv";
 /// Built-in model used when neither `--model` nor `--spec` is given (except by `compare`, which then
 /// scores every shape).
@@ -33,8 +34,9 @@ pub const PUBLISHED_RULE_NAME: &str = "published-rule";
 /// The latency table and the model whose layers to keep.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct DataArgs {
-    /// Latency table: a gemm-synth measurement CSV or an AITER tuned/profile CSV
-    /// [default: measurements/h200/qwen3-32b-tp2.csv of the crate]
+    /// Latency table: a gemm-synth measurement CSV, an AITER tuned/profile CSV, or the name of an
+    /// embedded dataset (measurements/h200/*.csv) [default: measurements/h200/qwen3-32b-tp2.csv, embedded
+    /// in the binary]
     #[arg(long)]
     pub dataset: Option<PathBuf>,
     /// Built-in model whose GEMM layers to keep (qwen3-32b, llama-3.1-8b, llama-3.1-70b, qwen2.5-72b, ...)
@@ -157,8 +159,10 @@ pub struct Sample {
 #[derive(Debug, Clone)]
 pub struct Session {
     pub catalog: Catalog,
-    /// The dataset file.
+    /// The dataset's name (see [`super::data::Dataset::name`]).
     pub dataset: PathBuf,
+    /// Where the dataset came from.
+    pub source: super::data::Dataset,
     pub matrix: LatencyMatrix,
     /// The model's layers (empty when every shape is kept).
     pub layers: Vec<Layer>,
@@ -174,8 +178,9 @@ impl Session {
     /// Loads the dataset and keeps the shapes of the chosen model's layers.
     pub fn open(data: &DataArgs, scope: Scope) -> anyhow::Result<Session> {
         let catalog = Catalog::embedded();
-        let dataset = data.dataset.clone().unwrap_or_else(|| crate_root().join(DEFAULT_DATASET));
-        let matrix = load_matrix(&dataset, &catalog)?;
+        let source = super::data::Dataset::resolve(data.dataset.as_deref())?;
+        let matrix = source.load(&catalog)?;
+        let dataset = PathBuf::from(source.name());
         let model = match (&data.model, &data.spec, scope) {
             (None, None, Scope::EveryShape) => None,
             (m, _, _) => Some(m.as_deref().unwrap_or(DEFAULT_MODEL)),
@@ -185,6 +190,7 @@ impl Session {
             return Ok(Session {
                 catalog,
                 dataset,
+                source,
                 matrix,
                 layers: Vec::new(),
                 what: "every layer".to_string(),
@@ -194,8 +200,19 @@ impl Session {
         };
         let (name, layers) = model_layers(model, data.spec.as_deref(), data.tp)?;
         let what = format!("{name} TP={}", data.tp);
-        let shapes = shapes_of_layers(&matrix, &layers, &what)?;
-        Ok(Session { catalog, dataset, matrix, names: layer_names(&layers), layers, what, shapes })
+        let shapes = shapes_of_layers(&matrix, &layers, &what).map_err(|_| {
+            let model = match &data.spec {
+                Some(spec) => format!("--spec {}", spec.display()),
+                None => format!("--model {model}"),
+            };
+            anyhow::anyhow!(
+                "{} holds no shape of {what}; pass the --model/--tp it was measured for, or measure it on a GPU with \
+                 `synth bench {model} --tp {tp} --out X.csv`, then `synth run --dataset X.csv {model} --tp {tp}`",
+                source.name(),
+                tp = data.tp
+            )
+        })?;
+        Ok(Session { catalog, dataset, source, matrix, names: layer_names(&layers), layers, what, shapes })
     }
 
     /// The training sample of `args` over the session's shapes.
@@ -209,12 +226,12 @@ impl Session {
         Sample { train: self.shapes.clone(), heldout: self.shapes.clone(), picked: Vec::new() }
     }
 
-    /// The dataset for provenance: path, device, size.
+    /// The dataset for provenance: name, device, size.
     pub fn dataset_text(&self) -> String {
         let m = &self.matrix;
         format!(
             "{} ({}, {} CUs{}; {} shapes × {} candidates)",
-            display_path(&self.dataset),
+            self.source.name(),
             m.gfx,
             m.cu_num,
             m.device.as_deref().map(|d| format!(", {d}")).unwrap_or_default(),
@@ -304,18 +321,10 @@ pub fn display_path(path: &Path) -> String {
     }
 }
 
-/// Loads a latency table, naming the file on error.
+/// Loads a latency table from a file or an embedded dataset name ([`super::data::Dataset::resolve`]),
+/// naming the file on error.
 pub fn load_matrix(path: &Path, catalog: &Catalog) -> anyhow::Result<LatencyMatrix> {
-    if !path.exists() {
-        bail!("dataset {} does not exist; measure it with `synth bench` or pass --dataset FILE", path.display());
-    }
-    let (matrix, cktile) = crate::table::registry::load_legacy_matrix(path, catalog)
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .with_context(|| format!("cannot load dataset {}", path.display()))?;
-    if let Some(left) = cktile {
-        eprintln!("note: {}", left.message(&display_path(path)));
-    }
-    Ok(matrix)
+    super::data::Dataset::resolve(Some(path))?.load(catalog)
 }
 
 /// A model's layers at a TP, from a built-in name or a spec file.
@@ -385,7 +394,15 @@ pub fn load_tuned(
     let rows = crate::table::read_aiter_csv(path, catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
     let source = display_path(path);
     let device = (!any_device).then_some((matrix.gfx.as_str(), matrix.cu_num));
-    let (t, other, _) = TunedTable::from_rows(&rows, catalog, device, &source);
+    let (t, other, replaced) = TunedTable::from_rows(&rows, catalog, device, &source);
+    if replaced > 0 {
+        bail!(
+            "{}: {replaced} rows repeat a shape: this is a profile file (every candidate per shape), not a tuned table \
+             (one row per shape); score it as a latency table with --dataset {}",
+            path.display(),
+            path.display()
+        );
+    }
     if t.is_empty() {
         let devices: BTreeSet<String> = rows.iter().map(|r| format!("{}/{} CUs", r.gfx, r.cu_num)).collect();
         bail!(

@@ -1,14 +1,25 @@
-//! SVG plot of a [`Report`]: per-shape speed-ups against the default and against the tuned baseline,
-//! one row of panels per (N, K) layer, M on a log axis, one colour per policy (the synthesized rule in
-//! red, on top; the oracle in grey, underneath). The output is a string
-//! with no timestamps, so it can be committed and checked for freshness.
+//! SVG plot of a [`Report`]: how far each policy is from the per-shape oracle, where, and against AITER's
+//! default and tuned table. One panel per group of shapes ([`Panel`]; [`speedup_svg`] makes one per
+//! (N, K) layer, and a caller may group by (model, TP, layer) the same way), two panels a row, 900 px
+//! wide. In each panel M is on a log axis and every scored shape is a marker at its measured M
+//! (no line bridges the M values that were not scored); y is the oracle's time / the policy's time
+//! (1.0 = the fastest kernel of that shape). Each policy has its own marker and colour, and the legend
+//! gives its geomean over the panel's shapes. The output is a string with no timestamps, so it can be
+//! committed and checked for freshness.
 
 use plotters::prelude::*;
 
 use super::report::{layer_name, LayerNames};
 use super::{PolicyKind, Report};
 
-/// Colours of rule policies, in order; a rule named `synthesized` is red and drawn last and thicker.
+/// Width of the picture in pixels (readable at this width, e.g. in a README).
+pub const WIDTH: u32 = 900;
+/// Height of one row of panels.
+const ROW_HEIGHT: u32 = 380;
+/// Panels per row.
+const COLUMNS: usize = 2;
+
+/// Colours of rule policies other than the synthesized one, in order.
 const RULE_COLOURS: [RGBColor; 5] = [
     RGBColor(148, 103, 189),
     RGBColor(44, 160, 44),
@@ -18,104 +29,150 @@ const RULE_COLOURS: [RGBColor; 5] = [
 ];
 const SYNTHESIZED: RGBColor = RGBColor(214, 39, 40);
 
-/// Colour, line width and drawing order (lower first) of each policy.
-fn styles(report: &Report) -> Vec<(RGBColor, u32, u8)> {
+/// A group of scored shapes drawn as one panel.
+#[derive(Debug, Clone)]
+pub struct Panel {
+    pub title: String,
+    /// Indices into the report's scored shapes.
+    pub shapes: Vec<usize>,
+}
+
+/// Marker shapes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    Cross,
+    Triangle,
+    Square,
+    Diamond,
+    Disc,
+}
+
+/// Colour, marker and drawing order (lower first) of each policy; `None` for the oracle (the 1.0 line).
+fn styles(report: &Report) -> Vec<Option<(RGBColor, Mark, u8)>> {
     let mut rules = 0;
     report
         .policies
         .iter()
         .map(|p| match p.kind {
-            PolicyKind::Default => (RGBColor(0, 0, 0), 2, 1),
-            PolicyKind::Tuned => (RGBColor(31, 119, 180), 2, 1),
-            PolicyKind::NearestM => (RGBColor(255, 127, 14), 2, 1),
-            PolicyKind::Oracle => (RGBColor(160, 160, 160), 1, 0),
-            PolicyKind::Rule if p.name == "synthesized" => (SYNTHESIZED, 3, 2),
+            PolicyKind::Default => Some((RGBColor(0, 0, 0), Mark::Cross, 1)),
+            PolicyKind::Tuned => Some((RGBColor(31, 119, 180), Mark::Triangle, 1)),
+            PolicyKind::NearestM => Some((RGBColor(255, 127, 14), Mark::Square, 1)),
+            PolicyKind::Oracle => None,
+            PolicyKind::Rule if p.name == "synthesized" => Some((SYNTHESIZED, Mark::Disc, 2)),
             PolicyKind::Rule => {
                 rules += 1;
-                (RULE_COLOURS[(rules - 1) % RULE_COLOURS.len()], 2, 1)
+                Some((RULE_COLOURS[(rules - 1) % RULE_COLOURS.len()], Mark::Diamond, 1))
             }
         })
         .collect()
 }
 
-/// The plot as SVG text, `title` on top.
+/// The plot with one panel per (N, K) layer, `title` on top.
 pub fn speedup_svg(report: &Report, names: &LayerNames, title: &str) -> anyhow::Result<String> {
-    let layers = report.layers();
-    let style = styles(report);
-    let baselines: Vec<(&str, &[f64])> = std::iter::once(("default", report.default_us.as_slice()))
-        .chain(report.tuned.as_ref().map(|(n, t)| (n.as_str(), t.as_slice())))
+    let panels: Vec<Panel> = report
+        .layers()
+        .into_iter()
+        .map(|((n, k), shapes)| Panel { title: format!("{} (N={n}, K={k})", layer_name(names, n, k)), shapes })
         .collect();
-    let cols = baselines.len();
-    let rows = layers.len().max(1);
-    let (w, h) = (560 * cols as u32, 280 * rows as u32 + 40);
+    panels_svg(report, &panels, title)
+}
+
+/// The plot of the given panels, `title` on top.
+pub fn panels_svg(report: &Report, panels: &[Panel], title: &str) -> anyhow::Result<String> {
+    let style = styles(report);
+    let rows = panels.len().div_ceil(COLUMNS).max(1) as u32;
+    let (w, h) = (WIDTH, ROW_HEIGHT * rows + 70);
+    let mut order: Vec<usize> = (0..report.policies.len()).filter(|&p| style[p].is_some()).collect();
+    order.sort_by_key(|&p| (style[p].map_or(0, |s| s.2), p));
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (w, h)).into_drawing_area();
         root.fill(&WHITE)?;
-        let root = root.titled(title, ("sans-serif", 20))?;
-        let panels = root.split_evenly((rows, cols));
-        for (li, (&(n, k), idx)) in layers.iter().enumerate() {
-            for (bi, &(base_name, base)) in baselines.iter().enumerate() {
-                let area = &panels[li * cols + bi];
-                let mut series: Vec<(usize, Vec<(f64, f64)>)> = report
-                    .policies
+        let root = root.titled(title, ("sans-serif", 24))?;
+        let (subtitle, body) = root.split_vertically(30);
+        subtitle.draw(&Text::new(
+            "y: oracle time / policy time per scored shape (1.0 = the fastest kernel of that shape); legend: geomean",
+            (8, 4),
+            ("sans-serif", 17),
+        ))?;
+        let cells = body.split_evenly((rows as usize, COLUMNS));
+        for (panel, area) in panels.iter().zip(cells.iter()) {
+            let ms = panel.shapes.iter().map(|&i| f64::from(report.shape_list[i].m.max(1)));
+            let xmin = ms.clone().fold(f64::INFINITY, f64::min).min(1.0e9) / 1.3;
+            let xmax = (ms.fold(0.0, f64::max) * 1.3).max(xmin * 2.0);
+            let fraction = |p: usize, i: usize| report.oracle_us[i] / report.policies[p].outcomes[i].us;
+            let lowest = order
+                .iter()
+                .flat_map(|&p| panel.shapes.iter().map(move |&i| (p, i)))
+                .map(|(p, i)| fraction(p, i))
+                .filter(|f| f.is_finite())
+                .fold(1.0, f64::min);
+            let ymin = (lowest - 0.05).max(0.0);
+            let mut chart = ChartBuilder::on(area)
+                .caption(&panel.title, ("sans-serif", 20))
+                .margin(10)
+                .x_label_area_size(40)
+                .y_label_area_size(52)
+                .build_cartesian_2d((xmin..xmax).log_scale(), ymin..1.02)?;
+            chart
+                .configure_mesh()
+                .x_desc("M")
+                .y_desc("fraction of oracle")
+                .x_labels(6)
+                .y_labels(6)
+                .max_light_lines(0)
+                .label_style(("sans-serif", 17))
+                .axis_desc_style(("sans-serif", 17))
+                .x_label_formatter(&|x| format!("{}", x.round() as u64))
+                .y_label_formatter(&|y| format!("{y:.2}"))
+                .draw()?;
+            chart.draw_series(LineSeries::new(
+                vec![(xmin, 1.0), (xmax, 1.0)],
+                RGBColor(120, 120, 120).stroke_width(1),
+            ))?;
+            for &p in &order {
+                let Some((color, mark, _)) = style[p] else { continue };
+                let pts: Vec<(f64, f64)> = panel
+                    .shapes
                     .iter()
-                    .enumerate()
-                    .filter(|(_, p)| p.name != base_name && !(bi == 0 && p.kind == PolicyKind::Default))
-                    .map(|(pi, p)| {
-                        let pts = idx
-                            .iter()
-                            .map(|&i| (f64::from(report.shape_list[i].m), base[i] / p.outcomes[i].us))
-                            .collect();
-                        (pi, pts)
-                    })
+                    .map(|&i| (f64::from(report.shape_list[i].m.max(1)), fraction(p, i)))
+                    .filter(|q| q.1.is_finite())
                     .collect();
-                series.sort_by_key(|(pi, _)| (style[*pi].2, *pi));
-                let xs = idx.iter().map(|&i| f64::from(report.shape_list[i].m.max(1)));
-                let xmin = xs.clone().fold(f64::INFINITY, f64::min);
-                let mut xmax = xs.fold(0.0, f64::max);
-                if xmax <= xmin {
-                    xmax = xmin * 2.0;
+                let logs: f64 = pts.iter().map(|q| q.1.ln()).sum();
+                let geomean = if pts.is_empty() { f64::NAN } else { (logs / pts.len() as f64).exp() };
+                let label = format!("{} {geomean:.3}", report.policies[p].name);
+                // Each marker is an element at the point's pixel, offset in pixels.
+                macro_rules! draw {
+                    ($elem:expr) => {{
+                        chart
+                            .draw_series(pts.iter().map(|&q| EmptyElement::at(q) + $elem))?
+                            .label(label)
+                            .legend(move |(x, y)| EmptyElement::at((x + 8, y)) + $elem);
+                    }};
                 }
-                let ys = series.iter().flat_map(|(_, p)| p.iter().map(|q| q.1));
-                let ymin = ys.clone().fold(1.0, f64::min) * 0.95;
-                let ymax = ys.fold(1.0, f64::max) * 1.05;
-                let mut chart = ChartBuilder::on(area)
-                    .caption(
-                        format!("{} (N={n}, K={k}): speed-up vs {base_name}", layer_name(names, n, k)),
-                        ("sans-serif", 14),
-                    )
-                    .margin(8)
-                    .x_label_area_size(30)
-                    .y_label_area_size(46)
-                    .build_cartesian_2d((xmin..xmax).log_scale(), ymin..ymax)?;
-                chart
-                    .configure_mesh()
-                    .x_desc("M")
-                    .y_desc(format!("{base_name} time / policy time"))
-                    .x_labels(8)
-                    .y_labels(6)
-                    .max_light_lines(0)
-                    .x_label_formatter(&|x| format!("{}", x.round() as u64))
-                    .y_label_formatter(&|y| format!("{y:.2}"))
-                    .draw()?;
-                chart.draw_series(LineSeries::new(vec![(xmin, 1.0), (xmax, 1.0)], BLACK.mix(0.6)))?;
-                for (pi, pts) in series {
-                    let (color, width, _) = style[pi];
-                    chart
-                        .draw_series(LineSeries::new(pts, color.stroke_width(width)))?
-                        .label(report.policies[pi].name.clone())
-                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(width)));
-                }
-                if li == 0 {
-                    chart
-                        .configure_series_labels()
-                        .background_style(WHITE.mix(0.85))
-                        .border_style(BLACK.mix(0.4))
-                        .position(SeriesLabelPosition::UpperLeft)
-                        .draw()?;
+                const S: i32 = 5;
+                match mark {
+                    Mark::Cross => {
+                        draw!(PathElement::new(vec![(-S, -S), (S, S), (0, 0), (-S, S), (S, -S)], color.stroke_width(2)))
+                    }
+                    Mark::Triangle => draw!(PathElement::new(
+                        vec![(0, -S - 1), (S + 1, S), (-S - 1, S), (0, -S - 1)],
+                        color.stroke_width(2)
+                    )),
+                    Mark::Square => draw!(Rectangle::new([(-S + 1, -S + 1), (S - 1, S - 1)], color.stroke_width(2))),
+                    Mark::Diamond => {
+                        draw!(Polygon::new(vec![(0, -S - 1), (S + 1, 0), (0, S + 1), (-S - 1, 0)], color.filled()))
+                    }
+                    Mark::Disc => draw!(Circle::new((0, 0), 4, color.filled())),
                 }
             }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK.mix(0.4))
+                .label_font(("sans-serif", 16))
+                .position(SeriesLabelPosition::LowerRight)
+                .draw()?;
         }
         root.present()?;
     }

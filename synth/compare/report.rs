@@ -54,8 +54,8 @@ pub fn table(report: &Report, names: &LayerNames) -> String {
     let tuned = report.tuned.as_ref().map(|(n, _)| n.as_str()).unwrap_or("-");
     let _ = writeln!(
         out,
-        "{} shapes scored{}; speed-ups are default (or tuned = {tuned}) time / policy time; fallbacks are picks of \
-         Missing/Invalid cells, charged the default's time",
+        "{} shapes scored{}; \"x default\" is the default's time / the policy's time, \"x tuned\" the same against \
+         the tuned table ({tuned}); fallbacks are picks of Missing/Invalid cells, charged the default's time",
         report.shapes.len(),
         if report.unscorable.is_empty() {
             String::new()
@@ -114,6 +114,10 @@ pub fn table(report: &Report, names: &LayerNames) -> String {
         out.push_str(&pad_table(&rows));
     }
     out.push('\n');
+    let _ = writeln!(
+        out,
+        "picks: #id:count is kernelId id on count shapes; #id/skS uses splitK S = log2 of KBatch (2^S K splits)"
+    );
     for p in &report.policies {
         let _ = writeln!(
             out,

@@ -68,13 +68,18 @@ impl Harness {
         let py = self.python.display();
         let tail = tail.trim();
         match code {
-            Some(EXIT_NO_GPU) => anyhow!("no GPU found: PyTorch under `{py}` sees no CUDA or ROCm device ({tail})"),
-            Some(EXIT_NO_TORCH) => {
-                anyhow!("PyTorch is not importable by `{py}` ({tail}); pass --python with one that has it")
-            }
-            Some(EXIT_NO_TRITON) => {
-                anyhow!("Triton is not importable by `{py}` ({tail}); install Triton or pass another --python")
-            }
+            Some(EXIT_NO_GPU) => anyhow!(
+                "no GPU found: PyTorch under `{py}` sees no CUDA or ROCm device ({tail}); run on a machine with one \
+                 (`--dry-run --cu-num N` shows the plan without it)"
+            ),
+            Some(EXIT_NO_TORCH) => anyhow!(
+                "PyTorch is not importable by `{py}`: install PyTorch and Triton for it, or pass --python PATH of an \
+                 interpreter that has them (`--dry-run --cu-num N` shows the plan without either)"
+            ),
+            Some(EXIT_NO_TRITON) => anyhow!(
+                "Triton is not importable by `{py}`: install Triton for it, or pass --python PATH of an interpreter \
+                 that has it (`--dry-run --cu-num N` shows the plan without it)"
+            ),
             Some(EXIT_USAGE) => anyhow!("the harness rejected its arguments or plan: {tail}"),
             Some(EXIT_DEVICE_LOST) => anyhow!(
                 "the GPU stopped working mid-run ({tail}); finished cells are in the journal, run again to resume"

@@ -16,7 +16,7 @@ pub const MAX_SPLIT_K: u32 = 3;
 /// Which split-K levels to plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum SplitKMode {
-    /// Levels 1..=3 where the rule of [`split_levels`] allows them.
+    /// Levels 1..=3 where the output tiles do not fill the CUs (the split-K rule of the plan).
     Auto,
     /// Only splitK = 0.
     None,

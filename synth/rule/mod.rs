@@ -9,6 +9,7 @@ pub mod cmd;
 pub mod cpp_lex;
 pub mod edit;
 pub mod error;
+pub mod generated;
 pub mod interp;
 pub mod ir;
 pub mod parse_cpp;
@@ -92,9 +93,12 @@ fn has_return_word(text: &str) -> bool {
     false
 }
 
-/// Parses a rule in the given form.
+/// Parses a rule in the given form; the files gemm-synth generates (the C++ header, the Rust module) are
+/// recognized and read by [`generated`].
 pub fn parse_form(text: &str, form: Form, catalog: &Catalog) -> Result<Parsed, RuleError> {
     match form {
+        Form::Cpp if generated::is_generated_cpp(text) => generated::parse_generated_cpp(text, catalog),
+        Form::Rust if generated::is_generated_rust(text) => parse_rust::parse_generated_rust(text, catalog),
         Form::Cpp => parse_cpp::parse_cpp_with_source(text, catalog),
         Form::Rust => parse_rust::parse_rust_with_source(text, catalog),
         Form::Json => Ok(Parsed { rule: parse_json(text)?, source: SourceMap::default(), form: Form::Json }),

@@ -48,7 +48,7 @@ pub fn parse_rust_with_source(text: &str, catalog: &Catalog) -> Result<Parsed, R
     let first_word: String =
         body.trim_start().chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '#').collect();
     let is_item = matches!(first_word.as_str(), "fn" | "pub" | "const" | "#");
-    let reader = Reader { catalog, depth: std::cell::Cell::new(0) };
+    let reader = Reader { catalog, named: Default::default(), depth: std::cell::Cell::new(0) };
     let node = if is_item {
         let file: syn::File = syn::parse_str(&body).map_err(syn_error)?;
         reader.function(&file)?
@@ -59,6 +59,94 @@ pub fn parse_rust_with_source(text: &str, catalog: &Catalog) -> Result<Parsed, R
     node.check_json_depth(1)?;
     let (root, source) = node.into_parts();
     Ok(Parsed { rule: Rule { root, note }, source, form: Form::Rust })
+}
+
+/// Reads the rule of a Rust module gemm-synth generated (`dispatch.rs`): the `const NAME: Selection =
+/// Selection { kernel_id, split_k, name }` items name the leaves (each name must be the catalog's name of
+/// that kernelId), `pub fn select` holds the rule after its `let m = i64::from(m);` conversions, and the
+/// note comes from the provenance comment's `Note:` field.
+pub fn parse_generated_rust(text: &str, catalog: &Catalog) -> Result<Parsed, RuleError> {
+    check_text_limits(text)?;
+    check_if_count(text)?;
+    let file: syn::File = syn::parse_str(text).map_err(syn_error)?;
+    let mut named = std::collections::HashMap::new();
+    let mut select = None;
+    for item in &file.items {
+        match item {
+            syn::Item::Const(c) if matches!(&*c.ty, syn::Type::Path(t) if t.path.is_ident("Selection")) => {
+                named.insert(c.ident.to_string(), selection_leaf(&c.expr, catalog)?);
+            }
+            syn::Item::Fn(f) if f.sig.ident == "select" => select = Some(f),
+            _ => {}
+        }
+    }
+    let Some(select) = select else {
+        return Err(RuleError::at(
+            Pos::new(1, 1),
+            "this gemm-synth module has no `pub fn select`; it was edited or truncated: regenerate it with `synth run`",
+        ));
+    };
+    let stmts = &select.block.stmts;
+    let lets = stmts.iter().take_while(|s| matches!(s, syn::Stmt::Local(_))).count();
+    for stmt in &stmts[..lets] {
+        let syn::Stmt::Local(local) = stmt else { unreachable!("counted above") };
+        let is_conversion = matches!(&local.pat, syn::Pat::Ident(p) if Var::from_name(&p.ident.to_string()).is_some())
+            && local.init.as_ref().is_some_and(|i| i.expr.to_token_stream().to_string().starts_with("i64 :: from"));
+        if !is_conversion {
+            return Err(err(local, "expected only `let m = i64::from(m);` conversions before the rule in `select`"));
+        }
+    }
+    let [syn::Stmt::Expr(rule, None)] = &stmts[lets..] else {
+        return Err(RuleError::at(
+            pos_of(select.block.brace_token.span.open()),
+            "expected the rule as the tail expression of `select` after the `let` conversions",
+        ));
+    };
+    let reader = Reader { catalog, named, depth: std::cell::Cell::new(0) };
+    let node = reader.node(rule)?;
+    node.check_json_depth(1)?;
+    let (root, source) = node.into_parts();
+    let note = super::generated::provenance_note(text, "//!");
+    Ok(Parsed { rule: Rule { root, note }, source, form: Form::Rust })
+}
+
+/// The leaf of `Selection { kernel_id: 2, split_k: 1, name: "…" }`; the name must be the kernel's.
+fn selection_leaf(e: &syn::Expr, catalog: &Catalog) -> Result<Leaf, RuleError> {
+    let syn::Expr::Struct(s) = e else {
+        return Err(err(e, format!("expected `Selection {{ kernel_id, split_k, name }}`, found {}", shown(e))));
+    };
+    let field = |name: &str| {
+        s.fields
+            .iter()
+            .find(|f| matches!(&f.member, syn::Member::Named(i) if i == name))
+            .map(|f| &f.expr)
+            .ok_or_else(|| err(e, format!("`Selection` without the field `{name}`")))
+    };
+    let int = |name: &str| -> Result<i128, RuleError> {
+        let v = field(name)?;
+        signed_literal(v)
+            .unwrap_or_else(|| Err(err(v, format!("expected an integer for `{name}`, found {}", shown(v)))))
+    };
+    let id_expr = field("kernel_id")?;
+    let kernel_id = leaf_id(i64::try_from(int("kernel_id")?).unwrap_or(i64::MAX), pos_of(id_expr.span()), catalog)?;
+    let sk_expr = field("split_k")?;
+    let split_k = u32::try_from(int("split_k")?)
+        .map_err(|_| err(sk_expr, "split_k is out of range: expected 0..3 (log2 of KBatch)"))?;
+    let name_expr = field("name")?;
+    let syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(name), .. }) = name_expr else {
+        return Err(err(name_expr, format!("expected the instance name as a string, found {}", shown(name_expr))));
+    };
+    let named_id = resolve_leaf_name(&name.value(), pos_of(name.span()), catalog)?;
+    if named_id != kernel_id {
+        return Err(err(
+            name_expr,
+            format!(
+                "kernel_id {kernel_id} does not match the name, which is kernelId {named_id}; the file was edited: \
+                 regenerate it with `synth run`"
+            ),
+        ));
+    }
+    Ok(Leaf { kernel_id, split_k })
 }
 
 /// Refuses Rust text with more than [`MAX_RUST_IFS`] `if` keywords (outside `//` comments).
@@ -147,6 +235,8 @@ fn signed_literal(e: &syn::Expr) -> Option<Result<i128, RuleError>> {
 
 struct Reader<'a> {
     catalog: &'a Catalog,
+    /// Leaves known by name (the `const KERNEL_…: Selection` items of a generated module).
+    named: std::collections::HashMap<String, Leaf>,
     /// Current recursion depth (see [`MAX_RECURSION`]).
     depth: std::cell::Cell<usize>,
 }
@@ -270,6 +360,9 @@ impl Reader<'_> {
                 Ok(Leaf { kernel_id, split_k })
             }
             syn::Expr::Paren(p) => self.leaf(&p.expr),
+            syn::Expr::Path(p) if p.path.get_ident().is_some_and(|i| self.named.contains_key(&i.to_string())) => {
+                Ok(self.named[&p.path.get_ident().expect("checked by the guard").to_string()])
+            }
             _ => Ok(Leaf { kernel_id: self.item(e)?, split_k: 0 }),
         }
     }
@@ -408,6 +501,15 @@ impl Reader<'_> {
             syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => {
                 Ok(Expr::bin(BinOp::Sub, Expr::Lit(0), self.expr(&u.expr)?))
             }
+            syn::Expr::Path(p)
+                if p.qself.is_none() && p.path.segments.len() == 2 && p.path.segments[0].ident == "i64" =>
+            {
+                match p.path.segments[1].ident.to_string().as_str() {
+                    "MIN" => Ok(Expr::Lit(i64::MIN)),
+                    "MAX" => Ok(Expr::Lit(i64::MAX)),
+                    _ => Err(err(e, format!("unknown constant {}; expected i64::MIN or i64::MAX", shown(e)))),
+                }
+            }
             syn::Expr::Path(p) if p.qself.is_none() => match p.path.get_ident() {
                 Some(ident) => {
                     let name = ident.to_string();
@@ -424,13 +526,14 @@ impl Reader<'_> {
                 };
                 let op = match name.as_str() {
                     "cdiv" | "ceil_div" | "div_ceil" => BinOp::CeilDiv,
+                    "div" => BinOp::Div,
                     "min" => BinOp::Min,
                     "max" => BinOp::Max,
                     _ => {
                         return Err(err(
                             &c.func,
                             format!(
-                                "unknown function {}; conditions may call cdiv, ceil_div, min, max",
+                                "unknown function {}; conditions may call cdiv, ceil_div, div, min, max",
                                 shown(&c.func)
                             ),
                         ))
@@ -447,10 +550,17 @@ impl Reader<'_> {
                     "div_ceil" => BinOp::CeilDiv,
                     "min" => BinOp::Min,
                     "max" => BinOp::Max,
+                    // The IR's + - * wrap (see `crate::rule::ir`), as the generated module spells them.
+                    "wrapping_add" => BinOp::Add,
+                    "wrapping_sub" => BinOp::Sub,
+                    "wrapping_mul" => BinOp::Mul,
                     _ => {
                         return Err(err(
                             &mc.method,
-                            format!("unknown method `{name}`; conditions may call .div_ceil(b), .min(b), .max(b)"),
+                            format!(
+                                "unknown method `{name}`; conditions may call .div_ceil(b), .min(b), .max(b), \
+                                 .wrapping_add(b), .wrapping_sub(b), .wrapping_mul(b)"
+                            ),
                         ))
                     }
                 };

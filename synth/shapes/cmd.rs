@@ -37,7 +37,7 @@ pub struct ShapesArgs {
     #[arg(long)]
     pub spec: Option<PathBuf>,
     /// Tensor-parallel degree.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 2)]
     pub tp: u32,
     /// M set.
     #[arg(long, value_enum, default_value = "dataset")]
@@ -103,8 +103,12 @@ pub fn run(args: ShapesArgs) -> anyhow::Result<()> {
     };
     let layers = spec.layers(args.tp)?;
     let ms = m_values(args.m_set, args.max_m, args.count, args.seed);
+    let set = clap::ValueEnum::to_possible_value(&args.m_set).map_or_else(String::new, |v| v.get_name().to_string());
+    if ms.is_empty() && args.count == 0 && matches!(args.m_set, MSet::LogUniform | MSet::Forty) {
+        anyhow::bail!("--m-set {set} draws --count values, and --count is 0; pass --count 1 or more");
+    }
     if ms.is_empty() {
-        anyhow::bail!("the M set {:?} has no values up to --max-m {}; raise --max-m", args.m_set, args.max_m);
+        anyhow::bail!("--m-set {set} has no value up to --max-m {}; raise --max-m", args.max_m);
     }
     let text = match args.format {
         ShapesFormat::Table => render_table(&spec, args.tp, &layers, &ms),

@@ -1,0 +1,168 @@
+//! The measurement files that travel with the binary, and where a `--dataset` value points.
+//!
+//! [`EMBEDDED`] lists the journals of `measurements/h200/` (one place: add a file there and it is in
+//! every binary built after); each is included with `include_bytes!`, so a copied or `cargo install`ed
+//! binary runs the main job anywhere. A `--dataset` value is a file when one exists at that path, else
+//! the name of an embedded file. A file whose bytes are those of an embedded one is named after it, so
+//! provenance (and `run --check`) is the same however the same data was named.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+
+use anyhow::bail;
+
+use crate::catalog::Catalog;
+use crate::table::{parse_aiter_csv, LatencyMatrix};
+
+/// A measurement file included in the binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EmbeddedFile {
+    /// Its path in the repository (also the name `--dataset` accepts).
+    pub name: &'static str,
+    pub bytes: &'static [u8],
+}
+
+macro_rules! embed {
+    ($($name:literal),* $(,)?) => {
+        &[$(EmbeddedFile { name: $name, bytes: include_bytes!(concat!("../../", $name)) }),*]
+    };
+}
+
+/// The embedded measurement journals (H200, `measurements/h200/README.md`).
+pub const EMBEDDED: &[EmbeddedFile] = embed![
+    "measurements/h200/qwen3-32b-tp2.csv",
+    "measurements/h200/qwen3-32b-tp1.csv",
+    "measurements/h200/qwen3-32b-tp4.csv",
+    "measurements/h200/qwen3-32b-tp2-offgrid.csv",
+    "measurements/h200/llama-3.1-8b-tp1.csv",
+    "measurements/h200/llama-3.1-8b-tp2.csv",
+    "measurements/h200/llama-3.1-70b-tp4.csv",
+    "measurements/h200/llama-3.1-70b-tp8.csv",
+    "measurements/h200/llama-3.2-3b-tp1.csv",
+    "measurements/h200/qwen2.5-7b-tp1.csv",
+    "measurements/h200/qwen2.5-72b-tp4.csv",
+    "measurements/h200/qwen2.5-72b-tp8.csv",
+];
+
+/// The dataset of the main job (the first of [`EMBEDDED`]).
+pub fn default_dataset() -> &'static EmbeddedFile {
+    &EMBEDDED[0]
+}
+
+/// The embedded file called `name`, if any.
+pub fn embedded(name: &str) -> Option<&'static EmbeddedFile> {
+    EMBEDDED.iter().find(|f| f.name == name)
+}
+
+/// Where a latency table comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Dataset {
+    Embedded(&'static EmbeddedFile),
+    File(PathBuf),
+}
+
+impl Dataset {
+    /// `--dataset`'s value: absent → the default embedded dataset; a path where a file exists → that
+    /// file (named after the embedded file with the same bytes, if any); else an embedded name; else an
+    /// error naming both ways.
+    pub fn resolve(arg: Option<&Path>) -> anyhow::Result<Dataset> {
+        let Some(path) = arg else { return Ok(Dataset::Embedded(default_dataset())) };
+        if path.is_file() {
+            let bytes =
+                std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read dataset {}: {e}", path.display()))?;
+            return Ok(match EMBEDDED.iter().find(|f| f.bytes == bytes.as_slice()) {
+                Some(f) => Dataset::Embedded(f),
+                None => Dataset::File(path.to_path_buf()),
+            });
+        }
+        if let Some(f) = path.to_str().and_then(embedded) {
+            return Ok(Dataset::Embedded(f));
+        }
+        if path.exists() {
+            bail!("dataset {} is not a file; pass a measurement CSV (or an AITER tuned/profile CSV)", path.display());
+        }
+        bail!(
+            "dataset {} does not exist (nor is it an embedded dataset: {}); measure one with `synth bench ... --out FILE.csv`",
+            path.display(),
+            EMBEDDED.iter().map(|f| f.name).collect::<Vec<_>>().join(", ")
+        )
+    }
+
+    /// Whether this is the main job's dataset.
+    pub fn is_default(&self) -> bool {
+        matches!(self, Dataset::Embedded(f) if f.name == default_dataset().name)
+    }
+
+    /// The name shown in provenance: the embedded name, or the path (relative to the crate root when
+    /// inside it).
+    pub fn name(&self) -> String {
+        match self {
+            Dataset::Embedded(f) => f.name.to_string(),
+            Dataset::File(p) => super::session::display_path(p),
+        }
+    }
+
+    /// The file's bytes.
+    pub fn bytes(&self) -> anyhow::Result<Cow<'static, [u8]>> {
+        match self {
+            Dataset::Embedded(f) => Ok(Cow::Borrowed(f.bytes)),
+            Dataset::File(p) => {
+                crate::table::input::read_bytes_capped(p, crate::table::input::MAX_TABLE_BYTES, "dataset")
+                    .map(Cow::Owned)
+                    .map_err(|e| anyhow::anyhow!("cannot read dataset {}: {e}", p.display()))
+            }
+        }
+    }
+
+    /// The latency table (strict parse; errors name the file, line and column).
+    pub fn load(&self, catalog: &Catalog) -> anyhow::Result<LatencyMatrix> {
+        let name = self.name();
+        let bytes = self.bytes()?;
+        let rows = parse_aiter_csv(&bytes, &name, catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
+        // The C++ dispatcher chooses among CK legacy instances: CK-tile rows are left out, with a note.
+        let (rows, cktile) = crate::table::registry::legacy_rows(rows);
+        if let Some(left) = cktile {
+            if rows.is_empty() {
+                anyhow::bail!(
+                    "{name}: only CK-tile rows: rules for the C++ dispatcher choose among CK legacy instances; \
+                     measure with libtype ck or both"
+                );
+            }
+            eprintln!("note: {}", left.message(&name));
+        }
+        LatencyMatrix::from_rows(&rows).map_err(|mut e| {
+            e.file = name.clone();
+            anyhow::anyhow!("{e}")
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_resolve_and_identical_files_take_the_embedded_name() {
+        assert!(Dataset::resolve(None).unwrap().is_default());
+        let by_name = Dataset::resolve(Some(Path::new("measurements/h200/qwen3-32b-tp1.csv"))).unwrap();
+        assert_eq!(by_name.name(), "measurements/h200/qwen3-32b-tp1.csv");
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("copy.csv");
+        std::fs::write(&copy, default_dataset().bytes).unwrap();
+        assert!(Dataset::resolve(Some(&copy)).unwrap().is_default());
+        let other = dir.path().join("other.csv");
+        std::fs::write(&other, &default_dataset().bytes[..default_dataset().bytes.len() - 1]).unwrap();
+        assert_eq!(Dataset::resolve(Some(&other)).unwrap(), Dataset::File(other.clone()));
+        let missing = Dataset::resolve(Some(&dir.path().join("nope.csv"))).unwrap_err().to_string();
+        assert!(missing.contains("does not exist") && missing.contains("synth bench"), "{missing}");
+    }
+
+    #[test]
+    fn every_embedded_file_loads() {
+        let catalog = Catalog::embedded();
+        for f in EMBEDDED {
+            let m = Dataset::Embedded(f).load(&catalog).unwrap_or_else(|e| panic!("{}: {e:#}", f.name));
+            assert!(!m.shapes.is_empty(), "{}", f.name);
+        }
+    }
+}

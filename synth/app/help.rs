@@ -1,0 +1,64 @@
+//! The examples at the end of each subcommand's long help (`synth <command> --help`).
+
+pub const RUN: &str = "\
+Examples:
+  synth run                                   # the main job: embedded H200 data, Qwen3-32B TP=2; writes generated/
+                                              # of the checkout you are in, else ./gemm-synth-out/run
+  synth run --check                           # CI: fail when generated/ would change
+  synth run --dataset my.csv --model llama-3.1-8b --tp 1 --out my-rule
+                                              # your own measurements (from `synth bench`)
+  synth run --max-leaves 16 --curve           # a larger rule, and the leaves-versus-quality table
+  synth run --tuned aiter_tuned.csv           # also score an AITER tuned CSV as the offline-tuned policy";
+
+pub const INSTANCES: &str = "\
+Examples:
+  synth instances                             # the CK blockscale instances (kernelId, tile, pipeline)
+  synth instances --format json";
+
+pub const SHAPES: &str = "\
+Examples:
+  synth shapes --model qwen3-32b --tp 2       # (N, K) of qkv, o, gate_up, down and the dataset's M grid
+  synth shapes --model llama-3.1-70b --tp 8 --m-set pow2 --max-m 4096
+  synth shapes --spec my_model.toml --m-set log-uniform --count 20 --format csv";
+
+pub const IMPORT: &str = "\
+Examples:
+  synth import measurements/mi300x/a8w8_blockscale_tuned_gemm_qwen3_vl_32b.csv
+  synth import my.csv --format json           # a `synth bench` journal or an AITER tuned/profile CSV";
+
+pub const BENCH: &str = "\
+Examples (on a machine with a GPU, PyTorch and Triton):
+  synth bench --model qwen3-32b --tp 2 --out my.csv      # interrupt and rerun to resume
+  synth bench --model llama-3.1-8b --tp 1 --m-set decode --out decode.csv
+Without a GPU:
+  synth bench --model qwen3-32b --tp 2 --out my.csv --dry-run --cu-num 304   # the plan's size only
+Then: synth run --dataset my.csv --model qwen3-32b --tp 2";
+
+pub const CHECK: &str = "\
+Examples:
+  synth check my_rule.cpp                     # a rule as an LLM writes it (if/else with return leaves)
+  synth check generated/gemm_a8w8_blockscale_heuristic.h --format json
+  synth check generated/dispatch.rs --format rust";
+
+pub const COMPARE: &str = "\
+Examples:
+  synth compare --rule generated/rule.json --published --tuned-sample --held-out
+  synth compare --dataset my.csv --model qwen3-32b --tp 2 --rule a.cpp --rule b.rs --csv cmp.csv --svg cmp.svg
+  synth compare --tuned aiter_tuned.csv       # AITER's lookup with a tuned CSV (one row per shape)";
+
+pub const SEARCH: &str = "\
+Examples:
+  synth search                                # built-in proposers; writes ./gemm-synth-out/search
+  synth search --agent cmd:\"python3 my_agent.py\" --iterations 8
+  synth search --agent openai --base-url https://api.openai.com/v1 --chat-model gpt-4o
+  synth search --resume --out run1            # continue the trace in run1/trace.jsonl";
+
+pub const REWRITE: &str = "\
+Examples (the CUDA task needs nvcc and an NVIDIA GPU):
+  synth rewrite --task examples/swiglu/cuda.toml --agent replay:examples/swiglu/rewrites/cuda --out swiglu-out
+  synth rewrite --task my_task.toml --agent cmd:\"python3 my_agent.py\" --out out";
+
+pub const DRIFT: &str = "\
+Examples:
+  synth drift --rule generated/rule.json --dataset new.csv
+  synth drift --rule generated/gemm_a8w8_blockscale_heuristic.h --dataset new.csv --baseline old.csv";
