@@ -5,6 +5,7 @@ pub mod bench;
 pub mod compare;
 pub mod drift;
 pub mod invocation;
+pub mod multi;
 pub mod rewrite;
 pub mod run;
 pub mod search;

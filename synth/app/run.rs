@@ -55,7 +55,8 @@ pub struct RunArgs {
     /// order) instead of refining them against a nearest-M reading of the training data.
     #[arg(long)]
     pub no_refine: bool,
-    /// Do not guard split-K leaves with the tile-count boundary seen on the training shapes.
+    /// Do not guard split-K leaves with the bench's measurement condition (a rule may then pick unmeasured
+    /// split-K cells on new shapes).
     #[arg(long)]
     pub no_split_k_guards: bool,
     /// Output directory [default: generated/ of the crate].
@@ -76,10 +77,29 @@ pub struct RunArgs {
     /// More rule files (C++, Rust or JSON) to score.
     #[arg(long)]
     pub rule: Vec<PathBuf>,
+    /// Dataset manifest of the multi-model job, run when neither --dataset, --model nor --spec is given
+    /// (which journals make up which (model, TP) configuration, off-grid M, training pool)
+    /// [default: measurements/h200/datasets.toml of the crate].
+    #[arg(long)]
+    pub manifest: Option<PathBuf>,
 }
 
 /// Runs the main job; `invocation` gives the "Regenerate with" line.
 pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
+    let single = args.data.dataset.is_some() || args.data.model.is_some() || args.data.spec.is_some();
+    if !single {
+        if args.train_all || args.tuned.is_some() || !args.rule.is_empty() || args.curve {
+            bail!(
+                "--train-all, --tuned, --rule and --curve belong to the single-dataset job: add --dataset FILE or \
+                 --model NAME (the multi-model job, without them, reads --manifest)"
+            );
+        }
+        let manifest = args.manifest.clone().unwrap_or_else(|| crate_root().join(super::multi::DEFAULT_MANIFEST));
+        return super::multi::run(&args, &manifest, invocation);
+    }
+    if args.manifest.is_some() {
+        bail!("--manifest is read by the multi-model job: leave out --dataset, --model and --spec");
+    }
     let started = Instant::now();
     if args.limits.max_leaves == 0 {
         bail!("--max-leaves must be at least 1");
@@ -110,6 +130,7 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
         split_k_guards: !args.no_split_k_guards,
         refine_thresholds: !args.no_refine,
         exact_depth: args.exact_depth,
+        log_ratio: weight.log_ratio(),
         ..crate::synthesize::Limits::default()
     };
     let weights = weight.weights(matrix, train);

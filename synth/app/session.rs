@@ -91,6 +91,7 @@ impl LimitArgs {
             max_leaves: self.max_leaves,
             max_instances: self.max_instances,
             features: self.features,
+            log_ratio: self.weight.log_ratio(),
             ..Limits::default()
         })
     }

@@ -121,3 +121,83 @@ pub fn speedup_svg(report: &Report, names: &LayerNames, title: &str) -> anyhow::
     }
     Ok(buf)
 }
+
+/// Fraction of the oracle per group of shapes (e.g. one (model, TP) configuration per panel), two panels
+/// a row: for each policy but the oracle, the geomean of oracle time / policy time over the group's shapes
+/// of each M, M on a log axis. `groups` holds (title, positions in [`Report::shapes`]).
+pub fn groups_svg(report: &Report, groups: &[(String, Vec<usize>)], title: &str) -> anyhow::Result<String> {
+    let style = styles(report);
+    let cols = 2usize;
+    let rows = groups.len().div_ceil(cols).max(1);
+    let (w, h) = (560 * cols as u32, 280 * rows as u32 + 40);
+    let mut buf = String::new();
+    {
+        let root = SVGBackend::with_string(&mut buf, (w, h)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let root = root.titled(title, ("sans-serif", 20))?;
+        let panels = root.split_evenly((rows, cols));
+        for (gi, (name, idx)) in groups.iter().enumerate() {
+            let mut by_m: std::collections::BTreeMap<u32, Vec<usize>> = std::collections::BTreeMap::new();
+            for &i in idx {
+                by_m.entry(report.shape_list[i].m).or_default().push(i);
+            }
+            let mut series: Vec<(usize, Vec<(f64, f64)>)> = report
+                .policies
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.kind != PolicyKind::Oracle)
+                .map(|(pi, p)| {
+                    let pts = by_m
+                        .iter()
+                        .map(|(&m, is)| {
+                            let log: f64 =
+                                is.iter().map(|&i| (report.oracle_us[i] / p.outcomes[i].us).ln()).sum::<f64>();
+                            (f64::from(m.max(1)), (log / is.len() as f64).exp())
+                        })
+                        .collect();
+                    (pi, pts)
+                })
+                .collect();
+            series.sort_by_key(|(pi, _)| (style[*pi].2, *pi));
+            let xmin = by_m.keys().next().map_or(1.0, |&m| f64::from(m.max(1)));
+            let mut xmax = by_m.keys().next_back().map_or(2.0, |&m| f64::from(m.max(1)));
+            if xmax <= xmin {
+                xmax = xmin * 2.0;
+            }
+            let ymin = series.iter().flat_map(|(_, p)| p.iter().map(|q| q.1)).fold(1.0, f64::min) * 0.95;
+            let mut chart = ChartBuilder::on(&panels[gi])
+                .caption(format!("{name} ({} shapes): fraction of the oracle", idx.len()), ("sans-serif", 14))
+                .margin(8)
+                .x_label_area_size(30)
+                .y_label_area_size(46)
+                .build_cartesian_2d((xmin..xmax).log_scale(), ymin..1.02)?;
+            chart
+                .configure_mesh()
+                .x_desc("M")
+                .y_desc("oracle time / policy time")
+                .x_labels(8)
+                .y_labels(6)
+                .max_light_lines(0)
+                .x_label_formatter(&|x| format!("{}", x.round() as u64))
+                .y_label_formatter(&|y| format!("{y:.2}"))
+                .draw()?;
+            for (pi, pts) in series {
+                let (color, width, _) = style[pi];
+                chart
+                    .draw_series(LineSeries::new(pts, color.stroke_width(width)))?
+                    .label(report.policies[pi].name.clone())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(width)));
+            }
+            if gi == 0 {
+                chart
+                    .configure_series_labels()
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK.mix(0.4))
+                    .position(SeriesLabelPosition::LowerRight)
+                    .draw()?;
+            }
+        }
+        root.present()?;
+    }
+    Ok(buf)
+}
