@@ -344,12 +344,17 @@ pub fn run(args: &RunArgs, manifest: &Path, invocation: &Invocation) -> anyhow::
     let limits = Limits {
         max_depth: args.limits.max_depth,
         max_leaves: if invocation.given("max_leaves") { args.limits.max_leaves } else { MULTI_LEAVES },
-        max_instances: if invocation.given("max_instances") { args.limits.max_instances } else { Some(MULTI_INSTANCES) },
+        max_instances: if invocation.given("max_instances") {
+            args.limits.max_instances
+        } else {
+            Some(MULTI_INSTANCES)
+        },
         features: args.limits.features,
         split_k_guards: !args.no_split_k_guards,
         refine_thresholds: !args.no_refine,
         exact_depth: args.exact_depth,
         log_ratio: if invocation.given("weight") { args.limits.weight.log_ratio() } else { true },
+        lookahead: Some(1),
         ..Limits::default()
     };
     if limits.max_leaves == 0 || limits.max_instances == Some(0) || args.sample.sample_m == 0 {
@@ -403,14 +408,24 @@ pub fn run(args: &RunArgs, manifest: &Path, invocation: &Invocation) -> anyhow::
     );
     let lomo_min = lomo.iter().map(|r| of_oracle(&r.report, "synthesized")).fold(f64::INFINITY, f64::min);
     let figures = vec![
-        format!("{} leaves, depth {}, {} instances: {:?}", synth.leaves, synth.depth, synth.instances.len(), synth.instances),
+        format!(
+            "{} leaves, depth {}, {} instances: {:?}",
+            synth.leaves,
+            synth.depth,
+            synth.instances.len(),
+            synth.instances
+        ),
         format!(
             "held-out grid shapes of the training configurations ({}): {:.3} of oracle (nearest-M {:.3})",
             report_grid.shapes.len(),
             of_oracle(&report_grid, "synthesized"),
             of_oracle(&report_grid, "nearest-M")
         ),
-        format!("off-grid M ({} shapes): {:.3} of oracle", report_off.shapes.len(), of_oracle(&report_off, "synthesized")),
+        format!(
+            "off-grid M ({} shapes): {:.3} of oracle",
+            report_off.shapes.len(),
+            of_oracle(&report_off, "synthesized")
+        ),
         format!("leave-one-model-out, {} configurations: min {:.3} of oracle", lomo.len(), lomo_min),
     ];
     let dataset_text = format!(
@@ -535,7 +550,11 @@ pub fn run(args: &RunArgs, manifest: &Path, invocation: &Invocation) -> anyhow::
 /// Policy rows: geomean and total speed-up against the default, fraction of the oracle, unusable picks.
 pub fn summary_table(report: &Report) -> String {
     let mut t = String::new();
-    let _ = writeln!(t, "  {:<16} {:>12} {:>12} {:>10} {:>9}", "policy", "x def (geo)", "x def (tot)", "of oracle", "unusable");
+    let _ = writeln!(
+        t,
+        "  {:<16} {:>12} {:>12} {:>10} {:>9}",
+        "policy", "x def (geo)", "x def (tot)", "of oracle", "unusable"
+    );
     for p in &report.policies {
         let s = &p.summary;
         let _ = writeln!(

@@ -152,7 +152,9 @@ fn csv_rows(report: &Report, names: &LayerNames, vendor: Option<&crate::table::m
     for (i, shape) in report.shape_list.iter().enumerate() {
         let tuned = report.tuned.as_ref().map(|(_, t)| t[i]);
         let reference = vendor.map(|v| {
-            v.get(shape).and_then(crate::table::Cell::us).map_or(String::new(), |t| format!("{:.4}", report.oracle_us[i] / t))
+            v.get(shape)
+                .and_then(crate::table::Cell::us)
+                .map_or(String::new(), |t| format!("{:.4}", report.oracle_us[i] / t))
         });
         for p in &report.policies {
             let o = &p.outcomes[i];
