@@ -187,3 +187,25 @@ fn rules_trained_on_one_configuration_pick_only_measured_cells_everywhere() {
         assert!(bad.is_empty(), "{leaves} leaves: {} unmeasured picks, first {:?}", bad.len(), bad.first());
     }
 }
+
+#[test]
+fn a_session_opens_several_datasets_and_a_directory() {
+    use gemm_synth::app::session::{DataArgs, Scope, Session};
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.csv", &format!("{HEADER}\nsm_90,132,16,5120,4096,ck,8,0,20.0,{ID8},1,1,0,ok\n"));
+    write(
+        dir.path(),
+        "b.csv",
+        &format!(
+            "{HEADER}\nsm_90,132,32,1024,4096,ck,8,0,21.0,{ID8},1,1,0,ok\n\
+             sm_90,132,32,1024,4096,vendor,0,0,7.0,vendor_scaled_mm,1,1,0,ok\n"
+        ),
+    );
+    let data = DataArgs { dataset: vec![dir.path().to_path_buf()], ..DataArgs::default() };
+    let s = Session::open(&data, Scope::EveryShape).unwrap();
+    assert_eq!(s.shapes.len(), 2);
+    assert_eq!(s.vendor.get(&Shape::new(32, 1024, 4096)), Some(&Cell::Ok(7.0)));
+    let data = DataArgs { dataset: vec![a, dir.path().join("absent.csv")], ..DataArgs::default() };
+    let e = Session::open(&data, Scope::EveryShape).unwrap_err().to_string();
+    assert!(e.contains("absent.csv") && e.contains("does not exist"), "{e}");
+}

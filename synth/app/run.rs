@@ -86,7 +86,7 @@ pub struct RunArgs {
 
 /// Runs the main job; `invocation` gives the "Regenerate with" line.
 pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
-    let single = args.data.dataset.is_some() || args.data.model.is_some() || args.data.spec.is_some();
+    let single = !args.data.dataset.is_empty() || args.data.model.is_some() || args.data.spec.is_some();
     if !single {
         if args.train_all || args.tuned.is_some() || !args.rule.is_empty() || args.curve {
             bail!(

@@ -18,6 +18,7 @@ use crate::engine::proposers::Checker;
 use crate::rule::Rule;
 use crate::shapes::{sample_m, Layer, ModelSpec};
 use crate::synthesize::{FeatureSet, Limits, Weighting};
+use crate::table::multi::VendorTimes;
 use crate::table::LatencyMatrix;
 
 /// Dataset used when `--dataset` is not given, relative to the crate root.
@@ -33,10 +34,11 @@ pub const PUBLISHED_RULE_NAME: &str = "published-rule";
 /// The latency table and the model whose layers to keep.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct DataArgs {
-    /// Latency table: a gemm-synth measurement CSV or an AITER tuned/profile CSV
-    /// [default: measurements/h200/qwen3-32b-tp2.csv of the crate]
+    /// Latency table: a gemm-synth measurement CSV or an AITER tuned/profile CSV, or a directory of them;
+    /// repeat for several (one matrix of the union of their shapes, one device; vendor reference rows kept
+    /// apart) [default: measurements/h200/qwen3-32b-tp2.csv of the crate]
     #[arg(long)]
-    pub dataset: Option<PathBuf>,
+    pub dataset: Vec<PathBuf>,
     /// Built-in model whose GEMM layers to keep (qwen3-32b, llama-3.1-8b, llama-3.1-70b, qwen2.5-72b, ...)
     /// [default: qwen3-32b; `compare`: every shape of the dataset]
     #[arg(long, conflicts_with = "spec")]
@@ -169,14 +171,34 @@ pub struct Session {
     pub names: LayerNames,
     /// The kept shapes (matrix indices).
     pub shapes: Vec<usize>,
+    /// Vendor reference times of the dataset files (`libtype` vendor rows; never candidates).
+    pub vendor: VendorTimes,
 }
 
 impl Session {
     /// Loads the dataset and keeps the shapes of the chosen model's layers.
     pub fn open(data: &DataArgs, scope: Scope) -> anyhow::Result<Session> {
         let catalog = Catalog::embedded();
-        let dataset = data.dataset.clone().unwrap_or_else(|| crate_root().join(DEFAULT_DATASET));
-        let matrix = load_matrix(&dataset, &catalog)?;
+        let (dataset, matrix, vendor) = match data.dataset.as_slice() {
+            [] => {
+                let dataset = crate_root().join(DEFAULT_DATASET);
+                let matrix = load_matrix(&dataset, &catalog)?;
+                (dataset, matrix, VendorTimes::new())
+            }
+            many => {
+                let files = crate::table::multi::expand_paths(many).map_err(|e| anyhow::anyhow!("{e}"))?;
+                if let Some(absent) = files.iter().find(|f| !f.exists()) {
+                    bail!(
+                        "dataset {} does not exist; measure it with `synth bench` or pass --dataset FILE",
+                        absent.display()
+                    );
+                }
+                let (matrix, vendor) =
+                    crate::table::multi::load_many(&files, &catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
+                let joined = files.iter().map(|f| display_path(f)).collect::<Vec<_>>().join(" + ");
+                (PathBuf::from(joined), matrix, vendor)
+            }
+        };
         let model = match (&data.model, &data.spec, scope) {
             (None, None, Scope::EveryShape) => None,
             (m, _, _) => Some(m.as_deref().unwrap_or(DEFAULT_MODEL)),
@@ -189,6 +211,7 @@ impl Session {
                 matrix,
                 layers: Vec::new(),
                 what: "every layer".to_string(),
+                vendor,
                 names: LayerNames::new(),
                 shapes,
             });
@@ -196,7 +219,7 @@ impl Session {
         let (name, layers) = model_layers(model, data.spec.as_deref(), data.tp)?;
         let what = format!("{name} TP={}", data.tp);
         let shapes = shapes_of_layers(&matrix, &layers, &what)?;
-        Ok(Session { catalog, dataset, matrix, names: layer_names(&layers), layers, what, shapes })
+        Ok(Session { catalog, dataset, matrix, names: layer_names(&layers), layers, what, shapes, vendor })
     }
 
     /// The training sample of `args` over the session's shapes.
