@@ -384,35 +384,36 @@ fn split_k_matrix(ms: &[u32]) -> LatencyMatrix {
 }
 
 #[test]
-fn split_k_leaf_is_guarded_by_the_fill_boundary() {
+fn split_k_leaf_is_guarded_by_the_measurement_condition() {
+    use gemm_synth::rule::BinOp;
     use gemm_synth::synthesize::guard::Guards;
     let m = split_k_matrix(&[16, 96, 288]);
     let c = Catalog::embedded();
     let g = Guards::new(&m, &c, &[0, 1, 2], 6);
-    // A rule returning split-K everywhere reaches M > 192, where the training shapes show it unusable:
-    // usable up to 80 tiles (M=96), unusable at 200 (M=288); one wave (132) lies between.
+    // Kernel 2 is 64x128x128: split-K 1 is measured where cdiv(M, 64) * cdiv(N, 128) < 132 and K >= 256.
     let (node, added) = g.apply(&Node::Leaf(Leaf::new(2, 1)));
     let tiles = Expr::bin(
-        gemm_synth::rule::BinOp::Mul,
-        Expr::bin(gemm_synth::rule::BinOp::CeilDiv, Expr::Var(Var::M), Expr::Lit(64)),
-        Expr::bin(gemm_synth::rule::BinOp::CeilDiv, Expr::Var(Var::N), Expr::Lit(128)),
+        BinOp::Mul,
+        Expr::bin(BinOp::CeilDiv, Expr::Var(Var::M), Expr::Lit(64)),
+        Expr::bin(BinOp::CeilDiv, Expr::Var(Var::N), Expr::Lit(128)),
     );
-    let waves = Expr::bin(gemm_synth::rule::BinOp::CeilDiv, tiles, Expr::Lit(132));
+    let cond = Cond::And(vec![
+        Cond::cmp(CmpOp::Lt, tiles, Expr::Lit(132)),
+        Cond::cmp(CmpOp::Ge, Expr::Var(Var::K), Expr::Lit(256)),
+    ]);
     let want = Node::Chain {
-        branches: vec![(le(waves, 1), Node::Leaf(Leaf::new(2, 1)))],
+        branches: vec![(cond, Node::Leaf(Leaf::new(2, 1)))],
         otherwise: Box::new(Node::Leaf(Leaf::new(2, 0))),
     };
     assert_eq!((node.clone(), added), (want, 1));
+    // N = 5120: 40 tiles per 64 rows; 3 · 40 = 120 < 132 at M = 192, 4 · 40 = 160 at M = 193.
     assert_eq!(node.eval(192, 5120, 12800), Leaf::new(2, 1));
     assert_eq!(node.eval(193, 5120, 12800), Leaf::new(2, 0));
-    // Not added where no shape beyond the boundary reaches the leaf, nor beyond the depth limit.
-    let inside = Node::Chain {
-        branches: vec![(le(Expr::Var(Var::M), 100), Node::Leaf(Leaf::new(2, 1)))],
-        otherwise: Box::new(Node::Leaf(Leaf::new(2, 0))),
-    };
-    assert_eq!(g.apply(&inside), (inside.clone(), 0));
+    // K = 128 has one K step: no split is measured.
+    assert_eq!(node.eval(16, 5120, 128), Leaf::new(2, 0));
+    // Without a level of depth left, the leaf falls back to its instance without split-K.
     let shallow = Guards::new(&m, &c, &[0, 1, 2], 0);
-    assert_eq!(shallow.apply(&Node::Leaf(Leaf::new(2, 1))).1, 0);
+    assert_eq!(shallow.apply(&Node::Leaf(Leaf::new(2, 1))), (Node::Leaf(Leaf::new(2, 0)), 1));
     // Split-K 0 leaves are never guarded.
     assert_eq!(g.apply(&Node::Leaf(Leaf::new(2, 0))).1, 0);
 }

@@ -101,8 +101,12 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         );
     }
     if let Some(path) = &args.csv {
-        std::fs::write(path, crate::compare::report::csv(&report, names))
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+        let csv = if session.vendor.is_empty() {
+            crate::compare::report::csv(&report, names)
+        } else {
+            crate::compare::report::csv_with_vendor(&report, names, &session.vendor)
+        };
+        std::fs::write(path, csv).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
         text.push_str(&format!("written: {}\n", super::outputs::real_path(path)));
     }
     if let Some(path) = &args.svg {

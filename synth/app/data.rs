@@ -14,6 +14,10 @@ use anyhow::bail;
 use crate::catalog::Catalog;
 use crate::table::{parse_aiter_csv, LatencyMatrix};
 
+/// The multi-model job's manifest, included in the binary (read from disk when the path exists there).
+pub const EMBEDDED_MANIFEST: (&str, &str) =
+    ("measurements/h200/datasets.toml", include_str!("../../measurements/h200/datasets.toml"));
+
 /// A measurement file included in the binary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EmbeddedFile {
@@ -34,6 +38,7 @@ pub const EMBEDDED: &[EmbeddedFile] = embed![
     "measurements/h200/qwen3-32b-tp1.csv",
     "measurements/h200/qwen3-32b-tp4.csv",
     "measurements/h200/qwen3-32b-tp2-offgrid.csv",
+    "measurements/h200/vendor-qwen3-32b-tp2.csv",
     "measurements/h200/llama-3.1-8b-tp1.csv",
     "measurements/h200/llama-3.1-8b-tp2.csv",
     "measurements/h200/llama-3.1-70b-tp4.csv",
@@ -115,6 +120,12 @@ impl Dataset {
     }
 
     /// The latency table (strict parse; errors name the file, line and column).
+    /// Its rows, read strictly (errors name the dataset and line).
+    pub fn rows(&self, catalog: &Catalog) -> anyhow::Result<Vec<crate::table::AiterRow>> {
+        let bytes = self.bytes()?;
+        parse_aiter_csv(&bytes, &self.name(), catalog).map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
     pub fn load(&self, catalog: &Catalog) -> anyhow::Result<LatencyMatrix> {
         let name = self.name();
         let bytes = self.bytes()?;

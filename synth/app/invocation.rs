@@ -50,6 +50,11 @@ impl Invocation {
         Ok(Invocation::from_matches(cli, &matches))
     }
 
+    /// Whether the option with this id was given on the command line (not left at its default).
+    pub fn given(&self, id: &str) -> bool {
+        self.matches.as_ref().is_some_and(|m| m.value_source(id) == Some(ValueSource::CommandLine))
+    }
+
     /// `cargo run --release -- <name>` followed by every option given with a non-default value, in the
     /// order the subcommand defines them, leaving out the options named in `skip` (by id).
     pub fn regenerate_line(&self, skip: &[&str]) -> String {

@@ -11,6 +11,7 @@ pub mod drift;
 pub mod drift_remeasure;
 pub mod help;
 pub mod invocation;
+pub mod multi;
 pub mod outputs;
 pub mod rewrite;
 pub mod run;

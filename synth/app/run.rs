@@ -56,7 +56,8 @@ pub struct RunArgs {
     /// order) instead of refining them against a nearest-M reading of the training data.
     #[arg(long)]
     pub no_refine: bool,
-    /// Do not guard split-K leaves with the tile-count boundary seen on the training shapes.
+    /// Do not guard split-K leaves with the bench's measurement condition (a rule may then pick unmeasured
+    /// split-K cells on new shapes).
     #[arg(long)]
     pub no_split_k_guards: bool,
     /// Output directory [default: generated/ of the checkout you are in for the main job with its default
@@ -80,12 +81,31 @@ pub struct RunArgs {
     pub rule: Vec<PathBuf>,
     #[command(flatten)]
     pub tuned_train: super::tuned::TunedTrainArgs,
+    /// Dataset manifest of the multi-model job, run when neither --dataset, --model nor --spec is given
+    /// (which journals make up which (model, TP) configuration, off-grid M, training pool)
+    /// [default: measurements/h200/datasets.toml of the crate].
+    #[arg(long)]
+    pub manifest: Option<PathBuf>,
 }
 
 /// Runs the main job; `invocation` gives the "Regenerate with" line.
 pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
     if !args.tuned_train.train_tuned.is_empty() {
         return super::tuned::run_from_run(&args);
+    }
+    let single = !args.data.dataset.is_empty() || args.data.model.is_some() || args.data.spec.is_some();
+    if !single {
+        if args.train_all || args.tuned.is_some() || !args.rule.is_empty() || args.curve {
+            bail!(
+                "--train-all, --tuned, --rule and --curve belong to the single-dataset job: add --dataset FILE or \
+                 --model NAME (the multi-model job, without them, reads --manifest)"
+            );
+        }
+        let manifest = args.manifest.clone().unwrap_or_else(|| PathBuf::from(super::multi::DEFAULT_MANIFEST));
+        return super::multi::run(&args, &manifest, invocation);
+    }
+    if args.manifest.is_some() {
+        bail!("--manifest is read by the multi-model job: leave out --dataset, --model and --spec");
     }
     let started = Instant::now();
     if args.limits.max_leaves == 0 {
@@ -108,7 +128,9 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
         skip.push("model");
     }
     let regenerate = invocation.regenerate_line(&skip);
-    let main_job = regenerate == Invocation::defaults("run").regenerate_line(&[]);
+    // The main job is the multi-model job (no --dataset, --model or --spec): this single-dataset job never
+    // writes the committed generated/ unless --out says so.
+    let main_job = false;
     let (catalog, matrix, what, names, shapes) =
         (&session.catalog, &session.matrix, &session.what, &session.names, &session.shapes);
     let sample = if args.train_all { session.every_shape() } else { session.sample(&args.sample) };
@@ -128,6 +150,7 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
         split_k_guards: !args.no_split_k_guards,
         refine_thresholds: !args.no_refine,
         exact_depth: args.exact_depth,
+        log_ratio: weight.log_ratio(),
         ..crate::synthesize::Limits::default()
     };
     let weights = weight.weights(matrix, train);

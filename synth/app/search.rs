@@ -301,7 +301,7 @@ fn trace_settings(args: &SearchArgs) -> serde_json::Value {
         "agents": args.agents,
         "offspring": args.offspring,
         "repair_limit": args.repair_limit,
-        "dataset": args.data.dataset.as_ref().map(|d| display_path(d)),
+        "dataset": args.data.dataset.iter().map(|d| display_path(d)).collect::<Vec<_>>(),
         "spec": args.data.spec.as_ref().map(|d| display_path(d)),
         "model": args.data.model,
         "tp": args.data.tp,

@@ -18,6 +18,7 @@ use crate::engine::proposers::Checker;
 use crate::rule::Rule;
 use crate::shapes::{sample_m, Layer, ModelSpec};
 use crate::synthesize::{FeatureSet, Limits, Weighting};
+use crate::table::multi::VendorTimes;
 use crate::table::LatencyMatrix;
 
 /// Dataset used when `--dataset` is not given: its path in the repository and its name among the
@@ -34,11 +35,12 @@ pub const PUBLISHED_RULE_NAME: &str = "published-rule";
 /// The latency table and the model whose layers to keep.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct DataArgs {
-    /// Latency table: a gemm-synth measurement CSV, an AITER tuned/profile CSV, or the name of an
-    /// embedded dataset (measurements/h200/*.csv) [default: measurements/h200/qwen3-32b-tp2.csv, embedded
-    /// in the binary]
+    /// Latency table: a gemm-synth measurement CSV, an AITER tuned/profile CSV, a directory of them, or the
+    /// name of an embedded dataset (measurements/h200/*.csv); repeat for several (one matrix of the union of
+    /// their shapes, one device; vendor reference rows kept apart) [default: measurements/h200/qwen3-32b-tp2.csv,
+    /// embedded in the binary]
     #[arg(long)]
-    pub dataset: Option<PathBuf>,
+    pub dataset: Vec<PathBuf>,
     /// Built-in model whose GEMM layers to keep (qwen3-32b, llama-3.1-8b, llama-3.1-70b, qwen2.5-72b, ...)
     /// [default: qwen3-32b; `compare`: every shape of the dataset]
     #[arg(long, conflicts_with = "spec")]
@@ -93,6 +95,7 @@ impl LimitArgs {
             max_leaves: self.max_leaves,
             max_instances: self.max_instances,
             features: self.features,
+            log_ratio: self.weight.log_ratio(),
             ..Limits::default()
         })
     }
@@ -172,14 +175,39 @@ pub struct Session {
     pub names: LayerNames,
     /// The kept shapes (matrix indices).
     pub shapes: Vec<usize>,
+    /// Vendor reference times of the dataset files (`libtype` vendor rows; never candidates).
+    pub vendor: VendorTimes,
 }
 
 impl Session {
     /// Loads the dataset and keeps the shapes of the chosen model's layers.
     pub fn open(data: &DataArgs, scope: Scope) -> anyhow::Result<Session> {
         let catalog = Catalog::embedded();
-        let source = super::data::Dataset::resolve(data.dataset.as_deref())?;
-        let matrix = source.load(&catalog)?;
+        let (source, matrix, vendor) = match data.dataset.as_slice() {
+            [] => {
+                let source = super::data::Dataset::resolve(None)?;
+                let matrix = source.load(&catalog)?;
+                (source, matrix, VendorTimes::new())
+            }
+            [one] if !one.is_dir() => {
+                let source = super::data::Dataset::resolve(Some(one))?;
+                let matrix = source.load(&catalog)?;
+                (source, matrix, VendorTimes::new())
+            }
+            many => {
+                let files = crate::table::multi::expand_paths(many).map_err(|e| anyhow::anyhow!("{e}"))?;
+                if let Some(absent) = files.iter().find(|f| !f.exists()) {
+                    bail!(
+                        "dataset {} does not exist; measure it with `synth bench` or pass --dataset FILE",
+                        absent.display()
+                    );
+                }
+                let (matrix, vendor) =
+                    crate::table::multi::load_many(&files, &catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
+                let joined = files.iter().map(|f| display_path(f)).collect::<Vec<_>>().join(" + ");
+                (super::data::Dataset::File(PathBuf::from(joined)), matrix, vendor)
+            }
+        };
         let dataset = PathBuf::from(source.name());
         let model = match (&data.model, &data.spec, scope) {
             (None, None, Scope::EveryShape) => None,
@@ -194,6 +222,7 @@ impl Session {
                 matrix,
                 layers: Vec::new(),
                 what: "every layer".to_string(),
+                vendor,
                 names: LayerNames::new(),
                 shapes,
             });
@@ -212,7 +241,7 @@ impl Session {
                 tp = data.tp
             )
         })?;
-        Ok(Session { catalog, dataset, source, matrix, names: layer_names(&layers), layers, what, shapes })
+        Ok(Session { catalog, dataset, source, matrix, names: layer_names(&layers), layers, what, shapes, vendor })
     }
 
     /// The training sample of `args` over the session's shapes.

@@ -98,7 +98,7 @@ impl Policy {
             Policy::Default => PolicyKind::Default,
             Policy::Tuned { .. } => PolicyKind::Tuned,
             Policy::NearestM { .. } => PolicyKind::NearestM,
-            Policy::Rule { .. } => PolicyKind::Rule,
+            Policy::Rule { .. } | Policy::TunedRule { .. } => PolicyKind::Rule,
             Policy::Oracle => PolicyKind::Oracle,
         }
     }

@@ -178,3 +178,13 @@ pub fn panels_svg(report: &Report, panels: &[Panel], title: &str) -> anyhow::Res
     }
     Ok(buf)
 }
+
+/// Fraction of the oracle per group of shapes (e.g. one (model, TP) configuration per panel), drawn by
+/// [`panels_svg`] with the group names as panel titles.
+pub fn groups_svg(report: &Report, groups: &[(String, Vec<usize>)], title: &str) -> anyhow::Result<String> {
+    let panels: Vec<Panel> = groups
+        .iter()
+        .map(|(name, shapes)| Panel { title: format!("{name} ({} shapes)", shapes.len()), shapes: shapes.clone() })
+        .collect();
+    panels_svg(report, &panels, title)
+}

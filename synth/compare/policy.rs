@@ -7,6 +7,7 @@
 //! - [`Policy::NearestM`]: the vLLM/SGLang lookup over the same kind of table: among the tuned rows of
 //!   the shape's (N, K), the one whose M is nearest; on a tie, the smaller M (the first key of an
 //!   ascending list, as `min(keys, key=|x - M|)` picks it); the default when (N, K) has no row.
+//! - [`Policy::TunedRule`]: the same lookup, with a rule instead of the default where it misses.
 //! - [`Policy::Rule`]: a selection rule, evaluated by the rule interpreter.
 //! - [`Policy::Oracle`]: the fastest usable candidate of each shape.
 
@@ -121,6 +122,9 @@ impl TunedTable {
         let mut t = TunedTable::new(source);
         let (mut other_device, mut replaced) = (0, 0);
         for r in rows {
+            if r.libtype == crate::table::VENDOR_LIBTYPE {
+                continue;
+            }
             if device.is_some_and(|(gfx, cu)| r.gfx != gfx || r.cu_num != cu) {
                 other_device += 1;
                 continue;
@@ -183,6 +187,9 @@ pub enum Policy {
     Tuned { name: String, table: TunedTable },
     /// Nearest tuned M per (N, K).
     NearestM { name: String, table: TunedTable },
+    /// AITER's lookup with a rule behind it: the tuned row as [`Policy::Tuned`] finds it, and where the
+    /// lookup misses, the rule instead of the default kernel (a dispatcher compiled from the rule).
+    TunedRule { name: String, table: TunedTable, rule: Rule },
     /// A selection rule.
     Rule { name: String, rule: Rule },
     /// The fastest usable candidate per shape.
@@ -205,7 +212,10 @@ impl Policy {
     pub fn name(&self) -> &str {
         match self {
             Policy::Default => "default",
-            Policy::Tuned { name, .. } | Policy::NearestM { name, .. } | Policy::Rule { name, .. } => name,
+            Policy::Tuned { name, .. }
+            | Policy::NearestM { name, .. }
+            | Policy::TunedRule { name, .. }
+            | Policy::Rule { name, .. } => name,
             Policy::Oracle => "oracle",
         }
     }
@@ -228,6 +238,13 @@ impl Policy {
                 let leaf = rule.eval(m, n, k);
                 plain(Candidate::new(leaf.kernel_id, leaf.split_k))
             }
+            Policy::TunedRule { table, rule, .. } => match table.lookup_aiter(m, n, k) {
+                Some((e, kind)) => Pick { candidate: e.candidate, legacy: e.legacy, lookup: Some(kind) },
+                None => {
+                    let leaf = rule.eval(m, n, k);
+                    Pick { candidate: Candidate::new(leaf.kernel_id, leaf.split_k), legacy: true, lookup: None }
+                }
+            },
             Policy::Oracle => plain(matrix.best(s).map_or(default, |(c, _)| matrix.candidates[c])),
         }
     }

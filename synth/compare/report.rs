@@ -136,15 +136,34 @@ pub const CSV_COLUMNS: &str = "layer,M,N,K,policy,kernelId,splitK,lookup,status,
 
 /// One row per (scored shape, policy), shapes in report order, policies in report order.
 pub fn csv(report: &Report, names: &LayerNames) -> String {
+    csv_rows(report, names, None)
+}
+
+/// [`csv`] with one more column, `oracle_over_vendor`: the oracle's time over the vendor reference's
+/// (e.g. cuBLAS's own blockwise FP8 GEMM) where the reference measured the shape, else empty.
+pub fn csv_with_vendor(report: &Report, names: &LayerNames, vendor: &crate::table::multi::VendorTimes) -> String {
+    csv_rows(report, names, Some(vendor))
+}
+
+fn csv_rows(report: &Report, names: &LayerNames, vendor: Option<&crate::table::multi::VendorTimes>) -> String {
     let mut w = csv::Writer::from_writer(Vec::new());
     let mut put = |record: &[String]| w.write_record(record).expect("writing CSV to memory cannot fail");
-    put(&CSV_COLUMNS.split(',').map(str::to_string).collect::<Vec<_>>());
+    let mut header: Vec<String> = CSV_COLUMNS.split(',').map(str::to_string).collect();
+    if vendor.is_some() {
+        header.push("oracle_over_vendor".into());
+    }
+    put(&header);
     for (i, shape) in report.shape_list.iter().enumerate() {
         let tuned = report.tuned.as_ref().map(|(_, t)| t[i]);
+        let reference = vendor.map(|v| {
+            v.get(shape)
+                .and_then(crate::table::Cell::us)
+                .map_or(String::new(), |t| format!("{:.4}", report.oracle_us[i] / t))
+        });
         for p in &report.policies {
             let o = &p.outcomes[i];
             let lookup = o.pick.lookup.map_or(String::new(), |k| format!("{k:?}").to_lowercase());
-            put(&[
+            let mut record = vec![
                 layer_name(names, shape.n, shape.k),
                 shape.m.to_string(),
                 shape.n.to_string(),
@@ -161,7 +180,9 @@ pub fn csv(report: &Report, names: &LayerNames) -> String {
                 format!("{:.4}", report.default_us[i] / o.us),
                 opt(tuned.map(|t| t / o.us), 4),
                 format!("{:.4}", report.oracle_us[i] / o.us),
-            ]);
+            ];
+            record.extend(reference.clone());
+            put(&record);
         }
     }
     String::from_utf8(w.into_inner().expect("an in-memory CSV flushes")).expect("CSV of UTF-8 fields is UTF-8")

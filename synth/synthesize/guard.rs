@@ -1,36 +1,41 @@
-//! Split-K guards: keep a split-K leaf from reaching shapes whose grid already fills the machine.
+//! Split-K guards: a split-K leaf returns its split only where the bench measures that split.
 //!
-//! Split-K helps only while the output tiles leave compute units idle, and latency tables measure it only
-//! there (elsewhere the cells are Missing). A leaf that picks instance `i` with split-K `s > 0` was
-//! chosen on training shapes where that cell is usable, but its region may extend to shapes between the
-//! training ones where the grid is already full. The training shapes themselves show where the cell
-//! stops being usable along the instance's tile count `tiles = cdiv(M, BM) · cdiv(N, BN)`: between the
-//! largest count where it is usable and the next larger count where it is not. When shapes on the far
-//! side of that boundary can reach the leaf (probed over the training layers' (N, K) and a dense range of
-//! M), the leaf becomes
+//! `synth bench` measures split-K level `s >= 1` of an instance with tile `BM × BN × BK` on a shape only
+//! where (see `measure::plan::split_levels`)
 //!
 //! ```text
-//! if (cdiv(tiles * 2^(s-1), CU) <= w) { i with split-K s } else { i without split-K }
+//! cdiv(M, BM) · cdiv(N, BN) · 2^(s-1) < CU   and   K / BK >= 2^s      (cond(s))
 //! ```
 //!
-//! with `w` the whole number of waves that falls in the gap (or `tiles <= midpoint` when none does).
+//! Both halves are monotone in `s` (cond(s) implies cond(s') for every s' < s), and level 0 is always
+//! measured. A leaf that picks instance `i` with split-K `s > 0` becomes the chain
 //!
-//! Training shapes of the leaf all lie below the boundary, so the guard never changes a training choice
-//! it was fitted on; it costs one leaf and one level of depth, and is only added within the limits.
+//! ```text
+//! if (cond(s)) { i, s } else if (cond(s'))  { i, s' } ... else { i, 0 }
+//! ```
+//!
+//! over `s` and those lower levels `s'` that some probe shape routed to the leaf would use (probes: the
+//! training layers' (N, K) over a dense range of M). Whatever the intermediate levels, the chain only
+//! returns a split where cond holds, so on any shape — of any model — the leaf returns a cell the bench
+//! measures. The condition is written in the rule IR (cdiv, mul, comparisons), so the interpreter, the
+//! C++ and the Rust dispatchers all keep it.
+//!
+//! The training shapes of a split-K leaf were usable there, so cond(s) holds on them and the guard never
+//! changes a training choice. A guard costs at least one leaf and one level of depth; where even one level
+//! of depth is not left, the leaf falls back to its instance without split-K (safe, but it may lose time).
 
 use std::collections::BTreeSet;
 
-use crate::catalog::{Candidate, Catalog};
-use crate::rule::{BinOp, CmpOp, Cond, Expr, Leaf, Node};
+use crate::catalog::Catalog;
+use crate::rule::{BinOp, CmpOp, Cond, Expr, Leaf, Node, Var};
 use crate::table::{LatencyMatrix, Shape};
 
 use super::features::tiles_expr;
 
-/// What the guards need to know about the training set.
+/// What the guards need to know: the catalog tiles, the CU count, probes and the depth limit.
 pub struct Guards<'a> {
-    matrix: &'a LatencyMatrix,
     catalog: &'a Catalog,
-    train: &'a [usize],
+    cu_num: u32,
     probes: Vec<Shape>,
     max_depth: usize,
 }
@@ -40,49 +45,33 @@ fn probe_ms() -> Vec<u32> {
     (1..=1024).chain((1032..=4096).step_by(8)).chain((4160..=65536).step_by(64)).collect()
 }
 
+/// The bench's measurement condition for split-K level `s >= 1` of a `bm × bn × bk` tile, as a rule
+/// condition: `cdiv(M, bm) * cdiv(N, bn) * 2^(s-1) < cu && K >= bk * 2^s`.
+pub fn measured_cond(bm: u32, bn: u32, bk: u32, s: u32, cu_num: u32) -> Cond {
+    let scale = 1i64 << (s.clamp(1, 16) - 1);
+    let grid =
+        if scale == 1 { tiles_expr(bm, bn) } else { Expr::bin(BinOp::Mul, tiles_expr(bm, bn), Expr::Lit(scale)) };
+    Cond::And(vec![
+        Cond::cmp(CmpOp::Lt, grid, Expr::Lit(i64::from(cu_num.max(1)))),
+        Cond::cmp(CmpOp::Ge, Expr::Var(Var::K), Expr::Lit(i64::from(bk) * (scale * 2))),
+    ])
+}
+
+/// Whether the bench measures split-K level `s` of a `bm × bn × bk` tile on `shape` (level 0: always).
+pub fn measured(shape: &Shape, bm: u32, bn: u32, bk: u32, s: u32, cu_num: u32) -> bool {
+    s == 0 || measured_cond(bm, bn, bk, s, cu_num).eval(shape.m, shape.n, shape.k)
+}
+
 impl<'a> Guards<'a> {
-    /// Guards fitted on the `train` shapes of `matrix`, within `max_depth`.
-    pub fn new(matrix: &'a LatencyMatrix, catalog: &'a Catalog, train: &'a [usize], max_depth: usize) -> Guards<'a> {
+    /// Guards for `matrix`'s CU count, probing the (N, K) of its `train` shapes, within `max_depth`.
+    pub fn new(matrix: &'a LatencyMatrix, catalog: &'a Catalog, train: &[usize], max_depth: usize) -> Guards<'a> {
         let layers: BTreeSet<(u32, u32)> = train.iter().map(|&s| (matrix.shapes[s].n, matrix.shapes[s].k)).collect();
         let ms = probe_ms();
         let probes = layers.iter().flat_map(|&(n, k)| ms.iter().map(move |&m| Shape::new(m, n, k))).collect();
-        Guards { matrix, catalog, train, probes, max_depth }
+        Guards { catalog, cu_num: matrix.cu_num, probes, max_depth }
     }
 
-    fn tiles(bm: u32, bn: u32, s: &Shape) -> i64 {
-        i64::from(s.m.div_ceil(bm)) * i64::from(s.n.div_ceil(bn))
-    }
-
-    /// The guard condition of `leaf`, from its usability on the training shapes along the instance's
-    /// tile count: the boundary lies between the largest count where the cell is usable and the smallest
-    /// larger count where it is not. When a whole number of waves of the split grid,
-    /// `cdiv(tiles · 2^(s-1), CU) <= w`, falls in that gap, the guard is that (split-K pays while the
-    /// grid leaves compute units idle); otherwise `tiles <= midpoint`.
-    fn boundary(&self, leaf: Leaf) -> Option<Cond> {
-        let col = self.matrix.candidate_index(&Candidate::new(leaf.kernel_id, leaf.split_k))?;
-        self.matrix.candidate_index(&Candidate::new(leaf.kernel_id, 0))?;
-        let (bm, bn, _) = self.catalog.legacy_by_id(leaf.kernel_id)?.tile();
-        let tiles = |s: usize| Self::tiles(bm, bn, &self.matrix.shapes[s]);
-        let usable_max = self.train.iter().filter(|&&s| self.matrix.us(s, col).is_some()).map(|&s| tiles(s)).max()?;
-        let unusable_above = self
-            .train
-            .iter()
-            .filter(|&&s| self.matrix.us(s, col).is_none())
-            .map(|&s| tiles(s))
-            .filter(|&t| t > usable_max)
-            .min()?;
-        let scale = 1i64 << (leaf.split_k.min(16) - 1);
-        let cu = i64::from(self.matrix.cu_num.max(1));
-        let waves = (usable_max * scale + cu - 1) / cu;
-        if waves * cu < unusable_above * scale {
-            let grid = Expr::bin(BinOp::Mul, tiles_expr(bm, bn), Expr::Lit(scale));
-            let expr = if scale == 1 { tiles_expr(bm, bn) } else { grid };
-            return Some(Cond::cmp(CmpOp::Le, Expr::bin(BinOp::CeilDiv, expr, Expr::Lit(cu)), Expr::Lit(waves)));
-        }
-        Some(Cond::cmp(CmpOp::Le, tiles_expr(bm, bn), Expr::Lit(usable_max + (unusable_above - usable_max) / 2)))
-    }
-
-    /// `node` with guards added; returns the node and the number of guards.
+    /// `node` with every split-K leaf guarded; returns the node and the number of guarded leaves.
     pub fn apply(&self, node: &Node) -> (Node, usize) {
         let all: Vec<usize> = (0..self.probes.len()).collect();
         let mut added = 0;
@@ -111,21 +100,39 @@ impl<'a> Guards<'a> {
     }
 
     fn guard_leaf(&self, leaf: Leaf, reach: &[usize], depth: usize, added: &mut usize) -> Node {
-        if leaf.split_k == 0 || depth + 1 > self.max_depth {
+        if leaf.split_k == 0 {
             return Node::Leaf(leaf);
         }
-        let Some(cond) = self.boundary(leaf) else {
-            return Node::Leaf(leaf);
+        let Some(inst) = self.catalog.legacy_by_id(leaf.kernel_id) else {
+            // Not a catalog instance: no tile to guard with; never measured with a split either.
+            return Node::Leaf(Leaf::new(leaf.kernel_id, 0));
         };
-        if reach.iter().all(|&p| {
-            let s = &self.probes[p];
-            cond.eval(s.m, s.n, s.k)
-        }) {
-            return Node::Leaf(leaf);
-        }
+        let (bm, bn, bk) = inst.tile();
+        let cu = self.cu_num;
         *added += 1;
+        if depth + 1 > self.max_depth {
+            return Node::Leaf(Leaf::new(leaf.kernel_id, 0));
+        }
+        // The top level, then each lower level that a probe failing every higher level would use.
+        let mut levels = vec![leaf.split_k];
+        let mut rest: Vec<&Shape> =
+            reach.iter().map(|&p| &self.probes[p]).filter(|s| !measured(s, bm, bn, bk, leaf.split_k, cu)).collect();
+        for s in (1..leaf.split_k).rev() {
+            if depth + levels.len() + 1 > self.max_depth {
+                break;
+            }
+            let (hit, miss): (Vec<&Shape>, Vec<&Shape>) =
+                rest.into_iter().partition(|p| measured(p, bm, bn, bk, s, cu));
+            if !hit.is_empty() {
+                levels.push(s);
+            }
+            rest = miss;
+        }
         Node::Chain {
-            branches: vec![(cond, Node::Leaf(leaf))],
+            branches: levels
+                .into_iter()
+                .map(|s| (measured_cond(bm, bn, bk, s, cu), Node::Leaf(Leaf::new(leaf.kernel_id, s))))
+                .collect(),
             otherwise: Box::new(Node::Leaf(Leaf::new(leaf.kernel_id, 0))),
         }
     }

@@ -10,8 +10,8 @@
 //! - splits compare one feature with an integer threshold between consecutive observed values (halfway in
 //!   the search; then moved by [`refine`] to where a nearest-M reading of the training data puts the
 //!   change, which leaves the training routing as it is);
-//! - split-K leaves are guarded ([`guard`]) so they do not reach shapes whose grid already fills the
-//!   machine;
+//! - split-K leaves are guarded ([`guard`]) by the bench's measurement condition, so on any shape they
+//!   return only a split the bench measures;
 //! - limits: depth, leaves (guards included), and distinct instances (kernels compiled into AITER — all
 //!   split-K values of an instance count once); see [`Limits`].
 //!
@@ -55,6 +55,9 @@ pub struct Limits {
     /// Move each split, among the (feature, threshold) pairs that route the training rows identically,
     /// to the one that best agrees with a nearest-M reading of the training data ([`refine`]).
     pub refine_thresholds: bool,
+    /// Cost of a candidate on a shape: `ln(t / t_best)` (times the shape's weight) instead of its time, so
+    /// the objective is the geometric-mean fraction of the oracle and every shape counts by its ratio.
+    pub log_ratio: bool,
 }
 
 impl Default for Limits {
@@ -68,6 +71,7 @@ impl Default for Limits {
             lookahead: None,
             split_k_guards: true,
             refine_thresholds: true,
+            log_ratio: false,
         }
     }
 }
@@ -267,8 +271,22 @@ impl<'m> Built<'m> {
             rows.iter().map(|r| r.weight * r.us.iter().flatten().fold(0.0, |a: f64, &b| a.max(b))).sum();
         let penalty = 1.0 + 2.0 * finite_total;
         let mut cost = Vec::with_capacity(rows.len() * nc);
-        for r in &rows {
-            cost.extend(r.us.iter().map(|t| t.map_or(penalty, |t| r.weight * t)));
+        if limits.log_ratio {
+            // ln(t / best) ≥ 0; the penalty exceeds the whole finite cost as above.
+            let ratio = |r: &Row, t: f64| {
+                let best = r.us.iter().flatten().fold(f64::INFINITY, |a: f64, &b| a.min(b));
+                r.weight * (t / best).ln()
+            };
+            let finite: f64 =
+                rows.iter().map(|r| r.us.iter().flatten().map(|&t| ratio(r, t)).fold(0.0, f64::max)).sum();
+            let penalty = 1.0 + 2.0 * finite;
+            for r in &rows {
+                cost.extend(r.us.iter().map(|t| t.map_or(penalty, |t| ratio(r, t))));
+            }
+        } else {
+            for r in &rows {
+                cost.extend(r.us.iter().map(|t| t.map_or(penalty, |t| r.weight * t)));
+            }
         }
         let all_features = features::for_candidates(limits.features, &matrix.candidates, catalog, matrix.cu_num);
         let values: Vec<Vec<i64>> = all_features
@@ -541,13 +559,21 @@ pub enum Weighting {
     /// against the per-shape best, every shape counting by its ratio (a first-order stand-in for the
     /// geometric-mean fraction of the oracle).
     Oracle,
+    /// Cost `ln(t / t_best)` per shape ([`Limits::log_ratio`]): the objective is exactly the geometric-mean
+    /// fraction of the oracle; set `log_ratio` with [`Weighting::log_ratio`].
+    Log,
 }
 
 impl Weighting {
+    /// Whether this weighting is the log-ratio objective.
+    pub fn log_ratio(self) -> bool {
+        self == Weighting::Log
+    }
+
     /// Weights for the training shapes `train` of `matrix` (`None` for uniform).
     pub fn weights(self, matrix: &LatencyMatrix, train: &[usize]) -> Option<Vec<f64>> {
         match self {
-            Weighting::Uniform => None,
+            Weighting::Uniform | Weighting::Log => None,
             Weighting::Flops => {
                 let inv: Vec<f64> = train.iter().map(|&s| 1.0 / matrix.shapes[s].flops().max(1.0)).collect();
                 let mean = inv.iter().sum::<f64>() / inv.len().max(1) as f64;

@@ -199,6 +199,10 @@ impl std::fmt::Display for TableError {
 
 impl std::error::Error for TableError {}
 
+/// `libtype` of a vendor reference row (e.g. cuBLAS's own blockwise FP8 GEMM measured on the same shapes):
+/// read and kept apart as a reference, never a candidate of a rule or a tuned table.
+pub const VENDOR_LIBTYPE: Libtype = Libtype::Vendor;
+
 /// Reads and validates an AITER-format CSV file (every kernel name is checked against `catalog`).
 pub fn read_aiter_csv(path: &Path, catalog: &Catalog) -> Result<Vec<AiterRow>, TableError> {
     let file = path.display().to_string();
@@ -367,8 +371,8 @@ impl RowReader<'_> {
         let (m, n, k) = (self.positive_u32("M")?, self.positive_u32("N")?, self.positive_u32("K")?);
         let libtype_text = self.get("libtype");
         let libtype = match Libtype::parse(libtype_text) {
-            Some(t @ (Libtype::Ck | Libtype::Cktile)) => t,
-            _ => return Err(self.err("libtype", libtype_text, "expected \"ck\" or \"cktile\"")),
+            Some(t) => t,
+            _ => return Err(self.err("libtype", libtype_text, "expected \"ck\", \"cktile\" or \"vendor\"")),
         };
         let id_text = self.get("kernelId");
         let kernel_id: i32 = id_text.parse().map_err(|_| self.err("kernelId", id_text, "expected an integer"))?;
@@ -416,13 +420,24 @@ impl RowReader<'_> {
         }
         let tflops = self.non_negative("tflops")?;
         let bw = self.non_negative("bw")?;
-        let err_ratio = self.float("errRatio", false)?.unwrap_or_default();
+        let err_ratio = self.float("errRatio", failed)?.unwrap_or_default();
         if !(0.0..=1.0).contains(&err_ratio) {
             return Err(self.err("errRatio", self.get("errRatio"), "expected a share of elements in [0, 1]"));
         }
 
         let kernel_name = self.get("kernelName");
-        self.check_kernel(catalog, gfx, libtype, kernel_id, kernel_name)?;
+        if libtype == VENDOR_LIBTYPE {
+            // A reference measurement of the vendor's own GEMM: named freely, never a catalog kernel.
+            if kernel_name.is_empty() || kernel_id != 0 || split_k != 0 {
+                return Err(self.err(
+                    "libtype",
+                    libtype_text,
+                    "a vendor reference row needs a kernelName, kernelId 0 and splitK 0",
+                ));
+            }
+        } else {
+            self.check_kernel(catalog, gfx, libtype, kernel_id, kernel_name)?;
+        }
         Ok(AiterRow {
             line: self.line,
             gfx: gfx.to_string(),
@@ -454,8 +469,10 @@ impl RowReader<'_> {
             }
         }
         if let Some(r) = extra.get("reps") {
-            if !r.parse::<u32>().is_ok_and(|x| x > 0) {
-                return Err(self.err("reps", r, "expected a positive integer"));
+            // A failed run may have timed nothing (reps = 0).
+            let failed = extra.get("status").is_some_and(|s| s.starts_with("fail:"));
+            if !r.parse::<u32>().is_ok_and(|x| x > 0 || failed) {
+                return Err(self.err("reps", r, "expected a positive integer (0 only with status=fail:<reason>)"));
             }
         }
         for col in NUMERIC_EXTRAS {

@@ -107,11 +107,13 @@ impl LatencyMatrix {
         LatencyMatrix { gfx: gfx.to_string(), cu_num, device, shapes, candidates, cells }
     }
 
-    /// Builds the matrix from CK legacy rows of one device. Recheck rows are left out (see
+    /// Builds the matrix from CK legacy rows of one device. Vendor reference rows are not candidates and
+    /// are left out (see [`super::multi::vendor_times`]). Recheck rows are left out (see
     /// [`recheck_pairs`]); CK-tile rows, rows of several devices and repeated (shape, candidate) rows are
     /// errors naming the row's line.
     pub fn from_rows(rows: &[AiterRow]) -> Result<Self, TableError> {
-        let used: Vec<&AiterRow> = rows.iter().filter(|r| !r.is_recheck()).collect();
+        let used: Vec<&AiterRow> =
+            rows.iter().filter(|r| !r.is_recheck() && r.libtype != super::aiter_csv::VENDOR_LIBTYPE).collect();
         let first =
             *used.first().ok_or_else(|| TableError::at_line(None, "no measurement rows (recheck rows aside)"))?;
         let mut device: Option<&str> = None;

@@ -5,12 +5,15 @@ pub mod aiter_csv;
 pub mod bands;
 pub mod input;
 pub mod matrix;
+pub mod multi;
 pub mod registry;
 pub mod summary;
 
 use serde::{Deserialize, Serialize};
 
-pub use aiter_csv::{parse_aiter_csv, read_aiter_csv, write_aiter_csv, AiterRow, RowStatus, TableError, AITER_COLUMNS};
+pub use aiter_csv::{
+    parse_aiter_csv, read_aiter_csv, write_aiter_csv, AiterRow, RowStatus, TableError, AITER_COLUMNS, VENDOR_LIBTYPE,
+};
 pub use matrix::{recheck_pairs, Cell, LatencyMatrix, RecheckPair};
 
 /// One GEMM problem: Y[M,N] = X[M,K] · W[N,K]^T.

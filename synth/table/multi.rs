@@ -1,0 +1,156 @@
+//! Several latency tables as one: the union of their shapes in one [`LatencyMatrix`] (one device), and the
+//! vendor reference rows of all of them kept apart ([`VendorTimes`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use crate::catalog::Catalog;
+
+use super::aiter_csv::{read_aiter_csv, AiterRow, TableError, VENDOR_LIBTYPE};
+use super::matrix::{Cell, LatencyMatrix};
+use super::Shape;
+
+/// Vendor reference times per shape (`Cell::Ok` time, or `Cell::Invalid` where the vendor GEMM failed or
+/// does not support the shape).
+pub type VendorTimes = BTreeMap<Shape, Cell>;
+
+/// The vendor reference rows of `rows` (recheck rows aside) by shape.
+pub fn vendor_times(rows: &[AiterRow]) -> VendorTimes {
+    rows.iter()
+        .filter(|r| r.libtype == VENDOR_LIBTYPE && !r.is_recheck())
+        .map(|r| (r.shape(), Cell::from_row(r)))
+        .collect()
+}
+
+/// The files a dataset argument names: the file itself, or every `*.csv` of a directory (sorted by name).
+pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, TableError> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let entries = std::fs::read_dir(p).map_err(|e| TableError {
+                file: p.display().to_string(),
+                line: None,
+                column: None,
+                value: None,
+                message: format!("cannot list the directory: {e}"),
+            })?;
+            let mut files: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.is_file() && f.extension().is_some_and(|x| x == "csv"))
+                .collect();
+            files.sort();
+            if files.is_empty() {
+                return Err(TableError {
+                    file: p.display().to_string(),
+                    line: None,
+                    column: None,
+                    value: None,
+                    message: "the directory holds no .csv latency table; pass a file or a directory of journals".into(),
+                });
+            }
+            out.extend(files);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Loads several AITER-format files into one matrix (their shapes' union) and their vendor reference rows.
+///
+/// Every file is read strictly on its own (errors name the file and line). A file may hold only vendor
+/// rows. Errors: files of different devices, or a (shape, candidate) measured in two files (naming both).
+pub fn load_many(paths: &[PathBuf], catalog: &Catalog) -> Result<(LatencyMatrix, VendorTimes), TableError> {
+    let mut tables = Vec::with_capacity(paths.len());
+    for path in paths {
+        tables.push((path.clone(), read_aiter_csv(path, catalog)?));
+    }
+    merge_tables(&tables)
+}
+
+/// [`load_many`] over rows already read (each with the name its errors give).
+pub fn merge_tables(tables: &[(PathBuf, Vec<AiterRow>)]) -> Result<(LatencyMatrix, VendorTimes), TableError> {
+    let paths: Vec<PathBuf> = tables.iter().map(|(p, _)| p.clone()).collect();
+    let mut vendor = VendorTimes::new();
+    let mut parts: Vec<(&Path, LatencyMatrix)> = Vec::new();
+    for (path, rows) in tables {
+        let path = path.as_path();
+        vendor.extend(vendor_times(rows));
+        if rows.iter().all(|r| r.libtype == VENDOR_LIBTYPE) {
+            continue;
+        }
+        let m = LatencyMatrix::from_rows(&rows).map_err(|mut e| {
+            e.file = path.display().to_string();
+            e
+        })?;
+        parts.push((path, m));
+    }
+    let Some((first_path, first)) = parts.first() else {
+        return Err(TableError {
+            file: paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+            line: None,
+            column: None,
+            value: None,
+            message: "no measurement rows (only vendor reference rows, or no file)".into(),
+        });
+    };
+    for (path, m) in &parts[1..] {
+        if m.gfx != first.gfx
+            || m.cu_num != first.cu_num
+            || (m.device.is_some() && first.device.is_some() && m.device != first.device)
+        {
+            return Err(TableError {
+                file: path.display().to_string(),
+                line: None,
+                column: None,
+                value: None,
+                message: format!(
+                    "device {}/{} CUs ({}) differs from {}/{} CUs ({}) of {}: one dataset holds one device",
+                    m.gfx,
+                    m.cu_num,
+                    m.device.as_deref().unwrap_or("unnamed"),
+                    first.gfx,
+                    first.cu_num,
+                    first.device.as_deref().unwrap_or("unnamed"),
+                    first_path.display()
+                ),
+            });
+        }
+    }
+    if parts.len() == 1 {
+        return Ok((parts.pop().expect("one part").1, vendor));
+    }
+    let mut shapes: Vec<Shape> =
+        parts.iter().flat_map(|(_, m)| m.shapes.iter().copied()).collect::<BTreeSet<_>>().into_iter().collect();
+    shapes.sort_by_key(|s| (s.n, s.k, s.m));
+    let candidates = parts.iter().flat_map(|(_, m)| m.candidates.iter().copied()).collect::<BTreeSet<_>>();
+    let device = parts.iter().find_map(|(_, m)| m.device.clone());
+    let mut out = LatencyMatrix::new(&first.gfx, first.cu_num, device, shapes, candidates.into_iter().collect());
+    let mut owner: BTreeMap<usize, &Path> = BTreeMap::new();
+    for (path, m) in &parts {
+        for (s, shape) in m.shapes.iter().enumerate() {
+            let os = out.shape_index(shape).expect("shape collected above");
+            for (c, cand) in m.candidates.iter().enumerate() {
+                let cell = m.cell(s, c);
+                if *cell == Cell::Missing {
+                    continue;
+                }
+                let oc = out.candidate_index(cand).expect("candidate collected above");
+                if let Some(prev) = owner.insert(os * out.candidates.len() + oc, path) {
+                    return Err(TableError {
+                        file: path.display().to_string(),
+                        line: None,
+                        column: None,
+                        value: None,
+                        message: format!(
+                            "shape {shape} candidate {cand} is also measured in {}: give each cell in one file",
+                            prev.display()
+                        ),
+                    });
+                }
+                out.set(os, oc, cell.clone());
+            }
+        }
+    }
+    Ok((out, vendor))
+}

@@ -1,0 +1,211 @@
+//! The multi-model dataset and job: the manifest and several journals as one matrix, vendor reference rows,
+//! the split-K guard against the bench's own plan, AITER's lookup-then-rule policy, and the committed rule
+//! on every committed journal.
+
+use std::path::{Path, PathBuf};
+
+use gemm_synth::app::multi::{unmeasured_picks, MultiData, DEFAULT_MANIFEST};
+use gemm_synth::catalog::{Candidate, Catalog};
+use gemm_synth::compare::{evaluate, Policy, TunedTable};
+use gemm_synth::measure::plan::split_levels;
+use gemm_synth::rule::{Leaf, Node, Rule};
+use gemm_synth::synthesize::guard::Guards;
+use gemm_synth::synthesize::{try_synthesize, Limits};
+use gemm_synth::table::multi::load_many;
+use gemm_synth::table::{parse_aiter_csv, Cell, LatencyMatrix, Shape};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+const HEADER: &str = "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio,status";
+const ID8: &str =
+    "a8w8_blockscale_1x128x128_256x16x64x256_16x16_16x16_1x1_16x16x1_16x16x1_1x16x1x16_4_1x1_intrawave_v1";
+
+#[test]
+fn vendor_rows_are_a_reference_never_a_candidate() {
+    let text = format!(
+        "{HEADER}\nsm_90,132,16,5120,4096,ck,8,0,20.0,{ID8},1,1,0,ok\n\
+         sm_90,132,16,5120,4096,vendor,0,0,10.0,vendor_scaled_mm,1,1,0,ok\n\
+         sm_90,132,1,5120,4096,vendor,0,0,,vendor_scaled_mm,,,0,fail:unsupported\n"
+    );
+    let cat = Catalog::embedded();
+    let rows = parse_aiter_csv(text.as_bytes(), "v.csv", &cat).unwrap();
+    assert_eq!(rows.len(), 3);
+    let m = LatencyMatrix::from_rows(&rows).unwrap();
+    assert_eq!(m.candidates, vec![Candidate::new(8, 0)]);
+    assert_eq!(m.shapes, vec![Shape::new(16, 5120, 4096)]);
+    let v = gemm_synth::table::multi::vendor_times(&rows);
+    assert_eq!(v.get(&Shape::new(16, 5120, 4096)), Some(&Cell::Ok(10.0)));
+    assert!(matches!(v.get(&Shape::new(1, 5120, 4096)), Some(Cell::Invalid(_))));
+    let (t, _, _) = TunedTable::from_rows(&rows, &cat, None, "v.csv");
+    assert_eq!(t.len(), 1, "the vendor row is not a tuned row");
+    // A vendor row with a kernel id or split is rejected, naming the line.
+    let bad = format!("{HEADER}\nsm_90,132,16,5120,4096,vendor,3,0,10.0,vendor_scaled_mm,1,1,0,ok\n");
+    let e = parse_aiter_csv(bad.as_bytes(), "v.csv", &cat).unwrap_err();
+    assert_eq!(e.line, Some(2), "{e}");
+    assert!(e.to_string().contains("kernelId 0"), "{e}");
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn several_journals_are_one_matrix_and_a_cell_in_two_files_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.csv", &format!("{HEADER}\nsm_90,132,16,5120,4096,ck,8,0,20.0,{ID8},1,1,0,ok\n"));
+    let b = write(dir.path(), "b.csv", &format!("{HEADER}\nsm_90,132,32,1024,4096,ck,8,0,21.0,{ID8},1,1,0,ok\n"));
+    let cat = Catalog::embedded();
+    let (m, vendor) = load_many(&[a.clone(), b.clone()], &cat).unwrap();
+    assert!(vendor.is_empty());
+    assert_eq!(m.shapes, vec![Shape::new(32, 1024, 4096), Shape::new(16, 5120, 4096)]);
+    assert_eq!(m.us(1, 0), Some(20.0));
+    assert_eq!(m.us(0, 0), Some(21.0));
+    let c = write(dir.path(), "c.csv", &format!("{HEADER}\nsm_90,132,16,5120,4096,ck,8,0,22.0,{ID8},1,1,0,ok\n"));
+    let e = load_many(&[a, c], &cat).unwrap_err().to_string();
+    assert!(e.contains("c.csv") && e.contains("a.csv") && e.contains("16x5120x4096"), "{e}");
+    let d = write(dir.path(), "d.csv", &format!("{HEADER}\ngfx942,304,64,5120,4096,ck,8,0,22.0,{ID8},1,1,0,ok\n"));
+    let e = load_many(&[b, d], &cat).unwrap_err().to_string();
+    assert!(e.contains("d.csv") && e.contains("one device"), "{e}");
+}
+
+#[test]
+fn split_k_guard_returns_only_levels_the_bench_plans() {
+    // Differential: for every legacy instance and split level, the guarded leaf's split on a shape must be
+    // one of the levels `measure::plan::split_levels` plans for that shape.
+    let cat = Catalog::embedded();
+    let m = LatencyMatrix::new("sm_90", 132, None, vec![Shape::new(16, 5120, 4096)], vec![Candidate::new(2, 0)]);
+    let g = Guards::new(&m, &cat, &[0], 8);
+    let ms: Vec<u32> = (1..=300).chain((301..20000).step_by(97)).collect();
+    let nks = [(128, 128), (1280, 8192), (5120, 4096), (7392, 8192), (51200, 5120), (3072, 256), (4096, 384)];
+    for inst in cat.legacy_candidates() {
+        let p = inst.legacy_params().unwrap();
+        for s in 1..=3 {
+            let (node, guarded) = g.apply(&Node::Leaf(Leaf::new(inst.id, s)));
+            assert_eq!(guarded, 1);
+            for &(n, k) in &nks {
+                for &mm in &ms {
+                    let leaf = node.eval(mm, n, k);
+                    assert_eq!(leaf.kernel_id, inst.id);
+                    let shape = Shape::new(mm, n, k);
+                    let planned = split_levels(shape, p.m_per_block, p.n_per_block, p.k_per_block, 132);
+                    assert!(
+                        planned.contains(&leaf.split_k),
+                        "#{} sk{s} on {shape}: returns sk{}, planned {planned:?}",
+                        inst.id,
+                        leaf.split_k
+                    );
+                    // The top level is kept wherever the bench measures it.
+                    if planned.contains(&s) {
+                        assert_eq!(leaf.split_k, s, "#{} on {shape}", inst.id);
+                    }
+                }
+            }
+        }
+    }
+    // Hand-computed: kernel 2 is 64x128x128; M=200, N=5120 → 4·40 = 160 tiles ≥ 132: no split;
+    // M=64 → 40 tiles: sk1 (80 < 132 → sk2 planned too? 40·2 = 80 < 132, K/128 = 32 ≥ 4) → sk2 kept.
+    let (node, _) = g.apply(&Node::Leaf(Leaf::new(2, 2)));
+    assert_eq!(node.eval(200, 5120, 4096), Leaf::new(2, 0));
+    assert_eq!(node.eval(64, 5120, 4096), Leaf::new(2, 2));
+    // M=128 → 2·40 = 80 tiles: sk1 planned (80 < 132), sk2 not (160 ≥ 132).
+    assert_eq!(node.eval(128, 5120, 4096), Leaf::new(2, 1));
+    // Split-K 0 leaves are left alone.
+    assert_eq!(g.apply(&Node::Leaf(Leaf::new(2, 0))), (Node::Leaf(Leaf::new(2, 0)), 0));
+}
+
+#[test]
+fn tuned_then_rule_uses_the_table_and_the_rule_where_it_misses() {
+    let cat = Catalog::embedded();
+    let shapes = vec![Shape::new(16, 5120, 4096), Shape::new(17, 5120, 4096), Shape::new(600, 5120, 4096)];
+    let cands = vec![Candidate::new(2, 0), Candidate::new(7, 0), Candidate::new(8, 0)];
+    let mut m = LatencyMatrix::new("sm_90", 132, None, shapes, cands);
+    for s in 0..3 {
+        for c in 0..3 {
+            m.set(s, c, Cell::Ok(10.0 + (s * 3 + c) as f64));
+        }
+    }
+    m.set(0, 2, Cell::Ok(1.0)); // #8 is best on M=16, the only tuned shape
+    let table = TunedTable::from_matrix(&m, &[0], "one shape");
+    let rule = Rule::new(Node::Leaf(Leaf::new(2, 0)));
+    let policies = vec![
+        Policy::Default,
+        Policy::Tuned { name: "tuned".into(), table: table.clone() },
+        Policy::TunedRule { name: "tuned→rule".into(), table, rule },
+    ];
+    let r = evaluate(&m, &cat, &policies, &[0, 1, 2]);
+    let picks = |p: usize| r.policies[p].outcomes.iter().map(|o| o.pick.candidate.kernel_id).collect::<Vec<_>>();
+    // M=17 pads (fine) to 32, which has no row; coarse to 32 as well: both lookups miss at 17 and 600.
+    assert_eq!(picks(1), vec![8, 7, 7]);
+    assert_eq!(picks(2), vec![8, 2, 2]);
+}
+
+fn committed() -> MultiData {
+    MultiData::open(&root().join(DEFAULT_MANIFEST)).unwrap()
+}
+
+#[test]
+fn manifest_configurations_hold_their_layers() {
+    let d = committed();
+    assert_eq!(d.configs.len(), 11);
+    assert!(d.matrix.layers().len() >= 38);
+    let q = d.configs.iter().find(|c| c.name == "qwen3-32b-tp2").unwrap();
+    assert_eq!((q.grid.len(), q.off_grid.len()), (320, 80));
+    // Qwen2.5-72B: qkv and o from the Llama-3.1-70B journals, gate_up from its own; down cannot run.
+    let q72 = d.configs.iter().find(|c| c.name == "qwen2.5-72b-tp4").unwrap();
+    assert_eq!(q72.layers.len(), 3);
+    assert_eq!(q72.shapes().len(), 150);
+    assert!(!d.vendor.is_empty());
+    // Training: 4 configurations × 4 layers × 10 M = 160 shapes, grid M only.
+    let train = d.sample(&d.training_configs(None), &Default::default(), 10, 0);
+    assert_eq!(train.len(), 160);
+    assert!(train.iter().all(|s| d.configs.iter().any(|c| c.grid.contains(s))));
+}
+
+#[test]
+fn committed_rule_picks_only_measured_cells_on_every_journal() {
+    let d = committed();
+    let rule = gemm_synth::rule::load(&root().join("generated/rule.json"), &d.catalog).unwrap();
+    let bad = unmeasured_picks(&d, &rule);
+    assert!(bad.is_empty(), "{} unmeasured picks, first {:?}", bad.len(), bad.first());
+}
+
+#[test]
+fn rules_trained_on_one_configuration_pick_only_measured_cells_everywhere() {
+    // Trained on few shapes of one configuration (where the old wave-boundary guard let split-K leak onto
+    // other models' shapes), the guarded rule must still pick measured cells on every shape of every journal.
+    let d = committed();
+    let q = d.configs.iter().position(|c| c.name == "qwen3-32b-tp2").unwrap();
+    let train = d.sample(&[q], &Default::default(), 10, 0);
+    for leaves in [4, 8, 16] {
+        let limits = Limits { max_leaves: leaves, max_instances: Some(6), ..Limits::default() };
+        let s = try_synthesize(&d.matrix, &d.catalog, &train, None, &limits).unwrap();
+        let bad = unmeasured_picks(&d, &s.rule);
+        assert!(bad.is_empty(), "{leaves} leaves: {} unmeasured picks, first {:?}", bad.len(), bad.first());
+    }
+}
+
+#[test]
+fn a_session_opens_several_datasets_and_a_directory() {
+    use gemm_synth::app::session::{DataArgs, Scope, Session};
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.csv", &format!("{HEADER}\nsm_90,132,16,5120,4096,ck,8,0,20.0,{ID8},1,1,0,ok\n"));
+    write(
+        dir.path(),
+        "b.csv",
+        &format!(
+            "{HEADER}\nsm_90,132,32,1024,4096,ck,8,0,21.0,{ID8},1,1,0,ok\n\
+             sm_90,132,32,1024,4096,vendor,0,0,7.0,vendor_scaled_mm,1,1,0,ok\n"
+        ),
+    );
+    let data = DataArgs { dataset: vec![dir.path().to_path_buf()], ..DataArgs::default() };
+    let s = Session::open(&data, Scope::EveryShape).unwrap();
+    assert_eq!(s.shapes.len(), 2);
+    assert_eq!(s.vendor.get(&Shape::new(32, 1024, 4096)), Some(&Cell::Ok(7.0)));
+    let data = DataArgs { dataset: vec![a, dir.path().join("absent.csv")], ..DataArgs::default() };
+    let e = Session::open(&data, Scope::EveryShape).unwrap_err().to_string();
+    assert!(e.contains("absent.csv") && e.contains("does not exist"), "{e}");
+}
