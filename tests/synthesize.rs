@@ -257,8 +257,18 @@ fn rule_interpreter_agrees_with_the_search() {
         })
         .sum();
     assert!((total - s.train_us).abs() < 1e-9 * total);
-    // Splits compare a feature expression with an integer: every condition is `expr <= literal`.
-    s.rule.root.visit_conds(&mut |cond| assert!(matches!(cond, Cond::Cmp { op: CmpOp::Le, rhs: Expr::Lit(_), .. })));
+    // Splits compare a feature expression with an integer (`expr <= literal`); split-K guards are the
+    // bench's measurement condition (`grid < CU && K >= literal`).
+    s.rule.root.visit_conds(&mut |cond| match cond {
+        Cond::And(parts) => assert!(matches!(
+            parts.as_slice(),
+            [
+                Cond::Cmp { op: CmpOp::Lt, rhs: Expr::Lit(_), .. },
+                Cond::Cmp { op: CmpOp::Ge, lhs: Expr::Var(Var::K), rhs: Expr::Lit(_) }
+            ]
+        )),
+        other => assert!(matches!(other, Cond::Cmp { op: CmpOp::Le, rhs: Expr::Lit(_), .. }), "{other:?}"),
+    });
     // Deterministic.
     let again = try_synthesize(&m, &c, &train, None, &Limits { max_leaves: 12, ..Limits::default() }).unwrap();
     assert!(s.leaves <= 12 && s.unusable == 0);

@@ -190,20 +190,32 @@ pub fn synthesize_budgets(
             .clone()
     };
     let mut out = Vec::with_capacity(budgets.len());
+    // Objective of each front entry's rule (guards included): demoting a split-K leaf that has no depth
+    // left for its guard can cost, so the cheapest fitting entry is taken, not merely the largest.
+    let mut objective: Vec<Option<f64>> = vec![None; front.len()];
     for &b in budgets {
-        // The largest front entry whose rule (guards included) fits the budget; the unguarded single
-        // leaf when none does.
-        let mut pick = None;
+        // The cheapest front entry whose rule (guards included) fits the budget (on a tie, the larger);
+        // the single leaf of the smallest entry, without split-K when guarded, when none does.
+        let mut pick: Option<(f64, Node, usize)> = None;
         for i in (0..b.min(front.len())).rev() {
             let (node, g) = rule_of(i);
-            if node.leaves().len() <= b {
-                pick = Some((node, g));
-                break;
+            if node.leaves().len() > b {
+                continue;
+            }
+            let cost = *objective[i].get_or_insert_with(|| built.objective(&node));
+            if pick.as_ref().is_none_or(|(c, _, _)| cost < *c) {
+                pick = Some((cost, node, g));
             }
         }
         out.push(match pick {
-            Some((node, g)) => built.finish(node, g),
-            None => built.finish(built.node(&front[0].tree), 0),
+            Some((_, node, g)) => built.finish(node, g),
+            None => {
+                let mut node = built.node(&front[0].tree);
+                if let (Some(_), Node::Leaf(l)) = (&guards, &node) {
+                    node = Node::Leaf(Leaf::new(l.kernel_id, 0));
+                }
+                built.finish(node, 0)
+            }
         });
     }
     Ok(out)
@@ -455,6 +467,21 @@ impl<'m> Built<'m> {
             }
         }
         t
+    }
+
+    /// The search objective of a rule node on the training rows (unusable picks at the penalty).
+    fn objective(&self, root: &Node) -> f64 {
+        let p = &self.problem;
+        (0..self.rows.len())
+            .map(|r| {
+                let sh = self.rows[r].shape;
+                let leaf = root.eval(sh.m, sh.n, sh.k);
+                match self.matrix.candidate_index(&Candidate::new(leaf.kernel_id, leaf.split_k)) {
+                    Some(c) => p.cost(r, c),
+                    None => p.cost(r, 0).max(1.0) * 1e12,
+                }
+            })
+            .sum()
     }
 
     /// The rule and its figures on the training shapes (evaluated with the rule interpreter).
