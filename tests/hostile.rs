@@ -281,7 +281,15 @@ fn every_entry_point_rejects_what_check_rejects() {
             vec!["check".into(), path.clone().into()],
             vec!["compare".into(), "--dataset".into(), data.clone().into(), "--rule".into(), path.clone().into()],
             vec!["drift".into(), "--rule".into(), path.clone().into(), "--dataset".into(), data.clone().into()],
-            vec!["run".into(), "--out".into(), dir.path().join("out").into(), "--rule".into(), path.clone().into()],
+            vec![
+                "run".into(),
+                "--model".into(),
+                "qwen3-32b".into(),
+                "--out".into(),
+                dir.path().join("out").into(),
+                "--rule".into(),
+                path.clone().into(),
+            ],
         ];
         for args in runs {
             let (out, _) = run_bounded(synth().args(&args), Duration::from_secs(300));

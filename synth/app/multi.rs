@@ -557,10 +557,10 @@ pub fn run(args: &RunArgs, manifest: &Path, invocation: &Invocation) -> anyhow::
             let _ = writeln!(text, "{verb}: {}", super::outputs::real_path(f));
         }
         if !target.committed && args.out.is_none() {
+            let why = if main_job { "outside a gemm-synth checkout" } else { "the inputs differ from the main job's" };
             let _ = writeln!(
                 text,
-                "(files in {}: outside a gemm-synth checkout or with other inputs than the main job's, so no \
-                 committed generated/ was touched; --out DIR to choose)",
+                "(files in {}: {why}, so no committed generated/ was touched; --out DIR to choose)",
                 super::outputs::real_path(&out)
             );
         }

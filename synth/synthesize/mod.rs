@@ -586,8 +586,7 @@ pub enum Weighting {
     /// against the per-shape best, every shape counting by its ratio (a first-order stand-in for the
     /// geometric-mean fraction of the oracle).
     Oracle,
-    /// Cost `ln(t / t_best)` per shape ([`Limits::log_ratio`]): the objective is exactly the geometric-mean
-    /// fraction of the oracle; set `log_ratio` with [`Weighting::log_ratio`].
+    /// Cost ln(t / t_best) per shape: the objective is exactly the geometric-mean fraction of the oracle.
     Log,
 }
 
