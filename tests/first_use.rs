@@ -107,11 +107,11 @@ fn only_the_main_job_writes_a_checkouts_generated_dir() {
     assert!(out.contains(&format!("written: {}", real.join("rule.json").display())), "{out}");
 
     // The check compares the files for the same inputs, however they were named.
-    let default = crate_root().join("measurements/h200/qwen3-32b-tp2.csv");
+    let default = crate_root().join("measurements/h200/datasets.toml");
     for args in [
         vec!["run", "--check"],
-        vec!["run", "--check", "--dataset", default.to_str().unwrap()],
-        vec!["run", "--check", "--dataset", "measurements/h200/qwen3-32b-tp2.csv", "--model", "qwen3-32b", "--tp", "2"],
+        vec!["run", "--check", "--manifest", default.to_str().unwrap()],
+        vec!["run", "--check", "--manifest", "measurements/h200/datasets.toml"],
     ] {
         let out = ok(synth(bin, co.path(), &args), &args.join(" "));
         assert!(out.contains("up to date: "), "{out}");

@@ -353,6 +353,13 @@ fn untuned(train: &[usize], shapes: &[usize]) -> Vec<usize> {
 pub fn run(args: &RunArgs, manifest: &Path, invocation: &Invocation) -> anyhow::Result<()> {
     let started = Instant::now();
     let data = MultiData::open(manifest)?;
+    // The default manifest, however it was named, gives the main job's line (so `--check` judges inputs).
+    let mut skip = OUTPUT_ONLY.to_vec();
+    let default_manifest = manifest == Path::new(DEFAULT_MANIFEST)
+        || std::fs::read_to_string(manifest).is_ok_and(|t| t == super::data::EMBEDDED_MANIFEST.1);
+    if default_manifest {
+        skip.push("manifest");
+    }
     let limits = Limits {
         max_depth: args.limits.max_depth,
         max_leaves: if invocation.given("max_leaves") { args.limits.max_leaves } else { MULTI_LEAVES },
@@ -454,7 +461,7 @@ pub fn run(args: &RunArgs, manifest: &Path, invocation: &Invocation) -> anyhow::
         dataset: dataset_text,
         training: training_text,
         figures,
-        command: invocation.regenerate_line(&OUTPUT_ONLY),
+        command: invocation.regenerate_line(&skip),
     };
     let main_job = provenance.command == Invocation::defaults("run").regenerate_line(&[]);
     let target = super::outputs::out_dir(args.out.as_deref(), main_job, "run")?;
