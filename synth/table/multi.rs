@@ -79,7 +79,7 @@ pub fn merge_tables(tables: &[(PathBuf, Vec<AiterRow>)]) -> Result<(LatencyMatri
         if rows.iter().all(|r| r.libtype == VENDOR_LIBTYPE) {
             continue;
         }
-        let m = LatencyMatrix::from_rows(&rows).map_err(|mut e| {
+        let m = LatencyMatrix::from_rows(rows).map_err(|mut e| {
             e.file = path.display().to_string();
             e
         })?;
