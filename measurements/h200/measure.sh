@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
 # Measures the multi-model H200 dataset of measurements/h200/ in deadline-bounded runs.
 #
-#   measurements/h200/measure.sh DEADLINE_S JOURNAL_DIR OUT_DIR [vendor]
+#   measurements/h200/measure.sh DEADLINE_S JOURNAL_DIR OUT_DIR [vendor|grid] [NAME,NAME...]
 #
 # Runs `synth bench` for each (model, TP) configuration below, in order, into JOURNAL_DIR/<model>-tp<TP>.csv
 # (resumable: a rerun continues each journal where it stopped), stopping every bench at DEADLINE_S seconds
 # after the start; copies journals and logs to OUT_DIR at the end. With `vendor`, also measures the vendor
-# reference (harness/vendor_reference.py) on the Qwen3-32B TP=2 dataset-grid shapes first.
+# reference (harness/vendor_reference.py) on the Qwen3-32B TP=2 dataset-grid shapes first. With `grid`,
+# completes the committed journals to the whole dataset grid: each journal of measurements/h200/ is copied
+# into JOURNAL_DIR (unless one is there) and resumed with `--m-set dataset`, so only the grid M values it
+# does not hold yet are measured (its off-grid M values stay). NAME,NAME... limits the run to those journals.
 set -u
-deadline=$1 jdir=$2 out=$3 vendor=${4:-}
+deadline=$1 jdir=$2 out=$3 mode=${4:-} only=${5:-}
 start=$(date +%s)
 synth=${SYNTH:-./target/release/synth}
 mkdir -p "$jdir" "$out"
 left() { echo $(( deadline - ($(date +%s) - start) )); }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit \
   --format=csv >> "$jdir/device.log" 2>&1
-if [ "$vendor" = vendor ] && [ ! -s "$jdir/vendor-qwen3-32b-tp2.csv" ]; then
+if [ "$mode" = vendor ] && [ ! -s "$jdir/vendor-qwen3-32b-tp2.csv" ]; then
   "$synth" bench --model qwen3-32b --tp 2 --m-set dataset --split-k auto --recheck-fraction 0 --cu-num 132 \
     --out "$jdir/vendor-plan-journal.csv" --plan-only "$jdir/vendor-plan.jsonl" 2>>"$jdir/vendor.log"
   timeout "$(left)" python3 harness/vendor_reference.py --plan "$jdir/vendor-plan.jsonl" \
@@ -40,11 +43,17 @@ configs=(
 )
 for cfg in "${configs[@]}"; do
   set -- $cfg
-  name=$1 shapes=()
+  name=$1 mset=$4 shapes=()
   [ "$5" != - ] && shapes=(--shapes "$5")
+  if [ -n "$only" ] && [[ ",$only," != *",$name,"* ]]; then continue; fi
+  if [ "$mode" = grid ]; then
+    [ "$mset" = off-grid ] && continue
+    mset=dataset
+    [ -e "$jdir/$name.csv" ] || cp "measurements/h200/$name.csv" "$jdir/$name.csv"
+  fi
   t=$(left); [ "$t" -le 5 ] && break
-  echo "== $name ($2 TP $3, $4 ${5}), $t s left" | tee -a "$jdir/bench.log"
-  timeout "$t" "$synth" bench --model "$2" --tp "$3" --m-set "$4" "${shapes[@]}" --split-k auto \
+  echo "== $name ($2 TP $3, $mset ${5}), $t s left" | tee -a "$jdir/bench.log"
+  timeout "$t" "$synth" bench --model "$2" --tp "$3" --m-set "$mset" "${shapes[@]}" --split-k auto \
     --recheck-fraction 0.03 --seed 7 --out "$jdir/$name.csv" >>"$jdir/bench.out" 2>>"$jdir/bench.log"
   echo "== $name exit $?" | tee -a "$jdir/bench.log"
 done
