@@ -157,7 +157,7 @@ fn manifest_configurations_hold_their_layers() {
     // Qwen2.5-72B: qkv and o from the Llama-3.1-70B journals, gate_up from its own; down cannot run.
     let q72 = d.configs.iter().find(|c| c.name == "qwen2.5-72b-tp4").unwrap();
     assert_eq!(q72.layers.len(), 3);
-    assert_eq!(q72.shapes().len(), 150);
+    assert_eq!(q72.shapes().len(), 300);
     assert!(!d.vendor.is_empty());
     // Training: 4 configurations × 4 layers × 10 M = 160 shapes, grid M only.
     let train = d.sample(&d.training_configs(None), &Default::default(), 10, 0);
@@ -208,4 +208,97 @@ fn a_session_opens_several_datasets_and_a_directory() {
     let data = DataArgs { dataset: vec![a, dir.path().join("absent.csv")], ..DataArgs::default() };
     let e = Session::open(&data, Scope::EveryShape).unwrap_err().to_string();
     assert!(e.contains("absent.csv") && e.contains("does not exist"), "{e}");
+}
+
+/// A two-configuration manifest over one hand-made journal: Llama-3.1-8B TP=1's o_proj (4096, 4096) and
+/// Qwen3-32B TP=2's o_proj (5120, 4096), two M values each, kernels 7 (the default) and 8.
+fn tiny_manifest(dir: &Path) -> (PathBuf, PathBuf) {
+    let cat = Catalog::embedded();
+    let id7 = &cat.legacy_by_id(7).unwrap().name;
+    let row = |m: u32, n: u32, id: i32, us: f64| {
+        let name = if id == 7 { id7.as_str() } else { ID8 };
+        format!("sm_90,132,{m},{n},4096,ck,{id},0,{us},{name},1,1,0,ok\n")
+    };
+    let mut j = format!("{HEADER}\n");
+    for (m, n, t7, t8) in [(16, 4096, 10.0, 5.0), (64, 4096, 8.0, 16.0), (16, 5120, 10.0, 40.0), (64, 5120, 9.0, 3.0)] {
+        j.push_str(&row(m, n, 7, t7));
+        j.push_str(&row(m, n, 8, t8));
+    }
+    write(dir, "j.csv", &j);
+    let manifest = write(
+        dir,
+        "m.toml",
+        "off_grid_m = []\ntrain_pool = [\"a\", \"b\"]\ntrain_configs = 1\nvendor = []\n\
+         [[config]]\nname = \"a\"\nmodel = \"llama-3.1-8b\"\ntp = 1\njournals = [\"j.csv\"]\n\
+         [[config]]\nname = \"b\"\nmodel = \"qwen3-32b\"\ntp = 2\njournals = [\"j.csv\"]\n",
+    );
+    let rule = write(dir, "r.json", &gemm_synth::rule::to_json(&Rule::new(Node::Leaf(Leaf::new(8, 0)))));
+    (manifest, rule)
+}
+
+fn synth(args: &[&str], cwd: &Path) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_synth")).args(args).current_dir(cwd).output().unwrap();
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+/// The row of `config` in a per-configuration table: its numbers.
+fn row_numbers(text: &str, config: &str) -> Vec<f64> {
+    let line = text.lines().find(|l| l.split_whitespace().next() == Some(config)).unwrap_or_else(|| panic!("{text}"));
+    line.split_whitespace().skip(1).filter_map(|w| w.parse().ok()).collect()
+}
+
+#[test]
+fn drift_and_compare_score_each_configuration_of_a_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    let (manifest, rule) = tiny_manifest(dir.path());
+    let (m, r) = (manifest.to_str().unwrap(), rule.to_str().unwrap());
+    // Always #8: a = sqrt(5/5 · 8/16) = 0.707, b = sqrt(10/40 · 3/3) = 0.500; the default (#7):
+    // a = sqrt(5/10 · 8/8) = 0.707, b = sqrt(10/10 · 3/9) = 0.577; all four shapes (1·0.5·0.25·1)^(1/4) = 0.595.
+    let (ok, text) = synth(&["drift", "--dataset", m, "--rule", r, "--min-fraction", "0.6"], dir.path());
+    assert!(!ok, "{text}");
+    // columns: shapes, default, rule, oracle, unusable
+    assert_eq!(row_numbers(&text, "a"), vec![2.0, 0.707, 0.707, 1.0, 0.0], "{text}");
+    assert_eq!(row_numbers(&text, "b"), vec![2.0, 0.577, 0.5, 1.0, 0.0], "{text}");
+    assert!(text.contains("b: fraction of oracle 0.500 is below --min-fraction 0.6"), "{text}");
+    assert!(!text.contains("a: fraction of oracle"), "{text}");
+    assert!(text.contains("fraction of oracle 0.595"), "{text}");
+    let (ok, text) = synth(&["drift", "--dataset", m, "--rule", r, "--min-fraction", "0.5"], dir.path());
+    assert!(ok, "{text}");
+    // A baseline manifest: the same data, so no configuration moved.
+    let (ok, text) =
+        synth(&["drift", "--dataset", m, "--baseline", m, "--rule", r, "--min-fraction", "0.5"], dir.path());
+    assert!(ok && text.contains("baseline 0.500 -> 0.500 (+0.000)"), "{text}");
+
+    let (ok, text) = synth(&["compare", "--dataset", m, "--rule", r, "--csv", "e.csv"], dir.path());
+    assert!(ok, "{text}");
+    assert_eq!(row_numbers(&text, "a"), vec![2.0, 0.707, 0.707, 1.0, 0.0], "{text}");
+    assert_eq!(row_numbers(&text, "b"), vec![2.0, 0.577, 0.5, 1.0, 0.0], "{text}");
+    let csv = std::fs::read_to_string(dir.path().join("e.csv")).unwrap();
+    assert!(csv.starts_with("evaluation,config,policy,shapes,"), "{csv}");
+    assert!(csv.contains(&format!("config,b,{r},2,")) && csv.contains(",0.5000,0,0"), "{csv}");
+    assert!(csv.contains("all,all,oracle,4,"), "{csv}");
+}
+
+#[test]
+fn run_and_search_on_a_manifest_report_every_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let (manifest, _) = tiny_manifest(dir.path());
+    let m = manifest.to_str().unwrap();
+    let (ok, text) = synth(
+        &["search", "--dataset", m, "--iterations", "1", "--offspring", "2", "--quiet", "--out", "s"],
+        dir.path(),
+    );
+    assert!(ok, "{text}");
+    assert!(text.contains("per configuration, every shape"), "{text}");
+    // The search trains on configuration a (the first of the pool), whose two shapes have different
+    // winners (#8 at M=16, #7 at M=64): the winner picks both. Columns: shapes, default, tuned, nearest-M,
+    // tuned→rule, published-rule, search, oracle, unusable.
+    let a = row_numbers(&text, "a");
+    assert_eq!((a[0], a[6], a[7]), (2.0, 1.0, 1.0), "{text}");
+    let ev = std::fs::read_to_string(dir.path().join("s/evaluations.csv")).unwrap();
+    assert!(ev.contains("config,a,search,2,") && ev.contains("config,b,search,2,"), "{ev}");
+    // `run --dataset MANIFEST` is the multi-model job on it, written outside any checkout's generated/.
+    let (ok, text) = synth(&["run", "--dataset", m, "--out", "r"], dir.path());
+    assert!(ok, "{text}");
+    assert!(text.contains("leave-one-model-out") && dir.path().join("r/evaluations.csv").exists(), "{text}");
 }

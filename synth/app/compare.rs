@@ -44,6 +44,9 @@ pub struct CompareArgs {
 
 /// Runs `synth compare`.
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
+    if let Some(manifest) = super::multi_eval::manifest_of(&args.data.dataset) {
+        return run_manifest(&args, &manifest);
+    }
     let session = Session::open(&args.data, Scope::EveryShape)?;
     let (catalog, matrix, what, names) = (&session.catalog, &session.matrix, &session.what, &session.names);
     let shapes = &session.shapes;
@@ -112,6 +115,102 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.svg {
         let title = format!("{what} on {}", matrix.device.as_deref().unwrap_or(&matrix.gfx));
         std::fs::write(path, crate::compare::plot::speedup_svg(&report, names, &title)?)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+        text.push_str(&format!("written: {}\n", super::outputs::real_path(path)));
+    }
+    emit(&text)
+}
+
+/// `synth compare --dataset MANIFEST.toml`: the policies scored on every (model, TP) configuration of the
+/// manifest, one row per configuration, and on every shape; `--tuned-sample` builds the tuned table from
+/// the main job's training sample (`--sample-m` M values × the layers of each training configuration).
+fn run_manifest(args: &CompareArgs, manifest: &std::path::Path) -> anyhow::Result<()> {
+    use super::multi_eval;
+    if args.data.model.is_some() || args.data.spec.is_some() || args.held_out {
+        bail!(
+            "--dataset {} is a manifest of (model, TP) configurations: leave out --model, --spec and --held-out \
+             (every configuration is scored on its own)",
+            manifest.display()
+        );
+    }
+    let data = multi_eval::open(manifest)?;
+    let (catalog, matrix) = (&data.catalog, &data.matrix);
+    let mut policies = vec![Policy::Default];
+    let mut tables: Vec<(String, TunedTable)> = Vec::new();
+    for path in &args.tuned {
+        let table = super::session::load_tuned(path, catalog, matrix, args.tuned_any_device)?;
+        tables.push((format!("tuned:{}", display_path(path)), table));
+    }
+    if args.tuned_sample {
+        let train =
+            data.sample(&data.training_configs(None), &Default::default(), args.sample.sample_m, args.sample.seed);
+        tables.push((
+            "tuned".into(),
+            TunedTable::from_matrix(matrix, &train, &format!("best of {} training shapes", train.len())),
+        ));
+    }
+    for (name, table) in &tables {
+        policies.push(Policy::Tuned { name: name.clone(), table: table.clone() });
+    }
+    if let Some((name, table)) = tables.first() {
+        let nearest =
+            name.strip_prefix("tuned").map_or_else(|| format!("nearest-M:{name}"), |rest| format!("nearest-M{rest}"));
+        policies.push(Policy::NearestM { name: nearest, table: table.clone() });
+    }
+    if args.published {
+        policies.push(Policy::Rule {
+            name: super::session::PUBLISHED_RULE_NAME.into(),
+            rule: super::session::published_rule(catalog)?,
+        });
+    }
+    for path in &args.rule {
+        let rule = crate::rule::load_checked(path, catalog)?;
+        policies.push(Policy::Rule { name: display_path(path), rule });
+    }
+    policies.push(Policy::Oracle);
+    let focus = policies.iter().rev().nth(1).map(Policy::name).unwrap_or("default").to_string();
+    let evals = multi_eval::per_config(&data, &policies);
+    let all = evaluate(matrix, catalog, &policies, &data.all_shapes());
+    let mut text = format!(
+        "dataset: {} ({} configurations; {}, {} CUs); {} shapes scored\n",
+        display_path(manifest),
+        data.configs.len(),
+        matrix.gfx,
+        matrix.cu_num,
+        all.shapes.len()
+    );
+    text.push_str(
+        "per configuration (geomean fraction of the oracle; unusable: picks of unmeasured or failed cells by ",
+    );
+    text.push_str(&focus);
+    text.push_str("):\n");
+    text.push_str(&multi_eval::per_config_table(&evals, &focus));
+    text.push_str(&format!("every shape ({}):\n", all.shapes.len()));
+    text.push_str(&super::multi::summary_table(&all));
+    if args.rule.is_empty() && tables.is_empty() && !args.published {
+        text.push_str("hint: only the default and the oracle were scored; add --rule FILE, --tuned FILE, --tuned-sample or --published\n");
+    }
+    if let Some(path) = &args.csv {
+        let mut evals = evals.clone();
+        evals.push(multi_eval::Evaluation { evaluation: "all", config: "all".into(), report: all.clone() });
+        let csv = multi_eval::evaluations_csv(&evals);
+        std::fs::write(path, csv).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+        text.push_str(&format!(
+            "written: {} (one row per configuration and policy)\n",
+            super::outputs::real_path(path)
+        ));
+    }
+    if let Some(path) = &args.svg {
+        let groups: Vec<(String, Vec<usize>)> = data
+            .configs
+            .iter()
+            .map(|c| {
+                let set: std::collections::BTreeSet<usize> = c.shapes().into_iter().collect();
+                (c.name.clone(), (0..all.shapes.len()).filter(|&i| set.contains(&all.shapes[i])).collect())
+            })
+            .collect();
+        let title = format!("{} on {}", display_path(manifest), matrix.device.as_deref().unwrap_or(&matrix.gfx));
+        std::fs::write(path, crate::compare::plot::groups_svg(&all, &groups, &title)?)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
         text.push_str(&format!("written: {}\n", super::outputs::real_path(path)));
     }

@@ -19,11 +19,13 @@ pub struct DriftArgs {
     /// Rule to re-check (JSON, C++ or Rust form).
     #[arg(long, default_value = "generated/rule.json")]
     pub rule: PathBuf,
-    /// New measurements (AITER CSV / gemm-synth measurement file); with --remeasure, the journal the
-    /// re-measurement is written to (resumable).
+    /// New measurements (AITER CSV / gemm-synth measurement file), or a dataset manifest (`.toml`, e.g.
+    /// measurements/h200/datasets.toml) for one row per (model, TP) configuration; with --remeasure, the
+    /// journal the re-measurement is written to (resumable).
     #[arg(long)]
     pub dataset: PathBuf,
-    /// Measurements the rule was accepted on; when given, the fraction of oracle is compared with it.
+    /// Measurements the rule was accepted on; when given, the fraction of oracle is compared with it (per
+    /// configuration when both this and --dataset are manifests).
     #[arg(long)]
     pub baseline: Option<PathBuf>,
     /// Fail when the rule's geomean fraction of oracle on the new data is below this.
@@ -107,6 +109,9 @@ pub fn run(args: DriftArgs) -> Result<()> {
     let catalog = Catalog::embedded();
     let rule = crate::rule::load_checked(&args.rule, &catalog)
         .with_context(|| format!("cannot load the rule to re-check from {}", args.rule.display()))?;
+    if let Some(manifest) = super::multi_eval::manifest_of(std::slice::from_ref(&args.dataset)) {
+        return run_manifest(&args, &rule, &manifest);
+    }
     let new = load_matrix(&args.dataset, &catalog)?;
     let score = score_rule(&rule, &new, &catalog, args.shape_regret);
     print_score("new measurements", &new, &score);
@@ -157,6 +162,108 @@ pub fn run(args: DriftArgs) -> Result<()> {
             "drift detected:\n  - {}\nre-run `synth run --dataset {}` to synthesize a rule for the new data",
             problems.join("\n  - "),
             args.dataset.display()
+        )
+    }
+}
+
+/// Per-configuration fraction of the oracle of `rule` on a manifest's data (the default and the oracle
+/// beside it), and the whole data's.
+fn manifest_scores(rule: &Rule, data: &super::multi::MultiData) -> Vec<super::multi_eval::Evaluation> {
+    let policies = [Policy::Default, Policy::Rule { name: RULE_NAME.into(), rule: rule.clone() }, Policy::Oracle];
+    let mut evals = super::multi_eval::per_config(data, &policies);
+    evals.push(super::multi_eval::Evaluation {
+        evaluation: "all",
+        config: "all".into(),
+        report: compare::evaluate(&data.matrix, &data.catalog, &policies, &data.all_shapes()),
+    });
+    evals
+}
+
+/// `synth drift --dataset MANIFEST.toml`: the rule re-checked on every (model, TP) configuration of the
+/// manifest, one row each; fails when any configuration (or the whole) is below --min-fraction, picks an
+/// unusable cell, or (with a manifest --baseline) fell by more than --max-drop against the same
+/// configuration of the baseline.
+fn run_manifest(args: &DriftArgs, rule: &Rule, manifest: &std::path::Path) -> Result<()> {
+    use super::multi_eval::{of_oracle, per_config_table, unusable};
+    let data = super::multi_eval::open(manifest)?;
+    let evals = manifest_scores(rule, &data);
+    let m = &data.matrix;
+    println!(
+        "new measurements: {} ({} configurations, {} shapes, {} on {} ({} CUs))",
+        super::session::display_path(manifest),
+        data.configs.len(),
+        m.shapes.len(),
+        m.device.as_deref().unwrap_or("unknown device"),
+        m.gfx,
+        m.cu_num
+    );
+    print!("{}", per_config_table(&evals, RULE_NAME));
+    let all = evals.last().expect("the whole data is scored");
+    println!(
+        "  {:<18} {:>6} fraction of oracle {:.3}",
+        "all",
+        all.report.shapes.len(),
+        of_oracle(&all.report, RULE_NAME)
+    );
+    let mut problems = Vec::new();
+    let baseline = match &args.baseline {
+        Some(b) if super::multi_eval::manifest_of(std::slice::from_ref(b)).is_some() => {
+            Some(manifest_scores(rule, &super::multi_eval::open(b)?))
+        }
+        Some(b) => {
+            let base = load_matrix(b, &data.catalog)?;
+            let score = score_rule(rule, &base, &data.catalog, args.shape_regret);
+            print_score("baseline", &base, &score);
+            let drop = score.fraction_of_oracle - of_oracle(&all.report, RULE_NAME);
+            println!("change in fraction of oracle: {:+.3}", -drop);
+            if drop > args.max_drop {
+                problems.push(format!(
+                    "fraction of oracle fell by {drop:.3} (from {:.3} to {:.3}), more than --max-drop {}",
+                    score.fraction_of_oracle,
+                    of_oracle(&all.report, RULE_NAME),
+                    args.max_drop
+                ));
+            }
+            None
+        }
+        None => None,
+    };
+    for e in &evals {
+        let f = of_oracle(&e.report, RULE_NAME);
+        if f < args.min_fraction {
+            problems
+                .push(format!("{}: fraction of oracle {f:.3} is below --min-fraction {}", e.config, args.min_fraction));
+        }
+        let bad = unusable(&e.report, RULE_NAME);
+        if bad > 0 && e.evaluation == "config" {
+            problems.push(format!("{}: {bad} shapes pick a kernel that is not measured or failed", e.config));
+        }
+        if let Some(base) = &baseline {
+            match base.iter().find(|b| b.config == e.config) {
+                Some(b) => {
+                    let before = of_oracle(&b.report, RULE_NAME);
+                    println!("  {:<18} baseline {before:.3} -> {f:.3} ({:+.3})", e.config, f - before);
+                    if before - f > args.max_drop {
+                        problems.push(format!(
+                            "{}: fraction of oracle fell by {:.3} (from {before:.3} to {f:.3}), more than --max-drop {}",
+                            e.config,
+                            before - f,
+                            args.max_drop
+                        ));
+                    }
+                }
+                None => println!("  {:<18} not in the baseline", e.config),
+            }
+        }
+    }
+    if problems.is_empty() {
+        println!("no drift: the rule holds on every configuration of the new measurements");
+        Ok(())
+    } else {
+        anyhow::bail!(
+            "drift detected:\n  - {}\nre-run `synth run --manifest {}` to synthesize a rule for the new data",
+            problems.join("\n  - "),
+            manifest.display()
         )
     }
 }

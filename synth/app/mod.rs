@@ -12,6 +12,7 @@ pub mod drift_remeasure;
 pub mod help;
 pub mod invocation;
 pub mod multi;
+pub mod multi_eval;
 pub mod outputs;
 pub mod rewrite;
 pub mod run;

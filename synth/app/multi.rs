@@ -262,6 +262,16 @@ pub fn train(data: &MultiData, train: &[usize], settings: &MultiSettings) -> any
 /// The policies of every evaluation: default, tuned (AITER: lookup, miss → default), nearest-M, tuned→rule,
 /// the published rule, the synthesized rule, the oracle; tables built from `train`.
 pub fn policies(data: &MultiData, train: &[usize], rule: &crate::rule::Rule) -> anyhow::Result<Vec<Policy>> {
+    policies_named(data, train, rule, "synthesized")
+}
+
+/// [`policies`] with the rule scored under `name`.
+pub fn policies_named(
+    data: &MultiData,
+    train: &[usize],
+    rule: &crate::rule::Rule,
+    name: &str,
+) -> anyhow::Result<Vec<Policy>> {
     let tuned = TunedTable::from_matrix(&data.matrix, train, &format!("best of {} training shapes", train.len()));
     Ok(vec![
         Policy::Default,
@@ -269,7 +279,7 @@ pub fn policies(data: &MultiData, train: &[usize], rule: &crate::rule::Rule) -> 
         Policy::NearestM { name: "nearest-M".into(), table: tuned.clone() },
         Policy::TunedRule { name: "tuned→rule".into(), table: tuned, rule: rule.clone() },
         Policy::Rule { name: super::session::PUBLISHED_RULE_NAME.into(), rule: published_rule(&data.catalog)? },
-        Policy::Rule { name: "synthesized".into(), rule: rule.clone() },
+        Policy::Rule { name: name.into(), rule: rule.clone() },
         Policy::Oracle,
     ])
 }
@@ -313,35 +323,13 @@ pub fn leave_one_out(data: &MultiData, settings: &MultiSettings) -> anyhow::Resu
     rows.into_iter().collect()
 }
 
-fn of_oracle(report: &Report, policy: &str) -> f64 {
-    report.policy_index(policy).map_or(f64::NAN, |p| report.policies[p].summary.of_oracle)
-}
-
-fn unusable(report: &Report, policy: &str) -> usize {
-    report.policy_index(policy).map_or(0, |p| report.policies[p].summary.missing + report.policies[p].summary.invalid)
-}
+use super::multi_eval::{of_oracle, unusable};
 
 /// Header of [`EVALUATIONS_CSV`].
 pub const EVALUATIONS_COLUMNS: &str =
     "evaluation,config,policy,shapes,geomean_vs_default,total_vs_default,of_oracle,missing,invalid";
 
-fn put_summaries(w: &mut csv::Writer<Vec<u8>>, evaluation: &str, config: &str, report: &Report) {
-    for p in &report.policies {
-        let s = &p.summary;
-        w.write_record([
-            evaluation.to_string(),
-            config.to_string(),
-            p.name.clone(),
-            s.shapes.to_string(),
-            format!("{:.4}", s.geomean_vs_default),
-            format!("{:.4}", s.total_vs_default),
-            format!("{:.4}", s.of_oracle),
-            s.missing.to_string(),
-            s.invalid.to_string(),
-        ])
-        .expect("writing CSV to memory cannot fail");
-    }
-}
+use super::multi_eval::put_rows as put_summaries;
 
 /// Shapes of `shapes` without an exact row in the tuned table of `train`.
 fn untuned(train: &[usize], shapes: &[usize]) -> Vec<usize> {
@@ -396,15 +384,7 @@ pub fn run(args: &RunArgs, manifest: &Path, invocation: &Invocation) -> anyhow::
     let in_train: BTreeSet<usize> = train_set.iter().copied().collect();
 
     // (a) held-out grid shapes and (b) off-grid M of the training configurations.
-    let grid_held: Vec<usize> = configs
-        .iter()
-        .flat_map(|&c| data.configs[c].grid.clone())
-        .filter(|s| !in_train.contains(s))
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let off: Vec<usize> =
-        configs.iter().flat_map(|&c| data.configs[c].off_grid.clone()).collect::<BTreeSet<_>>().into_iter().collect();
+    let (grid_held, off) = super::multi_eval::training_splits(&data, &configs, &train_set);
     let report_grid = compare::evaluate(matrix, catalog, &pols, &grid_held);
     let report_off = compare::evaluate(matrix, catalog, &pols, &off);
     // (c) leave-one-model-out.
@@ -477,6 +457,9 @@ pub fn run(args: &RunArgs, manifest: &Path, invocation: &Invocation) -> anyhow::
     put_summaries(&mut ev, "off-grid", "training", &report_off);
     for r in &lomo {
         put_summaries(&mut ev, "leave-one-model-out", &r.config, &r.report);
+    }
+    for e in super::multi_eval::per_config(&data, &pols) {
+        put_summaries(&mut ev, e.evaluation, &e.config, &e.report);
     }
     put_summaries(&mut ev, "untuned", "all", &report_untuned);
     let ev = String::from_utf8(ev.into_inner().expect("an in-memory CSV flushes")).expect("UTF-8");

@@ -93,7 +93,10 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
     if !args.tuned_train.train_tuned.is_empty() {
         return super::tuned::run_from_run(&args);
     }
-    let single = !args.data.dataset.is_empty() || args.data.model.is_some() || args.data.spec.is_some();
+    let given_manifest = super::multi_eval::manifest_of(&args.data.dataset)
+        .filter(|_| args.data.model.is_none() && args.data.spec.is_none() && args.manifest.is_none());
+    let single = given_manifest.is_none()
+        && (!args.data.dataset.is_empty() || args.data.model.is_some() || args.data.spec.is_some());
     if !single {
         if args.train_all || args.tuned.is_some() || !args.rule.is_empty() || args.curve {
             bail!(
@@ -101,7 +104,9 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
                  --model NAME (the multi-model job, without them, reads --manifest)"
             );
         }
-        let manifest = args.manifest.clone().unwrap_or_else(|| PathBuf::from(super::multi::DEFAULT_MANIFEST));
+        let manifest = given_manifest
+            .or_else(|| args.manifest.clone())
+            .unwrap_or_else(|| PathBuf::from(super::multi::DEFAULT_MANIFEST));
         return super::multi::run(&args, &manifest, invocation);
     }
     if args.manifest.is_some() {

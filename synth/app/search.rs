@@ -7,9 +7,10 @@ use crate::catalog::Catalog;
 use crate::compare::{self, report::LayerNames};
 use crate::engine::proposers::command::CommandProposer;
 use crate::engine::proposers::Checker;
-use crate::engine::{run_loop_with, LoopConfig, LoopOutcome, Proposer, Rejection};
+use crate::engine::{run_loop_with, Attempt, LoopConfig, LoopOutcome, Proposer, Rejection};
 use crate::render::{self, writer::GeneratedFile, Provenance};
 use crate::rule::validate::{validate, Severity};
+use crate::rule::Rule;
 use crate::search::builtin::BuiltinProposer;
 use crate::search::task::{kernels_used, RuleReflector, RuleSetup, RuleTask};
 use anyhow::{bail, Context};
@@ -118,10 +119,19 @@ pub fn run(args: SearchArgs, invocation: &Invocation) -> anyhow::Result<()> {
         bail!("--iterations and --offspring must be at least 1");
     }
     let limits = args.limits.limits()?;
-    let session = Session::open(&args.data, Scope::DefaultModel)?;
     if args.sample.sample_m == 0 {
         bail!("--sample-m must be at least 1");
     }
+    if let Some(manifest) = super::multi_eval::manifest_of(&args.data.dataset) {
+        if args.data.model.is_some() || args.data.spec.is_some() {
+            bail!(
+                "--dataset {} is a manifest of (model, TP) configurations: leave out --model and --spec",
+                manifest.display()
+            );
+        }
+        return run_manifest(&args, invocation, &manifest, limits, started);
+    }
+    let session = Session::open(&args.data, Scope::DefaultModel)?;
     let sample = session.sample(&args.sample);
     if sample.heldout.is_empty() {
         bail!("every shape is in the training sample: nothing is held out; lower --sample-m");
@@ -129,22 +139,8 @@ pub fn run(args: SearchArgs, invocation: &Invocation) -> anyhow::Result<()> {
     let (catalog, matrix) = (&session.catalog, &session.matrix);
     let weights = args.limits.weight.weights(matrix, &sample.train);
     let setup = Arc::new(RuleSetup::new(catalog.clone(), matrix.clone(), sample.train.clone(), weights, limits)?);
-    let proposers = build_proposers(&args, &setup)?;
     let out_dir = super::outputs::out_dir(args.out.as_deref(), false, "search")?.dir;
     let trace = args.trace.clone().unwrap_or_else(|| out_dir.join(TRACE_FILE));
-    check_trace_settings(&args, &trace)?;
-    let cfg = LoopConfig {
-        iterations: args.iterations,
-        offspring: args.offspring,
-        repair_limit: args.repair_limit,
-        seed: args.sample.seed,
-        trace: Some(trace.clone()),
-        resume: args.resume,
-        threads: args.jobs,
-        patience: args.patience,
-        verbose: !args.quiet,
-        ..LoopConfig::default()
-    };
     println!(
         "dataset:  {} ({} shapes × {} candidates)",
         display_path(&session.dataset),
@@ -159,11 +155,30 @@ pub fn run(args: SearchArgs, invocation: &Invocation) -> anyhow::Result<()> {
         session.layers.len(),
         sample.heldout.len()
     );
-    println!("agents:   {}", proposers.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "));
-    let task = RuleTask::new(setup.clone());
-    let outcome = run_loop_with(&task, &proposers, &RuleReflector, &cfg)?;
+    let outcome = search_loop(&args, &setup, &trace)?;
     let paths = Paths { out_dir: &out_dir, trace: &trace };
     report_and_render(&args, invocation, &session, &setup, &outcome, &sample, paths, started)
+}
+
+/// The agent loop of `args` over `setup`'s training shapes, traced to `trace`.
+fn search_loop(args: &SearchArgs, setup: &Arc<RuleSetup>, trace: &Path) -> anyhow::Result<LoopOutcome> {
+    let proposers = build_proposers(args, setup)?;
+    check_trace_settings(args, trace)?;
+    let cfg = LoopConfig {
+        iterations: args.iterations,
+        offspring: args.offspring,
+        repair_limit: args.repair_limit,
+        seed: args.sample.seed,
+        trace: Some(trace.to_path_buf()),
+        resume: args.resume,
+        threads: args.jobs,
+        patience: args.patience,
+        verbose: !args.quiet,
+        ..LoopConfig::default()
+    };
+    println!("agents:   {}", proposers.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "));
+    let task = RuleTask::new(setup.clone());
+    Ok(run_loop_with(&task, &proposers, &RuleReflector, &cfg)?)
 }
 
 /// Where `synth search` writes.
@@ -187,6 +202,62 @@ fn report_and_render(
     let (out_dir, trace) = (paths.out_dir, paths.trace);
     let catalog = &setup.catalog;
     let matrix = &setup.matrix;
+    let (rule, best) = winner(outcome, catalog)?;
+    let d = &best.eval.details;
+    let num = |k: &str| d.get(k).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
+
+    // Held-out comparison, as `synth run` does it.
+    let train = &setup.train;
+    let policies = session.standard_policies(train, Vec::new(), (WINNER_NAME, &rule))?;
+    let report = compare::evaluate(matrix, catalog, &policies, &sample.heldout);
+    let s = &report.policies[report.policy_index(WINNER_NAME).expect("winner scored")].summary;
+    println!("comparison on {} held-out shapes:", report.shapes.len());
+    println!("{}", compare::report::table(&report, names));
+
+    let figures = vec![winner_figure(&rule, outcome, args, best), summary_figure("held-out", &report, WINNER_NAME)?];
+    let provenance = Provenance {
+        dataset: session.dataset_text(),
+        training: format!("{} shapes of {}: M in {:?}", train.len(), session.what, sample.picked),
+        figures,
+        command: invocation.regenerate_line(&OUTPUT_ONLY),
+    };
+    let mut files = render::generated_files(&rule, catalog, matrix, &provenance)?;
+    files.push(GeneratedFile::new("compare.csv", compare::report::csv(&report, names)));
+    let written = render::writer::write_files(out_dir, &files, false)?;
+    for f in &written {
+        println!("written:  {}", super::outputs::real_path(f));
+    }
+    println!("trace:    {}", super::outputs::real_path(trace));
+    println!(
+        "summary:  {} iterations, {} evaluations, {:.2} s; training {:.4} of oracle (total); held-out {:.4} of oracle (geomean) with {} leaves",
+        outcome.iterations_run,
+        outcome.evaluations,
+        started.elapsed().as_secs_f64(),
+        num("of_oracle_total"),
+        s.of_oracle,
+        rule.num_leaves()
+    );
+    Ok(())
+}
+
+/// The provenance line of the winner.
+fn winner_figure(rule: &Rule, outcome: &LoopOutcome, args: &SearchArgs, best: &Attempt) -> String {
+    format!(
+        "{} leaves, depth {}, {} instances: {:?}; found by the agent loop ({} iterations × {} offspring, attempt {} by {})",
+        rule.num_leaves(),
+        rule.depth(),
+        kernels_used(rule).len(),
+        kernels_used(rule),
+        outcome.iterations_run,
+        args.offspring,
+        best.id,
+        best.proposer
+    )
+}
+
+/// The loop's winner, parsed and validated (warnings printed), with its attempt; an error when no
+/// proposal was usable.
+fn winner<'a>(outcome: &'a LoopOutcome, catalog: &Catalog) -> anyhow::Result<(Rule, &'a Attempt)> {
     let failed = outcome.attempts.iter().filter(|a| a.eval.score.is_none()).count();
     println!(
         "loop:     {} iterations ({} resumed attempts), {} evaluations this run, {} failed candidates in total, {:.2} s",
@@ -246,49 +317,102 @@ fn report_and_render(
         num("of_oracle_geomean")
     );
     println!("\n{}", crate::rule::text::rule_to_cpp_text(&rule, catalog));
+    Ok((rule, best))
+}
 
-    // Held-out comparison, as `synth run` does it.
-    let train = &setup.train;
-    let policies = session.standard_policies(train, Vec::new(), (WINNER_NAME, &rule))?;
-    let report = compare::evaluate(matrix, catalog, &policies, &sample.heldout);
-    let s = &report.policies[report.policy_index(WINNER_NAME).expect("winner scored")].summary;
-    println!("comparison on {} held-out shapes:", report.shapes.len());
-    println!("{}", compare::report::table(&report, names));
-
+/// `synth search --dataset MANIFEST.toml`: the loop over the multi-model objective — the training sample
+/// of the main job (`--sample-m` M values × the layers of each training configuration of the manifest) —
+/// and the winner evaluated as the main job evaluates its rule: held-out grid and off-grid shapes of the
+/// training configurations, every configuration on its own, every shape without a tuned row.
+fn run_manifest(
+    args: &SearchArgs,
+    invocation: &Invocation,
+    manifest: &Path,
+    limits: crate::synthesize::Limits,
+    started: Instant,
+) -> anyhow::Result<()> {
+    use super::multi_eval;
+    let data = multi_eval::open(manifest)?;
+    let configs = data.training_configs(None);
+    let train = data.sample(&configs, &Default::default(), args.sample.sample_m, args.sample.seed);
+    if train.is_empty() {
+        bail!("{}: the training sample is empty", manifest.display());
+    }
+    let (catalog, matrix) = (&data.catalog, &data.matrix);
+    let weights = args.limits.weight.weights(matrix, &train);
+    let setup = Arc::new(RuleSetup::new(catalog.clone(), matrix.clone(), train.clone(), weights, limits)?);
+    let out_dir = super::outputs::out_dir(args.out.as_deref(), false, "search")?.dir;
+    let trace = args.trace.clone().unwrap_or_else(|| out_dir.join(TRACE_FILE));
+    let config_names: Vec<&str> = configs.iter().map(|&c| data.configs[c].name.as_str()).collect();
+    println!(
+        "dataset:  {} ({} configurations; {} shapes × {} candidates)",
+        display_path(manifest),
+        data.configs.len(),
+        matrix.shapes.len(),
+        matrix.candidates.len()
+    );
+    let training = format!(
+        "{} grid shapes of {}: {} M values per configuration (stratified over its grid M, seed {}) × its layers",
+        train.len(),
+        config_names.join(", "),
+        args.sample.sample_m,
+        args.sample.seed
+    );
+    println!("training: {training}");
+    let outcome = search_loop(args, &setup, &trace)?;
+    let (rule, best) = winner(&outcome, catalog)?;
+    let policies = super::multi::policies_named(&data, &train, &rule, WINNER_NAME)?;
+    let evals = multi_eval::evaluations(&data, &configs, &train, &policies);
+    for e in evals.iter().filter(|e| e.evaluation != "config") {
+        let title = match e.evaluation {
+            "heldout-grid" => "held-out grid shapes of the training configurations",
+            "off-grid" => "off-grid M of the training configurations",
+            _ => "every shape without a tuned row (tuned table: the training shapes)",
+        };
+        println!("\n{title} ({} shapes):", e.report.shapes.len());
+        print!("{}", super::multi::summary_table(&e.report));
+    }
+    println!("\nper configuration, every shape (fraction of the oracle; the training configurations include their training shapes):");
+    print!("{}", multi_eval::per_config_table(&evals, WINNER_NAME));
+    let (worst, worst_f) = multi_eval::worst_config(&evals, WINNER_NAME).unwrap_or(("-", f64::NAN));
+    let held = &evals[0].report;
     let figures = vec![
+        winner_figure(&rule, &outcome, args, best),
         format!(
-            "{} leaves, depth {}, {} instances: {:?}; found by the agent loop ({} iterations × {} offspring, attempt {} by {})",
-            rule.num_leaves(),
-            rule.depth(),
-            kernels_used(&rule).len(),
-            kernels_used(&rule),
-            outcome.iterations_run,
-            args.offspring,
-            best.id,
-            best.proposer
+            "held-out grid shapes of the training configurations ({}): {:.3} of oracle",
+            held.shapes.len(),
+            multi_eval::of_oracle(held, WINNER_NAME)
         ),
-        summary_figure("held-out", &report, WINNER_NAME)?,
+        format!("per configuration, {} configurations: min {worst_f:.3} of oracle ({worst})", data.configs.len()),
     ];
     let provenance = Provenance {
-        dataset: session.dataset_text(),
-        training: format!("{} shapes of {}: M in {:?}", train.len(), session.what, sample.picked),
+        dataset: format!(
+            "{} ({} journals; {}, {} CUs; {} configurations)",
+            display_path(manifest),
+            data.journals.len(),
+            matrix.gfx,
+            matrix.cu_num,
+            data.configs.len()
+        ),
+        training,
         figures,
         command: invocation.regenerate_line(&OUTPUT_ONLY),
     };
+    let all = compare::evaluate(matrix, catalog, &policies, &data.all_shapes());
     let mut files = render::generated_files(&rule, catalog, matrix, &provenance)?;
-    files.push(GeneratedFile::new("compare.csv", compare::report::csv(&report, names)));
-    let written = render::writer::write_files(out_dir, &files, false)?;
+    files.push(GeneratedFile::new("compare.csv", compare::report::csv_with_vendor(&all, &data.names(), &data.vendor)));
+    files.push(GeneratedFile::new(super::multi::EVALUATIONS_CSV, multi_eval::evaluations_csv(&evals)));
+    let written = render::writer::write_files(&out_dir, &files, false)?;
     for f in &written {
         println!("written:  {}", super::outputs::real_path(f));
     }
-    println!("trace:    {}", super::outputs::real_path(trace));
+    println!("trace:    {}", super::outputs::real_path(&trace));
     println!(
-        "summary:  {} iterations, {} evaluations, {:.2} s; training {:.4} of oracle (total); held-out {:.4} of oracle (geomean) with {} leaves",
+        "summary:  {} iterations, {} evaluations, {:.2} s; held-out grid {:.4} of oracle, worst configuration {worst} {worst_f:.4}, {} leaves",
         outcome.iterations_run,
         outcome.evaluations,
         started.elapsed().as_secs_f64(),
-        num("of_oracle_total"),
-        s.of_oracle,
+        multi_eval::of_oracle(held, WINNER_NAME),
         rule.num_leaves()
     );
     Ok(())

@@ -1,0 +1,162 @@
+//! Evaluations of rules on the multi-model data of a dataset manifest (`measurements/h200/datasets.toml`),
+//! shared by the main job and by `compare`, `search` and `drift` when their `--dataset` is a manifest:
+//!
+//! - (a) held-out grid shapes and (b) off-grid M of the training configurations;
+//! - per configuration: every shape of each (model, TP) configuration, one row each;
+//! - (d) every shape without a tuned row (AITER's lookup-then-fallback path).
+//!
+//! Scoring is [`compare::evaluate`]'s everywhere (a pick of a missing or invalid cell is charged the
+//! default's time), so a rule's figure for a configuration is the same in every command.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::compare::{self, Policy, Report};
+
+use super::multi::{MultiData, EVALUATIONS_COLUMNS};
+
+/// The manifest named by `--dataset`, when it names one: a single `.toml` file (on disk, or the embedded
+/// default manifest by its name).
+pub fn manifest_of(datasets: &[PathBuf]) -> Option<PathBuf> {
+    match datasets {
+        [one] if one.extension().is_some_and(|e| e == "toml") => Some(one.clone()),
+        _ => None,
+    }
+}
+
+/// Opens the manifest `path` (or the embedded default manifest when `path` is its name and absent).
+pub fn open(path: &Path) -> anyhow::Result<MultiData> {
+    MultiData::open(path)
+}
+
+/// One evaluation: its name (`heldout-grid`, `off-grid`, `config`, `untuned`), the configuration it is
+/// about (`training`, a configuration name, `all`) and the report.
+#[derive(Debug, Clone)]
+pub struct Evaluation {
+    pub evaluation: &'static str,
+    pub config: String,
+    pub report: Report,
+}
+
+/// Held-out grid shapes and off-grid shapes of `configs`, given the training shapes `train`.
+pub fn training_splits(data: &MultiData, configs: &[usize], train: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    let in_train: BTreeSet<usize> = train.iter().copied().collect();
+    let grid_held: BTreeSet<usize> =
+        configs.iter().flat_map(|&c| data.configs[c].grid.iter().copied()).filter(|s| !in_train.contains(s)).collect();
+    let off: BTreeSet<usize> = configs.iter().flat_map(|&c| data.configs[c].off_grid.iter().copied()).collect();
+    (grid_held.into_iter().collect(), off.into_iter().collect())
+}
+
+/// Every configuration's shapes scored with `policies`, one evaluation per configuration.
+pub fn per_config(data: &MultiData, policies: &[Policy]) -> Vec<Evaluation> {
+    use rayon::prelude::*;
+    data.configs
+        .par_iter()
+        .map(|c| Evaluation {
+            evaluation: "config",
+            config: c.name.clone(),
+            report: compare::evaluate(&data.matrix, &data.catalog, policies, &c.shapes()),
+        })
+        .collect()
+}
+
+/// The evaluations of a rule trained on `train` (drawn from `configs`): (a), (b), one per configuration,
+/// and (d) on every shape without a tuned row of the training shapes.
+pub fn evaluations(data: &MultiData, configs: &[usize], train: &[usize], policies: &[Policy]) -> Vec<Evaluation> {
+    let (grid_held, off) = training_splits(data, configs, train);
+    let tuned: BTreeSet<usize> = train.iter().copied().collect();
+    let untuned: Vec<usize> = data.all_shapes().into_iter().filter(|s| !tuned.contains(s)).collect();
+    let (m, cat) = (&data.matrix, &data.catalog);
+    let mut out = vec![
+        Evaluation {
+            evaluation: "heldout-grid",
+            config: "training".into(),
+            report: compare::evaluate(m, cat, policies, &grid_held),
+        },
+        Evaluation {
+            evaluation: "off-grid",
+            config: "training".into(),
+            report: compare::evaluate(m, cat, policies, &off),
+        },
+    ];
+    out.extend(per_config(data, policies));
+    out.push(Evaluation {
+        evaluation: "untuned",
+        config: "all".into(),
+        report: compare::evaluate(m, cat, policies, &untuned),
+    });
+    out
+}
+
+/// `report`'s policy rows as records of the evaluations CSV ([`EVALUATIONS_COLUMNS`]).
+pub fn put_rows(w: &mut csv::Writer<Vec<u8>>, evaluation: &str, config: &str, report: &Report) {
+    for p in &report.policies {
+        let s = &p.summary;
+        w.write_record([
+            evaluation.to_string(),
+            config.to_string(),
+            p.name.clone(),
+            s.shapes.to_string(),
+            format!("{:.4}", s.geomean_vs_default),
+            format!("{:.4}", s.total_vs_default),
+            format!("{:.4}", s.of_oracle),
+            s.missing.to_string(),
+            s.invalid.to_string(),
+        ])
+        .expect("writing CSV to memory cannot fail");
+    }
+}
+
+/// The evaluations CSV of `evals`.
+pub fn evaluations_csv(evals: &[Evaluation]) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(EVALUATIONS_COLUMNS.split(',')).expect("writing CSV to memory cannot fail");
+    for e in evals {
+        put_rows(&mut w, e.evaluation, &e.config, &e.report);
+    }
+    String::from_utf8(w.into_inner().expect("an in-memory CSV flushes")).expect("UTF-8")
+}
+
+/// Fraction of the oracle of `policy` in `report` (NaN when it is not scored there).
+pub fn of_oracle(report: &Report, policy: &str) -> f64 {
+    report.policy_index(policy).map_or(f64::NAN, |p| report.policies[p].summary.of_oracle)
+}
+
+/// Picks of missing or invalid cells by `policy` in `report`.
+pub fn unusable(report: &Report, policy: &str) -> usize {
+    report.policy_index(policy).map_or(0, |p| report.policies[p].summary.missing + report.policies[p].summary.invalid)
+}
+
+/// One row per configuration: shapes, each policy's geomean fraction of the oracle, and the picks of
+/// unusable cells by `focus`.
+pub fn per_config_table(evals: &[Evaluation], focus: &str) -> String {
+    let rows: Vec<&Evaluation> = evals.iter().filter(|e| e.evaluation == "config").collect();
+    let Some(first) = rows.first() else { return String::new() };
+    let names: Vec<&str> = first.report.policies.iter().map(|p| p.name.as_str()).collect();
+    let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(0).max(9);
+    let mut t = String::new();
+    let _ = write!(t, "  {:<18} {:>6}", "configuration", "shapes");
+    for n in &names {
+        let _ = write!(t, " {n:>width$}");
+    }
+    let _ = writeln!(t, " {:>9}", "unusable");
+    for e in rows {
+        let _ = write!(t, "  {:<18} {:>6}", e.config, e.report.shapes.len());
+        for n in &names {
+            let _ = write!(t, " {:>width$.3}", of_oracle(&e.report, n));
+        }
+        let _ = writeln!(t, " {:>9}", unusable(&e.report, focus));
+    }
+    t
+}
+
+/// The lowest fraction of the oracle of `policy` over the per-configuration evaluations, with its
+/// configuration.
+pub fn worst_config<'a>(evals: &'a [Evaluation], policy: &str) -> Option<(&'a str, f64)> {
+    evals
+        .iter()
+        .filter(|e| e.evaluation == "config")
+        .map(|e| (e.config.as_str(), of_oracle(&e.report, policy)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+}
