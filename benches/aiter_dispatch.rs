@@ -184,8 +184,11 @@ fn main() -> anyhow::Result<()> {
     let mut sub_info = Vec::new();
     for (i, r) in sub.iter().enumerate() {
         let (fragment, cmps) = cpp::render_branchless(r, &catalog)?;
-        std::fs::write(d.join(format!("chain_{i}.h")), cpp::render_cpp(r, &catalog, &provenance)?)?;
-        std::fs::write(d.join(format!("chain_{i}_branchless.h")), fragment)?;
+        // A first line of its own keeps two equal chains (or chain 0 and the rule) from being taken for
+        // one file by `#pragma once`, which compilers may decide by content.
+        let own = format!("// chain {i} of the committed rule\n");
+        std::fs::write(d.join(format!("chain_{i}.h")), own.clone() + &cpp::render_cpp(r, &catalog, &provenance)?)?;
+        std::fs::write(d.join(format!("chain_{i}_branchless.h")), own + &fragment)?;
         src.push_str(&format!(
             "namespace chain_{i} {{\n#include \"chain_{i}.h\"\n#include \"chain_{i}_branchless.h\"\n}}\n"
         ));
