@@ -1,118 +1,250 @@
-//! Dispatch cost of the patched AITER untuned path (`cargo bench --bench aiter_dispatch`): the heuristic
-//! header of `generated/aiter/gemm_a8w8_blockscale_heuristic.patch`, compiled with g++ -O2, called as the
-//! patched `blockscale_dispatch` calls it (switch check, then `a8w8_blockscale_heuristic_dispatch`) on
-//! 1,000,000 random shapes; next to it, the per-call cost of AITER's Python-side lookup in the style of
-//! `get_CKGEMM_config` (functools.lru_cache over a (gfx, cu_num, M, N, K) dict;
-//! `benches/aiter_dispatch_lookup.py`), for cache hits and for random shapes. Prints the median ns/call
-//! of the repeats of one run.
+//! Dispatch cost of the patched AITER untuned path (`cargo bench --bench aiter_dispatch`).
+//!
+//! The heuristic header of `generated/aiter/gemm_a8w8_blockscale_heuristic.patch` is compiled with g++ -O2
+//! (`CXX` names another compiler, e.g. `CXX=clang++-15`: AITER builds the file with hipcc, a clang) and
+//! timed on 1,000,000 random shapes per repeat (half log-uniform M with N, K multiples of 128, half
+//! uniform in 1..=65536), and on the same number of calls cycling through the first 512 of them:
+//! - the loop alone (reads the shapes and sums them, no dispatch), the floor every figure includes;
+//! - `a8w8_blockscale_heuristic_dispatch` as the patched `blockscale_dispatch` calls it (switch check,
+//!   then the dispatcher);
+//! - each form of the rule on its own: `select` (the tree the dispatcher calls) and `select_branchless`
+//!   (`render::cpp::render_branchless`: every comparison evaluated, mask arithmetic, a table lookup).
+//!
+//! Then every chain of the committed rule (the rule and each nested chain, as a rule of its own, rendered
+//! by the same renderers) is timed in both forms next to its number of distinct comparisons, which says
+//! at what rule size, if any, the branchless form pays.
+//!
+//! Next to it, the per-call cost of AITER's Python-side lookup in the style of `get_CKGEMM_config`
+//! (functools.lru_cache over a (gfx, cu_num, M, N, K) dict; `benches/aiter_dispatch_lookup.py`), for
+//! cache hits and for random shapes. The variants of one repeat run back to back, so a noisy machine
+//! slows them alike; each figure is the median (and the minimum) over the repeats of one run.
 
 use std::path::Path;
 use std::process::Command;
 
 use gemm_synth::aiter::patch::{parse_patch, PATCH_FILE};
 use gemm_synth::catalog::Catalog;
-use gemm_synth::render::cpp;
+use gemm_synth::render::{cpp, Provenance};
+use gemm_synth::rule::{Node, Rule};
 
 const SHAPES: usize = 1_000_000;
 const CPP_REPEATS: usize = 21;
 const PY_REPEATS: usize = 5;
 
-const BENCH_CPP: &str = r#"
-#include "instances_stub.h"
-#include "gemm_a8w8_blockscale_heuristic.h"
-
+const BENCH_PRELUDE: &str = r#"
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <vector>
+
+#include "instances_stub.h"
+#include "gemm_a8w8_blockscale_heuristic.h"
+#include "gemm_a8w8_blockscale_heuristic_branchless.h"
+"#;
+
+const BENCH_MAIN: &str = r#"
+namespace {
+
+struct Shapes
+{
+    std::vector<int> M, N, K;
+};
+
+// Times one pass of f over the shapes; the sum of the choices stays in a register (no memory round trip
+// per call) and is returned so the calls cannot be dropped.
+template <typename F>
+__attribute__((noinline)) double pass(const Shapes& s, F f, uintptr_t& sink)
+{
+    const size_t n = s.M.size();
+    uintptr_t acc = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for(size_t i = 0; i < n; ++i)
+        acc += f(s.M[i], s.N[i], s.K[i]);
+    const auto t1 = std::chrono::steady_clock::now();
+    sink += acc;
+    return std::chrono::duration<double, std::nano>(t1 - t0).count() / static_cast<double>(n);
+}
+
+template <typename C>
+uintptr_t fold(const C& c)
+{
+    return reinterpret_cast<uintptr_t>(c.kernel) + static_cast<uintptr_t>(c.splitK);
+}
+
+} // namespace
 
 int main(int argc, char** argv)
 {
+    if(argc != 3)
+        return 2;
     const size_t n = std::strtoull(argv[1], nullptr, 10);
     const int repeats = std::atoi(argv[2]);
     std::mt19937_64 rng(1);
-    std::vector<int> M(n), N(n), K(n);
+    Shapes random{std::vector<int>(n), std::vector<int>(n), std::vector<int>(n)};
     for(size_t i = 0; i < n; ++i)
     {
         if(i % 2 == 0)
         {
-            M[i] = std::max(1, static_cast<int>(std::pow(2.0, std::uniform_real_distribution<double>(0, 15)(rng))));
-            N[i] = 128 * std::uniform_int_distribution<int>(1, 256)(rng);
-            K[i] = 128 * std::uniform_int_distribution<int>(1, 256)(rng);
+            random.M[i] = std::max(1, static_cast<int>(std::pow(2.0, std::uniform_real_distribution<double>(0, 15)(rng))));
+            random.N[i] = 128 * std::uniform_int_distribution<int>(1, 256)(rng);
+            random.K[i] = 128 * std::uniform_int_distribution<int>(1, 256)(rng);
         }
         else
         {
-            M[i] = std::uniform_int_distribution<int>(1, 65536)(rng);
-            N[i] = std::uniform_int_distribution<int>(1, 65536)(rng);
-            K[i] = std::uniform_int_distribution<int>(1, 65536)(rng);
+            random.M[i] = std::uniform_int_distribution<int>(1, 65536)(rng);
+            random.N[i] = std::uniform_int_distribution<int>(1, 65536)(rng);
+            random.K[i] = std::uniform_int_distribution<int>(1, 65536)(rng);
         }
     }
-    uintptr_t sink = 0;
-    auto time = [&](const std::vector<int>& M, const std::vector<int>& N, const std::vector<int>& K) {
-        std::vector<double> ns;
-        for(int r = 0; r < repeats; ++r)
-        {
-            const auto t0 = std::chrono::steady_clock::now();
-            for(size_t i = 0; i < n; ++i)
-            {
-                if(a8w8_blockscale_heuristic_enabled())
-                {
-                    const BlockscaleChoice c = a8w8_blockscale_heuristic_dispatch<float, bf16stub>(M[i], N[i], K[i]);
-                    sink += reinterpret_cast<uintptr_t>(c.kernel) + static_cast<uintptr_t>(c.splitK);
-                }
-            }
-            const auto t1 = std::chrono::steady_clock::now();
-            ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / static_cast<double>(n));
-        }
-        std::sort(ns.begin(), ns.end());
-        std::printf("%.2f %.2f %.2f ", ns[ns.size() / 2], ns.front(), ns.back());
-    };
-    time(M, N, K);
     // The same shapes, cycling through the first 512 (as the Python hit case does).
-    std::vector<int> PM(n), PN(n), PK(n);
+    Shapes cycled{std::vector<int>(n), std::vector<int>(n), std::vector<int>(n)};
     for(size_t i = 0; i < n; ++i)
     {
-        PM[i] = M[i % 512];
-        PN[i] = N[i % 512];
-        PK[i] = K[i % 512];
+        cycled.M[i] = random.M[i % 512];
+        cycled.N[i] = random.N[i % 512];
+        cycled.K[i] = random.K[i % 512];
     }
-    time(PM, PN, PK);
-    std::printf("%zu\n", static_cast<size_t>(sink % 7));
+    uintptr_t sink = 0;
+    std::vector<std::vector<double>> t(2 * VARIANTS);
+    for(int r = 0; r < repeats; ++r)
+    {
+        int v = 0;
+        auto run = [&](auto f) {
+            t[2 * v].push_back(pass(random, f, sink));
+            t[2 * v + 1].push_back(pass(cycled, f, sink));
+            ++v;
+        };
+        RUN_VARIANTS
+    }
+    for(auto& x : t)
+    {
+        std::sort(x.begin(), x.end());
+        std::printf("%.2f %.2f\n", x[x.size() / 2], x.front());
+    }
+    std::fprintf(stderr, "%zu\n", static_cast<size_t>(sink % 7));
     return 0;
 }
 "#;
 
+/// Every chain of `node` (itself first, then nested ones in source order), as rules of their own.
+fn chains(node: &Node, out: &mut Vec<Rule>) {
+    if let Node::Chain { branches, otherwise } = node {
+        if !branches.is_empty() {
+            out.push(Rule::new(node.clone()));
+        }
+        for (_, body) in branches {
+            chains(body, out);
+        }
+        chains(otherwise, out);
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     // `cargo bench` passes --bench; no other arguments are taken.
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let catalog = Catalog::embedded();
     let patch = std::fs::read_to_string(root.join("generated/aiter").join(PATCH_FILE))?;
     let files = parse_patch(&patch)?;
     let header = files.iter().find(|f| f.path.ends_with("gemm_a8w8_blockscale_heuristic.h")).expect("header in patch");
+    let rule = gemm_synth::rule::load(&root.join("generated/rule.json"), &catalog)?;
+    let (branchless, comparisons) = cpp::render_branchless(&rule, &catalog)?;
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".into());
+
     let dir = tempfile::tempdir()?;
     let d = dir.path();
     std::fs::write(d.join("gemm_a8w8_blockscale_heuristic.h"), header.hunks[0].new_text())?;
-    std::fs::write(d.join(cpp::CHECK_STUB), cpp::render_check_stub(&Catalog::embedded())?)?;
-    std::fs::write(d.join("bench.cpp"), BENCH_CPP)?;
-    let out = Command::new("g++").args(["-std=c++17", "-O2", "bench.cpp", "-o", "bench"]).current_dir(d).output()?;
-    anyhow::ensure!(out.status.success(), "g++ failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::write(d.join(cpp::BRANCHLESS_HEADER), branchless)?;
+    std::fs::write(d.join(cpp::CHECK_STUB), cpp::render_check_stub(&catalog)?)?;
+
+    let ns = cpp::DETAIL_NAMESPACE;
+    let mut src = String::from(BENCH_PRELUDE);
+    let mut runs = vec![
+        "run([](int m, int n, int k) { return static_cast<uintptr_t>(m + n + k); });".to_string(),
+        "run([](int m, int n, int k) -> uintptr_t { return a8w8_blockscale_heuristic_enabled() ? \
+         fold(a8w8_blockscale_heuristic_dispatch<float, bf16stub>(m, n, k)) : 0; });"
+            .to_string(),
+        format!("run([](int m, int n, int k) {{ return fold({ns}::select<float, bf16stub>(m, n, k)); }});"),
+        format!("run([](int m, int n, int k) {{ return fold({ns}::select_branchless<float, bf16stub>(m, n, k)); }});"),
+    ];
+    let mut sub = Vec::new();
+    chains(&rule.root, &mut sub);
+    let provenance = Provenance {
+        dataset: "a chain of generated/rule.json".into(),
+        training: "none".into(),
+        figures: vec!["timed by cargo bench --bench aiter_dispatch".into()],
+        command: "cargo bench --bench aiter_dispatch".into(),
+    };
+    let mut sub_info = Vec::new();
+    for (i, r) in sub.iter().enumerate() {
+        let (fragment, cmps) = cpp::render_branchless(r, &catalog)?;
+        // A first line of its own keeps two equal chains (or chain 0 and the rule) from being taken for
+        // one file by `#pragma once`, which compilers may decide by content.
+        let own = format!("// chain {i} of the committed rule\n");
+        std::fs::write(d.join(format!("chain_{i}.h")), own.clone() + &cpp::render_cpp(r, &catalog, &provenance)?)?;
+        std::fs::write(d.join(format!("chain_{i}_branchless.h")), own + &fragment)?;
+        src.push_str(&format!(
+            "namespace chain_{i} {{\n#include \"chain_{i}.h\"\n#include \"chain_{i}_branchless.h\"\n}}\n"
+        ));
+        for f in ["select", "select_branchless"] {
+            runs.push(format!(
+                "run([](int m, int n, int k) {{ return fold(chain_{i}::{ns}::{f}<float, bf16stub>(m, n, k)); }});"
+            ));
+        }
+        sub_info.push((cmps, r.leaves().len(), r.depth()));
+    }
+    src.push_str(&format!("#define VARIANTS {}\n", runs.len()));
+    src.push_str(&BENCH_MAIN.replace("RUN_VARIANTS", &runs.join("\n        ")));
+    std::fs::write(d.join("bench.cpp"), src)?;
+    let out = Command::new(&cxx)
+        .args(["-std=c++17", "-O2", "bench.cpp", "-o", "bench"])
+        .current_dir(d)
+        .output()
+        .map_err(|e| anyhow::anyhow!("cannot run the C++ compiler `{cxx}` (set CXX to one that exists): {e}"))?;
+    anyhow::ensure!(out.status.success(), "{cxx} failed:\n{}", String::from_utf8_lossy(&out.stderr));
     let out = Command::new(d.join("bench")).args([SHAPES.to_string(), CPP_REPEATS.to_string()]).output()?;
-    anyhow::ensure!(out.status.success(), "the C++ bench failed");
+    anyhow::ensure!(out.status.success(), "the C++ bench failed:\n{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout)?;
-    let v: Vec<&str> = text.split_whitespace().collect();
-    println!("aiter dispatch, {SHAPES} random shapes per repeat");
+    let rows: Vec<(String, String)> = text
+        .lines()
+        .map(|l| {
+            let (med, min) = l.split_once(' ').unwrap_or((l, "?"));
+            (med.to_string(), min.to_string())
+        })
+        .collect();
+    anyhow::ensure!(rows.len() == 2 * runs.len(), "the C++ bench printed {} rows, not {}", rows.len(), 2 * runs.len());
+    let cell = |v: usize| {
+        let (r, c) = (&rows[2 * v], &rows[2 * v + 1]);
+        format!("random {:>6} ({:>5}), cycled {:>6} ({:>5})", r.0, r.1, c.0, c.1)
+    };
+
     println!(
-        "  generated C++ dispatcher (g++ -O2, switch + a8w8_blockscale_heuristic_dispatch), random shapes: median {} \
-         ns/call over {CPP_REPEATS} repeats (min {}, max {}); target <= 5 ns",
-        v[0], v[1], v[2]
+        "aiter dispatch ({cxx} -O2): {SHAPES} calls per pass, random shapes or the first 512 of them cycled; \
+         median (min) ns/call over {CPP_REPEATS} repeats"
     );
-    println!(
-        "  generated C++ dispatcher, 512 distinct shapes cycled: median {} ns/call over {CPP_REPEATS} repeats (min {}, max {})",
-        v[3], v[4], v[5]
-    );
+    println!("  loop alone (reads the shapes, no dispatch):          {}", cell(0));
+    println!("  switch + a8w8_blockscale_heuristic_dispatch:         {}   target <= 5 ns", cell(1));
+    println!("  select (the tree; what the dispatcher calls):        {}", cell(2));
+    println!("  select_branchless ({comparisons:>2} comparisons, all evaluated):  {}", cell(3));
+    println!("  each chain of the committed rule as a rule of its own (random / cycled medians, ns/call):");
+    println!("    chain  comparisons  leaves  depth  tree random  branchless random  tree cycled  branchless cycled");
+    for (i, (cmps, leaves, depth)) in sub_info.iter().enumerate() {
+        let (t, b) = (4 + 2 * i, 5 + 2 * i);
+        println!(
+            "    {i:>5}  {cmps:>11}  {leaves:>6}  {depth:>5}  {:>11}  {:>17}  {:>11}  {:>17}",
+            rows[2 * t].0,
+            rows[2 * b].0,
+            rows[2 * t + 1].0,
+            rows[2 * b + 1].0
+        );
+    }
+
     let py = Command::new("python3")
         .arg(root.join("benches/aiter_dispatch_lookup.py"))
         .args([SHAPES.to_string(), PY_REPEATS.to_string()])

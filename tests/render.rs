@@ -737,3 +737,194 @@ fn an_edited_generated_module_is_refused_with_the_line() {
     let line = edited.lines().position(|l| l.contains("kernel_id: 9,")).unwrap();
     assert!(e.contains(&format!("{}:", line + 3)), "the error names the line of the name after it: {e}");
 }
+
+// ---------------------------------------------------------------------------------------------------
+// The branchless form (`cpp::render_branchless`): the tree's choice for every input.
+
+/// Dimensions the C++ entry point (`int M, int N, int K`) can be handed: zero, negative, `INT_MIN`,
+/// `INT_MAX` and random 32-bit values, mixed with ordinary GEMM shapes so rules take every branch.
+fn hostile_shapes(count: usize, seed: u64) -> Vec<[i64; 3]> {
+    let corners = [0, 1, -1, 2, -2, 127, 128, -128, i64::from(i32::MAX), i64::from(i32::MIN), i64::from(i32::MIN) + 1];
+    let mut out = Vec::new();
+    for &a in &corners {
+        for &b in &corners {
+            out.push([a, b, 4096]);
+            out.push([a, 4096, b]);
+            out.push([4096, a, b]);
+        }
+    }
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    while out.len() < count {
+        let dim = |rng: &mut rand_chacha::ChaCha8Rng| -> i64 {
+            match rng.gen_range(0..4) {
+                0 => i64::from(rng.gen::<i32>()),
+                1 => corners[rng.gen_range(0..corners.len())],
+                2 => rng.gen_range(-70000..=70000),
+                _ => 128 * rng.gen_range(1..=256),
+            }
+        };
+        out.push([dim(&mut rng), dim(&mut rng), dim(&mut rng)]);
+    }
+    out
+}
+
+/// The interpreter's choice at dimensions given as i64 (`Cond::eval_i64`, first branch that holds).
+fn interp_i64(rule: &Rule, vars: [i64; 3]) -> Leaf {
+    let mut node = &rule.root;
+    loop {
+        match node {
+            Node::Leaf(l) => return *l,
+            Node::Chain { branches, otherwise } => {
+                node = branches.iter().find(|(c, _)| c.eval_i64(vars)).map(|(_, n)| n).unwrap_or(otherwise);
+            }
+        }
+    }
+}
+
+/// Compiles one program holding each rule's header and branchless header in its own namespace; per input
+/// line it prints, for each rule, "id sk" of `select` then of `select_branchless`.
+fn build_forms_driver(dir: &Path, catalog: &Catalog, rules: &[Rule], extra: &[&str]) -> PathBuf {
+    let gxx = require_tool("g++");
+    std::fs::write(dir.join(cpp::CHECK_STUB), cpp::render_check_stub(catalog).unwrap()).unwrap();
+    let ns = cpp::DETAIL_NAMESPACE;
+    let mut src = format!("#include <cstdio>\n#include <cstdint>\n#include \"{}\"\n", cpp::CHECK_STUB);
+    for (i, rule) in rules.iter().enumerate() {
+        std::fs::write(dir.join(format!("rule_{i}.h")), render::render_cpp(rule, catalog, &provenance()).unwrap())
+            .unwrap();
+        let (branchless, _) = cpp::render_branchless(rule, catalog).unwrap();
+        std::fs::write(dir.join(format!("rule_{i}_branchless.h")), branchless).unwrap();
+        src.push_str(&format!(
+            "namespace rule_{i} {{\n#include \"rule_{i}.h\"\n#include \"rule_{i}_branchless.h\"\n}}\n"
+        ));
+    }
+    src.push_str("struct Known { BlockwiseKernel kernel; int id; };\nconst Known kKnown[] = {\n");
+    for inst in catalog.legacy_candidates() {
+        src.push_str(&format!("    {{&{}<float, bf16stub>, {}}},\n", inst.name, inst.id));
+    }
+    src.push_str(
+        "};\ntemplate <typename C> void show(const C& c) {\n    int id = -1;\n    for(const Known& k : kKnown)\n        \
+         if(k.kernel == c.kernel) id = k.id;\n    std::printf(\" %d %d\", id, c.splitK);\n}\n\
+         int main() {\n    long long M, N, K;\n    while(std::scanf(\"%lld %lld %lld\", &M, &N, &K) == 3) {\n        \
+         const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);\n",
+    );
+    for i in 0..rules.len() {
+        src.push_str(&format!(
+            "        show(rule_{i}::{ns}::select<float, bf16stub>(m, n, k));\n        \
+             show(rule_{i}::{ns}::select_branchless<float, bf16stub>(m, n, k));\n"
+        ));
+    }
+    src.push_str("        std::printf(\"\\n\");\n    }\n    return 0;\n}\n");
+    std::fs::write(dir.join("forms.cpp"), src).unwrap();
+    let exe = dir.join("forms");
+    run_checked(
+        Command::new(gxx)
+            .current_dir(dir)
+            .args(["-std=c++17", "-Wall", "-Wextra", "-Werror"])
+            .args(extra)
+            .arg("forms.cpp")
+            .arg("-o")
+            .arg(&exe),
+        "g++ on the generated header and its branchless form",
+    );
+    exe
+}
+
+/// Runs the tree and the branchless form of every rule on `shapes` (compiled with each flag set) and
+/// asserts both equal the interpreter everywhere.
+fn assert_forms_match(catalog: &Catalog, rules: &[Rule], shapes: &[[i64; 3]]) {
+    let flag_sets: [&[&str]; 2] = [&["-O1", "-fsanitize=undefined", "-fno-sanitize-recover=all"], &["-O2"]];
+    let input: String = shapes.iter().map(|[a, b, c]| format!("{a} {b} {c}\n")).collect();
+    for flags in flag_sets {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = build_forms_driver(dir.path(), catalog, rules, flags);
+        let mut child =
+            Command::new(&exe).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let text = input.clone();
+        let writer = std::thread::spawn(move || stdin.write_all(text.as_bytes()).unwrap());
+        let out = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        assert!(out.status.success(), "{flags:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let lines: Vec<String> = String::from_utf8(out.stdout).unwrap().lines().map(str::to_string).collect();
+        assert_eq!(lines.len(), shapes.len(), "{flags:?}: one line per shape");
+        for (line, shape) in lines.iter().zip(shapes) {
+            let f: Vec<i64> = line.split_whitespace().map(|x| x.parse().unwrap()).collect();
+            assert_eq!(f.len(), 4 * rules.len(), "{line:?}");
+            for (r, rule) in rules.iter().enumerate() {
+                let want = resolve(catalog, interp_i64(rule, *shape));
+                let want = [i64::from(want.kernel_id), i64::from(want.split_k)];
+                assert_eq!(
+                    f[4 * r..4 * r + 2],
+                    want,
+                    "{flags:?} rule {r}: select differs from the interpreter at {shape:?}"
+                );
+                assert_eq!(
+                    f[4 * r + 2..4 * r + 4],
+                    want,
+                    "{flags:?} rule {r}: select_branchless differs from the interpreter at {shape:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn branchless_form_and_tree_match_the_interpreter_on_hostile_shapes() {
+    let catalog = Catalog::embedded();
+    let committed =
+        gemm_synth::rule::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("generated/rule.json"), &catalog).unwrap();
+    let mut rules = vec![edge_rule(), deep_rule(), geak_rule(&catalog), small_rule(), committed, Rule::new(leaf(3, 2))];
+    rules.extend(random_rules(24));
+    let mut shapes = hostile_shapes(6000, 3);
+    shapes.extend(random_shapes(4000, 4).into_iter().map(|(a, b, c)| [a, b, c].map(i64::from)));
+    // The shapes reach negative and extreme values on every dimension.
+    for d in 0..3 {
+        assert!(shapes.iter().any(|s| s[d] == i64::from(i32::MIN)) && shapes.iter().any(|s| s[d] < -1));
+    }
+    assert_forms_match(&catalog, &rules, &shapes);
+}
+
+#[test]
+fn branchless_form_evaluates_each_comparison_once_and_indexes_a_table() {
+    let catalog = Catalog::embedded();
+    // small_rule: M <= 64 && N >= 4096 -> (K >= 8192 -> 8/1 | 8/0), cdiv(M,128)*cdiv(N,128) <= 304 -> 2/0,
+    // else 0/0. The comparison M <= 64 written a second time (in an Or) is evaluated once.
+    let mut rule = small_rule();
+    if let Node::Chain { branches, .. } = &mut rule.root {
+        branches.push((
+            Cond::Or(vec![cmp(CmpOp::Le, m(), lit(64)), Cond::Not(Box::new(cmp(CmpOp::Eq, k(), lit(7))))]),
+            leaf(5, 0),
+        ));
+    }
+    let (text, comparisons) = cpp::render_branchless(&rule, &catalog).unwrap();
+    assert_eq!(comparisons, 5, "{text}");
+    let body: Vec<&str> = text.lines().skip_while(|l| !l.starts_with("BlockscaleChoice select_branchless(")).collect();
+    assert_eq!(body[0], "BlockscaleChoice select_branchless(Int M, Int N, Int K)");
+    let expected = [
+        "    const bool c0 = M <= 64;",
+        "    const bool c1 = N >= 4096;",
+        "    const bool c2 = K >= 8192;",
+        "    const bool c3 = cdiv(M, 128) * cdiv(N, 128) <= 304;",
+        "    const bool c4 = K == 7;",
+        "    const unsigned n0 = pick(c2, 0u, 1u);",
+        "    const unsigned n1 = pick(c0 & c1, n0, pick(c3, 2u, pick(c0 | (!c4), 3u, 4u)));",
+        "    static constexpr BlockscaleChoice kChoices[] = {",
+    ];
+    assert_eq!(body[2..2 + expected.len()], expected, "{text}");
+    let names: Vec<String> = [8, 8, 2, 5, 0].iter().map(|&id| catalog.legacy_by_id(id).unwrap().name.clone()).collect();
+    let table: Vec<String> = [0, 1, 2, 3, 4]
+        .iter()
+        .zip([1, 0, 0, 0, 0])
+        .map(|(&i, sk)| {
+            let id = [8, 8, 2, 5, 0][i];
+            format!("        {{&{}<DDataType, EDataType>, {sk}}}, // {i}: kernelId {id}", names[i])
+        })
+        .collect();
+    assert_eq!(body[2 + expected.len()..2 + expected.len() + 5], table[..], "{text}");
+    assert!(text.contains("    return kChoices[n1];\n"), "{text}");
+    // A rule without a branch has no comparison and returns its one choice.
+    let (text, comparisons) = cpp::render_branchless(&Rule::new(leaf(3, 2)), &catalog).unwrap();
+    assert_eq!(comparisons, 0);
+    assert!(text.contains("select_branchless([[maybe_unused]] Int M, [[maybe_unused]] Int N, [[maybe_unused]] Int K)"));
+    assert!(text.contains("    return kChoices[0u];\n"), "{text}");
+}

@@ -6,6 +6,18 @@
 //! integer type whose operators implement the IR's semantics, so the printed infix text is exact as long
 //! as every operation has an operand of that type; [`for_cpp`] guarantees it by folding operations on
 //! literals only (with the reference interpreter) before printing.
+//!
+//! [`render_branchless`] renders the same rule without conditional branches (`templates/check/
+//! branchless.h.j2`, a header included after the dispatcher header): every distinct comparison of the
+//! rule evaluated once (`Int` arithmetic is total, so evaluating a comparison the tree would skip is
+//! harmless), `&&`/`||` as `&`/`|` on those booleans, each chain's branch picked with mask arithmetic from
+//! the innermost chain outwards, and the index so found reading a static table of choices. It is exact for
+//! every input (`tests/render.rs` runs it against the tree and the interpreter, hostile shapes included)
+//! and is what `cargo bench --bench aiter_dispatch` times against the tree. The dispatcher header keeps
+//! the tree: measured with g++ -O2 and clang++ -O2, the branchless form costs more than the
+//! mispredicted branches it removes, for the committed rule (18 comparisons) and, but for one chain on
+//! random shapes under clang++, for each of its chains down to 2 comparisons, where the compiler already
+//! selects between the two leaves without a branch (README.md, "Dispatch cost").
 
 use std::sync::OnceLock;
 
@@ -15,11 +27,14 @@ use serde::Serialize;
 use super::{leaf_instance, resolved, writer, Provenance, CPP_HEADER};
 use crate::catalog::Catalog;
 use crate::rule::text::cond_to_cpp;
-use crate::rule::{BinOp, Cond, Expr, Node, Rule, Var};
+use crate::rule::{BinOp, Cond, Expr, Leaf, Node, Rule, Var};
 
 /// Namespace holding the header's integer type, helpers and rule body (unique to avoid clashes in
 /// AITER's translation unit).
 pub const DETAIL_NAMESPACE: &str = "gemm_synth_blockscale_rule";
+
+/// File name [`render_branchless`]'s header is written under next to the dispatcher header.
+pub const BRANCHLESS_HEADER: &str = "gemm_a8w8_blockscale_heuristic_branchless.h";
 
 /// File name the check driver includes the stand-in declarations under.
 pub const CHECK_STUB: &str = "instances_stub.h";
@@ -27,6 +42,7 @@ pub const CHECK_STUB: &str = "instances_stub.h";
 const HEADER_TEMPLATE: &str = "gemm_a8w8_blockscale_heuristic.h.j2";
 const STUB_TEMPLATE: &str = "check/instances_stub.h.j2";
 const DRIVER_TEMPLATE: &str = "check/driver.cpp.j2";
+const BRANCHLESS_TEMPLATE: &str = "check/branchless.h.j2";
 
 fn env() -> &'static Environment<'static> {
     static ENV: OnceLock<Environment<'static>> = OnceLock::new();
@@ -41,6 +57,7 @@ fn env() -> &'static Environment<'static> {
             (HEADER_TEMPLATE, include_str!("../../templates/gemm_a8w8_blockscale_heuristic.h.j2")),
             (STUB_TEMPLATE, include_str!("../../templates/check/instances_stub.h.j2")),
             (DRIVER_TEMPLATE, include_str!("../../templates/check/driver.cpp.j2")),
+            (BRANCHLESS_TEMPLATE, include_str!("../../templates/check/branchless.h.j2")),
         ];
         for (name, source) in templates {
             env.add_template(name, source).unwrap_or_else(|e| panic!("template {name} does not parse: {e:#}"));
@@ -112,6 +129,147 @@ fn template_node(node: &Node, catalog: &Catalog, depth: usize) -> anyhow::Result
             })
         }
     }
+}
+
+#[derive(Serialize)]
+struct TAtom {
+    name: String,
+    cond: String,
+}
+
+#[derive(Serialize)]
+struct TTableLeaf {
+    name: String,
+    kernel_id: i32,
+    split_k: u32,
+}
+
+#[derive(Serialize)]
+struct TPick {
+    name: String,
+    expr: String,
+}
+
+/// The branchless form of a rule (already resolved and canonical): its distinct comparisons, its distinct
+/// choices in first-use order and the chain-by-chain index computation.
+struct Branchless {
+    atoms: Vec<TAtom>,
+    leaves: Vec<TTableLeaf>,
+    picks: Vec<TPick>,
+    index: String,
+}
+
+/// Builds [`Branchless`] for `root`. Comparisons are keyed by their folded IR ([`for_cpp`]), so one written
+/// twice in the rule is evaluated once; choices are keyed by (kernelId, splitK).
+fn branchless(root: &Node, catalog: &Catalog) -> anyhow::Result<Branchless> {
+    struct Builder<'c> {
+        catalog: &'c Catalog,
+        atoms: Vec<(Cond, TAtom)>,
+        leaves: Vec<(Leaf, TTableLeaf)>,
+        picks: Vec<TPick>,
+    }
+    impl Builder<'_> {
+        fn cond(&mut self, c: &Cond) -> String {
+            match c {
+                Cond::Cmp { .. } => {
+                    let i = match self.atoms.iter().position(|(a, _)| a == c) {
+                        Some(i) => i,
+                        None => {
+                            let atom = TAtom { name: format!("c{}", self.atoms.len()), cond: cond_to_cpp(c) };
+                            self.atoms.push((c.clone(), atom));
+                            self.atoms.len() - 1
+                        }
+                    };
+                    self.atoms[i].1.name.clone()
+                }
+                Cond::And(cs) if cs.is_empty() => "true".into(),
+                Cond::Or(cs) if cs.is_empty() => "false".into(),
+                Cond::And(cs) => self.join(cs, " & "),
+                Cond::Or(cs) => self.join(cs, " | "),
+                Cond::Not(inner) => format!("!{}", self.operand(inner)),
+                Cond::Const(b) => b.to_string(),
+            }
+        }
+        fn join(&mut self, cs: &[Cond], op: &str) -> String {
+            let parts: Vec<String> = cs.iter().map(|c| self.operand(c)).collect();
+            parts.join(op)
+        }
+        /// A condition as an operand of `&`, `|` or `!`: parenthesised unless it is one name or literal.
+        fn operand(&mut self, c: &Cond) -> String {
+            let text = self.cond(c);
+            if text.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') {
+                text
+            } else {
+                format!("({text})")
+            }
+        }
+        fn node(&mut self, node: &Node) -> anyhow::Result<String> {
+            match node {
+                Node::Leaf(leaf) => {
+                    let i = match self.leaves.iter().position(|(l, _)| l == leaf) {
+                        Some(i) => i,
+                        None => {
+                            let inst = leaf_instance(self.catalog, leaf)?;
+                            let entry =
+                                TTableLeaf { name: inst.name.clone(), kernel_id: inst.id, split_k: leaf.split_k };
+                            self.leaves.push((*leaf, entry));
+                            self.leaves.len() - 1
+                        }
+                    };
+                    Ok(format!("{i}u"))
+                }
+                Node::Chain { branches, otherwise } => {
+                    if branches.is_empty() {
+                        return self.node(otherwise);
+                    }
+                    let mut arms = Vec::new();
+                    for (cond, body) in branches {
+                        arms.push((self.cond(&for_cpp(cond)), self.node(body)?));
+                    }
+                    let mut expr = self.node(otherwise)?;
+                    for (cond, body) in arms.into_iter().rev() {
+                        expr = format!("pick({cond}, {body}, {expr})");
+                    }
+                    let name = format!("n{}", self.picks.len());
+                    self.picks.push(TPick { name: name.clone(), expr });
+                    Ok(name)
+                }
+            }
+        }
+    }
+    let mut b = Builder { catalog, atoms: Vec::new(), leaves: Vec::new(), picks: Vec::new() };
+    let index = b.node(root)?;
+    Ok(Branchless {
+        atoms: b.atoms.into_iter().map(|(_, a)| a).collect(),
+        leaves: b.leaves.into_iter().map(|(_, l)| l).collect(),
+        picks: b.picks,
+        index,
+    })
+}
+
+/// The branchless form of `rule` (file [`BRANCHLESS_HEADER`]): `select_branchless<DDataType,
+/// EDataType>(Int M, Int N, Int K)` and its helper `pick` in [`DETAIL_NAMESPACE`], for inclusion after the
+/// header [`render_cpp`] writes for the same rule (it uses that header's `Int`, `cdiv`, `BlockscaleChoice`
+/// and instance declarations). Returns the text and the number of distinct comparisons it evaluates.
+pub fn render_branchless(rule: &Rule, catalog: &Catalog) -> anyhow::Result<(String, usize)> {
+    let rule = resolved(rule, catalog)?;
+    let used = rule.vars_used();
+    let params: Vec<TParam> = Var::ALL.iter().map(|v| TParam { name: v.upper(), used: used.contains(v) }).collect();
+    let form = branchless(&rule.root, catalog)?;
+    let comparisons = form.atoms.len();
+    let text = render(
+        BRANCHLESS_TEMPLATE,
+        minijinja::context! {
+            header => CPP_HEADER,
+            ns => DETAIL_NAMESPACE,
+            params => params,
+            atoms => form.atoms,
+            leaves => form.leaves,
+            picks => form.picks,
+            index => form.index,
+        },
+    )?;
+    Ok((text, comparisons))
 }
 
 /// Renders the AITER header: `struct BlockscaleChoice`, the integer helpers (in [`DETAIL_NAMESPACE`])
