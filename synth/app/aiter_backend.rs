@@ -14,7 +14,7 @@
 //! Not run on an AMD GPU: tested against a fake tuner written from the real script's argument parser and
 //! output (tests/fixtures/fake_aiter/).
 
-use super::bench::{model_layers, parse_m_set, parse_pairs, print_summary, BenchArgs};
+use super::bench::{print_summary, BenchArgs};
 use crate::catalog::Catalog;
 use crate::measure::journal::{CellResult, Journal};
 use crate::table::{RowStatus, Shape};
@@ -811,17 +811,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     if !args.harness_args.is_empty() {
         bail!("--harness-arg applies to --backend harness; pass tuner options with --tuner-arg");
     }
-    let ms = parse_m_set(&args.m_set)?;
-    let (layers, unrunnable) = match &args.shapes {
-        Some(s) => (parse_pairs(s)?, Vec::new()),
-        None => model_layers(&args.model, args.tp)?,
-    };
-    for msg in &unrunnable {
-        eprintln!("error: {msg}");
-    }
-    if layers.is_empty() {
-        bail!("no layer of {} at TP {} can be measured (see above)", args.model, args.tp);
-    }
+    let (ms, (layers, unrunnable)) = super::bench::bench_grid(args)?;
     if !(0.0..=1.0).contains(&args.recheck_fraction) {
         bail!("--recheck-fraction {} is outside [0, 1]", args.recheck_fraction);
     }

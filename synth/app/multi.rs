@@ -36,7 +36,7 @@ use crate::table::{Cell, LatencyMatrix};
 
 use super::invocation::Invocation;
 use super::run::{rule_outline, RunArgs, COMPARE_CSV, CURVE_CSV, OUTPUT_ONLY, RULE_JSON, SPEEDUP_SVG};
-use super::session::{display_path, emit, model_layers, published_rule};
+use super::session::{display_path, model_layers, published_rule};
 
 /// The manifest read when `--manifest` is not given, relative to the crate root.
 pub const DEFAULT_MANIFEST: &str = "measurements/h200/datasets.toml";
@@ -502,16 +502,7 @@ pub fn run(args: &RunArgs, manifest: &Path, invocation: &Invocation) -> anyhow::
         GeneratedFile::new(CURVE_CSV, curve_csv(&points)),
     ];
     // One all-or-nothing write of the output directory, then the AITER patch beside it.
-    let written = generated.and_then(|mut files| {
-        files.extend(extra);
-        let mut paths = super::outputs::write_files(&out, &files, args.check)?;
-        paths.extend(super::outputs::write_files(
-            &out.join(crate::aiter::GENERATED_SUBDIR),
-            &[aiter_patch],
-            args.check,
-        )?);
-        Ok(paths)
-    });
+    let written = super::outputs::write_run_files(&out, generated, extra, aiter_patch, args.check);
 
     // Terminal output.
     let mut text = String::new();
@@ -551,38 +542,15 @@ pub fn run(args: &RunArgs, manifest: &Path, invocation: &Invocation) -> anyhow::
         train_set.len()
     );
     text.push_str(&summary_table(&report_untuned));
-    let mut paths = Vec::new();
-    let mut errors = Vec::new();
-    match written {
-        Ok(p) => paths.extend(p),
-        Err(e) => errors.push(format!("{e:#}")),
-    }
-    let verb = if args.check { "up to date" } else { "written" };
-    if errors.is_empty() {
-        text.push('\n');
-        for f in &paths {
-            let _ = writeln!(text, "{verb}: {}", super::outputs::real_path(f));
-        }
-        if !target.committed && args.out.is_none() {
-            let why = if main_job { "outside a gemm-synth checkout" } else { "the inputs differ from the main job's" };
-            let _ = writeln!(
-                text,
-                "(files in {}: {why}, so no committed generated/ was touched; --out DIR to choose)",
-                super::outputs::real_path(&out)
-            );
-        }
-        let _ = writeln!(text, "total {:.2} s", started.elapsed().as_secs_f64());
-    }
-    emit(&text)?;
-    if !errors.is_empty() {
-        let hint = if args.check {
-            "\nregenerate with `cargo run --release -- run` (same options) and commit the result"
-        } else {
-            ""
-        };
-        bail!("{}{hint}", errors.join("\n"));
-    }
-    Ok(())
+    let end = super::outputs::RunEnd {
+        target: &target,
+        main_job,
+        out_given: args.out.is_some(),
+        check: args.check,
+        blank_line: true,
+        started,
+    };
+    super::outputs::finish_run(text, written, &end)
 }
 
 /// Policy rows: geomean and total speed-up against the default, fraction of the oracle, unusable picks.

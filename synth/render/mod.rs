@@ -14,6 +14,7 @@
 
 pub mod cpp;
 pub mod csv;
+pub mod jinja;
 pub mod outdir;
 pub mod rust;
 pub mod sanitize;
