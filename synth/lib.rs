@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod cli;
 pub mod compare;
 pub mod compress;
+pub mod diag;
 pub mod engine;
 pub mod measure;
 pub mod render;

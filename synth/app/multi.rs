@@ -119,8 +119,9 @@ impl MultiData {
             crate::table::input::read_text_capped(manifest, crate::table::input::MAX_SPEC_BYTES, "dataset manifest")
                 .with_context(|| format!("cannot read the dataset manifest {}", manifest.display()))?
         };
-        let file: ManifestFile =
-            toml::from_str(&text).with_context(|| format!("{}: not a dataset manifest", manifest.display()))?;
+        let file: ManifestFile = toml::from_str(&text).map_err(|e| {
+            crate::diag::toml_error(&manifest.display().to_string(), &text, "not a dataset manifest", &e)
+        })?;
         let dir = manifest.parent().unwrap_or(Path::new("."));
         let mut names = BTreeSet::new();
         for c in &file.config {

@@ -5,7 +5,7 @@
 //! cut off before the run appends again. A malformed line anywhere else is an error naming the line.
 
 use super::Attempt;
-use anyhow::{bail, Context};
+use anyhow::Context;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -68,13 +68,15 @@ pub fn read_trace(path: &Path) -> anyhow::Result<TraceContents> {
                 let _ = e;
                 dropped_tail = Some(text.chars().take(200).collect());
             }
-            Err(e) => bail!(
-                "{}:{}:{}: malformed trace line ({e}); expected one JSON attempt per line. Fix or delete \
-                 the line, or start a new run without --resume",
-                path.display(),
-                i + 1,
-                e.column()
-            ),
+            Err(e) => {
+                return Err(crate::diag::Located::new(
+                    path.display().to_string(),
+                    format!("malformed trace line ({e})"),
+                )
+                .at(i + 1, e.column())
+                .hint("expected one JSON attempt per line. Fix or delete the line, or start a new run without --resume")
+                .into())
+            }
         }
     }
     Ok(TraceContents { attempts, valid_len, dropped_tail })

@@ -143,11 +143,12 @@ fn read_journal_bytes(bytes: &[u8], src: &str, catalog: &Catalog) -> Result<Vec<
     let header = String::from_utf8_lossy(first).trim_end_matches('\r').to_string();
     let want = columns().join(",");
     if header != want {
-        bail!(
-            "{src}:1: header is `{header}`; expected `{want}` (a journal written by `synth bench`); use another --out"
-        );
+        return Err(crate::diag::Located::new(src, format!("header is `{header}`"))
+            .line(1)
+            .hint(format!("expected `{want}` (a journal written by `synth bench`); use another --out"))
+            .into());
     }
-    let rows = parse_aiter_csv(bytes, src, catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let rows = parse_aiter_csv(bytes, src, catalog)?;
     Ok(rows.iter().map(CellResult::from_aiter_row).collect())
 }
 

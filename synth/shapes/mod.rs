@@ -33,6 +33,8 @@ pub enum ShapeError {
     Io { path: String, source: std::io::Error },
     #[error("{path}: invalid model spec: {message}")]
     Parse { path: String, message: String },
+    #[error("{0}")]
+    Syntax(crate::diag::Located),
     #[error("{path}: field `{field}` must be a positive integer, got {value}")]
     NonPositive { path: String, field: &'static str, value: u32 },
     #[error("tensor-parallel degree must be at least 1, got 0")]
@@ -108,10 +110,8 @@ impl ModelSpec {
 
     /// Parses spec TOML text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<ModelSpec, ShapeError> {
-        let spec: ModelSpec = toml::from_str(text).map_err(|e| ShapeError::Parse {
-            path: origin.to_string(),
-            message: e.to_string().trim_end().to_string(),
-        })?;
+        let spec: ModelSpec = toml::from_str(text)
+            .map_err(|e| ShapeError::Syntax(crate::diag::toml_error(origin, text, "invalid model spec", &e)))?;
         for (field, value) in [
             ("hidden", spec.hidden),
             ("intermediate", spec.intermediate),

@@ -33,6 +33,7 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, TableError> {
                 column: None,
                 value: None,
                 message: format!("cannot list the directory: {e}"),
+                ..Default::default()
             })?;
             let mut files: Vec<PathBuf> = entries
                 .filter_map(|e| e.ok().map(|e| e.path()))
@@ -46,6 +47,7 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, TableError> {
                     column: None,
                     value: None,
                     message: "the directory holds no .csv latency table; pass a file or a directory of journals".into(),
+                    ..Default::default()
                 });
             }
             out.extend(files);
@@ -92,6 +94,7 @@ pub fn merge_tables(tables: &[(PathBuf, Vec<AiterRow>)]) -> Result<(LatencyMatri
             column: None,
             value: None,
             message: "no measurement rows (only vendor reference rows, or no file)".into(),
+            ..Default::default()
         });
     };
     for (path, m) in &parts[1..] {
@@ -114,6 +117,7 @@ pub fn merge_tables(tables: &[(PathBuf, Vec<AiterRow>)]) -> Result<(LatencyMatri
                     first.device.as_deref().unwrap_or("unnamed"),
                     first_path.display()
                 ),
+                ..Default::default()
             });
         }
     }
@@ -146,6 +150,7 @@ pub fn merge_tables(tables: &[(PathBuf, Vec<AiterRow>)]) -> Result<(LatencyMatri
                             "shape {shape} candidate {cand} is also measured in {}: give each cell in one file",
                             prev.display()
                         ),
+                        ..Default::default()
                     });
                 }
                 out.set(os, oc, cell.clone());

@@ -90,6 +90,7 @@ pub fn load_legacy_matrix(
             message: "only CK-tile rows: rules for the C++ dispatcher choose among CK legacy instances; measure with \
                       libtype ck or both"
                 .into(),
+            ..Default::default()
         });
     }
     let m = super::LatencyMatrix::from_rows(&legacy).map_err(|mut e| {

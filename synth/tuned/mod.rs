@@ -103,7 +103,13 @@ impl TunedSet {
             let legacy = r.libtype == crate::catalog::Libtype::Ck;
             let kernel_id = if legacy && r.kernel_id < 0 { catalog.default_alias } else { r.kernel_id };
             let Some(us) = r.us else {
-                bail!("{source}:{}: a tuned row without a time (us) cannot be a tuned choice; remove the row", r.line);
+                return Err(crate::diag::Located::new(
+                    source.to_string(),
+                    "a tuned row without a time (us) cannot be a tuned choice",
+                )
+                .line(r.line)
+                .hint("remove the row")
+                .into());
             };
             let entry = TunedEntry { candidate: Candidate::new(kernel_id, r.split_k), legacy };
             by_shape.insert(r.shape(), TunedRow { shape: r.shape(), entry, us, line: r.line });
