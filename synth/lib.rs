@@ -21,6 +21,7 @@ pub mod search;
 pub mod shapes;
 pub mod synthesize;
 pub mod table;
+pub mod textable;
 pub mod tuned;
 
 pub use catalog::{Candidate, Catalog, Instance};

@@ -556,55 +556,62 @@ pub fn run(args: &RunArgs, manifest: &Path, invocation: &Invocation) -> anyhow::
 
 /// Policy rows: geomean and total speed-up against the default, fraction of the oracle, unusable picks.
 pub fn summary_table(report: &Report) -> String {
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
-        "  {:<16} {:>12} {:>12} {:>10} {:>9}",
-        "policy", "x def (geo)", "x def (tot)", "of oracle", "unusable"
-    );
+    use crate::textable::{left, right, TextTable};
+    let columns = vec![
+        left("policy").min(16),
+        right("x def (geo)").min(12),
+        right("x def (tot)").min(12),
+        right("of oracle").min(10),
+        right("unusable").min(9),
+    ];
+    let mut t = TextTable::new(columns).gap(1).indent("  ");
     for p in &report.policies {
         let s = &p.summary;
-        let _ = writeln!(
-            t,
-            "  {:<16} {:>12.3} {:>12.3} {:>10.3} {:>9}",
-            p.name,
-            s.geomean_vs_default,
-            s.total_vs_default,
-            s.of_oracle,
-            s.missing + s.invalid
-        );
+        t.row([
+            p.name.clone(),
+            format!("{:.3}", s.geomean_vs_default),
+            format!("{:.3}", s.total_vs_default),
+            format!("{:.3}", s.of_oracle),
+            (s.missing + s.invalid).to_string(),
+        ]);
     }
-    t
+    t.render()
 }
 
 fn lomo_table(rows: &[LomoRow], data: &MultiData, all: &Report) -> String {
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
-        "  {:<18} {:>6} {:>12} {:>12} {:>9} {:>9}  trained on",
-        "held out", "shapes", "LOMO rule", "main rule", "default", "unusable"
-    );
+    use crate::textable::{left, right, TextTable};
+    let columns = vec![
+        left("held out").min(18),
+        right("shapes").min(6),
+        right("LOMO rule").min(12),
+        right("main rule").min(12),
+        right("default").min(9),
+        right("unusable").min(9),
+        left("trained on"),
+    ];
+    let mut t = TextTable::new(columns).gap(1).indent("  ");
     for r in rows {
         let c = data.configs.iter().find(|c| c.name == r.config).expect("row of a configuration");
         let set: BTreeSet<usize> = c.shapes().into_iter().collect();
         let idx: Vec<usize> = (0..all.shapes.len()).filter(|&i| set.contains(&all.shapes[i])).collect();
         let main = all.policy_index("synthesized").map_or(f64::NAN, |p| all.summarize(p, &idx).of_oracle);
-        let _ = writeln!(
-            t,
-            "  {:<18} {:>6} {:>12.3} {:>12.3} {:>9.3} {:>9}  {} ({} shapes, {} leaves, {} instances)",
-            r.config,
-            r.report.shapes.len(),
-            of_oracle(&r.report, "synthesized"),
-            main,
-            of_oracle(&r.report, "default"),
-            unusable(&r.report, "synthesized"),
-            r.trained_on.join(", "),
-            r.train_shapes,
-            r.leaves,
-            r.instances
-        );
+        t.row([
+            r.config.clone(),
+            r.report.shapes.len().to_string(),
+            format!("{:.3}", of_oracle(&r.report, "synthesized")),
+            format!("{main:.3}"),
+            format!("{:.3}", of_oracle(&r.report, "default")),
+            unusable(&r.report, "synthesized").to_string(),
+            format!(
+                "{} ({} shapes, {} leaves, {} instances)",
+                r.trained_on.join(", "),
+                r.train_shapes,
+                r.leaves,
+                r.instances
+            ),
+        ]);
     }
-    t
+    t.render()
 }
 
 /// Per-shape unusable picks of `rule` over every shape of `data` (for checks): (shape, leaf) pairs whose

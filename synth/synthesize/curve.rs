@@ -1,8 +1,6 @@
 //! Leaves-versus-quality curves: how a rule's held-out quality grows with its leaf budget, trained on a
 //! sample of shapes, and on the full grid with k-fold cross-validation over M.
 
-use std::fmt::Write as _;
-
 use crate::catalog::Catalog;
 use crate::compare::{evaluate, Policy, TunedTable};
 use crate::table::LatencyMatrix;
@@ -170,20 +168,19 @@ pub fn curve_csv(points: &[CurvePoint]) -> String {
 
 /// The curve as a terminal table.
 pub fn curve_table(points: &[CurvePoint]) -> String {
-    let mut out =
-        String::from("setting  budget  leaves  train of oracle  held-out of oracle  x default (geo)  x tuned (geo)\n");
+    use crate::textable::{left, right, TextTable};
+    let titles = ["budget", "leaves", "train of oracle", "held-out of oracle", "x default (geo)", "x tuned (geo)"];
+    let mut t = TextTable::new([left("setting")].into_iter().chain(titles.map(right)).collect());
     for p in points {
-        let _ = writeln!(
-            out,
-            "{:<7}  {:>6}  {:>6.1}  {:>15.3}  {:>18.3}  {:>15.3}  {:>13.3}",
-            p.setting,
-            p.budget,
-            p.leaves,
-            p.train_of_oracle,
-            p.heldout_of_oracle,
-            p.heldout_vs_default,
-            p.heldout_vs_tuned
-        );
+        t.row([
+            p.setting.to_string(),
+            p.budget.to_string(),
+            format!("{:.1}", p.leaves),
+            format!("{:.3}", p.train_of_oracle),
+            format!("{:.3}", p.heldout_of_oracle),
+            format!("{:.3}", p.heldout_vs_default),
+            format!("{:.3}", p.heldout_vs_tuned),
+        ]);
     }
-    out
+    t.render()
 }
