@@ -13,6 +13,7 @@ pub mod compare;
 pub mod compress;
 pub mod diag;
 pub mod engine;
+pub mod logfile;
 pub mod measure;
 pub mod render;
 pub mod rewrite;
