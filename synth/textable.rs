@@ -79,16 +79,6 @@ impl TextTable {
         self.rows.push(cells);
     }
 
-    /// The rows added so far.
-    pub fn len(&self) -> usize {
-        self.rows.len()
-    }
-
-    /// Whether no row was added.
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
-    }
-
     /// The header and every row, one line each.
     pub fn render(&self) -> String {
         let widths: Vec<usize> = self
@@ -147,7 +137,6 @@ mod tests {
         let mut t = TextTable::new(vec![left("layer").min(8), right("N").min(4)]).gap(1).indent("  ").rule();
         t.row(["qkv", "10240"]);
         assert_eq!(t.render(), "  layer        N\n  --------------\n  qkv      10240\n");
-        assert_eq!(t.len(), 1);
     }
 
     #[test]

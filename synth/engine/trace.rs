@@ -94,11 +94,6 @@ impl TraceWriter {
             .and_then(|_| f.flush())
             .with_context(|| format!("cannot write trace {}", self.path.display()))
     }
-
-    /// The trace's path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 #[cfg(test)]
