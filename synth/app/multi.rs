@@ -506,9 +506,7 @@ pub fn run(args: &RunArgs, manifest: &Path, invocation: &Invocation) -> anyhow::
     let written = super::outputs::write_run_files(&out, generated, extra, aiter_patch, args.check);
 
     // Terminal output.
-    let mut text = String::new();
-    let _ = writeln!(text, "dataset:  {}", provenance.dataset);
-    let _ = writeln!(text, "training: {}", provenance.training);
+    let mut text = super::outputs::run_header(&provenance);
     let _ = writeln!(
         text,
         "rule:     {} leaves ({} split-K leaves guarded), depth {}, instances {:?}; {} unusable training picks; \

@@ -74,6 +74,11 @@ pub fn write_run_files(
     Ok(paths)
 }
 
+/// The first lines a `run` prints: its dataset and training set, as the provenance names them.
+pub fn run_header(provenance: &crate::render::Provenance) -> String {
+    format!("dataset:  {}\ntraining: {}\n", provenance.dataset, provenance.training)
+}
+
 /// How a `run` ends on the terminal.
 pub struct RunEnd<'a> {
     pub target: &'a OutDir,

@@ -231,9 +231,7 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
     let written = super::outputs::write_run_files(&out, generated, extra, aiter_patch, args.check);
 
     // Terminal output.
-    let mut text = String::new();
-    let _ = writeln!(text, "dataset:  {}", provenance.dataset);
-    let _ = writeln!(text, "training: {}", provenance.training);
+    let mut text = super::outputs::run_header(&provenance);
     let _ = writeln!(
         text,
         "rule:     {} leaves ({} split-K guards), depth {}, instances {:?}; its picks sum to {:.3} ms of measured \

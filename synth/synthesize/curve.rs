@@ -147,21 +147,27 @@ pub fn cv_curve(
 pub const CURVE_COLUMNS: &str =
     "setting,budget,leaves,train_of_oracle,heldout_of_oracle,heldout_vs_default,heldout_vs_tuned";
 
+/// A point's fields: figures to `digits` decimals, the mean leaf count to two fewer.
+fn point_cells(p: &CurvePoint, digits: usize) -> Vec<String> {
+    let f = |x: f64| format!("{x:.digits$}");
+    vec![
+        p.setting.clone(),
+        p.budget.to_string(),
+        format!("{:.*}", digits - 2, p.leaves),
+        f(p.train_of_oracle),
+        f(p.heldout_of_oracle),
+        f(p.heldout_vs_default),
+        f(p.heldout_vs_tuned),
+    ]
+}
+
 /// The curve as CSV (fixed decimals).
 pub fn curve_csv(points: &[CurvePoint]) -> String {
     let mut w = csv::Writer::from_writer(Vec::new());
     let mut put = |record: &[String]| w.write_record(record).expect("writing CSV to memory cannot fail");
     put(&CURVE_COLUMNS.split(',').map(str::to_string).collect::<Vec<_>>());
     for p in points {
-        put(&[
-            p.setting.clone(),
-            p.budget.to_string(),
-            format!("{:.2}", p.leaves),
-            format!("{:.4}", p.train_of_oracle),
-            format!("{:.4}", p.heldout_of_oracle),
-            format!("{:.4}", p.heldout_vs_default),
-            format!("{:.4}", p.heldout_vs_tuned),
-        ]);
+        put(&point_cells(p, 4));
     }
     String::from_utf8(w.into_inner().expect("an in-memory CSV flushes")).expect("CSV of UTF-8 fields is UTF-8")
 }
@@ -172,15 +178,7 @@ pub fn curve_table(points: &[CurvePoint]) -> String {
     let titles = ["budget", "leaves", "train of oracle", "held-out of oracle", "x default (geo)", "x tuned (geo)"];
     let mut t = TextTable::new([left("setting")].into_iter().chain(titles.map(right)).collect());
     for p in points {
-        t.row([
-            p.setting.to_string(),
-            p.budget.to_string(),
-            format!("{:.1}", p.leaves),
-            format!("{:.3}", p.train_of_oracle),
-            format!("{:.3}", p.heldout_of_oracle),
-            format!("{:.3}", p.heldout_vs_default),
-            format!("{:.3}", p.heldout_vs_tuned),
-        ]);
+        t.row(point_cells(p, 3));
     }
     t.render()
 }
