@@ -197,6 +197,6 @@ mod tests {
     fn unknown_field_is_rejected() {
         let text = "name='x'\nhidden=1\nintermediate=1\nheads=1\nkv_heads=1\nhead_dim=1\nlayers=1\nvocab=3\n";
         let e = ModelSpec::parse(text, "x.toml").unwrap_err().to_string();
-        assert!(e.starts_with("x.toml: invalid model spec") && e.contains("vocab"), "{e}");
+        assert!(e.starts_with("x.toml:8:1: invalid model spec") && e.contains("vocab"), "{e}");
     }
 }
