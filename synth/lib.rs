@@ -11,7 +11,9 @@ pub mod catalog;
 pub mod cli;
 pub mod compare;
 pub mod compress;
+pub(crate) mod diag;
 pub mod engine;
+pub(crate) mod logfile;
 pub mod measure;
 pub mod render;
 pub mod rewrite;
@@ -20,6 +22,7 @@ pub mod search;
 pub mod shapes;
 pub mod synthesize;
 pub mod table;
+pub(crate) mod textable;
 pub mod tuned;
 
 pub use catalog::{Candidate, Catalog, Instance};

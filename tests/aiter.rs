@@ -4,29 +4,16 @@
 //! tuner is killed midway, clear errors for a missing checkout / GPU / bad option, and the CK-tile
 //! candidate filter of `synth run` and `synth compare`. Not run on an AMD GPU.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
+
+use common::{strs, synth, text};
 
 const FAKE_AITER: &str = "tests/fixtures/fake_aiter";
 const TUNER: &str = "tests/fixtures/fake_aiter/csrc/ck_gemm_a8w8_blockscale/gemm_a8w8_blockscale_tune.py";
-
-fn synth(args: &[String], envs: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_synth"));
-    c.current_dir(env!("CARGO_MANIFEST_DIR")).args(args);
-    for (k, v) in envs {
-        c.env(k, v);
-    }
-    c.output().expect("synth runs")
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-fn strs(v: &[&str]) -> Vec<String> {
-    v.iter().map(|s| s.to_string()).collect()
-}
 
 /// M in {1, 64, 512, 4096} on N=K=5120 and N=25600,K=5120: 8 shapes.
 fn bench_args(out: &Path, extra: &[&str]) -> Vec<String> {

@@ -3,27 +3,14 @@
 //! a pick failing its correctness check and a new kernel becoming the oracle by >= 10% are each flagged
 //! with exit status 3, a markdown summary and a JSON report naming the fix.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+use common::{strs as s, synth, synth_owned, text};
 
 const FAKE: &str = "tests/fixtures/fake_harness.py";
-
-fn synth(args: &[String], envs: &[(&str, String)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_synth"));
-    c.current_dir(env!("CARGO_MANIFEST_DIR")).args(args);
-    for (k, v) in envs {
-        c.env(k, v);
-    }
-    c.output().expect("synth runs")
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-fn s(v: &[&str]) -> Vec<String> {
-    v.iter().map(|x| x.to_string()).collect()
-}
 
 /// Rule: kernel 8 (16x64x256) for M <= 64, otherwise kernel 0 (128x128x128).
 const RULE: &str = r#"{"root": {"chain": {"branches": [[{"cmp": {"op": "Le", "lhs": {"var": "M"}, "rhs": {"lit": 64}}},
@@ -60,7 +47,7 @@ fn setup() -> Setup {
             "--out",
             baseline.to_str().unwrap(),
         ]),
-        &[("FAKE_NOISE", "0.01".into()), ("FAKE_SEED", "baseline".into())],
+        &[("FAKE_NOISE", "0.01"), ("FAKE_SEED", "baseline")],
     );
     assert!(o.status.success(), "{}", text(&o));
     let rule = dir.path().join("rule.json");
@@ -102,7 +89,7 @@ fn drift(
     let mut envs = envs.to_vec();
     envs.push(("FAKE_NOISE", "0.01".into()));
     envs.push(("FAKE_SEED", format!("run{seed}")));
-    let o = synth(&args, &envs);
+    let o = synth_owned(&args, &envs);
     let report =
         std::fs::read_to_string(&json).map(|t| serde_json::from_str(&t).unwrap()).unwrap_or(serde_json::Value::Null);
     let md = std::fs::read_to_string(&md).unwrap_or_default();
@@ -248,7 +235,7 @@ fn aiter_backend_remeasure_with_the_fake_tuner() {
     let dir = tempfile::tempdir().unwrap();
     let baseline = dir.path().join("base.csv");
     let bench = |out: &Path, envs: &[(&str, String)]| {
-        synth(
+        synth_owned(
             &s(&[
                 "bench",
                 "--backend",
@@ -275,7 +262,7 @@ fn aiter_backend_remeasure_with_the_fake_tuner() {
     std::fs::write(&rule, RULE).unwrap();
     let run = |name: &str, envs: &[(&str, String)]| {
         let json = dir.path().join(format!("{name}.json"));
-        let o = synth(
+        let o = synth_owned(
             &s(&[
                 "drift",
                 "--remeasure",

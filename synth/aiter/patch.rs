@@ -13,7 +13,7 @@
 
 use std::sync::OnceLock;
 
-use minijinja::{AutoEscape, Environment, UndefinedBehavior};
+use minijinja::Environment;
 use serde::Serialize;
 
 use crate::catalog::Catalog;
@@ -47,13 +47,7 @@ const GEN_TEMPLATE: &str = "aiter/gen_instances.py.hunks.j2";
 pub(crate) fn env() -> &'static Environment<'static> {
     static ENV: OnceLock<Environment<'static>> = OnceLock::new();
     ENV.get_or_init(|| {
-        let mut env = Environment::new();
-        env.set_trim_blocks(true);
-        env.set_lstrip_blocks(true);
-        env.set_keep_trailing_newline(true);
-        env.set_undefined_behavior(UndefinedBehavior::Strict);
-        env.set_auto_escape_callback(|_| AutoEscape::None);
-        let templates = [
+        render::jinja::environment(&[
             (TAIL_TEMPLATE, include_str!("../../templates/aiter/gemm_a8w8_blockscale_heuristic_aiter.h.j2")),
             (KERNELS_TEMPLATE, include_str!("../../templates/aiter/gemm_a8w8_blockscale_heuristic_kernels.py.j2")),
             (CU_TEMPLATE, include_str!("../../templates/aiter/gemm_a8w8_blockscale.cu.hunks.j2")),
@@ -63,11 +57,7 @@ pub(crate) fn env() -> &'static Environment<'static> {
             (super::kit::KERNELS_TEMPLATE, include_str!("../../templates/aiter/check/kernels.cpp.j2")),
             (super::kit::RECORD_TEMPLATE, include_str!("../../templates/aiter/check/kernel_record.h.j2")),
             (super::kit::DRIVER_TEMPLATE, include_str!("../../templates/aiter/check/driver.cpp.j2")),
-        ];
-        for (name, source) in templates {
-            env.add_template(name, source).unwrap_or_else(|e| panic!("template {name} does not parse: {e:#}"));
-        }
-        env
+        ])
     })
 }
 

@@ -14,8 +14,9 @@
 //! Not run on an AMD GPU: tested against a fake tuner written from the real script's argument parser and
 //! output (tests/fixtures/fake_aiter/).
 
-use super::bench::{model_layers, parse_m_set, parse_pairs, print_summary, BenchArgs};
+use super::bench::{print_summary, BenchArgs};
 use crate::catalog::Catalog;
+use crate::diag::Located;
 use crate::measure::journal::{CellResult, Journal};
 use crate::table::{RowStatus, Shape};
 use anyhow::{anyhow, bail, Context, Result};
@@ -498,10 +499,20 @@ struct ProfileRow {
     err_ratio: String,
 }
 
+/// A bad value in a column of the profile file.
+fn cell_error(src: &str, line: usize, col: &str, v: &str, message: &str) -> anyhow::Error {
+    Located::new(src, message).line(line).column(col).value(v).into()
+}
+
+/// A problem of a line of the profile file.
+fn line_error(src: &str, line: usize, message: impl Into<String>) -> anyhow::Error {
+    Located::new(src, message).line(line).into()
+}
+
 fn int_field(src: &str, line: usize, col: &str, v: &str) -> Result<i64> {
-    let x: f64 = v.trim().parse().map_err(|_| anyhow!("{src}:{line}: column {col} = {v:?}: expected an integer"))?;
+    let x: f64 = v.trim().parse().map_err(|_| cell_error(src, line, col, v, "expected an integer"))?;
     if x.fract() != 0.0 || !x.is_finite() {
-        bail!("{src}:{line}: column {col} = {v:?}: expected an integer");
+        return Err(cell_error(src, line, col, v, "expected an integer"));
     }
     Ok(x as i64)
 }
@@ -545,7 +556,7 @@ pub fn import_profile(
     let mut rows: Vec<(usize, CellResult)> = Vec::new();
     for (i, rec) in rdr.deserialize::<ProfileRow>().enumerate() {
         let line = i + 2;
-        let r = rec.map_err(|e| anyhow!("{src}:{line}: {e}"))?;
+        let r = rec.map_err(|e| line_error(&src, line, e.to_string()))?;
         if r.libtype == "asm" || r.libtype == "opus" {
             stats.other_libtype += 1;
             continue;
@@ -569,7 +580,7 @@ pub fn import_profile(
             continue;
         }
         if !seen.insert(cell.key()) {
-            bail!("{src}:{line}: the profile file holds cell {:?} twice", cell.key());
+            return Err(line_error(&src, line, format!("the profile file holds cell {:?} twice", cell.key())));
         }
         stats.shapes.insert(shape_of(&cell));
         journal.append(cell).with_context(|| format!("{src}:{line}"))?;
@@ -587,22 +598,22 @@ fn profile_row_to_cell(
 ) -> Result<CellResult> {
     let u32_of = |col: &str, v: &str| -> Result<u32> {
         let x = int_field(src, line, col, v)?;
-        u32::try_from(x).map_err(|_| anyhow!("{src}:{line}: column {col} = {v:?}: expected a non-negative integer"))
+        u32::try_from(x).map_err(|_| cell_error(src, line, col, v, "expected a non-negative integer"))
     };
     let (m, n, k) = (u32_of("M", &r.m)?, u32_of("N", &r.n)?, u32_of("K", &r.k)?);
     let cu_num = u32_of("cu_num", &r.cu_num)?;
     let kernel_id = i32::try_from(int_field(src, line, "kernelId", &r.kernel_id)?)
-        .map_err(|_| anyhow!("{src}:{line}: kernelId {} out of range", r.kernel_id))?;
+        .map_err(|_| cell_error(src, line, "kernelId", &r.kernel_id, "out of range"))?;
     let split_k = u32_of("splitK", &r.split_k)?;
     let libtype = match crate::catalog::Libtype::parse(&r.libtype) {
         Some(t @ (crate::catalog::Libtype::Ck | crate::catalog::Libtype::Cktile)) => t,
-        _ => bail!("{src}:{line}: column libtype = {:?}: expected ck, cktile, asm or opus", r.libtype),
+        _ => return Err(cell_error(src, line, "libtype", &r.libtype, "expected ck, cktile, asm or opus")),
     };
     let by_id = match libtype {
         crate::catalog::Libtype::Ck => catalog.legacy_by_id(kernel_id).filter(|_| kernel_id >= 0),
         _ => {
             let arch = catalog.cktile_arch_for_gfx(&r.gfx).ok_or_else(|| {
-                anyhow!("{src}:{line}: gfx {:?}: the catalog has no CK-tile instances for this architecture", r.gfx)
+                cell_error(src, line, "gfx", &r.gfx, "the catalog has no CK-tile instances for this architecture")
             })?;
             catalog.cktile_by_id(arch, kernel_id).filter(|_| kernel_id >= 0)
         }
@@ -614,7 +625,9 @@ fn profile_row_to_cell(
         )
     })?;
     if r.kernel_name != "None" {
-        let inst = catalog.resolve_name(&r.kernel_name).map_err(|e| anyhow!("{src}:{line}: column kernelName: {e}"))?;
+        let inst = catalog
+            .resolve_name(&r.kernel_name)
+            .map_err(|e| anyhow::Error::from(Located::new(src, e.to_string()).line(line).column("kernelName")))?;
         if inst.libtype() != libtype || inst.params != by_id.params {
             bail!(
                 "{src}:{line}: kernelName {} is not {libtype} kernelId {kernel_id} of the catalog ({}); the checkout's \
@@ -626,18 +639,18 @@ fn profile_row_to_cell(
     }
     let err_ratio = float_field(&r.err_ratio)
         .filter(|e| (0.0..=1.0).contains(e))
-        .ok_or_else(|| anyhow!("{src}:{line}: column errRatio = {:?}: expected a share in [0, 1]", r.err_ratio))?;
+        .ok_or_else(|| cell_error(src, line, "errRatio", &r.err_ratio, "expected a share in [0, 1]"))?;
     let us_raw = r.us.trim();
     let us_val: f64 = match us_raw {
         "inf" | "Infinity" => f64::INFINITY,
-        t => t.parse().map_err(|_| anyhow!("{src}:{line}: column us = {us_raw:?}: expected a time, -1 or inf"))?,
+        t => t.parse().map_err(|_| cell_error(src, line, "us", us_raw, "expected a time, -1 or inf"))?,
     };
     let (us, status) = if us_val == -1.0 {
         (None, RowStatus::Fail("tuner reported us=-1 (run error or unsupported shape)".into()))
     } else if us_val.is_infinite() {
         (None, RowStatus::Fail("tuner reported us=inf (timeout)".into()))
     } else if us_val.is_nan() || us_val <= 0.0 {
-        bail!("{src}:{line}: column us = {us_raw:?}: expected a positive time, -1 or inf");
+        return Err(cell_error(src, line, "us", us_raw, "expected a positive time, -1 or inf"));
     } else if err_ratio > meta.err_ratio {
         (Some(us_val), RowStatus::Fail(format!("errRatio {err_ratio} > {} (wrong output)", meta.err_ratio)))
     } else {
@@ -811,17 +824,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     if !args.harness_args.is_empty() {
         bail!("--harness-arg applies to --backend harness; pass tuner options with --tuner-arg");
     }
-    let ms = parse_m_set(&args.m_set)?;
-    let (layers, unrunnable) = match &args.shapes {
-        Some(s) => (parse_pairs(s)?, Vec::new()),
-        None => model_layers(&args.model, args.tp)?,
-    };
-    for msg in &unrunnable {
-        eprintln!("error: {msg}");
-    }
-    if layers.is_empty() {
-        bail!("no layer of {} at TP {} can be measured (see above)", args.model, args.tp);
-    }
+    let (ms, (layers, unrunnable)) = super::bench::bench_grid(args)?;
     if !(0.0..=1.0).contains(&args.recheck_fraction) {
         bail!("--recheck-fraction {} is outside [0, 1]", args.recheck_fraction);
     }

@@ -110,6 +110,23 @@ pub(super) fn parse_m_set(text: &str) -> Result<Vec<u32>> {
     }
 }
 
+/// The M values and the runnable (N, K) layers a bench measures (`--shapes`, else the model's), and one
+/// message per layer it cannot run (printed here; the caller fails after measuring the others).
+pub(super) fn bench_grid(args: &BenchArgs) -> Result<(Vec<u32>, ModelLayers)> {
+    let ms = parse_m_set(&args.m_set)?;
+    let (layers, unrunnable) = match &args.shapes {
+        Some(s) => (parse_pairs(s)?, Vec::new()),
+        None => model_layers(&args.model, args.tp)?,
+    };
+    for msg in &unrunnable {
+        eprintln!("error: {msg}");
+    }
+    if layers.is_empty() {
+        bail!("no layer of {} at TP {} can be measured (see above)", args.model, args.tp);
+    }
+    Ok((ms, (layers, unrunnable)))
+}
+
 /// Runnable (N, K) layers and one message per unrunnable layer.
 type ModelLayers = (Vec<(u32, u32)>, Vec<String>);
 
@@ -186,17 +203,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         return super::aiter_backend::bench(&args);
     }
     let catalog = Catalog::embedded();
-    let ms = parse_m_set(&args.m_set)?;
-    let (layers, unrunnable) = match &args.shapes {
-        Some(s) => (parse_pairs(s)?, Vec::new()),
-        None => model_layers(&args.model, args.tp)?,
-    };
-    for msg in &unrunnable {
-        eprintln!("error: {msg}");
-    }
-    if layers.is_empty() {
-        bail!("no layer of {} at TP {} can be measured (see above)", args.model, args.tp);
-    }
+    let (ms, (layers, unrunnable)) = bench_grid(&args)?;
     let instances = select_instances(&catalog, &args.instances)?;
     let harness = harness_of(&args);
     let mut device: Option<DeviceInfo> = None;

@@ -29,7 +29,7 @@ use super::drift::DriftArgs;
 use crate::catalog::{Candidate, Catalog};
 use crate::measure::{Harness, Journal, PlanCell};
 use crate::rule::Rule;
-use crate::table::{recheck_pairs, registry, Cell, LatencyMatrix, Shape};
+use crate::table::{matrix::median, recheck_pairs, registry, Cell, LatencyMatrix, Shape};
 
 /// Exit status of `synth drift` when drift is found.
 pub const EXIT_DRIFT: i32 = 3;
@@ -162,15 +162,6 @@ pub struct Report {
     pub rule_fraction_of_oracle_new: f64,
     pub new_oracles: Vec<NewOracle>,
     pub cells: Vec<CellCompare>,
-}
-
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
 }
 
 /// The cells to re-measure: per sampled shape the rule's pick, the oracle, the default and `others` seeded

@@ -1,21 +1,21 @@
 //! The application layer: the commands that wire stages together. Only this layer (and `cli`) knows the
 //! command line; stages never import it.
 
-pub mod aiter;
-pub mod aiter_backend;
-pub mod bench;
-pub mod compare;
-pub mod compress;
-pub mod data;
+pub(crate) mod aiter;
+pub(crate) mod aiter_backend;
+pub(crate) mod bench;
+pub(crate) mod compare;
+pub(crate) mod compress;
+pub(crate) mod data;
 pub mod drift;
 pub mod drift_remeasure;
-pub mod help;
-pub mod invocation;
+pub(crate) mod help;
+pub(crate) mod invocation;
 pub mod multi;
-pub mod multi_eval;
-pub mod outputs;
-pub mod rewrite;
-pub mod run;
+pub(crate) mod multi_eval;
+pub(crate) mod outputs;
+pub(crate) mod rewrite;
+pub(crate) mod run;
 pub mod search;
 pub mod session;
-pub mod tuned;
+pub(crate) mod tuned;

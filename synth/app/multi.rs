@@ -36,7 +36,7 @@ use crate::table::{Cell, LatencyMatrix};
 
 use super::invocation::Invocation;
 use super::run::{rule_outline, RunArgs, COMPARE_CSV, CURVE_CSV, OUTPUT_ONLY, RULE_JSON, SPEEDUP_SVG};
-use super::session::{display_path, emit, model_layers, published_rule};
+use super::session::{display_path, model_layers, published_rule};
 
 /// The manifest read when `--manifest` is not given, relative to the crate root.
 pub const DEFAULT_MANIFEST: &str = "measurements/h200/datasets.toml";
@@ -119,8 +119,9 @@ impl MultiData {
             crate::table::input::read_text_capped(manifest, crate::table::input::MAX_SPEC_BYTES, "dataset manifest")
                 .with_context(|| format!("cannot read the dataset manifest {}", manifest.display()))?
         };
-        let file: ManifestFile =
-            toml::from_str(&text).with_context(|| format!("{}: not a dataset manifest", manifest.display()))?;
+        let file: ManifestFile = toml::from_str(&text).map_err(|e| {
+            crate::diag::toml_error(&manifest.display().to_string(), &text, "not a dataset manifest", &e)
+        })?;
         let dir = manifest.parent().unwrap_or(Path::new("."));
         let mut names = BTreeSet::new();
         for c in &file.config {
@@ -485,21 +486,10 @@ pub fn run(args: &RunArgs, manifest: &Path, invocation: &Invocation) -> anyhow::
         GeneratedFile::new(CURVE_CSV, curve_csv(&points)),
     ];
     // One all-or-nothing write of the output directory, then the AITER patch beside it.
-    let written = generated.and_then(|mut files| {
-        files.extend(extra);
-        let mut paths = super::outputs::write_files(&out, &files, args.check)?;
-        paths.extend(super::outputs::write_files(
-            &out.join(crate::aiter::GENERATED_SUBDIR),
-            &[aiter_patch],
-            args.check,
-        )?);
-        Ok(paths)
-    });
+    let written = super::outputs::write_run_files(&out, generated, extra, aiter_patch, args.check);
 
     // Terminal output.
-    let mut text = String::new();
-    let _ = writeln!(text, "dataset:  {}", provenance.dataset);
-    let _ = writeln!(text, "training: {}", provenance.training);
+    let mut text = super::outputs::run_header(&provenance);
     let _ = writeln!(
         text,
         "rule:     {} leaves ({} split-K leaves guarded), depth {}, instances {:?}; {} unusable training picks; \
@@ -534,91 +524,75 @@ pub fn run(args: &RunArgs, manifest: &Path, invocation: &Invocation) -> anyhow::
         train_set.len()
     );
     text.push_str(&summary_table(&report_untuned));
-    let mut paths = Vec::new();
-    let mut errors = Vec::new();
-    match written {
-        Ok(p) => paths.extend(p),
-        Err(e) => errors.push(format!("{e:#}")),
-    }
-    let verb = if args.check { "up to date" } else { "written" };
-    if errors.is_empty() {
-        text.push('\n');
-        for f in &paths {
-            let _ = writeln!(text, "{verb}: {}", super::outputs::real_path(f));
-        }
-        if !target.committed && args.out.is_none() {
-            let why = if main_job { "outside a gemm-synth checkout" } else { "the inputs differ from the main job's" };
-            let _ = writeln!(
-                text,
-                "(files in {}: {why}, so no committed generated/ was touched; --out DIR to choose)",
-                super::outputs::real_path(&out)
-            );
-        }
-        let _ = writeln!(text, "total {:.2} s", started.elapsed().as_secs_f64());
-    }
-    emit(&text)?;
-    if !errors.is_empty() {
-        let hint = if args.check {
-            "\nregenerate with `cargo run --release -- run` (same options) and commit the result"
-        } else {
-            ""
-        };
-        bail!("{}{hint}", errors.join("\n"));
-    }
-    Ok(())
+    let end = super::outputs::RunEnd {
+        target: &target,
+        main_job,
+        out_given: args.out.is_some(),
+        check: args.check,
+        blank_line: true,
+        started,
+    };
+    super::outputs::finish_run(text, written, &end)
 }
 
 /// Policy rows: geomean and total speed-up against the default, fraction of the oracle, unusable picks.
 pub fn summary_table(report: &Report) -> String {
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
-        "  {:<16} {:>12} {:>12} {:>10} {:>9}",
-        "policy", "x def (geo)", "x def (tot)", "of oracle", "unusable"
-    );
+    use crate::textable::{left, right, TextTable};
+    let columns = vec![
+        left("policy").min(16),
+        right("x def (geo)").min(12),
+        right("x def (tot)").min(12),
+        right("of oracle").min(10),
+        right("unusable").min(9),
+    ];
+    let mut t = TextTable::new(columns).gap(1).indent("  ");
     for p in &report.policies {
         let s = &p.summary;
-        let _ = writeln!(
-            t,
-            "  {:<16} {:>12.3} {:>12.3} {:>10.3} {:>9}",
-            p.name,
-            s.geomean_vs_default,
-            s.total_vs_default,
-            s.of_oracle,
-            s.missing + s.invalid
-        );
+        t.row([
+            p.name.clone(),
+            format!("{:.3}", s.geomean_vs_default),
+            format!("{:.3}", s.total_vs_default),
+            format!("{:.3}", s.of_oracle),
+            (s.missing + s.invalid).to_string(),
+        ]);
     }
-    t
+    t.render()
 }
 
 fn lomo_table(rows: &[LomoRow], data: &MultiData, all: &Report) -> String {
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
-        "  {:<18} {:>6} {:>12} {:>12} {:>9} {:>9}  trained on",
-        "held out", "shapes", "LOMO rule", "main rule", "default", "unusable"
-    );
+    use crate::textable::{left, right, TextTable};
+    let columns = vec![
+        left("held out").min(18),
+        right("shapes").min(6),
+        right("LOMO rule").min(12),
+        right("main rule").min(12),
+        right("default").min(9),
+        right("unusable").min(9),
+        left("trained on"),
+    ];
+    let mut t = TextTable::new(columns).gap(1).indent("  ");
     for r in rows {
         let c = data.configs.iter().find(|c| c.name == r.config).expect("row of a configuration");
         let set: BTreeSet<usize> = c.shapes().into_iter().collect();
         let idx: Vec<usize> = (0..all.shapes.len()).filter(|&i| set.contains(&all.shapes[i])).collect();
         let main = all.policy_index("synthesized").map_or(f64::NAN, |p| all.summarize(p, &idx).of_oracle);
-        let _ = writeln!(
-            t,
-            "  {:<18} {:>6} {:>12.3} {:>12.3} {:>9.3} {:>9}  {} ({} shapes, {} leaves, {} instances)",
-            r.config,
-            r.report.shapes.len(),
-            of_oracle(&r.report, "synthesized"),
-            main,
-            of_oracle(&r.report, "default"),
-            unusable(&r.report, "synthesized"),
-            r.trained_on.join(", "),
-            r.train_shapes,
-            r.leaves,
-            r.instances
-        );
+        t.row([
+            r.config.clone(),
+            r.report.shapes.len().to_string(),
+            format!("{:.3}", of_oracle(&r.report, "synthesized")),
+            format!("{main:.3}"),
+            format!("{:.3}", of_oracle(&r.report, "default")),
+            unusable(&r.report, "synthesized").to_string(),
+            format!(
+                "{} ({} shapes, {} leaves, {} instances)",
+                r.trained_on.join(", "),
+                r.train_shapes,
+                r.leaves,
+                r.instances
+            ),
+        ]);
     }
-    t
+    t.render()
 }
 
 /// Per-shape unusable picks of `rule` over every shape of `data` (for checks): (shape, leaf) pairs whose

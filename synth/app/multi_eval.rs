@@ -9,7 +9,6 @@
 //! default's time), so a rule's figure for a configuration is the same in every command.
 
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::compare::{self, Policy, Report};
@@ -131,24 +130,21 @@ pub fn unusable(report: &Report, policy: &str) -> usize {
 /// One row per configuration: shapes, each policy's geomean fraction of the oracle, and the picks of
 /// unusable cells by `focus`.
 pub fn per_config_table(evals: &[Evaluation], focus: &str) -> String {
+    use crate::textable::{left, right, TextTable};
     let rows: Vec<&Evaluation> = evals.iter().filter(|e| e.evaluation == "config").collect();
     let Some(first) = rows.first() else { return String::new() };
     let names: Vec<&str> = first.report.policies.iter().map(|p| p.name.as_str()).collect();
-    let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(0).max(9);
-    let mut t = String::new();
-    let _ = write!(t, "  {:<18} {:>6}", "configuration", "shapes");
-    for n in &names {
-        let _ = write!(t, " {n:>width$}");
-    }
-    let _ = writeln!(t, " {:>9}", "unusable");
+    let mut columns = vec![left("configuration").min(18), right("shapes").min(6)];
+    columns.extend(names.iter().map(|n| right(n).min(9)));
+    columns.push(right("unusable").min(9));
+    let mut t = TextTable::new(columns).gap(1).indent("  ");
     for e in rows {
-        let _ = write!(t, "  {:<18} {:>6}", e.config, e.report.shapes.len());
-        for n in &names {
-            let _ = write!(t, " {:>width$.3}", of_oracle(&e.report, n));
-        }
-        let _ = writeln!(t, " {:>9}", unusable(&e.report, focus));
+        let mut cells = vec![e.config.clone(), e.report.shapes.len().to_string()];
+        cells.extend(names.iter().map(|n| format!("{:.3}", of_oracle(&e.report, n))));
+        cells.push(unusable(&e.report, focus).to_string());
+        t.row(cells);
     }
-    t
+    t.render()
 }
 
 /// The lowest fraction of the oracle of `policy` over the per-configuration evaluations, with its

@@ -58,6 +58,82 @@ pub fn write_files(dir: &Path, files: &[GeneratedFile], check: bool) -> anyhow::
     crate::render::writer::write_files(dir, files, check)
 }
 
+/// The `run` outputs written as one: `files` (the rendered sources, when they rendered, plus `extra`) all or
+/// nothing in `dir`, then the AITER patch in its own subdirectory. Returns every path written (or checked).
+pub fn write_run_files(
+    dir: &Path,
+    rendered: anyhow::Result<Vec<GeneratedFile>>,
+    extra: Vec<GeneratedFile>,
+    aiter_patch: GeneratedFile,
+    check: bool,
+) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = rendered?;
+    files.extend(extra);
+    let mut paths = write_files(dir, &files, check)?;
+    paths.extend(write_files(&dir.join(crate::aiter::GENERATED_SUBDIR), &[aiter_patch], check)?);
+    Ok(paths)
+}
+
+/// The first lines a `run` prints: its dataset and training set, as the provenance names them.
+pub fn run_header(provenance: &crate::render::Provenance) -> String {
+    format!("dataset:  {}\ntraining: {}\n", provenance.dataset, provenance.training)
+}
+
+/// How a `run` ends on the terminal.
+pub struct RunEnd<'a> {
+    pub target: &'a OutDir,
+    /// Whether the inputs were the main job's defaults.
+    pub main_job: bool,
+    /// Whether `--out` was given.
+    pub out_given: bool,
+    pub check: bool,
+    /// A blank line before the list of files.
+    pub blank_line: bool,
+    pub started: std::time::Instant,
+}
+
+/// Prints `text` followed by what [`write_run_files`] wrote (or found up to date), where and why, and the
+/// total time; an error of the write (a stale file under `--check`) fails the command after the text.
+pub fn finish_run(mut text: String, written: anyhow::Result<Vec<PathBuf>>, end: &RunEnd) -> anyhow::Result<()> {
+    use std::fmt::Write as _;
+    let verb = if end.check { "up to date" } else { "written" };
+    let error = match written {
+        Ok(paths) => {
+            if end.blank_line {
+                text.push('\n');
+            }
+            for f in &paths {
+                let _ = writeln!(text, "{verb}: {}", real_path(f));
+            }
+            if !end.target.committed && !end.out_given {
+                let why = if end.main_job {
+                    "outside a gemm-synth checkout"
+                } else {
+                    "the inputs differ from the main job's"
+                };
+                let _ = writeln!(
+                    text,
+                    "(files in {}: {why}, so no committed generated/ was touched; --out DIR to choose)",
+                    real_path(&end.target.dir)
+                );
+            }
+            let _ = writeln!(text, "total {:.2} s", end.started.elapsed().as_secs_f64());
+            None
+        }
+        Err(e) => Some(format!("{e:#}")),
+    };
+    super::session::emit(&text)?;
+    if let Some(error) = error {
+        let hint = if end.check {
+            "\nregenerate with `cargo run --release -- run` (same options) and commit the result"
+        } else {
+            ""
+        };
+        anyhow::bail!("{error}{hint}");
+    }
+    Ok(())
+}
+
 /// `path` as a real path for the terminal (absolute, symbolic links resolved when it exists).
 pub fn real_path(path: &Path) -> String {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()).display().to_string()

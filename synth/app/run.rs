@@ -20,8 +20,8 @@ use crate::synthesize::curve::{curve_csv, curve_table, cv_curve, sample_curve};
 use crate::synthesize::synthesize_budgets;
 
 use super::invocation::Invocation;
-use super::outputs::{out_dir, real_path};
-use super::session::{emit, summary_figure, DataArgs, LimitArgs, SampleArgs, Scope, Session, DEFAULT_MODEL};
+use super::outputs::out_dir;
+use super::session::{summary_figure, DataArgs, LimitArgs, SampleArgs, Scope, Session, DEFAULT_MODEL};
 
 /// Comparison CSV written into the output directory.
 pub const COMPARE_CSV: &str = "compare.csv";
@@ -233,21 +233,10 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
     // One all-or-nothing write of every output file.
     let aiter_patch =
         GeneratedFile::new(crate::aiter::PATCH_FILE, crate::aiter::render_patch(&synth.rule, catalog, &provenance)?);
-    let written = generated.and_then(|mut files| {
-        files.extend(extra);
-        let mut paths = super::outputs::write_files(&out, &files, args.check)?;
-        paths.extend(super::outputs::write_files(
-            &out.join(crate::aiter::GENERATED_SUBDIR),
-            &[aiter_patch],
-            args.check,
-        )?);
-        Ok(paths)
-    });
+    let written = super::outputs::write_run_files(&out, generated, extra, aiter_patch, args.check);
 
     // Terminal output.
-    let mut text = String::new();
-    let _ = writeln!(text, "dataset:  {}", provenance.dataset);
-    let _ = writeln!(text, "training: {}", provenance.training);
+    let mut text = super::outputs::run_header(&provenance);
     let _ = writeln!(
         text,
         "rule:     {} leaves ({} split-K guards), depth {}, instances {:?}; its picks sum to {:.3} ms of measured \
@@ -267,37 +256,15 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
         let _ = writeln!(text, "leaves versus quality (curve computed in {:.2} s):", curve_time.as_secs_f64());
         let _ = writeln!(text, "{}", curve_table(&points));
     }
-    let mut paths = Vec::new();
-    let mut errors = Vec::new();
-    match written {
-        Ok(p) => paths.extend(p),
-        Err(e) => errors.push(format!("{e:#}")),
-    }
-    let verb = if args.check { "up to date" } else { "written" };
-    if errors.is_empty() {
-        for f in &paths {
-            let _ = writeln!(text, "{verb}: {}", real_path(f));
-        }
-        if !target.committed && args.out.is_none() {
-            let why = if main_job { "outside a gemm-synth checkout" } else { "the inputs differ from the main job's" };
-            let _ = writeln!(
-                text,
-                "(files in {}: {why}, so no committed generated/ was touched; --out DIR to choose)",
-                real_path(&out)
-            );
-        }
-        let _ = writeln!(text, "total {:.2} s", started.elapsed().as_secs_f64());
-    }
-    emit(&text)?;
-    if !errors.is_empty() {
-        let hint = if args.check {
-            "\nregenerate with `cargo run --release -- run` (same options) and commit the result"
-        } else {
-            ""
-        };
-        bail!("{}{hint}", errors.join("\n"));
-    }
-    Ok(())
+    let end = super::outputs::RunEnd {
+        target: &target,
+        main_job,
+        out_given: args.out.is_some(),
+        check: args.check,
+        blank_line: false,
+        started,
+    };
+    super::outputs::finish_run(text, written, &end)
 }
 
 /// A short outline of a rule: conditions in C++ syntax, leaves as `#id BMxBNxBK vP, splitK s (KBatch 2^s)`

@@ -135,26 +135,9 @@ pub fn run(args: &TunedTrainArgs, budgets: &Budgets, out: Option<&Path>, command
         synth.instances
     );
     text.push_str(&rule_outline(&synth.rule, &catalog));
-    for s in &sets {
-        let a = rule_agreement(&synth.rule, s, &catalog);
-        let line = format!(
-            "in-sample agreement with {}: {:.4} (M <= 1024: {:.4}, time-weighted {:.4})",
-            s.name,
-            a.overall(),
-            a.small(),
-            a.time_weighted()
-        );
-        let _ = writeln!(text, "{line}");
-        figures.push(line);
-    }
+    agreement_lines(&synth.rule, &sets, &catalog, &mut text, &mut figures);
     let provenance = Provenance {
-        dataset: format!(
-            "AITER tuned tables, trained on {} tables ({} of {} CUs): {}",
-            sets[0].gfx,
-            sets[0].gfx,
-            sets[0].cu_num,
-            sets.iter().map(|s| format!("{} ({} rows)", s.source, s.rows.len())).collect::<Vec<_>>().join(", ")
-        ),
+        dataset: tables_text(&sets, sets.iter().map(|s| format!("{} ({} rows)", s.source, s.rows.len()))),
         training: format!(
             "classification against the tuned (kernel, splitK) of all {total} rows, {} agreement objective; agreement is not latency",
             args.agree_weight.as_str()
@@ -263,26 +246,9 @@ pub fn run_search(args: &super::search::SearchArgs) -> anyhow::Result<()> {
     );
     text.push_str(&rule_outline(&rule, &catalog));
     let mut figures = Vec::new();
-    for s in &sets {
-        let a = rule_agreement(&rule, s, &catalog);
-        let line = format!(
-            "in-sample agreement with {}: {:.4} (M <= 1024: {:.4}, time-weighted {:.4})",
-            s.name,
-            a.overall(),
-            a.small(),
-            a.time_weighted()
-        );
-        let _ = writeln!(text, "{line}");
-        figures.push(line);
-    }
+    agreement_lines(&rule, &sets, &catalog, &mut text, &mut figures);
     let provenance = Provenance {
-        dataset: format!(
-            "AITER tuned tables, trained on {} tables ({} of {} CUs): {}",
-            sets[0].gfx,
-            sets[0].gfx,
-            sets[0].cu_num,
-            sets.iter().map(|s| s.source.clone()).collect::<Vec<_>>().join(", ")
-        ),
+        dataset: tables_text(&sets, sets.iter().map(|s| s.source.clone())),
         training:
             "agent loop scored by agreement with the tuned (kernel, splitK) of every row; agreement is not latency"
                 .to_string(),
@@ -301,4 +267,37 @@ pub fn run_search(args: &super::search::SearchArgs) -> anyhow::Result<()> {
         let _ = writeln!(text, "written: {}", display_path(f));
     }
     super::session::emit(&text)
+}
+
+/// One line per table: the rule's in-sample agreement with it, to the terminal and the provenance figures.
+fn agreement_lines(
+    rule: &crate::rule::Rule,
+    sets: &[TunedSet],
+    catalog: &Catalog,
+    text: &mut String,
+    figures: &mut Vec<String>,
+) {
+    for s in sets {
+        let a = rule_agreement(rule, s, catalog);
+        let line = format!(
+            "in-sample agreement with {}: {:.4} (M <= 1024: {:.4}, time-weighted {:.4})",
+            s.name,
+            a.overall(),
+            a.small(),
+            a.time_weighted()
+        );
+        let _ = writeln!(text, "{line}");
+        figures.push(line);
+    }
+}
+
+/// The provenance's dataset line: the device of the tables and one entry per table.
+fn tables_text(sets: &[TunedSet], entries: impl Iterator<Item = String>) -> String {
+    format!(
+        "AITER tuned tables, trained on {} tables ({} of {} CUs): {}",
+        sets[0].gfx,
+        sets[0].gfx,
+        sets[0].cu_num,
+        entries.collect::<Vec<_>>().join(", ")
+    )
 }

@@ -106,23 +106,11 @@ pub fn format_table(rows: &[ListingRow]) -> String {
             ]
         })
         .collect();
-    let mut widths = header.map(str::len);
-    for c in &cells {
-        for (w, v) in widths.iter_mut().zip(c) {
-            *w = (*w).max(v.len());
-        }
+    let mut t = crate::textable::TextTable::new(header.iter().map(|h| crate::textable::left(h)).collect());
+    for c in cells {
+        t.row(c);
     }
-    let mut out = String::new();
-    let mut line = |vals: Vec<&str>| {
-        let parts: Vec<String> = vals.iter().zip(&widths).map(|(v, w)| format!("{v:<w$}")).collect();
-        out.push_str(parts.join("  ").trim_end());
-        out.push('\n');
-    };
-    line(header.to_vec());
-    for c in &cells {
-        line(c.iter().map(String::as_str).collect());
-    }
-    out
+    t.render()
 }
 
 /// Formats the listing as CSV (`libtype,arch,id,role,alias_of,tile,name`).

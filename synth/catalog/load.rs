@@ -84,38 +84,11 @@ impl<'a> LineIndex<'a> {
 }
 
 /// A problem in a catalog file, located by file, line and column where known.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CatalogError {
-    pub file: String,
-    pub line: Option<usize>,
-    pub column: Option<String>,
-    pub message: String,
+pub type CatalogError = crate::diag::Located;
+
+fn catalog_error(file: &str, line: Option<usize>, column: Option<&str>, message: impl Into<String>) -> CatalogError {
+    CatalogError { line, column: column.map(str::to_string), ..CatalogError::new(file, message) }
 }
-
-impl CatalogError {
-    fn at(file: &str, line: Option<usize>, column: Option<&str>, message: impl Into<String>) -> Self {
-        CatalogError { file: file.to_string(), line, column: column.map(str::to_string), message: message.into() }
-    }
-
-    pub(crate) fn io(path: &std::path::Path, e: std::io::Error) -> Self {
-        CatalogError::at(&path.display().to_string(), None, None, format!("cannot read the file: {e}"))
-    }
-}
-
-impl std::fmt::Display for CatalogError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.file)?;
-        if let Some(line) = self.line {
-            write!(f, ":{line}")?;
-        }
-        if let Some(col) = &self.column {
-            write!(f, ": column {col}")?;
-        }
-        write!(f, ": {}", self.message)
-    }
-}
-
-impl std::error::Error for CatalogError {}
 
 /// One data row with access by column name.
 struct Row<'a> {
@@ -127,7 +100,7 @@ struct Row<'a> {
 
 impl Row<'_> {
     fn err(&self, column: &str, message: impl Into<String>) -> CatalogError {
-        CatalogError::at(self.file, Some(self.line), Some(column), message)
+        catalog_error(self.file, Some(self.line), Some(column), message)
     }
 
     fn get(&self, column: &str) -> &str {
@@ -196,11 +169,11 @@ fn for_each_row(
 ) -> Result<(), CatalogError> {
     let lines = LineIndex::new(text.as_bytes());
     let mut rdr = csv::ReaderBuilder::new().has_headers(true).from_reader(text.as_bytes());
-    let header = rdr.headers().map_err(|e| CatalogError::at(file, Some(1), None, format!("bad header: {e}")))?.clone();
+    let header = rdr.headers().map_err(|e| catalog_error(file, Some(1), None, format!("bad header: {e}")))?.clone();
     let mut index = HashMap::new();
     for (i, h) in header.iter().enumerate() {
         if !expected.contains(&h) {
-            return Err(CatalogError::at(
+            return Err(catalog_error(
                 file,
                 Some(1),
                 Some(h),
@@ -208,16 +181,16 @@ fn for_each_row(
             ));
         }
         if index.insert(h.to_string(), i).is_some() {
-            return Err(CatalogError::at(file, Some(1), Some(h), "column appears twice"));
+            return Err(catalog_error(file, Some(1), Some(h), "column appears twice"));
         }
     }
     if let Some(missing) = expected.iter().find(|c| !index.contains_key(**c)) {
-        return Err(CatalogError::at(file, Some(1), Some(missing), "required column is missing from the header"));
+        return Err(catalog_error(file, Some(1), Some(missing), "required column is missing from the header"));
     }
     for rec in rdr.records() {
         let rec = rec.map_err(|e| {
             let line = e.position().map(|p| lines.line_of(p.byte()));
-            CatalogError::at(file, line, None, format!("malformed CSV row: {e}"))
+            catalog_error(file, line, None, format!("malformed CSV row: {e}"))
         })?;
         let line = rec.position().map_or(0, |p| lines.line_of(p.byte()));
         each(&Row { file, line, record: &rec, index: &index })?;
@@ -382,7 +355,7 @@ fn check_contiguous(file: &str, group: &str, ids: &[(i32, usize)]) -> Result<(),
     sorted.sort();
     for (expect, (id, line)) in sorted.iter().enumerate() {
         if *id != expect as i32 {
-            return Err(CatalogError::at(
+            return Err(catalog_error(
                 file,
                 Some(*line),
                 Some("kernelId"),
@@ -417,14 +390,14 @@ pub(crate) fn parse_catalog(
         Ok(())
     })?;
     if legacy.is_empty() {
-        return Err(CatalogError::at(legacy_file, None, None, "no candidate rows"));
+        return Err(catalog_error(legacy_file, None, None, "no candidate rows"));
     }
     check_contiguous(legacy_file, "", &ids)?;
     legacy.sort_by_key(|i| i.id);
     let mut seen = HashSet::new();
     for inst in &legacy {
         if !seen.insert(&inst.name) {
-            return Err(CatalogError::at(
+            return Err(catalog_error(
                 legacy_file,
                 None,
                 Some("kernelName"),
@@ -432,11 +405,10 @@ pub(crate) fn parse_catalog(
             ));
         }
     }
-    let (default, default_line) = default.ok_or_else(|| {
-        CatalogError::at(legacy_file, None, Some("role"), "no default row (kernelId -1, role default)")
-    })?;
+    let (default, default_line) = default
+        .ok_or_else(|| catalog_error(legacy_file, None, Some("role"), "no default row (kernelId -1, role default)"))?;
     let default_alias = legacy.iter().find(|i| i.params == default.params).map(|i| i.id).ok_or_else(|| {
-        CatalogError::at(
+        catalog_error(
             legacy_file,
             Some(default_line),
             Some("kernelName"),

@@ -2,7 +2,7 @@
 //! CK-tile instances per architecture, loaded from `ck-instances/` (embedded at build time).
 
 pub mod cmd;
-pub mod kinds;
+pub(crate) mod kinds;
 pub(crate) mod load;
 pub mod names;
 

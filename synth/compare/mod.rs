@@ -13,7 +13,7 @@
 //!   [`Policy::Tuned`] in the list.
 
 pub mod plot;
-pub mod policy;
+pub(crate) mod policy;
 pub mod report;
 
 use std::collections::BTreeMap;

@@ -18,26 +18,16 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "-".to_string(), |x| format!("{x:.digits$}"))
 }
 
+/// `rows[0]` as the header (first column left-aligned, the others right-aligned) and a rule under it.
 fn pad_table(rows: &[Vec<String>]) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> =
-        (0..cols).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0)).collect();
-    let mut out = String::new();
-    for (i, r) in rows.iter().enumerate() {
-        let line: Vec<String> = r
-            .iter()
-            .enumerate()
-            .map(|(c, s)| if c == 0 { format!("{s:<w$}", w = widths[c]) } else { format!("{s:>w$}", w = widths[c]) })
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-        if i == 0 {
-            let total: usize = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
-            out.push_str(&"-".repeat(total));
-            out.push('\n');
-        }
+    use crate::textable::{left, right, TextTable};
+    let Some((header, body)) = rows.split_first() else { return String::new() };
+    let columns = header.iter().enumerate().map(|(c, h)| if c == 0 { left(h) } else { right(h) }).collect();
+    let mut t = TextTable::new(columns).rule();
+    for r in body {
+        t.row(r.iter().cloned());
     }
-    out
+    t.render()
 }
 
 /// Candidates picked, most used first: `#8:12 #14/sk1:3`.

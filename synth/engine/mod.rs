@@ -2,11 +2,11 @@
 //! selection rules (`rule_task`) and GEAK-style kernel rewriting (`rewrite`). Candidates are always text
 //! (a rule in C++/Rust/JSON form, or a whole rewritten source file).
 
-pub mod extract;
-pub mod process;
+pub(crate) mod extract;
+pub(crate) mod process;
 pub mod proposers;
-pub mod run;
-pub mod trace;
+pub(crate) mod run;
+pub(crate) mod trace;
 
 pub use run::{
     attempt_id, clip, first_line, run_loop, run_loop_with, DefaultReflector, LoopConfig, LoopOutcome, Reflector,

@@ -1,13 +1,14 @@
 //! The loop's JSONL trace: one [`Attempt`] per line, appended and flushed as soon as the candidate has
 //! been evaluated, so an interrupted run loses at most the candidates that were in flight.
 //!
-//! Reading tolerates a truncated last line (a run killed while writing it): that line is reported and
-//! cut off before the run appends again. A malformed line anywhere else is an error naming the line.
+//! Reading follows the torn-line rule of [`crate::logfile`]: the bytes after the last newline (a run
+//! killed while writing its line) are reported and cut off before the run appends again. A malformed line
+//! anywhere else is an error naming the line.
 
 use super::Attempt;
-use anyhow::{bail, Context};
+use anyhow::Context;
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -16,68 +17,32 @@ use std::sync::Mutex;
 pub struct TraceContents {
     /// Every complete attempt, in file order.
     pub attempts: Vec<Attempt>,
-    /// Byte length of the well-formed prefix (everything up to and including the last good newline).
+    /// Byte length of the whole lines (everything up to and including the last newline).
     pub valid_len: u64,
-    /// The partial last line that was dropped, if any (its first 200 bytes).
+    /// The torn last line that was dropped, if any (its first 200 characters).
     pub dropped_tail: Option<String>,
 }
 
-/// Reads a trace. A last line that does not parse (or has no terminating newline and does not parse)
-/// is treated as the remains of an interrupted write and dropped; any other bad line is an error.
+/// Reads a trace. The bytes after its last newline are a torn line left by an interrupted write
+/// ([`crate::logfile`]): they are dropped (and reported in [`TraceContents::dropped_tail`]). Every line
+/// before them must be a whole attempt; a malformed one is an error naming its file, line and column.
 pub fn read_trace(path: &Path) -> anyhow::Result<TraceContents> {
-    let file = File::open(path).with_context(|| format!("cannot open trace {}", path.display()))?;
-    let mut reader = BufReader::new(file);
-    let mut lines: Vec<(Vec<u8>, bool)> = Vec::new();
-    loop {
-        let mut buf = Vec::new();
-        let n = reader.read_until(b'\n', &mut buf).with_context(|| format!("cannot read trace {}", path.display()))?;
-        if n == 0 {
-            break;
-        }
-        let terminated = buf.last() == Some(&b'\n');
-        if terminated {
-            buf.pop();
-        }
-        lines.push((buf, terminated));
-    }
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read trace {}", path.display()))?;
+    let torn = crate::logfile::torn_tail(&bytes);
     let mut attempts = Vec::new();
-    let mut valid_len = 0u64;
-    let mut dropped_tail = None;
-    let count = lines.len();
-    for (i, (bytes, terminated)) in lines.iter().enumerate() {
-        let is_last = i + 1 == count;
-        let text = String::from_utf8_lossy(bytes);
+    for (i, line) in bytes[..torn.keep].split(|&b| b == b'\n').enumerate() {
+        let text = String::from_utf8_lossy(line);
         if text.trim().is_empty() {
-            if *terminated {
-                valid_len += bytes.len() as u64 + 1;
-            }
             continue;
         }
-        match serde_json::from_str::<Attempt>(&text) {
-            Ok(a) if *terminated => {
-                attempts.push(a);
-                valid_len += bytes.len() as u64 + 1;
-            }
-            // A complete JSON object without its newline: the write was cut just before the newline.
-            // Keep the attempt; the writer re-terminates the line.
-            Ok(a) => {
-                attempts.push(a);
-                valid_len += bytes.len() as u64;
-            }
-            Err(e) if is_last => {
-                let _ = e;
-                dropped_tail = Some(text.chars().take(200).collect());
-            }
-            Err(e) => bail!(
-                "{}:{}:{}: malformed trace line ({e}); expected one JSON attempt per line. Fix or delete \
-                 the line, or start a new run without --resume",
-                path.display(),
-                i + 1,
-                e.column()
-            ),
-        }
+        let attempt = serde_json::from_str::<Attempt>(&text).map_err(|e| {
+            crate::diag::Located::new(path.display().to_string(), format!("malformed trace line ({e})"))
+                .at(i + 1, e.column())
+                .hint("expected one JSON attempt per line. Fix or delete the line, or start a new run without --resume")
+        })?;
+        attempts.push(attempt);
     }
-    Ok(TraceContents { attempts, valid_len, dropped_tail })
+    Ok(TraceContents { attempts, valid_len: torn.keep as u64, dropped_tail: torn.tail })
 }
 
 /// Appends attempts to a trace file, one JSON line each, flushed per line. Safe to share across threads.
@@ -97,8 +62,8 @@ impl TraceWriter {
         Ok(TraceWriter { path: path.to_path_buf(), file: Mutex::new(file) })
     }
 
-    /// Opens an existing trace for appending after cutting it to `valid_len` bytes (dropping a partial
-    /// last line). If the kept prefix does not end with a newline one is added.
+    /// Opens an existing trace for appending after cutting it to `valid_len` bytes (dropping a torn last
+    /// line). If the kept prefix does not end with a newline one is added.
     pub fn append_after(path: &Path, valid_len: u64) -> anyhow::Result<TraceWriter> {
         let mut file = OpenOptions::new()
             .read(true)
@@ -129,9 +94,65 @@ impl TraceWriter {
             .and_then(|_| f.flush())
             .with_context(|| format!("cannot write trace {}", self.path.display()))
     }
+}
 
-    /// The trace's path.
-    pub fn path(&self) -> &Path {
-        &self.path
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attempt(id: usize) -> Attempt {
+        Attempt {
+            iteration: id,
+            lineage: 0,
+            proposer: "p".into(),
+            candidate: format!("c{id}"),
+            eval: super::super::Evaluation {
+                score: Some(id as f64),
+                feedback: String::new(),
+                details: serde_json::Value::Null,
+            },
+            reflection: String::new(),
+            id,
+            slot: 0,
+            parent_id: None,
+            guidance: String::new(),
+            duplicate_of: None,
+        }
+    }
+
+    fn line(id: usize) -> String {
+        serde_json::to_string(&attempt(id)).unwrap() + "\n"
+    }
+
+    #[test]
+    fn a_torn_last_line_is_dropped_and_cut_before_appending() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let whole = line(0) + &line(1);
+        let third = line(2);
+        // Torn inside the line, and torn just before its newline: both are dropped.
+        for torn in [&third[..third.len() / 2], &third[..third.len() - 1]] {
+            std::fs::write(&path, format!("{whole}{torn}")).unwrap();
+            let c = read_trace(&path).unwrap();
+            assert_eq!(c.attempts, vec![attempt(0), attempt(1)]);
+            assert_eq!(c.valid_len, whole.len() as u64);
+            assert_eq!(c.dropped_tail.as_deref(), Some(torn));
+            let w = TraceWriter::append_after(&path, c.valid_len).unwrap();
+            w.append(&attempt(2)).unwrap();
+            drop(w);
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{whole}{third}"));
+        }
+        let c = read_trace(&path).unwrap();
+        assert_eq!((c.attempts.len(), c.dropped_tail), (3, None));
+    }
+
+    #[test]
+    fn a_malformed_whole_line_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        std::fs::write(&path, format!("{}{{\"id\": oops}}\n{}", line(0), line(1))).unwrap();
+        let e = read_trace(&path).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{}:2:", path.display())), "{e}");
+        assert!(e.contains("malformed trace line") && e.contains("without --resume"), "{e}");
     }
 }

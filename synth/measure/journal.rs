@@ -143,11 +143,12 @@ fn read_journal_bytes(bytes: &[u8], src: &str, catalog: &Catalog) -> Result<Vec<
     let header = String::from_utf8_lossy(first).trim_end_matches('\r').to_string();
     let want = columns().join(",");
     if header != want {
-        bail!(
-            "{src}:1: header is `{header}`; expected `{want}` (a journal written by `synth bench`); use another --out"
-        );
+        return Err(crate::diag::Located::new(src, format!("header is `{header}`"))
+            .line(1)
+            .hint(format!("expected `{want}` (a journal written by `synth bench`); use another --out"))
+            .into());
     }
-    let rows = parse_aiter_csv(bytes, src, catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let rows = parse_aiter_csv(bytes, src, catalog)?;
     Ok(rows.iter().map(CellResult::from_aiter_row).collect())
 }
 
@@ -195,8 +196,9 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// Opens (or creates) the journal at `path`. Existing rows are read (their keys are "done"); an
-    /// incomplete last line left by an interrupted write is cut off; a different header is an error.
+    /// Opens (or creates) the journal at `path`. Existing rows are read (their keys are "done"); a torn
+    /// last line left by an interrupted write is cut off ([`crate::logfile`]); a different header is an
+    /// error.
     /// Returns the journal and the number of bytes cut.
     pub fn open(path: &Path, catalog: &Catalog) -> Result<(Journal, usize)> {
         if path.exists() && !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
@@ -220,12 +222,12 @@ impl Journal {
                     crate::table::input::MAX_TABLE_BYTES >> 20
                 );
             }
-            if !bytes.is_empty() && !bytes.ends_with(b"\n") {
-                let keep = bytes.iter().rposition(|&b| b == b'\n').map(|p| p + 1).unwrap_or(0);
-                cut = bytes.len() - keep;
-                f.set_len(keep as u64)?;
-                f.seek(SeekFrom::Start(keep as u64))?;
-                bytes.truncate(keep);
+            let torn = crate::logfile::torn_tail(&bytes);
+            cut = torn.cut(bytes.len());
+            if cut > 0 {
+                f.set_len(torn.keep as u64)?;
+                f.seek(SeekFrom::Start(torn.keep as u64))?;
+                bytes.truncate(torn.keep);
             }
             if !bytes.is_empty() {
                 rows = read_journal_bytes(&bytes, &path.display().to_string(), catalog)?;
@@ -361,5 +363,39 @@ mod tests {
         assert!(msg.contains(&format!("pid {}", std::process::id())), "{msg}");
         drop(first);
         Journal::open(&path, &catalog).expect("free again once the first is closed");
+    }
+
+    /// Header and the first two rows of a committed journal.
+    fn journal_text() -> String {
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/measurements/h200/llama-3.1-8b-tp1.csv"))
+                .unwrap();
+        text.lines().take(3).map(|l| format!("{l}\n")).collect()
+    }
+
+    #[test]
+    fn a_torn_last_line_is_cut_and_written_again_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.csv");
+        let catalog = Catalog::embedded();
+        let whole = journal_text();
+        let last = whole.lines().nth(2).unwrap();
+        // The last row was torn before its last field's digit and its newline.
+        let torn = &whole[..whole.len() - 2];
+        std::fs::write(&path, torn).unwrap();
+        let (mut journal, cut) = Journal::open(&path, &catalog).unwrap();
+        assert_eq!(cut, last.len() - 1);
+        assert_eq!(journal.rows().len(), 1);
+        let lost = CellResult::from_aiter_row(&parse_aiter_csv(whole.as_bytes(), "j.csv", &catalog).unwrap()[1]);
+        assert!(!journal.is_done(&lost.key()));
+        journal.append(lost).unwrap();
+        drop(journal);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with(&whole[..whole.len() - last.len() - 1]) && text.ends_with(",ok,0\n"), "{text}");
+        assert_eq!(text.lines().count(), 3);
+
+        // A whole journal loses nothing.
+        let (journal, cut) = Journal::open(&path, &catalog).unwrap();
+        assert_eq!((cut, journal.rows().len()), (0, 2));
     }
 }

@@ -6,8 +6,8 @@
 //! - [`driver`]: the harness subprocess protocol (JSON lines in both directions, exit codes);
 //! - [`cmd`]: `synth bench`.
 
-pub mod driver;
-pub mod journal;
+pub(crate) mod driver;
+pub(crate) mod journal;
 pub mod plan;
 
 pub use driver::{DeviceInfo, Harness};

@@ -13,11 +13,12 @@
 //! compiles them with g++ and rustc and checks them against the interpreter.
 
 pub mod cpp;
-pub mod csv;
-pub mod outdir;
-pub mod rust;
+pub(crate) mod csv;
+pub(crate) mod jinja;
+pub(crate) mod outdir;
+pub(crate) mod rust;
 pub mod sanitize;
-pub mod writer;
+pub(crate) mod writer;
 
 use std::path::{Path, PathBuf};
 

@@ -1,17 +1,9 @@
 //! The one writer for generated files: the provenance header every generated source starts with,
-//! indentation, write-if-changed, and the freshness check CI runs (`check` mode: compare, write nothing).
+//! write-if-changed, and the freshness check CI runs (`check` mode: compare, write nothing).
 
 use std::path::{Path, PathBuf};
 
 use super::Provenance;
-
-/// One indentation level in generated C++ (Rust output is laid out by prettyplease).
-pub const INDENT: &str = "    ";
-
-/// Indentation for nesting depth `depth`.
-pub fn indent(depth: usize) -> String {
-    INDENT.repeat(depth)
-}
 
 /// A file to be written into the output directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,21 +102,6 @@ fn push_field(out: &mut Vec<String>, label: &str, value: &str) {
     out.extend(lines.map(|l| format!("  {}", l.trim_end())));
 }
 
-/// `lines` as comment lines starting with `marker` (e.g. `//`), one per line; empty lines get the bare
-/// marker so no line ends in whitespace.
-pub fn comment_block(marker: &str, lines: &[String]) -> String {
-    let mut out = String::new();
-    for l in lines {
-        out.push_str(marker);
-        if !l.is_empty() {
-            out.push(' ');
-            out.push_str(l);
-        }
-        out.push('\n');
-    }
-    out
-}
-
 /// Compares `file` with what is on disk in `dir`.
 pub fn freshness(dir: &Path, file: &GeneratedFile) -> anyhow::Result<Freshness> {
     let path = dir.join(&file.name);
@@ -214,12 +191,6 @@ mod tests {
                 "  seed 7"
             ]
         );
-    }
-
-    #[test]
-    fn comment_block_leaves_no_trailing_space() {
-        let text = comment_block("//", &["a".to_string(), String::new(), "b c".to_string()]);
-        assert_eq!(text, "// a\n//\n// b c\n");
     }
 
     #[test]

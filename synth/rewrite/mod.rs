@@ -10,13 +10,13 @@
 //! - [`report`]: the per-candidate report and the winner;
 //! - [`cmd`]: `synth rewrite`.
 
-pub mod diag;
-pub mod replay;
-pub mod report;
-pub mod result;
+pub(crate) mod diag;
+pub(crate) mod replay;
+pub(crate) mod report;
+pub(crate) mod result;
 pub mod spec;
-pub mod task;
-pub mod workcopy;
+pub(crate) mod task;
+pub(crate) mod workcopy;
 
 pub use replay::ReplayProposer;
 pub use result::{extract_result, ResultLine, ResultLineError};

@@ -6,6 +6,8 @@ use crate::engine::Attempt;
 use serde::Serialize;
 use std::fmt::Write as _;
 
+use crate::textable::{left, right, TextTable};
+
 /// One evaluated candidate.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct CandidateRow {
@@ -135,11 +137,16 @@ pub fn render_text(r: &Report) -> String {
         }
     }
     let _ = writeln!(s, "{} iteration(s), {} evaluation(s), {:.1} s\n", r.iterations_run, r.evaluations, r.elapsed_s);
-    let _ = writeln!(
-        s,
-        "{:>3} {:>4} {:<34} {:<13} {:>12} {:>8}  notes",
-        "id", "iter", "source", "status", "latency_us", "speedup"
-    );
+    let columns = vec![
+        right("id").min(3),
+        right("iter"),
+        left("source").min(34),
+        left("status").min(13),
+        right("latency_us").min(12),
+        right("speedup").min(8),
+        left("notes"),
+    ];
+    let mut table = TextTable::new(columns).gap(1);
     for c in &r.candidates {
         let lat = c.latency_us.map(|x| format!("{x:.2}")).unwrap_or_else(|| "-".into());
         let sp = c.speedup.map(|x| format!("{x:.2}x")).unwrap_or_else(|| "-".into());
@@ -159,18 +166,9 @@ pub fn render_text(r: &Report) -> String {
             (_, None) => notes.push(clip(c.feedback.lines().next().unwrap_or(""), 90)),
         }
         let source: String = c.source.chars().take(34).collect();
-        let _ = writeln!(
-            s,
-            "{:>3} {:>4} {:<34} {:<13} {:>12} {:>8}  {}",
-            c.id,
-            c.iteration,
-            source,
-            c.status,
-            lat,
-            sp,
-            notes.join("; ")
-        );
+        table.row([c.id.to_string(), c.iteration.to_string(), source, c.status.to_string(), lat, sp, notes.join("; ")]);
     }
+    s.push_str(&table.render());
     let failures: Vec<&CandidateRow> =
         r.candidates.iter().filter(|c| c.latency_us.is_none() && c.duplicate_of.is_none()).collect();
     if !failures.is_empty() {

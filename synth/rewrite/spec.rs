@@ -176,16 +176,20 @@ pub struct SpecError {
     pub message: String,
 }
 
+impl From<&SpecError> for crate::diag::Located {
+    fn from(e: &SpecError) -> Self {
+        crate::diag::Located {
+            line: e.position.map(|p| p.0),
+            col: e.position.map(|p| p.1),
+            key: (!e.key.is_empty()).then(|| e.key.clone()),
+            ..crate::diag::Located::new(e.file.display().to_string(), e.message.clone())
+        }
+    }
+}
+
 impl fmt::Display for SpecError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file.display())?;
-        if let Some((l, c)) = self.position {
-            write!(f, ":{l}:{c}")?;
-        }
-        if !self.key.is_empty() {
-            write!(f, ": key `{}`", self.key)?;
-        }
-        write!(f, ": {}", self.message)
+        crate::diag::Located::from(self).fmt(f)
     }
 }
 
@@ -238,10 +242,7 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn pos(&self, offset: usize) -> (usize, usize) {
-        let before = &self.text[..offset.min(self.text.len())];
-        let line = before.matches('\n').count() + 1;
-        let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
-        (line, col)
+        crate::diag::line_col(self.text, offset)
     }
 
     fn err(&self, span: Option<std::ops::Range<usize>>, key: &str, message: impl Into<String>) -> SpecError {

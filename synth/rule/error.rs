@@ -23,7 +23,7 @@ impl fmt::Display for Pos {
 }
 
 /// Why rule text could not be read. `line`/`column` are 1-based; 0 means "no position" (e.g. the
-/// file could not be opened). Display: `[file:]line:col: message`.
+/// file could not be opened). Displayed as a [`crate::diag::Located`]: `[file:]line:col: message`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleError {
     /// File the text came from, when read by [`crate::rule::load`].
@@ -56,17 +56,21 @@ impl RuleError {
     }
 }
 
+impl From<&RuleError> for crate::diag::Located {
+    fn from(e: &RuleError) -> Self {
+        let pos = e.pos();
+        crate::diag::Located {
+            file: e.file.clone().unwrap_or_default(),
+            line: pos.map(|p| p.line),
+            col: pos.map(|p| p.column),
+            ..crate::diag::Located::new("", e.message.clone())
+        }
+    }
+}
+
 impl fmt::Display for RuleError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(file) = &self.file {
-            write!(f, "{file}:")?;
-        }
-        if self.line > 0 {
-            write!(f, "{}:{}: ", self.line, self.column)?;
-        } else if self.file.is_some() {
-            write!(f, " ")?;
-        }
-        write!(f, "{}", self.message)
+        crate::diag::Located::from(self).fmt(f)
     }
 }
 

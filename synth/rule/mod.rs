@@ -5,16 +5,16 @@
 //! Reading a rule: [`parse_any`] / [`load`] detect the form ([`detect_form`]); the `*_with_source`
 //! variants also return a [`SourceMap`] whose lines [`validate::validate_with_source`] reports.
 
-pub mod cmd;
-pub mod cpp_lex;
-pub mod edit;
-pub mod error;
-pub mod generated;
-pub mod interp;
+pub(crate) mod cmd;
+pub(crate) mod cpp_lex;
+pub(crate) mod edit;
+pub(crate) mod error;
+pub(crate) mod generated;
+pub(crate) mod interp;
 pub mod ir;
 pub mod parse_cpp;
-pub mod parse_rust;
-pub mod source;
+pub(crate) mod parse_rust;
+pub(crate) mod source;
 pub mod text;
 pub mod validate;
 

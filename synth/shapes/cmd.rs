@@ -1,5 +1,6 @@
 //! `synth shapes`: print a model's layers at a TP and the (M, N, K) list for an M set.
 
+use crate::textable::{left, right, TextTable};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -71,17 +72,20 @@ pub fn m_values(set: MSet, max_m: u32, count: usize, seed: u64) -> Vec<u32> {
 
 fn render_table(spec: &ModelSpec, tp: u32, layers: &[Layer], ms: &[u32]) -> String {
     let mut out = format!("model {} at TP {tp} ({} decoder layers)\n\n", spec.name, spec.num_layers);
-    out.push_str(&format!("{:<14}{:>8}{:>8}\n", "layer", "N", "K"));
+    let mut t = TextTable::new(vec![left("layer").min(14), right("N").min(8), right("K").min(8)]).gap(0);
     for l in layers {
-        out.push_str(&format!("{:<14}{:>8}{:>8}\n", l.name, l.n, l.k));
+        t.row([l.name.to_string(), l.n.to_string(), l.k.to_string()]);
     }
+    out.push_str(&t.render());
     out.push_str(&format!("\n{} M values x {} layers = {} shapes\n", ms.len(), layers.len(), ms.len() * layers.len()));
-    out.push_str(&format!("{:<14}{:>8}{:>8}{:>8}\n", "layer", "M", "N", "K"));
+    let mut t =
+        TextTable::new(vec![left("layer").min(14), right("M").min(8), right("N").min(8), right("K").min(8)]).gap(0);
     for l in layers {
         for &m in ms {
-            out.push_str(&format!("{:<14}{:>8}{:>8}{:>8}\n", l.name, m, l.n, l.k));
+            t.row([l.name.to_string(), m.to_string(), l.n.to_string(), l.k.to_string()]);
         }
     }
+    out.push_str(&t.render());
     out
 }
 

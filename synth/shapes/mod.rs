@@ -33,6 +33,8 @@ pub enum ShapeError {
     Io { path: String, source: std::io::Error },
     #[error("{path}: invalid model spec: {message}")]
     Parse { path: String, message: String },
+    #[error("{0}")]
+    Syntax(crate::diag::Located),
     #[error("{path}: field `{field}` must be a positive integer, got {value}")]
     NonPositive { path: String, field: &'static str, value: u32 },
     #[error("tensor-parallel degree must be at least 1, got 0")]
@@ -108,10 +110,8 @@ impl ModelSpec {
 
     /// Parses spec TOML text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<ModelSpec, ShapeError> {
-        let spec: ModelSpec = toml::from_str(text).map_err(|e| ShapeError::Parse {
-            path: origin.to_string(),
-            message: e.to_string().trim_end().to_string(),
-        })?;
+        let spec: ModelSpec = toml::from_str(text)
+            .map_err(|e| ShapeError::Syntax(crate::diag::toml_error(origin, text, "invalid model spec", &e)))?;
         for (field, value) in [
             ("hidden", spec.hidden),
             ("intermediate", spec.intermediate),
@@ -197,6 +197,6 @@ mod tests {
     fn unknown_field_is_rejected() {
         let text = "name='x'\nhidden=1\nintermediate=1\nheads=1\nkv_heads=1\nhead_dim=1\nlayers=1\nvocab=3\n";
         let e = ModelSpec::parse(text, "x.toml").unwrap_err().to_string();
-        assert!(e.starts_with("x.toml: invalid model spec") && e.contains("vocab"), "{e}");
+        assert!(e.starts_with("x.toml:8:1: invalid model spec") && e.contains("vocab"), "{e}");
     }
 }

@@ -1,8 +1,6 @@
 //! Leaves-versus-quality curves: how a rule's held-out quality grows with its leaf budget, trained on a
 //! sample of shapes, and on the full grid with k-fold cross-validation over M.
 
-use std::fmt::Write as _;
-
 use crate::catalog::Catalog;
 use crate::compare::{evaluate, Policy, TunedTable};
 use crate::table::LatencyMatrix;
@@ -149,41 +147,38 @@ pub fn cv_curve(
 pub const CURVE_COLUMNS: &str =
     "setting,budget,leaves,train_of_oracle,heldout_of_oracle,heldout_vs_default,heldout_vs_tuned";
 
+/// A point's fields: figures to `digits` decimals, the mean leaf count to two fewer.
+fn point_cells(p: &CurvePoint, digits: usize) -> Vec<String> {
+    let f = |x: f64| format!("{x:.digits$}");
+    vec![
+        p.setting.clone(),
+        p.budget.to_string(),
+        format!("{:.*}", digits - 2, p.leaves),
+        f(p.train_of_oracle),
+        f(p.heldout_of_oracle),
+        f(p.heldout_vs_default),
+        f(p.heldout_vs_tuned),
+    ]
+}
+
 /// The curve as CSV (fixed decimals).
 pub fn curve_csv(points: &[CurvePoint]) -> String {
     let mut w = csv::Writer::from_writer(Vec::new());
     let mut put = |record: &[String]| w.write_record(record).expect("writing CSV to memory cannot fail");
     put(&CURVE_COLUMNS.split(',').map(str::to_string).collect::<Vec<_>>());
     for p in points {
-        put(&[
-            p.setting.clone(),
-            p.budget.to_string(),
-            format!("{:.2}", p.leaves),
-            format!("{:.4}", p.train_of_oracle),
-            format!("{:.4}", p.heldout_of_oracle),
-            format!("{:.4}", p.heldout_vs_default),
-            format!("{:.4}", p.heldout_vs_tuned),
-        ]);
+        put(&point_cells(p, 4));
     }
     String::from_utf8(w.into_inner().expect("an in-memory CSV flushes")).expect("CSV of UTF-8 fields is UTF-8")
 }
 
 /// The curve as a terminal table.
 pub fn curve_table(points: &[CurvePoint]) -> String {
-    let mut out =
-        String::from("setting  budget  leaves  train of oracle  held-out of oracle  x default (geo)  x tuned (geo)\n");
+    use crate::textable::{left, right, TextTable};
+    let titles = ["budget", "leaves", "train of oracle", "held-out of oracle", "x default (geo)", "x tuned (geo)"];
+    let mut t = TextTable::new([left("setting")].into_iter().chain(titles.map(right)).collect());
     for p in points {
-        let _ = writeln!(
-            out,
-            "{:<7}  {:>6}  {:>6.1}  {:>15.3}  {:>18.3}  {:>15.3}  {:>13.3}",
-            p.setting,
-            p.budget,
-            p.leaves,
-            p.train_of_oracle,
-            p.heldout_of_oracle,
-            p.heldout_vs_default,
-            p.heldout_vs_tuned
-        );
+        t.row(point_cells(p, 3));
     }
-    out
+    t.render()
 }

@@ -18,10 +18,10 @@
 //! The search itself is in [`tree`]; this module builds the cost problem from a [`LatencyMatrix`], turns
 //! trees into [`Rule`]s, and enforces the instance limit by searching within chosen instance subsets.
 
-pub mod curve;
+pub(crate) mod curve;
 pub mod features;
 pub mod guard;
-pub mod refine;
+pub(crate) mod refine;
 pub mod tree;
 
 use std::collections::BTreeSet;

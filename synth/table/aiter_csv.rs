@@ -150,54 +150,7 @@ impl AiterRow {
 }
 
 /// A problem in a latency table: where (file, line, column, value) and what was expected.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TableError {
-    /// Source file (empty for rows built in code).
-    pub file: String,
-    pub line: Option<usize>,
-    pub column: Option<String>,
-    pub value: Option<String>,
-    pub message: String,
-}
-
-impl TableError {
-    /// An error with only a message and (optionally) a line, for checks on rows already in memory.
-    pub fn at_line(line: Option<usize>, message: impl Into<String>) -> Self {
-        TableError { file: String::new(), line, column: None, value: None, message: message.into() }
-    }
-}
-
-impl std::fmt::Display for TableError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut sep = "";
-        if !self.file.is_empty() {
-            write!(f, "{}", self.file)?;
-            sep = ":";
-        }
-        match (self.line, self.file.is_empty()) {
-            (Some(l), false) => write!(f, ":{l}")?,
-            (Some(l), true) => {
-                write!(f, "line {l}")?;
-                sep = ":";
-            }
-            (None, _) => {}
-        }
-        if let Some(col) = &self.column {
-            write!(f, "{sep} column {col}")?;
-            sep = ":";
-            if let Some(v) = &self.value {
-                write!(f, " = \"{v}\"")?;
-            }
-        }
-        if sep.is_empty() {
-            write!(f, "{}", self.message)
-        } else {
-            write!(f, ": {}", self.message)
-        }
-    }
-}
-
-impl std::error::Error for TableError {}
+pub type TableError = crate::diag::Located;
 
 /// `libtype` of a vendor reference row (e.g. cuBLAS's own blockwise FP8 GEMM measured on the same shapes):
 /// read and kept apart as a reference, never a candidate of a rule or a tuned table.
@@ -206,15 +159,8 @@ pub const VENDOR_LIBTYPE: Libtype = Libtype::Vendor;
 /// Reads and validates an AITER-format CSV file (every kernel name is checked against `catalog`).
 pub fn read_aiter_csv(path: &Path, catalog: &Catalog) -> Result<Vec<AiterRow>, TableError> {
     let file = path.display().to_string();
-    let bytes = super::input::read_bytes_capped(path, super::input::MAX_TABLE_BYTES, "latency table").map_err(|e| {
-        TableError {
-            file: file.clone(),
-            line: None,
-            column: None,
-            value: None,
-            message: format!("cannot read the file: {e}"),
-        }
-    })?;
+    let bytes = super::input::read_bytes_capped(path, super::input::MAX_TABLE_BYTES, "latency table")
+        .map_err(|e| TableError::new(file.clone(), format!("cannot read the file: {e}")))?;
     parse_aiter_csv(&bytes, &file, catalog)
 }
 
@@ -227,6 +173,7 @@ pub fn parse_aiter_csv(text: &[u8], file: &str, catalog: &Catalog) -> Result<Vec
         column: column.map(str::to_string),
         value: value.map(str::to_string),
         message,
+        ..Default::default()
     };
     let mut rdr = csv::ReaderBuilder::new().has_headers(true).from_reader(text);
     let header = rdr.headers().map_err(|e| err(Some(1), None, None, format!("cannot read the header: {e}")))?.clone();
@@ -322,6 +269,7 @@ impl RowReader<'_> {
             column: Some(col.to_string()),
             value: Some(value.to_string()),
             message: message.into(),
+            ..Default::default()
         }
     }
 

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::catalog::Catalog;
 
-use super::matrix::{recheck_pairs, LatencyMatrix};
+use super::matrix::{median, recheck_pairs, LatencyMatrix};
 use super::summary::{frame_to_csv, frame_to_json, frame_to_table, try_summarize};
 use super::{read_aiter_csv, AiterRow};
 
@@ -57,15 +57,6 @@ pub struct Overview {
     pub median_best_us: Option<f64>,
     /// Median recheck/original time ratio over rechecked cells with both times Ok.
     pub median_recheck_ratio: Option<f64>,
-}
-
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
 }
 
 /// Builds the matrix from the CK legacy rows and the overview of the whole file.

@@ -80,6 +80,16 @@ impl RecheckPair {
     }
 }
 
+/// The median of `v` (the mean of the two middle values for an even count); `None` for no values.
+pub fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+}
+
 /// Pairs every recheck row with the original row of the same device, shape and candidate (in file order).
 pub fn recheck_pairs(rows: &[AiterRow]) -> Vec<RecheckPair> {
     type Key = (String, u32, crate::catalog::Libtype, Shape, Candidate);

@@ -2,11 +2,11 @@
 //! matrix the rest of the tool works on, and polars summaries.
 
 pub mod aiter_csv;
-pub mod bands;
-pub mod input;
-pub mod matrix;
+pub(crate) mod bands;
+pub(crate) mod input;
+pub(crate) mod matrix;
 pub mod multi;
-pub mod registry;
+pub(crate) mod registry;
 pub mod summary;
 
 use serde::{Deserialize, Serialize};
@@ -39,4 +39,4 @@ impl std::fmt::Display for Shape {
         write!(f, "{}x{}x{}", self.m, self.n, self.k)
     }
 }
-pub mod cmd;
+pub(crate) mod cmd;

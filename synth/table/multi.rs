@@ -27,26 +27,18 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, TableError> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
-            let entries = std::fs::read_dir(p).map_err(|e| TableError {
-                file: p.display().to_string(),
-                line: None,
-                column: None,
-                value: None,
-                message: format!("cannot list the directory: {e}"),
-            })?;
+            let entries = std::fs::read_dir(p)
+                .map_err(|e| TableError::new(p.display().to_string(), format!("cannot list the directory: {e}")))?;
             let mut files: Vec<PathBuf> = entries
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|f| f.is_file() && f.extension().is_some_and(|x| x == "csv"))
                 .collect();
             files.sort();
             if files.is_empty() {
-                return Err(TableError {
-                    file: p.display().to_string(),
-                    line: None,
-                    column: None,
-                    value: None,
-                    message: "the directory holds no .csv latency table; pass a file or a directory of journals".into(),
-                });
+                return Err(TableError::new(
+                    p.display().to_string(),
+                    "the directory holds no .csv latency table; pass a file or a directory of journals",
+                ));
             }
             out.extend(files);
         } else {
@@ -86,25 +78,19 @@ pub fn merge_tables(tables: &[(PathBuf, Vec<AiterRow>)]) -> Result<(LatencyMatri
         parts.push((path, m));
     }
     let Some((first_path, first)) = parts.first() else {
-        return Err(TableError {
-            file: paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
-            line: None,
-            column: None,
-            value: None,
-            message: "no measurement rows (only vendor reference rows, or no file)".into(),
-        });
+        return Err(TableError::new(
+            paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+            "no measurement rows (only vendor reference rows, or no file)",
+        ));
     };
     for (path, m) in &parts[1..] {
         if m.gfx != first.gfx
             || m.cu_num != first.cu_num
             || (m.device.is_some() && first.device.is_some() && m.device != first.device)
         {
-            return Err(TableError {
-                file: path.display().to_string(),
-                line: None,
-                column: None,
-                value: None,
-                message: format!(
+            return Err(TableError::new(
+                path.display().to_string(),
+                format!(
                     "device {}/{} CUs ({}) differs from {}/{} CUs ({}) of {}: one dataset holds one device",
                     m.gfx,
                     m.cu_num,
@@ -114,7 +100,7 @@ pub fn merge_tables(tables: &[(PathBuf, Vec<AiterRow>)]) -> Result<(LatencyMatri
                     first.device.as_deref().unwrap_or("unnamed"),
                     first_path.display()
                 ),
-            });
+            ));
         }
     }
     if parts.len() == 1 {
@@ -137,16 +123,13 @@ pub fn merge_tables(tables: &[(PathBuf, Vec<AiterRow>)]) -> Result<(LatencyMatri
                 }
                 let oc = out.candidate_index(cand).expect("candidate collected above");
                 if let Some(prev) = owner.insert(os * out.candidates.len() + oc, path) {
-                    return Err(TableError {
-                        file: path.display().to_string(),
-                        line: None,
-                        column: None,
-                        value: None,
-                        message: format!(
+                    return Err(TableError::new(
+                        path.display().to_string(),
+                        format!(
                             "shape {shape} candidate {cand} is also measured in {}: give each cell in one file",
                             prev.display()
                         ),
-                    });
+                    ));
                 }
                 out.set(os, oc, cell.clone());
             }

@@ -73,32 +73,6 @@ pub fn legacy_rows(rows: Vec<AiterRow>) -> (Vec<AiterRow>, Option<CkTileLeftOut>
     (legacy, Some(CkTileLeftOut { rows: cktile.len(), kernels, faster }))
 }
 
-/// Reads a table and builds the latency matrix of its legacy rows; the CK-tile summary, if any, is returned
-/// for the caller to print.
-pub fn load_legacy_matrix(
-    path: &std::path::Path,
-    catalog: &crate::catalog::Catalog,
-) -> Result<(super::LatencyMatrix, Option<CkTileLeftOut>), super::TableError> {
-    let rows = super::read_aiter_csv(path, catalog)?;
-    let (legacy, left) = legacy_rows(rows);
-    if legacy.is_empty() && left.is_some() {
-        return Err(super::TableError {
-            file: path.display().to_string(),
-            line: None,
-            column: None,
-            value: None,
-            message: "only CK-tile rows: rules for the C++ dispatcher choose among CK legacy instances; measure with \
-                      libtype ck or both"
-                .into(),
-        });
-    }
-    let m = super::LatencyMatrix::from_rows(&legacy).map_err(|mut e| {
-        e.file = path.display().to_string();
-        e
-    })?;
-    Ok((m, left))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

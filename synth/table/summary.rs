@@ -131,28 +131,24 @@ pub fn frame_strings(df: &DataFrame) -> PolarsResult<(Vec<String>, Vec<Vec<Strin
 /// The frame as an aligned text table (text left-aligned, numbers right-aligned).
 pub fn frame_to_table(df: &DataFrame) -> PolarsResult<String> {
     let (header, rows) = frame_strings(df)?;
-    let numeric: Vec<bool> = df.get_columns().iter().map(|c| c.dtype().is_primitive_numeric()).collect();
-    let mut widths: Vec<usize> = header.iter().map(String::len).collect();
-    for r in &rows {
-        for (w, v) in widths.iter_mut().zip(r) {
-            *w = (*w).max(v.len());
-        }
+    let columns = header
+        .iter()
+        .zip(df.get_columns())
+        .map(
+            |(h, c)| {
+                if c.dtype().is_primitive_numeric() {
+                    crate::textable::right(h)
+                } else {
+                    crate::textable::left(h)
+                }
+            },
+        )
+        .collect();
+    let mut t = crate::textable::TextTable::new(columns);
+    for r in rows {
+        t.row(r);
     }
-    let line = |vals: &[String]| {
-        let parts: Vec<String> = vals
-            .iter()
-            .enumerate()
-            .map(
-                |(i, v)| if numeric[i] { format!("{v:>w$}", w = widths[i]) } else { format!("{v:<w$}", w = widths[i]) },
-            )
-            .collect();
-        parts.join("  ").trim_end().to_string() + "\n"
-    };
-    let mut out = line(&header);
-    for r in &rows {
-        out.push_str(&line(r));
-    }
-    Ok(out)
+    Ok(t.render())
 }
 
 /// The frame as CSV text.

@@ -103,7 +103,13 @@ impl TunedSet {
             let legacy = r.libtype == crate::catalog::Libtype::Ck;
             let kernel_id = if legacy && r.kernel_id < 0 { catalog.default_alias } else { r.kernel_id };
             let Some(us) = r.us else {
-                bail!("{source}:{}: a tuned row without a time (us) cannot be a tuned choice; remove the row", r.line);
+                return Err(crate::diag::Located::new(
+                    source.to_string(),
+                    "a tuned row without a time (us) cannot be a tuned choice",
+                )
+                .line(r.line)
+                .hint("remove the row")
+                .into());
             };
             let entry = TunedEntry { candidate: Candidate::new(kernel_id, r.split_k), legacy };
             by_shape.insert(r.shape(), TunedRow { shape: r.shape(), entry, us, line: r.line });
@@ -357,58 +363,53 @@ pub fn loto_csv(rows: &[LotoRow]) -> anyhow::Result<String> {
         "kernel0_m_le_1024",
     ])?;
     for r in rows {
-        let f = |x: f64| format!("{x:.4}");
-        w.write_record([
-            r.held_out.clone(),
-            r.objective.as_str().to_string(),
-            r.leaves.to_string(),
-            r.rule_agreement.rows.to_string(),
-            r.rule_agreement.small_rows.to_string(),
-            f(r.rule_agreement.overall()),
-            f(r.rule_agreement.small()),
-            f(r.rule_agreement.time_weighted()),
-            f(r.default_agreement.overall()),
-            f(r.default_agreement.small()),
-            f(r.kernel0_agreement.overall()),
-            f(r.kernel0_agreement.small()),
-        ])?;
+        w.write_record(loto_cells(r))?;
     }
     Ok(String::from_utf8(w.into_inner()?)?)
 }
 
+/// One leave-one-table-out row in the CSV's column order (agreements to 4 decimals).
+fn loto_cells(r: &LotoRow) -> Vec<String> {
+    let f = |x: f64| format!("{x:.4}");
+    vec![
+        r.held_out.clone(),
+        r.objective.as_str().to_string(),
+        r.leaves.to_string(),
+        r.rule_agreement.rows.to_string(),
+        r.rule_agreement.small_rows.to_string(),
+        f(r.rule_agreement.overall()),
+        f(r.rule_agreement.small()),
+        f(r.rule_agreement.time_weighted()),
+        f(r.default_agreement.overall()),
+        f(r.default_agreement.small()),
+        f(r.kernel0_agreement.overall()),
+        f(r.kernel0_agreement.small()),
+    ]
+}
+
 /// The leave-one-table-out rows as an aligned text table.
 pub fn loto_table(rows: &[LotoRow]) -> String {
-    let mut s = format!(
-        "{:<44} {:<8} {:>6} {:>6} {:>8} {:>10} {:>8} {:>8} {:>10} {:>8} {:>10}\n",
-        "held-out table",
-        "weight",
-        "leaves",
-        "rows",
-        "rule",
-        "rule M<=1k",
-        "rule(t)",
-        "default",
-        "def M<=1k",
-        "kernel0",
-        "k0 M<=1k"
-    );
+    use crate::textable::{left, right, TextTable};
+    let columns = vec![
+        left("held-out table").min(44),
+        left("weight").min(8),
+        right("leaves").min(6),
+        right("rows").min(6),
+        right("rule").min(8),
+        right("rule M<=1k"),
+        right("rule(t)").min(8),
+        right("default").min(8),
+        right("def M<=1k").min(10),
+        right("kernel0").min(8),
+        right("k0 M<=1k").min(10),
+    ];
+    let mut t = TextTable::new(columns).gap(1);
     for r in rows {
-        s.push_str(&format!(
-            "{:<44} {:<8} {:>6} {:>6} {:>8.4} {:>10.4} {:>8.4} {:>8.4} {:>10.4} {:>8.4} {:>10.4}\n",
-            r.held_out,
-            r.objective.as_str(),
-            r.leaves,
-            r.rule_agreement.rows,
-            r.rule_agreement.overall(),
-            r.rule_agreement.small(),
-            r.rule_agreement.time_weighted(),
-            r.default_agreement.overall(),
-            r.default_agreement.small(),
-            r.kernel0_agreement.overall(),
-            r.kernel0_agreement.small(),
-        ));
+        let mut cells = loto_cells(r);
+        cells.remove(4); // the terminal table leaves out the count of M <= 1024 rows
+        t.row(cells);
     }
-    s
+    t.render()
 }
 
 /// Whether a latency matrix reads as a tuned table: every shape has exactly one usable cell (its winner).
@@ -452,16 +453,24 @@ pub fn agreement_text(
         raw: Vec::new(),
     };
     let default = Candidate::new(catalog.default_alias, 0);
-    let mut out = format!(
-        "\nagreement with the tuned (kernel, splitK) of {} rows (a tuned table holds only each shape's winner: agreement, not latency):\n{:<28} {:>8} {:>12} {:>14}\n",
+    let out = format!(
+        "\nagreement with the tuned (kernel, splitK) of {} rows (a tuned table holds only each shape's winner: agreement, not latency):\n",
         set.rows.len(),
-        "policy",
-        "agree",
-        "agree M<=1k",
-        "time-weighted"
     );
+    let columns = vec![
+        crate::textable::left("policy").min(28),
+        crate::textable::right("agree").min(8),
+        crate::textable::right("agree M<=1k").min(12),
+        crate::textable::right("time-weighted").min(14),
+    ];
+    let mut t = crate::textable::TextTable::new(columns).gap(1);
     let mut line = |name: &str, a: Agreement| {
-        out.push_str(&format!("{name:<28} {:>8.4} {:>12.4} {:>14.4}\n", a.overall(), a.small(), a.time_weighted()));
+        t.row([
+            name.to_string(),
+            format!("{:.4}", a.overall()),
+            format!("{:.4}", a.small()),
+            format!("{:.4}", a.time_weighted()),
+        ]);
     };
     line("default", agreement(&set, |_| default));
     line("kernel 0", agreement(&set, |_| Candidate::new(0, 0)));
@@ -470,7 +479,7 @@ pub fn agreement_text(
             line(name, rule_agreement(rule, &set, catalog));
         }
     }
-    out
+    out + &t.render()
 }
 
 #[cfg(test)]
