@@ -21,7 +21,7 @@
 
 use std::sync::OnceLock;
 
-use minijinja::{AutoEscape, Environment, UndefinedBehavior};
+use minijinja::Environment;
 use serde::Serialize;
 
 use super::{leaf_instance, resolved, writer, Provenance, CPP_HEADER};
@@ -47,22 +47,12 @@ const BRANCHLESS_TEMPLATE: &str = "check/branchless.h.j2";
 fn env() -> &'static Environment<'static> {
     static ENV: OnceLock<Environment<'static>> = OnceLock::new();
     ENV.get_or_init(|| {
-        let mut env = Environment::new();
-        env.set_trim_blocks(true);
-        env.set_lstrip_blocks(true);
-        env.set_keep_trailing_newline(true);
-        env.set_undefined_behavior(UndefinedBehavior::Strict);
-        env.set_auto_escape_callback(|_| AutoEscape::None);
-        let templates = [
+        super::jinja::environment(&[
             (HEADER_TEMPLATE, include_str!("../../templates/gemm_a8w8_blockscale_heuristic.h.j2")),
             (STUB_TEMPLATE, include_str!("../../templates/check/instances_stub.h.j2")),
             (DRIVER_TEMPLATE, include_str!("../../templates/check/driver.cpp.j2")),
             (BRANCHLESS_TEMPLATE, include_str!("../../templates/check/branchless.h.j2")),
-        ];
-        for (name, source) in templates {
-            env.add_template(name, source).unwrap_or_else(|e| panic!("template {name} does not parse: {e:#}"));
-        }
-        env
+        ])
     })
 }
 
