@@ -14,6 +14,7 @@
 
 pub mod plot;
 pub mod policy;
+pub mod raster;
 pub mod report;
 
 use std::collections::BTreeMap;
