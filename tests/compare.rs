@@ -1,12 +1,14 @@
 //! Comparison: AITER tuned-lookup padding, nearest-M lookup, speed-up arithmetic, fallbacks, the
-//! published rule, and the text/CSV/SVG outputs.
+//! published rule, and the text/CSV/SVG/PNG outputs.
 
 use std::path::Path;
 
 use gemm_synth::app::session::published_rule;
 use gemm_synth::catalog::{Candidate, Catalog};
 use gemm_synth::compare::report::{self, LayerNames};
-use gemm_synth::compare::{evaluate, pad_coarse, pad_fine, plot, LookupKind, Policy, Status, TunedEntry, TunedTable};
+use gemm_synth::compare::{
+    evaluate, pad_coarse, pad_fine, plot, raster, LookupKind, Policy, Status, TunedEntry, TunedTable,
+};
 use gemm_synth::rule::{CmpOp, Cond, Expr, Leaf, Node, Rule, Var};
 use gemm_synth::table::{read_aiter_csv, Cell, LatencyMatrix, Shape};
 
@@ -307,4 +309,112 @@ fn text_csv_and_svg_outputs() {
     let svg = plot::speedup_svg(&r, &names, "test").unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("qkv_proj") && svg.contains("oracle"));
     assert_eq!(svg, plot::speedup_svg(&r, &names, "test").unwrap());
+}
+
+/// A decoded PNG: width, height and 8-bit RGB pixels.
+struct Image {
+    width: u32,
+    height: u32,
+    rgb: Vec<u8>,
+}
+
+impl Image {
+    fn decode(bytes: &[u8]) -> Image {
+        let mut reader = png::Decoder::new(std::io::Cursor::new(bytes)).read_info().expect("a PNG");
+        let mut rgb = vec![0; reader.output_buffer_size().unwrap()];
+        let info = reader.next_frame(&mut rgb).expect("its pixels");
+        assert_eq!((info.color_type, info.bit_depth), (png::ColorType::Rgb, png::BitDepth::Eight));
+        rgb.truncate(info.buffer_size());
+        Image { width: info.width, height: info.height, rgb }
+    }
+
+    fn pixel(&self, x: u32, y: u32) -> [u8; 3] {
+        let i = ((y * self.width + x) * 3) as usize;
+        [self.rgb[i], self.rgb[i + 1], self.rgb[i + 2]]
+    }
+
+    /// Pixels of the rectangle `xs` × `ys` that satisfy `f`.
+    fn count(&self, xs: std::ops::Range<u32>, ys: std::ops::Range<u32>, f: impl Fn([u8; 3]) -> bool) -> usize {
+        ys.flat_map(|y| xs.clone().map(move |x| (x, y))).filter(|&(x, y)| f(self.pixel(x, y))).count()
+    }
+}
+
+fn near(p: [u8; 3], c: [u8; 3], tolerance: i32) -> bool {
+    p.iter().zip(c).all(|(&a, b)| (i32::from(a) - i32::from(b)).abs() <= tolerance)
+}
+
+/// The height the SVG declares.
+fn svg_height(svg: &str) -> u32 {
+    let tail = &svg[svg.find("height=\"").unwrap() + 8..];
+    tail[..tail.find('"').unwrap()].parse().unwrap()
+}
+
+#[test]
+fn the_plot_png_is_the_svg_drawn_at_twice_its_size_with_its_text() {
+    let m = tiny();
+    let catalog = Catalog::embedded();
+    let mut tuned = TunedTable::new("hand");
+    tuned.insert(Shape::new(16, 5120, 5120), entry(14, 0));
+    let policies = vec![Policy::Default, Policy::Tuned { name: "tuned".into(), table: tuned }, Policy::Oracle];
+    let r = evaluate(&m, &catalog, &policies, &[0, 1]);
+    let mut names = LayerNames::new();
+    names.insert((5120, 5120), "qkv_proj".into());
+    let svg = plot::speedup_svg(&r, &names, "a title to find in the picture").unwrap();
+    let bytes = raster::svg_to_png(&svg).unwrap();
+    assert_eq!(bytes, raster::svg_to_png(&svg).unwrap(), "two renders of one SVG differ");
+    let img = Image::decode(&bytes);
+    assert_eq!((img.width, img.height), (2 * plot::WIDTH, 2 * svg_height(&svg)));
+
+    // The title is centred in the top 30 SVG units: ink in the middle, none at the far left and right.
+    let ink = |p: [u8; 3]| p.iter().all(|&c| c < 110);
+    assert!(img.count(600..1200, 0..60, ink) > 500, "no title text at the top");
+    assert_eq!(img.count(0..200, 0..60, ink) + img.count(1600..1800, 0..60, ink), 0);
+    // Several colours: white background, black ink (axes, text, the default's crosses), the tuned
+    // policy's blue triangles (31, 119, 180), grey grid lines.
+    let white = img.count(0..img.width, 0..img.height, |p| p == [255, 255, 255]);
+    assert!(white > (img.width * img.height / 2) as usize, "mostly white background");
+    assert!(img.count(0..img.width, 0..img.height, |p| near(p, [31, 119, 180], 12)) > 20, "no tuned markers");
+    assert!(img.count(0..img.width, 0..img.height, |p| near(p, [0, 0, 0], 10)) > 1000, "no black ink");
+    let mut colours: Vec<[u8; 3]> = img.rgb.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
+    colours.sort_unstable();
+    colours.dedup();
+    assert!(colours.len() > 20, "only {} colours", colours.len());
+}
+
+#[test]
+fn the_committed_png_is_the_committed_svg_drawn() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("generated");
+    let svg = std::fs::read_to_string(dir.join("speedup.svg")).unwrap();
+    let committed = std::fs::read(dir.join("speedup.png")).unwrap();
+    let img = Image::decode(&committed);
+    assert_eq!((img.width, img.height), (1800, 2 * svg_height(&svg)));
+    assert!(raster::svg_to_png(&svg).unwrap() == committed, "generated/speedup.png is not generated/speedup.svg drawn");
+}
+
+#[test]
+fn compare_writes_the_png_beside_the_svg_and_says_where() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_synth"))
+        .args(["compare", "--model", "qwen3-32b", "--svg", "cmp.svg"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let real = std::fs::canonicalize(dir.path()).unwrap();
+    for name in ["cmp.svg", "cmp.png"] {
+        assert!(text.contains(&format!("written: {}", real.join(name).display())), "{name} in:\n{text}");
+    }
+    let svg = std::fs::read_to_string(dir.path().join("cmp.svg")).unwrap();
+    let png = std::fs::read(dir.path().join("cmp.png")).unwrap();
+    assert!(raster::svg_to_png(&svg).unwrap() == png, "cmp.png is not cmp.svg drawn");
+    assert_eq!(Image::decode(&png).width, 1800);
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_synth"))
+        .args(["compare", "--model", "qwen3-32b", "--svg", "cmp.png"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--svg cmp.png") && err.contains(".png"), "{err}");
 }

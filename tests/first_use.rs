@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 /// The main job's files (the AITER patch in its own folder, so one entry of `generated/` each).
-const GENERATED: [&str; 9] = [
+const GENERATED: [&str; 10] = [
     "gemm_a8w8_blockscale_heuristic.h",
     "gemm_a8w8_blockscale_heuristic_instances.csv",
     "dispatch.rs",
@@ -15,6 +15,7 @@ const GENERATED: [&str; 9] = [
     "compare.csv",
     "evaluations.csv",
     "speedup.svg",
+    "speedup.png",
     "leaves_curve.csv",
     "aiter/gemm_a8w8_blockscale_heuristic.patch",
 ];

@@ -37,7 +37,7 @@ pub struct CompareArgs {
     /// Write the per-shape × policy CSV here.
     #[arg(long)]
     pub csv: Option<PathBuf>,
-    /// Write the speed-up plot (SVG) here.
+    /// Write the speed-up plot (SVG) here, and its PNG beside it (same stem, `.png`).
     #[arg(long)]
     pub svg: Option<PathBuf>,
 }
@@ -113,10 +113,14 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         text.push_str(&format!("written: {}\n", super::outputs::real_path(path)));
     }
     if let Some(path) = &args.svg {
+        let png_path = png_beside(path)?;
         let title = format!("{what} on {}", matrix.device.as_deref().unwrap_or(&matrix.gfx));
-        std::fs::write(path, crate::compare::plot::speedup_svg(&report, names, &title)?)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-        text.push_str(&format!("written: {}\n", super::outputs::real_path(path)));
+        let svg = crate::compare::plot::speedup_svg(&report, names, &title)?;
+        let png = crate::compare::raster::svg_to_png(&svg)?;
+        for (p, bytes) in [(path, svg.as_bytes()), (&png_path, &png[..])] {
+            std::fs::write(p, bytes).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
+            text.push_str(&format!("written: {}\n", super::outputs::real_path(p)));
+        }
     }
     emit(&text)
 }
@@ -209,10 +213,41 @@ fn run_manifest(args: &CompareArgs, manifest: &std::path::Path) -> anyhow::Resul
                 (c.name.clone(), (0..all.shapes.len()).filter(|&i| set.contains(&all.shapes[i])).collect())
             })
             .collect();
+        let png_path = png_beside(path)?;
         let title = format!("{} on {}", display_path(manifest), matrix.device.as_deref().unwrap_or(&matrix.gfx));
-        std::fs::write(path, crate::compare::plot::groups_svg(&all, &groups, &title)?)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-        text.push_str(&format!("written: {}\n", super::outputs::real_path(path)));
+        let svg = crate::compare::plot::groups_svg(&all, &groups, &title)?;
+        let png = crate::compare::raster::svg_to_png(&svg)?;
+        for (p, bytes) in [(path, svg.as_bytes()), (&png_path, &png[..])] {
+            std::fs::write(p, bytes).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
+            text.push_str(&format!("written: {}\n", super::outputs::real_path(p)));
+        }
     }
     emit(&text)
+}
+
+/// Where the PNG of the plot at `svg` goes: beside it, same stem, `.png` (`cmp.svg` → `cmp.png`).
+fn png_beside(svg: &std::path::Path) -> anyhow::Result<PathBuf> {
+    if svg.file_name().is_none() || svg.extension().is_some_and(|e| e.eq_ignore_ascii_case("png")) {
+        bail!(
+            "--svg {}: the plot's PNG goes beside the SVG with the same stem and `.png`, so the SVG path must be a \
+             file name not ending in .png (e.g. --svg plot.svg)",
+            svg.display()
+        );
+    }
+    Ok(svg.with_extension("png"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn the_png_goes_beside_the_svg() {
+        assert_eq!(png_beside(Path::new("out/cmp.svg")).unwrap(), Path::new("out/cmp.png"));
+        assert_eq!(png_beside(Path::new("plot")).unwrap(), Path::new("plot.png"));
+        let err = png_beside(Path::new("plot.png")).unwrap_err().to_string();
+        assert!(err.contains("--svg plot.png") && err.contains("not ending in .png"), "{err}");
+        assert!(png_beside(Path::new("Plot.PNG")).is_err() && png_beside(Path::new("..")).is_err());
+    }
 }

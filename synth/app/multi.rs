@@ -35,7 +35,7 @@ use crate::table::multi::{expand_paths, merge_tables, VendorTimes};
 use crate::table::{Cell, LatencyMatrix};
 
 use super::invocation::Invocation;
-use super::run::{rule_outline, RunArgs, COMPARE_CSV, CURVE_CSV, OUTPUT_ONLY, RULE_JSON, SPEEDUP_SVG};
+use super::run::{rule_outline, RunArgs, COMPARE_CSV, CURVE_CSV, OUTPUT_ONLY, RULE_JSON, SPEEDUP_PNG, SPEEDUP_SVG};
 use super::session::{display_path, model_layers, published_rule};
 
 /// The manifest read when `--manifest` is not given, relative to the crate root.
@@ -478,11 +478,14 @@ pub fn run(args: &RunArgs, manifest: &Path, invocation: &Invocation) -> anyhow::
     );
     let held_all: Vec<usize> = all.iter().copied().filter(|s| !in_train.contains(s)).collect();
     let points = sample_curve(matrix, catalog, &train_set, &held_all, &results[1..], &MULTI_CURVE[..results.len() - 1]);
+    let svg = compare::plot::groups_svg(&report_all, &groups, &title)?;
+    let png = compare::raster::svg_to_png(&svg)?;
     let extra = vec![
         GeneratedFile::new(RULE_JSON, rule_json),
         GeneratedFile::new(COMPARE_CSV, compare::report::csv_with_vendor(&report_all, &names, &data.vendor)),
         GeneratedFile::new(EVALUATIONS_CSV, ev),
-        GeneratedFile::new(SPEEDUP_SVG, compare::plot::groups_svg(&report_all, &groups, &title)?),
+        GeneratedFile::new(SPEEDUP_SVG, svg),
+        GeneratedFile::binary(SPEEDUP_PNG, png),
         GeneratedFile::new(CURVE_CSV, curve_csv(&points)),
     ];
     // One all-or-nothing write of the output directory, then the AITER patch beside it.

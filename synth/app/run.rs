@@ -27,6 +27,8 @@ use super::session::{summary_figure, DataArgs, LimitArgs, SampleArgs, Scope, Ses
 pub const COMPARE_CSV: &str = "compare.csv";
 /// Speed-up plot written into the output directory.
 pub const SPEEDUP_SVG: &str = "speedup.svg";
+/// The same plot as a PNG ([`crate::compare::raster`]), beside the SVG.
+pub const SPEEDUP_PNG: &str = "speedup.png";
 /// The rule in JSON (the form `synth drift` and `synth check` read) written into the output directory.
 pub const RULE_JSON: &str = "rule.json";
 /// Leaves-versus-quality curve written into the output directory.
@@ -224,10 +226,13 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
     let title = format!("{what} on {} — {scope} shapes", matrix.device.as_deref().unwrap_or(&matrix.gfx));
     let mut rule_json = crate::rule::to_json(&synth.rule);
     rule_json.push('\n');
+    let svg = compare::plot::speedup_svg(&report, names, &title)?;
+    let png = compare::raster::svg_to_png(&svg)?;
     let extra = vec![
         GeneratedFile::new(RULE_JSON, rule_json),
         GeneratedFile::new(COMPARE_CSV, compare::report::csv(&report, names)),
-        GeneratedFile::new(SPEEDUP_SVG, compare::plot::speedup_svg(&report, names, &title)?),
+        GeneratedFile::new(SPEEDUP_SVG, svg),
+        GeneratedFile::binary(SPEEDUP_PNG, png),
         GeneratedFile::new(CURVE_CSV, curve_csv(&points)),
     ];
     // One all-or-nothing write of every output file.

@@ -14,6 +14,7 @@
 
 pub mod plot;
 pub(crate) mod policy;
+pub mod raster;
 pub mod report;
 
 use std::collections::BTreeMap;

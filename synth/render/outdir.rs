@@ -29,7 +29,8 @@ pub fn write_all(dir: &Path, files: &[GeneratedFile]) -> anyhow::Result<Vec<Path
             let staged = staging.path().join(&file.name);
             let target = dir.join(&file.name);
             // std creates files with 0666 filtered by the umask; tempfile's 0600 is never used here.
-            std::fs::write(&staged, &file.contents).with_context(|| format!("cannot write {}", target.display()))?;
+            std::fs::write(&staged, file.contents.as_bytes())
+                .with_context(|| format!("cannot write {}", target.display()))?;
             if let Ok(meta) = std::fs::metadata(&target) {
                 if meta.is_file() {
                     std::fs::set_permissions(&staged, meta.permissions())

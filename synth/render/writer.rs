@@ -11,13 +11,37 @@ pub struct GeneratedFile {
     /// File name relative to the output directory.
     pub name: String,
     /// Full contents.
-    pub contents: String,
+    pub contents: Contents,
+}
+
+/// What a generated file holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Contents {
+    /// Text (sources, CSV, JSON, SVG).
+    Text(String),
+    /// Bytes that are not text (a PNG); `--check` names such a file when it differs but shows none of it.
+    Binary(Vec<u8>),
+}
+
+impl Contents {
+    /// The bytes written to disk.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Contents::Text(t) => t.as_bytes(),
+            Contents::Binary(b) => b,
+        }
+    }
 }
 
 impl GeneratedFile {
-    /// A file named `name` holding `contents`.
+    /// A text file named `name` holding `contents`.
     pub fn new(name: impl Into<String>, contents: impl Into<String>) -> Self {
-        GeneratedFile { name: name.into(), contents: contents.into() }
+        GeneratedFile { name: name.into(), contents: Contents::Text(contents.into()) }
+    }
+
+    /// A binary file named `name` holding `bytes`.
+    pub fn binary(name: impl Into<String>, bytes: Vec<u8>) -> Self {
+        GeneratedFile { name: name.into(), contents: Contents::Binary(bytes) }
     }
 }
 
@@ -34,21 +58,31 @@ pub enum Freshness {
 
 /// `--check` found generated files that regenerating would change.
 #[derive(Debug, thiserror::Error)]
-#[error("{} generated file(s) out of date: {}; regenerate them and commit the result", .stale.len(), describe(.stale))]
+#[error("{} generated file(s) out of date: {}; regenerate them and commit the result", .stale.len(), .what.join(", "))]
 pub struct StaleFiles {
     /// Each out-of-date file with what is wrong with it.
     pub stale: Vec<(PathBuf, Freshness)>,
+    /// Each one described for the terminal, in the same order.
+    what: Vec<String>,
 }
 
-fn describe(stale: &[(PathBuf, Freshness)]) -> String {
-    stale
-        .iter()
-        .map(|(p, f)| match f {
-            Freshness::Missing => format!("{} (missing)", p.display()),
-            _ => format!("{} (differs)", p.display()),
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+/// One out-of-date file for the terminal: its path and what is wrong; a binary file that differs gets
+/// its sizes and the first differing byte (never its contents).
+fn describe(path: &Path, state: Freshness, file: &GeneratedFile) -> String {
+    match (state, &file.contents) {
+        (Freshness::Missing, _) => format!("{} (missing)", path.display()),
+        (_, Contents::Binary(bytes)) => {
+            let on_disk = std::fs::read(path).unwrap_or_default();
+            let first = on_disk.iter().zip(bytes).position(|(a, b)| a != b).unwrap_or(on_disk.len().min(bytes.len()));
+            format!(
+                "{} (binary file differs: {} bytes on disk, {} generated, first difference at byte {first})",
+                path.display(),
+                on_disk.len(),
+                bytes.len()
+            )
+        }
+        (_, Contents::Text(_)) => format!("{} (differs)", path.display()),
+    }
 }
 
 /// The provenance header lines (without comment markers) for a generated file called `title`:
@@ -122,16 +156,18 @@ pub fn write_files(dir: &Path, files: &[GeneratedFile], check: bool) -> anyhow::
     }
     let mut paths = Vec::with_capacity(files.len());
     let mut stale = Vec::new();
+    let mut what = Vec::new();
     for file in files {
         let path = dir.join(&file.name);
         let state = freshness(dir, file)?;
         if state != Freshness::Fresh {
+            what.push(describe(&path, state, file));
             stale.push((path.clone(), state));
         }
         paths.push(path);
     }
     if !stale.is_empty() {
-        return Err(StaleFiles { stale }.into());
+        return Err(StaleFiles { stale, what }.into());
     }
     Ok(paths)
 }
@@ -221,5 +257,35 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.contains("b.txt (differs)") && !msg.contains("a.txt"), "{msg}");
         assert_eq!(std::fs::read_to_string(out.join("b.txt")).unwrap(), "edited\n", "check mode must not write");
+    }
+
+    #[test]
+    fn binary_files_are_written_byte_for_byte_and_a_stale_one_is_named_without_its_contents() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = vec![0x89, b'P', b'N', b'G', 0, 0xff, 0xfe, 7];
+        let files = vec![GeneratedFile::new("plot.svg", "<svg/>\n"), GeneratedFile::binary("plot.png", bytes.clone())];
+        write_files(dir.path(), &files, false).unwrap();
+        assert_eq!(std::fs::read(dir.path().join("plot.png")).unwrap(), bytes);
+        write_files(dir.path(), &files, true).expect("fresh after writing");
+
+        let mut edited = bytes.clone();
+        edited[5] = 0;
+        edited.push(1);
+        std::fs::write(dir.path().join("plot.png"), &edited).unwrap();
+        let err = write_files(dir.path(), &files, true).unwrap_err();
+        let stale = err.downcast_ref::<StaleFiles>().expect("a StaleFiles error");
+        assert_eq!(stale.stale, vec![(dir.path().join("plot.png"), Freshness::Stale)]);
+        let msg = err.to_string();
+        assert!(
+            msg.contains("plot.png (binary file differs: 9 bytes on disk, 8 generated, first difference at byte 5)"),
+            "{msg}"
+        );
+        let rest = msg.replace(&dir.path().display().to_string(), "");
+        assert!(!rest.contains("plot.svg") && !rest.contains("PNG"), "{msg}");
+        assert_eq!(std::fs::read(dir.path().join("plot.png")).unwrap(), edited, "check mode must not write");
+
+        std::fs::remove_file(dir.path().join("plot.png")).unwrap();
+        let msg = write_files(dir.path(), &files, true).unwrap_err().to_string();
+        assert!(msg.contains("plot.png (missing)"), "{msg}");
     }
 }
