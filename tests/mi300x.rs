@@ -197,6 +197,32 @@ fn classification_training_and_leave_one_table_out_on_hand_made_tables() {
 }
 
 #[test]
+fn wave_contrasts_compare_the_rounds_of_two_tiles() {
+    use gemm_synth::catalog::Candidate;
+    use gemm_synth::synthesize::features::{for_candidates, wave_contrasts, FeatureSet};
+    // Tiles of #0 (128x128x128), #2 (64x128x128) and #1 (128x64x128); a repeated tile adds no pair.
+    let f = wave_contrasts(&[(128, 128, 128), (64, 128, 128), (128, 64, 128), (64, 128, 256)], 304);
+    let names: Vec<&str> = f.iter().map(|x| x.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["waves(128x128) - waves(64x128)", "waves(128x128) - waves(128x64)", "waves(64x128) - waves(128x64)"]
+    );
+    // N = 5120, M = 928: 128x128 has 8·40 = 320 tiles = 2 waves, 64x128 15·40 = 600 = 2 waves: 0.
+    // M = 992: 64x128 has 16·40 = 640 tiles = 3 waves: -1. 128x64: 8·80 = 640 = 3 waves.
+    assert_eq!(f[0].eval(928, 5120, 5120), 0);
+    assert_eq!(f[0].eval(992, 5120, 5120), -1);
+    assert_eq!(f[1].eval(992, 5120, 5120), -1);
+    assert_eq!(f[2].eval(992, 5120, 5120), 0);
+    // The contrast set is the machine set plus the pairs of the candidates' tiles.
+    let cat = Catalog::embedded();
+    let cands = [Candidate::new(0, 0), Candidate::new(2, 0), Candidate::new(1, 0)];
+    let machine = for_candidates(FeatureSet::Machine, &cands, &cat, 304);
+    let contrast = for_candidates(FeatureSet::Contrast, &cands, &cat, 304);
+    assert_eq!(contrast.len(), machine.len() + 3);
+    assert_eq!(contrast[..machine.len()], machine[..]);
+}
+
+#[test]
 fn run_train_tuned_writes_the_rule_marked_as_trained_on_gfx942_tables() {
     let dir = tempfile::tempdir().unwrap();
     let rows = |odd: i32| -> Vec<(u32, i32, f64)> {
@@ -240,8 +266,16 @@ fn run_train_tuned_writes_the_rule_marked_as_trained_on_gfx942_tables() {
     let header = std::fs::read_to_string(out.join("gemm_a8w8_blockscale_heuristic.h")).unwrap();
     assert!(header.contains("trained on gfx942 tables"), "{header}");
     let loto = std::fs::read_to_string(out.join("leave_one_table_out.csv")).unwrap();
-    // Two tables × two objectives.
-    assert_eq!(loto.lines().count(), 5, "{loto}");
+    // Two tables × three objectives (uniform, time, band).
+    assert_eq!(loto.lines().count(), 7, "{loto}");
+    assert!(loto.lines().next().unwrap().ends_with(",ceiling,ceiling_m_le_1024"), "{loto}");
+    // The ceiling: every tuned choice of ta (#0, #7, #8) is one of tb's candidates; tb's #3 row (M = 160) is
+    // not one of ta's, so at most 24 of tb's 25 rows agree (all 25 have M <= 1024).
+    for l in loto.lines().skip(1) {
+        let f: Vec<&str> = l.split(',').collect();
+        let want = if f[0] == "ta" { ("1.0000", "1.0000") } else { ("0.9600", "0.9600") };
+        assert_eq!((f[12], f[13]), want, "{l}");
+    }
     // ta held out: the 2-leaf rule from tb (M <= 64 -> #8, else #0; its #3 row and its #7 row need more
     // leaves) agrees on 24 of ta's 25 rows.
     assert!(loto.lines().any(|l| l.starts_with("ta,uniform,") && l.split(',').nth(5) == Some("0.9600")), "{loto}");

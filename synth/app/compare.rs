@@ -65,14 +65,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         tables.push(("tuned".to_string(), t));
     }
     let mut policies = vec![Policy::Default];
-    for (name, table) in &tables {
-        policies.push(Policy::Tuned { name: name.clone(), table: table.clone() });
-    }
-    if let Some((name, table)) = tables.first() {
-        let nearest =
-            name.strip_prefix("tuned").map_or_else(|| format!("nearest-M:{name}"), |rest| format!("nearest-M{rest}"));
-        policies.push(Policy::NearestM { name: nearest, table: table.clone() });
-    }
+    policies.extend(table_policies(&tables));
     if args.published {
         policies.push(session.published_policy()?);
     }
@@ -153,14 +146,7 @@ fn run_manifest(args: &CompareArgs, manifest: &std::path::Path) -> anyhow::Resul
             TunedTable::from_matrix(matrix, &train, &format!("best of {} training shapes", train.len())),
         ));
     }
-    for (name, table) in &tables {
-        policies.push(Policy::Tuned { name: name.clone(), table: table.clone() });
-    }
-    if let Some((name, table)) = tables.first() {
-        let nearest =
-            name.strip_prefix("tuned").map_or_else(|| format!("nearest-M:{name}"), |rest| format!("nearest-M{rest}"));
-        policies.push(Policy::NearestM { name: nearest, table: table.clone() });
-    }
+    policies.extend(table_policies(&tables));
     if args.published {
         policies.push(Policy::Rule {
             name: super::session::PUBLISHED_RULE_NAME.into(),
@@ -223,6 +209,18 @@ fn run_manifest(args: &CompareArgs, manifest: &std::path::Path) -> anyhow::Resul
         }
     }
     emit(&text)
+}
+
+/// The tuned tables as AITER's lookup (one policy each) and the first one as nearest-M.
+fn table_policies(tables: &[(String, TunedTable)]) -> Vec<Policy> {
+    let mut out: Vec<Policy> =
+        tables.iter().map(|(name, table)| Policy::Tuned { name: name.clone(), table: table.clone() }).collect();
+    if let Some((name, table)) = tables.first() {
+        let nearest =
+            name.strip_prefix("tuned").map_or_else(|| format!("nearest-M:{name}"), |rest| format!("nearest-M{rest}"));
+        out.push(Policy::NearestM { name: nearest, table: table.clone() });
+    }
+    out
 }
 
 /// Where the PNG of the plot at `svg` goes: beside it, same stem, `.png` (`cmp.svg` → `cmp.png`).

@@ -28,7 +28,8 @@ pub struct TunedTrainArgs {
     /// Device whose rows of the --train-tuned tables are used (GFX:CU).
     #[arg(long, default_value = "gfx942:304")]
     pub train_device: String,
-    /// Agreement objective of the written rule: every row once, or each row by its tuned time.
+    /// Agreement objective of the written rule: every row once, each row by its tuned time, or every M band
+    /// weighing the same (band).
     #[arg(long, value_enum, default_value_t = AgreeWeight::Uniform)]
     pub agree_weight: AgreeWeight,
 }
@@ -106,20 +107,21 @@ pub fn run(args: &TunedTrainArgs, budgets: &Budgets, out: Option<&Path>, command
     let mut figures = Vec::new();
     let mut files = Vec::new();
     if sets.len() >= 2 {
-        let rows = leave_one_out(&sets, &catalog, &limits, &[AgreeWeight::Uniform, AgreeWeight::Time])?;
+        let rows = leave_one_out(&sets, &catalog, &limits, &AgreeWeight::ALL)?;
         let _ = writeln!(
             text,
-            "\nleave-one-table-out agreement with the held-out table's tuned (kernel, splitK) (rule(t): share of tuned time; default = kernelId -1, kernel0 = #0):"
+            "\nleave-one-table-out agreement with the held-out table's tuned (kernel, splitK) (rule(t): share of tuned time; default = kernelId -1, kernel0 = #0; ceiling: rows whose tuned choice is among the training tables' candidates):"
         );
         text.push_str(&loto_table(&rows));
         for r in rows.iter().filter(|r| r.objective == args.agree_weight) {
             figures.push(format!(
-                "leave-one-table-out, held out {}: agreement {:.4} (M <= 1024: {:.4}); always-default {:.4}, always-kernel-0 {:.4}",
+                "leave-one-table-out, held out {}: agreement {:.4} (M <= 1024: {:.4}); always-default {:.4}, always-kernel-0 {:.4}; ceiling {:.4}",
                 r.held_out,
                 r.rule_agreement.overall(),
                 r.rule_agreement.small(),
                 r.default_agreement.overall(),
-                r.kernel0_agreement.overall()
+                r.kernel0_agreement.overall(),
+                r.ceiling.overall()
             ));
         }
         files.push(GeneratedFile::new(LOTO_CSV, loto_csv(&rows)?));
@@ -180,6 +182,11 @@ pub fn run_from_run(args: &super::run::RunArgs) -> anyhow::Result<()> {
     command.push_str(&format!(" --max-leaves {} --max-depth {}", args.limits.max_leaves, args.limits.max_depth));
     if let Some(k) = args.limits.max_instances {
         command.push_str(&format!(" --max-instances {k}"));
+    }
+    if let Some(v) = clap::ValueEnum::to_possible_value(&args.limits.features) {
+        if args.limits.features != FeatureSet::Machine {
+            command.push_str(&format!(" --features {}", v.get_name()));
+        }
     }
     if let Some(out) = &args.out {
         command.push_str(&format!(" --out {}", display_path(out)));

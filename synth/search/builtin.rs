@@ -52,7 +52,7 @@ pub fn variants(base: &Limits, i: usize) -> Variant {
         subset: None,
     };
     let other_features = match base.features {
-        FeatureSet::Machine => FeatureSet::Raw,
+        FeatureSet::Machine | FeatureSet::Contrast => FeatureSet::Raw,
         FeatureSet::Raw => FeatureSet::Machine,
     };
     let fixed = [

@@ -45,6 +45,9 @@ pub enum FeatureSet {
     /// M, N, K, M*N, M*N*K and the machine-fill features of every tile and split-K.
     #[default]
     Machine,
+    /// The machine features plus, for every pair of distinct tiles `a`, `b`, `waves(a) - waves(b)`: which
+    /// tile fills the compute units in fewer rounds, a comparison that carries over between layers.
+    Contrast,
 }
 
 fn var(v: Var) -> Expr {
@@ -124,7 +127,7 @@ pub fn machine(tiles: &[(u32, u32, u32)], split_ks: &[u32], cu_num: u32) -> Vec<
 pub fn for_candidates(set: FeatureSet, candidates: &[Candidate], catalog: &Catalog, cu_num: u32) -> Vec<Feature> {
     match set {
         FeatureSet::Raw => raw(),
-        FeatureSet::Machine => {
+        FeatureSet::Machine | FeatureSet::Contrast => {
             let mut tiles = Vec::new();
             let mut kernels = BTreeSet::new();
             for c in candidates {
@@ -136,7 +139,33 @@ pub fn for_candidates(set: FeatureSet, candidates: &[Candidate], catalog: &Catal
             }
             let split_ks: Vec<u32> =
                 candidates.iter().map(|c| c.split_k).collect::<BTreeSet<_>>().into_iter().collect();
-            machine(&tiles, &split_ks, cu_num)
+            let mut out = machine(&tiles, &split_ks, cu_num);
+            if set == FeatureSet::Contrast {
+                out.extend(wave_contrasts(&tiles, cu_num));
+            }
+            out
         }
     }
+}
+
+/// `waves(a) - waves(b)` for every pair of distinct output tiles `a` before `b` (in the order given).
+pub fn wave_contrasts(tiles: &[(u32, u32, u32)], cu_num: u32) -> Vec<Feature> {
+    let cu = lit(i64::from(cu_num.max(1)));
+    let mut mn: Vec<(u32, u32)> = Vec::new();
+    for &(bm, bn, _) in tiles {
+        if !mn.contains(&(bm, bn)) {
+            mn.push((bm, bn));
+        }
+    }
+    let waves = |(bm, bn): (u32, u32)| cdiv(tiles_expr(bm, bn), cu.clone());
+    let mut out = Vec::new();
+    for (i, &a) in mn.iter().enumerate() {
+        for &b in &mn[i + 1..] {
+            out.push(Feature::new(
+                format!("waves({}x{}) - waves({}x{})", a.0, a.1, b.0, b.1),
+                Expr::bin(BinOp::Sub, waves(a), waves(b)),
+            ));
+        }
+    }
+    out
 }

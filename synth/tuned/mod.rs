@@ -26,6 +26,7 @@ use crate::catalog::{Candidate, Catalog};
 use crate::compare::{TunedEntry, TunedTable};
 use crate::rule::{Leaf, Rule};
 use crate::synthesize::{try_synthesize, Limits, Synthesized};
+use crate::table::bands::BAND_EDGES;
 use crate::table::{read_aiter_csv, AiterRow, Cell, LatencyMatrix, Shape};
 
 /// M at or below which a shape counts as small (decode and short prefill) in the agreement figures.
@@ -150,6 +151,10 @@ pub enum AgreeWeight {
     Uniform,
     /// Each row counts by its tuned time (a wrong pick on a long GEMM weighs more).
     Time,
+    /// Every M band ([`BAND_EDGES`]: 1-64, 65-256, 257-1024, 1025-4096, 4097-16384, >16384) with training
+    /// rows weighs the same in total, shared equally by its rows: the few small-M rows, where the winners
+    /// differ, are not drowned by the many large-M rows that kernel 0 wins.
+    Band,
 }
 
 impl AgreeWeight {
@@ -158,8 +163,44 @@ impl AgreeWeight {
         match self {
             AgreeWeight::Uniform => "uniform",
             AgreeWeight::Time => "time",
+            AgreeWeight::Band => "band",
         }
     }
+
+    /// Every objective, in the order the leave-one-table-out figures list them.
+    pub const ALL: [AgreeWeight; 3] = [AgreeWeight::Uniform, AgreeWeight::Time, AgreeWeight::Band];
+
+    /// The weight of each row of `rows` (in order), normalized so they sum to the number of rows.
+    pub fn weights(self, rows: &[&TunedRow]) -> Vec<f64> {
+        let n = rows.len() as f64;
+        // Rows in the group of each row, for the group-balanced objectives.
+        let balanced = |group: &dyn Fn(u32) -> usize| {
+            let mut counts: BTreeMap<usize, usize> = BTreeMap::new();
+            for r in rows {
+                *counts.entry(group(r.shape.m)).or_default() += 1;
+            }
+            let groups = counts.len() as f64;
+            rows.iter().map(|r| n / (groups * counts[&group(r.shape.m)] as f64)).collect()
+        };
+        match self {
+            AgreeWeight::Uniform => vec![1.0; rows.len()],
+            AgreeWeight::Time => {
+                let mean_us = rows.iter().map(|r| r.us).sum::<f64>() / n;
+                rows.iter().map(|r| r.us / mean_us).collect()
+            }
+            AgreeWeight::Band => balanced(&|m| BAND_EDGES.iter().filter(|&&e| m > e).count()),
+        }
+    }
+}
+
+/// The candidates a rule trained on `sets` can return: every legacy tuned choice of their rows, kernel 0
+/// and AITER's default kernel.
+pub fn training_candidates(sets: &[&TunedSet], catalog: &Catalog) -> Vec<Candidate> {
+    let mut cands: BTreeSet<Candidate> =
+        sets.iter().flat_map(|s| &s.rows).filter(|r| r.entry.legacy).map(|r| r.entry.candidate).collect();
+    cands.insert(Candidate::new(0, 0));
+    cands.insert(Candidate::new(catalog.default_alias, 0));
+    cands.into_iter().collect()
 }
 
 /// The classification cost matrix of `sets` (see the module documentation), on the sets' device.
@@ -176,21 +217,13 @@ pub fn class_matrix(sets: &[&TunedSet], catalog: &Catalog, weight: AgreeWeight) 
             first.cu_num
         );
     }
-    let mut cands: BTreeSet<Candidate> =
-        sets.iter().flat_map(|s| &s.rows).filter(|r| r.entry.legacy).map(|r| r.entry.candidate).collect();
-    cands.insert(Candidate::new(0, 0));
-    cands.insert(Candidate::new(catalog.default_alias, 0));
-    let candidates: Vec<Candidate> = cands.into_iter().collect();
-    let n_rows: usize = sets.iter().map(|s| s.rows.len()).sum();
-    let mean_us = sets.iter().flat_map(|s| &s.rows).map(|r| r.us).sum::<f64>() / n_rows as f64;
+    let candidates = training_candidates(sets, catalog);
+    let rows: Vec<&TunedRow> = sets.iter().flat_map(|s| &s.rows).collect();
+    let weights = weight.weights(&rows);
     // (N, K, M) → the (tuned column, weight) of each row of that shape.
     type Votes = Vec<(Option<usize>, f64)>;
     let mut by_shape: BTreeMap<(u32, u32, u32), Votes> = BTreeMap::new();
-    for r in sets.iter().flat_map(|s| &s.rows) {
-        let w = match weight {
-            AgreeWeight::Uniform => 1.0,
-            AgreeWeight::Time => r.us / mean_us,
-        };
+    for (r, &w) in rows.iter().zip(&weights) {
         let col = if r.entry.legacy { candidates.iter().position(|c| *c == r.entry.candidate) } else { None };
         by_shape.entry((r.shape.n, r.shape.k, r.shape.m)).or_default().push((col, w));
     }
@@ -292,6 +325,19 @@ pub fn agreement(set: &TunedSet, pick: impl Fn(Shape) -> Candidate) -> Agreement
     a
 }
 
+/// Agreement of an oracle that returns each row's tuned choice when it is one of `candidates` (and a
+/// wrong one otherwise): the ceiling of any rule over `candidates`.
+pub fn ceiling(set: &TunedSet, candidates: &[Candidate]) -> Agreement {
+    let tuned: BTreeMap<Shape, Candidate> = set
+        .rows
+        .iter()
+        .filter(|r| r.entry.legacy && candidates.contains(&r.entry.candidate))
+        .map(|r| (r.shape, r.entry.candidate))
+        .collect();
+    // A CK-tile candidate no legacy rule returns stands for "none of them".
+    agreement(set, |s| tuned.get(&s).copied().unwrap_or(Candidate::new(-2, 0)))
+}
+
 /// Agreement of a rule with a table.
 pub fn rule_agreement(rule: &Rule, set: &TunedSet, catalog: &Catalog) -> Agreement {
     agreement(set, |s| leaf_candidate(&rule.eval(s.m, s.n, s.k), catalog))
@@ -311,6 +357,9 @@ pub struct LotoRow {
     /// Always AITER's default kernel, and always kernel 0.
     pub default_agreement: Agreement,
     pub kernel0_agreement: Agreement,
+    /// The most any rule over the training candidates can agree: held-out rows whose tuned choice is a
+    /// legacy candidate of the training tables ([`training_candidates`]).
+    pub ceiling: Agreement,
 }
 
 /// Leave-one-table-out: for each table and each objective, train on the other tables and score the
@@ -340,6 +389,7 @@ pub fn leave_one_out(
                 rule: synth.rule,
                 default_agreement: agreement(held, |_| default),
                 kernel0_agreement: agreement(held, |_| Candidate::new(0, 0)),
+                ceiling: ceiling(held, &training_candidates(&others, catalog)),
             })
         })
         .collect()
@@ -361,6 +411,8 @@ pub fn loto_csv(rows: &[LotoRow]) -> anyhow::Result<String> {
         "default_m_le_1024",
         "kernel0",
         "kernel0_m_le_1024",
+        "ceiling",
+        "ceiling_m_le_1024",
     ])?;
     for r in rows {
         w.write_record(loto_cells(r))?;
@@ -384,6 +436,8 @@ fn loto_cells(r: &LotoRow) -> Vec<String> {
         f(r.default_agreement.small()),
         f(r.kernel0_agreement.overall()),
         f(r.kernel0_agreement.small()),
+        f(r.ceiling.overall()),
+        f(r.ceiling.small()),
     ]
 }
 
@@ -402,6 +456,8 @@ pub fn loto_table(rows: &[LotoRow]) -> String {
         right("def M<=1k").min(10),
         right("kernel0").min(8),
         right("k0 M<=1k").min(10),
+        right("ceiling").min(8),
+        right("ceil M<=1k").min(10),
     ];
     let mut t = TextTable::new(columns).gap(1);
     for r in rows {
@@ -523,6 +579,48 @@ mod tests {
         let s32 = t.shape_index(&Shape::new(32, 512, 512)).unwrap();
         assert_eq!((t.us(s32, 0), t.us(s32, 2)), (Some(1.5), Some(3.0)));
         assert_eq!(t.us(s16, 2), Some(0.5 + 2.0));
+    }
+
+    #[test]
+    fn band_weights_share_each_m_band_equally() {
+        let ms = [16, 32, 100, 2000, 3000, 4000, 5000, 20000];
+        let rows: Vec<TunedRow> = ms.iter().map(|&m| row(m, 512, 512, 0, 1.0)).collect();
+        let refs: Vec<&TunedRow> = rows.iter().collect();
+        // Bands 1-64 {16, 32}, 65-256 {100}, 1025-4096 {2000, 3000, 4000}, 4097-16384 {5000}, >16384
+        // {20000}: five bands of total weight 8 / 5 each.
+        let band = AgreeWeight::Band.weights(&refs);
+        let want = [0.8, 0.8, 1.6, 8.0 / 15.0, 8.0 / 15.0, 8.0 / 15.0, 1.6, 1.6];
+        for (got, want) in band.iter().zip(want) {
+            assert!((got - want).abs() < 1e-12, "{band:?}");
+        }
+        assert_eq!(AgreeWeight::Uniform.weights(&refs), vec![1.0; 8]);
+        // In the cost matrix: M = 100 (alone in its band) tuned #8 costs 1.6 on #8 and 3.2 elsewhere.
+        let cat = Catalog::embedded();
+        let mut rows = rows.clone();
+        rows[2] = row(100, 512, 512, 8, 1.0);
+        let s = set("s", rows);
+        let m = class_matrix(&[&s], &cat, AgreeWeight::Band).unwrap();
+        let i = m.shape_index(&Shape::new(100, 512, 512)).unwrap();
+        let c8 = m.candidates.iter().position(|c| *c == Candidate::new(8, 0)).unwrap();
+        let c0 = m.candidates.iter().position(|c| *c == Candidate::new(0, 0)).unwrap();
+        assert!((m.us(i, c8).unwrap() - 1.6).abs() < 1e-12);
+        assert!((m.us(i, c0).unwrap() - 3.2).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_ceiling_counts_rows_whose_tuned_choice_is_a_training_candidate() {
+        let cat = Catalog::embedded();
+        let train = set("train", vec![row(16, 512, 512, 8, 1.0), row(4096, 512, 512, 0, 1.0)]);
+        let cands = training_candidates(&[&train], &cat);
+        assert_eq!(cands, vec![Candidate::new(0, 0), Candidate::new(7, 0), Candidate::new(8, 0)]);
+        let mut split = row(32, 256, 7168, 8, 1.0);
+        split.entry.candidate = Candidate::new(8, 2);
+        let mut tile = row(64, 256, 7168, 0, 1.0);
+        tile.entry.legacy = false;
+        let held = set("held", vec![row(16, 256, 7168, 8, 1.0), split, tile, row(2048, 256, 7168, 0, 1.0)]);
+        let c = ceiling(&held, &cands);
+        // #8 and #0 are reachable; (8, sk 2) is not a training candidate and CK-tile never agrees.
+        assert_eq!((c.rows, c.agree, c.small_rows, c.small_agree), (4, 2, 3, 1));
     }
 
     #[test]
