@@ -151,7 +151,7 @@ pub enum AgreeWeight {
     Uniform,
     /// Each row counts by its tuned time (a wrong pick on a long GEMM weighs more).
     Time,
-    /// Every M band ([`BAND_EDGES`]: 1-64, 65-256, 257-1024, 1025-4096, 4097-16384, >16384) with training
+    /// Every M band (1-64, 65-256, 257-1024, 1025-4096, 4097-16384, >16384) with training
     /// rows weighs the same in total, shared equally by its rows: the few small-M rows, where the winners
     /// differ, are not drowned by the many large-M rows that kernel 0 wins.
     Band,
