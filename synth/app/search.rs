@@ -178,7 +178,7 @@ fn search_loop(args: &SearchArgs, setup: &Arc<RuleSetup>, trace: &Path) -> anyho
     };
     println!("agents:   {}", proposers.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "));
     let task = RuleTask::new(setup.clone());
-    Ok(run_loop_with(&task, &proposers, &RuleReflector, &cfg)?)
+    run_loop_with(&task, &proposers, &RuleReflector, &cfg)
 }
 
 /// Where `synth search` writes.
