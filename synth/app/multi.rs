@@ -407,13 +407,7 @@ pub fn run(args: &RunArgs, manifest: &Path, invocation: &Invocation) -> anyhow::
     );
     let lomo_min = lomo.iter().map(|r| of_oracle(&r.report, "synthesized")).fold(f64::INFINITY, f64::min);
     let figures = vec![
-        format!(
-            "{} leaves, depth {}, {} instances: {:?}",
-            synth.leaves,
-            synth.depth,
-            synth.instances.len(),
-            synth.instances
-        ),
+        synth.shape_line(),
         format!(
             "held-out grid shapes of the training configurations ({}): {:.3} of oracle (nearest-M {:.3})",
             report_grid.shapes.len(),

@@ -208,16 +208,7 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
         )
     };
     let scope = if args.train_all { "in-sample" } else { "held-out" };
-    let figures = vec![
-        format!(
-            "{} leaves, depth {}, {} instances: {:?}",
-            synth.leaves,
-            synth.depth,
-            synth.instances.len(),
-            synth.instances
-        ),
-        summary_figure(scope, &report, "synthesized")?,
-    ];
+    let figures = vec![synth.shape_line(), summary_figure(scope, &report, "synthesized")?];
     let provenance =
         Provenance { dataset: session.dataset_text(), training: training_text, figures, command: regenerate };
     let target = out_dir(args.out.as_deref(), main_job, "run")?;

@@ -116,6 +116,19 @@ pub struct Synthesized {
     pub guards: usize,
 }
 
+impl Synthesized {
+    /// `N leaves, depth D, K instances: [..]`, the figure line of the generated files' provenance.
+    pub fn shape_line(&self) -> String {
+        format!(
+            "{} leaves, depth {}, {} instances: {:?}",
+            self.leaves,
+            self.depth,
+            self.instances.len(),
+            self.instances
+        )
+    }
+}
+
 /// Synthesizes a rule with the embedded catalog and `limits`.
 ///
 /// `train` indexes `matrix.shapes`; `weights` (if given) has one positive weight per entry of `train`.
