@@ -18,6 +18,9 @@
 //! (functools.lru_cache over a (gfx, cu_num, M, N, K) dict; `benches/aiter_dispatch_lookup.py`), for
 //! cache hits and for random shapes. The variants of one repeat run back to back, so a noisy machine
 //! slows them alike; each figure is the median (and the minimum) over the repeats of one run.
+//!
+//! `DISPATCH_BENCH_DIR=DIR` also writes the generated sources and a `run.sh` into DIR, so the same code
+//! can be timed on another machine without cargo (`bash DIR/run.sh`).
 
 use std::path::Path;
 use std::process::Command;
@@ -113,20 +116,25 @@ int main(int argc, char** argv)
     }
     uintptr_t sink = 0;
     std::vector<std::vector<double>> t(2 * VARIANTS);
+    std::vector<std::string> labels(2 * VARIANTS);
     for(int r = 0; r < repeats; ++r)
     {
         int v = 0;
-        auto run = [&](auto f) {
+        auto run = [&](const char* label, auto f) {
+            labels[2 * v] = std::string(label) + " random";
+            labels[2 * v + 1] = std::string(label) + " cycled";
             t[2 * v].push_back(pass(random, f, sink));
             t[2 * v + 1].push_back(pass(cycled, f, sink));
             ++v;
         };
         RUN_VARIANTS
     }
-    for(auto& x : t)
+    // One line per variant and shape set: median and minimum ns/call over the repeats, then the label.
+    for(size_t i = 0; i < t.size(); ++i)
     {
+        auto& x = t[i];
         std::sort(x.begin(), x.end());
-        std::printf("%.2f %.2f\n", x[x.size() / 2], x.front());
+        std::printf("%.2f %.2f %s\n", x[x.size() / 2], x.front(), labels[i].c_str());
     }
     std::fprintf(stderr, "%zu\n", static_cast<size_t>(sink % 7));
     return 0;
@@ -144,6 +152,28 @@ fn chains(node: &Node, out: &mut Vec<Rule>) {
         }
         chains(otherwise, out);
     }
+}
+
+/// Copies the generated bench sources of `dir`, the Python lookup and a `run.sh` into `keep`, to time the
+/// same code on another machine (`bash KEEP/run.sh`: prints the C++ rows, each `median min label`, then
+/// the Python rows).
+fn export(dir: &Path, keep: &Path, lookup: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(keep)?;
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "h" || e == "cpp") {
+            std::fs::copy(&path, keep.join(path.file_name().expect("a file name")))?;
+        }
+    }
+    std::fs::copy(lookup, keep.join("aiter_dispatch_lookup.py"))?;
+    let run = format!(
+        "#!/bin/sh\n# The aiter_dispatch bench as `cargo bench --bench aiter_dispatch` runs it, without cargo.\nset -e\n\
+         cd \"$(dirname \"$0\")\"\n\"${{CXX:-g++}}\" -std=c++17 -O2 bench.cpp -o bench\n./bench {SHAPES} {CPP_REPEATS}\n\
+         python3 aiter_dispatch_lookup.py {SHAPES} {PY_REPEATS}\n"
+    );
+    std::fs::write(keep.join("run.sh"), run)?;
+    println!("bench sources written to {} (run them elsewhere with `bash run.sh`)", keep.display());
+    Ok(())
 }
 
 fn main() -> anyhow::Result<()> {
@@ -166,12 +196,12 @@ fn main() -> anyhow::Result<()> {
     let ns = cpp::DETAIL_NAMESPACE;
     let mut src = String::from(BENCH_PRELUDE);
     let mut runs = vec![
-        "run([](int m, int n, int k) { return static_cast<uintptr_t>(m + n + k); });".to_string(),
-        "run([](int m, int n, int k) -> uintptr_t { return a8w8_blockscale_heuristic_enabled() ? \
+        "run(\"loop\", [](int m, int n, int k) { return static_cast<uintptr_t>(m + n + k); });".to_string(),
+        "run(\"dispatcher\", [](int m, int n, int k) -> uintptr_t { return a8w8_blockscale_heuristic_enabled() ? \
          fold(a8w8_blockscale_heuristic_dispatch<float, bf16stub>(m, n, k)) : 0; });"
             .to_string(),
-        format!("run([](int m, int n, int k) {{ return fold({ns}::select<float, bf16stub>(m, n, k)); }});"),
-        format!("run([](int m, int n, int k) {{ return fold({ns}::select_branchless<float, bf16stub>(m, n, k)); }});"),
+        format!("run(\"tree\", [](int m, int n, int k) {{ return fold({ns}::select<float, bf16stub>(m, n, k)); }});"),
+        format!("run(\"branchless\", [](int m, int n, int k) {{ return fold({ns}::select_branchless<float, bf16stub>(m, n, k)); }});"),
     ];
     let mut sub = Vec::new();
     chains(&rule.root, &mut sub);
@@ -194,7 +224,7 @@ fn main() -> anyhow::Result<()> {
         ));
         for f in ["select", "select_branchless"] {
             runs.push(format!(
-                "run([](int m, int n, int k) {{ return fold(chain_{i}::{ns}::{f}<float, bf16stub>(m, n, k)); }});"
+                "run(\"chain_{i} {f}\", [](int m, int n, int k) {{ return fold(chain_{i}::{ns}::{f}<float, bf16stub>(m, n, k)); }});"
             ));
         }
         sub_info.push((cmps, r.leaves().len(), r.depth()));
@@ -202,6 +232,9 @@ fn main() -> anyhow::Result<()> {
     src.push_str(&format!("#define VARIANTS {}\n", runs.len()));
     src.push_str(&BENCH_MAIN.replace("RUN_VARIANTS", &runs.join("\n        ")));
     std::fs::write(d.join("bench.cpp"), src)?;
+    if let Some(keep) = std::env::var_os("DISPATCH_BENCH_DIR") {
+        export(d, Path::new(&keep), &root.join("benches/aiter_dispatch_lookup.py"))?;
+    }
     let out = Command::new(&cxx)
         .args(["-std=c++17", "-O2", "bench.cpp", "-o", "bench"])
         .current_dir(d)
@@ -214,8 +247,8 @@ fn main() -> anyhow::Result<()> {
     let rows: Vec<(String, String)> = text
         .lines()
         .map(|l| {
-            let (med, min) = l.split_once(' ').unwrap_or((l, "?"));
-            (med.to_string(), min.to_string())
+            let mut it = l.split(' ');
+            (it.next().unwrap_or("?").to_string(), it.next().unwrap_or("?").to_string())
         })
         .collect();
     anyhow::ensure!(rows.len() == 2 * runs.len(), "the C++ bench printed {} rows, not {}", rows.len(), 2 * runs.len());

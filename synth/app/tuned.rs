@@ -110,7 +110,7 @@ pub fn run(args: &TunedTrainArgs, budgets: &Budgets, out: Option<&Path>, command
         let rows = leave_one_out(&sets, &catalog, &limits, &AgreeWeight::ALL)?;
         let _ = writeln!(
             text,
-            "\nleave-one-table-out agreement with the held-out table's tuned (kernel, splitK) (rule(t): share of tuned time; default = kernelId -1, kernel0 = #0; ceiling: rows whose tuned choice is among the training tables' candidates):"
+            "\nleave-one-table-out agreement with the held-out table's tuned (kernel, splitK) (rule(t): share of tuned time; default = kernelId -1, kernel0 = #0; ceiling: rows whose tuned choice is among the training tables' candidates; in-table: a rule of the same size trained on the held-out table alone, scored on it):"
         );
         text.push_str(&loto_table(&rows));
         for r in rows.iter().filter(|r| r.objective == args.agree_weight) {

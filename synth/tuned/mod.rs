@@ -155,6 +155,11 @@ pub enum AgreeWeight {
     /// rows weighs the same in total, shared equally by its rows: the few small-M rows, where the winners
     /// differ, are not drowned by the many large-M rows that kernel 0 wins.
     Band,
+    /// Every (table, M band) with training rows weighs the same in total: as `band`, and besides each
+    /// table counts alike, so a small table (e.g. one tuned with split-K candidates) is not drowned by
+    /// large ones.
+    #[value(name = "table-band")]
+    TableBand,
 }
 
 impl AgreeWeight {
@@ -164,23 +169,28 @@ impl AgreeWeight {
             AgreeWeight::Uniform => "uniform",
             AgreeWeight::Time => "time",
             AgreeWeight::Band => "band",
+            AgreeWeight::TableBand => "table-band",
         }
     }
 
     /// Every objective, in the order the leave-one-table-out figures list them.
-    pub const ALL: [AgreeWeight; 3] = [AgreeWeight::Uniform, AgreeWeight::Time, AgreeWeight::Band];
+    pub const ALL: [AgreeWeight; 4] =
+        [AgreeWeight::Uniform, AgreeWeight::Time, AgreeWeight::Band, AgreeWeight::TableBand];
 
-    /// The weight of each row of `rows` (in order), normalized so they sum to the number of rows.
-    pub fn weights(self, rows: &[&TunedRow]) -> Vec<f64> {
+    /// The weight of each row of `rows` (in order; `tables[i]` is the table row `i` comes from),
+    /// normalized so they sum to the number of rows.
+    pub fn weights(self, rows: &[&TunedRow], tables: &[usize]) -> Vec<f64> {
+        debug_assert_eq!(rows.len(), tables.len());
         let n = rows.len() as f64;
+        let band = |m: u32| BAND_EDGES.iter().filter(|&&e| m > e).count();
         // Rows in the group of each row, for the group-balanced objectives.
-        let balanced = |group: &dyn Fn(u32) -> usize| {
-            let mut counts: BTreeMap<usize, usize> = BTreeMap::new();
-            for r in rows {
-                *counts.entry(group(r.shape.m)).or_default() += 1;
+        let balanced = |group: &dyn Fn(usize) -> (usize, usize)| {
+            let mut counts: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+            for i in 0..rows.len() {
+                *counts.entry(group(i)).or_default() += 1;
             }
             let groups = counts.len() as f64;
-            rows.iter().map(|r| n / (groups * counts[&group(r.shape.m)] as f64)).collect()
+            (0..rows.len()).map(|i| n / (groups * counts[&group(i)] as f64)).collect()
         };
         match self {
             AgreeWeight::Uniform => vec![1.0; rows.len()],
@@ -188,7 +198,8 @@ impl AgreeWeight {
                 let mean_us = rows.iter().map(|r| r.us).sum::<f64>() / n;
                 rows.iter().map(|r| r.us / mean_us).collect()
             }
-            AgreeWeight::Band => balanced(&|m| BAND_EDGES.iter().filter(|&&e| m > e).count()),
+            AgreeWeight::Band => balanced(&|i| (0, band(rows[i].shape.m))),
+            AgreeWeight::TableBand => balanced(&|i| (tables[i], band(rows[i].shape.m))),
         }
     }
 }
@@ -219,7 +230,8 @@ pub fn class_matrix(sets: &[&TunedSet], catalog: &Catalog, weight: AgreeWeight) 
     }
     let candidates = training_candidates(sets, catalog);
     let rows: Vec<&TunedRow> = sets.iter().flat_map(|s| &s.rows).collect();
-    let weights = weight.weights(&rows);
+    let tables: Vec<usize> = sets.iter().enumerate().flat_map(|(t, s)| std::iter::repeat_n(t, s.rows.len())).collect();
+    let weights = weight.weights(&rows, &tables);
     // (N, K, M) → the (tuned column, weight) of each row of that shape.
     type Votes = Vec<(Option<usize>, f64)>;
     let mut by_shape: BTreeMap<(u32, u32, u32), Votes> = BTreeMap::new();
@@ -360,6 +372,9 @@ pub struct LotoRow {
     /// The most any rule over the training candidates can agree: held-out rows whose tuned choice is a
     /// legacy candidate of the training tables ([`training_candidates`]).
     pub ceiling: Agreement,
+    /// A rule trained on the held-out table alone (same objective and limits), scored on it: what a rule
+    /// of this size reaches on the table when transfer between tables is not asked of it.
+    pub in_table: Agreement,
 }
 
 /// Leave-one-table-out: for each table and each objective, train on the other tables and score the
@@ -381,6 +396,7 @@ pub fn leave_one_out(
             let others: Vec<&TunedSet> = sets.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, s)| s).collect();
             let synth = train(&others, catalog, limits, w)?;
             let held = &sets[i];
+            let own = train(&[held], catalog, limits, w)?;
             Ok(LotoRow {
                 held_out: held.name.clone(),
                 objective: w,
@@ -390,6 +406,7 @@ pub fn leave_one_out(
                 default_agreement: agreement(held, |_| default),
                 kernel0_agreement: agreement(held, |_| Candidate::new(0, 0)),
                 ceiling: ceiling(held, &training_candidates(&others, catalog)),
+                in_table: rule_agreement(&own.rule, held, catalog),
             })
         })
         .collect()
@@ -413,6 +430,8 @@ pub fn loto_csv(rows: &[LotoRow]) -> anyhow::Result<String> {
         "kernel0_m_le_1024",
         "ceiling",
         "ceiling_m_le_1024",
+        "in_table",
+        "in_table_m_le_1024",
     ])?;
     for r in rows {
         w.write_record(loto_cells(r))?;
@@ -438,6 +457,8 @@ fn loto_cells(r: &LotoRow) -> Vec<String> {
         f(r.kernel0_agreement.small()),
         f(r.ceiling.overall()),
         f(r.ceiling.small()),
+        f(r.in_table.overall()),
+        f(r.in_table.small()),
     ]
 }
 
@@ -458,6 +479,8 @@ pub fn loto_table(rows: &[LotoRow]) -> String {
         right("k0 M<=1k").min(10),
         right("ceiling").min(8),
         right("ceil M<=1k").min(10),
+        right("in-table").min(8),
+        right("in-t M<=1k").min(10),
     ];
     let mut t = TextTable::new(columns).gap(1);
     for r in rows {
@@ -588,12 +611,25 @@ mod tests {
         let refs: Vec<&TunedRow> = rows.iter().collect();
         // Bands 1-64 {16, 32}, 65-256 {100}, 1025-4096 {2000, 3000, 4000}, 4097-16384 {5000}, >16384
         // {20000}: five bands of total weight 8 / 5 each.
-        let band = AgreeWeight::Band.weights(&refs);
+        let band = AgreeWeight::Band.weights(&refs, &[0; 8]);
         let want = [0.8, 0.8, 1.6, 8.0 / 15.0, 8.0 / 15.0, 8.0 / 15.0, 1.6, 1.6];
         for (got, want) in band.iter().zip(want) {
             assert!((got - want).abs() < 1e-12, "{band:?}");
         }
-        assert_eq!(AgreeWeight::Uniform.weights(&refs), vec![1.0; 8]);
+        assert_eq!(AgreeWeight::Uniform.weights(&refs, &[0; 8]), vec![1.0; 8]);
+        // Two tables: rows 0..6 from table 0, rows 6 and 7 (M 5000 and 20000) from table 1. Groups
+        // (0, 1-64) {16, 32}, (0, 65-256) {100}, (0, 1025-4096) {2000, 3000, 4000}, (1, 4097-16384) {5000},
+        // (1, >16384) {20000}: five groups of 8 / 5 each, the same as band here.
+        let tb = AgreeWeight::TableBand.weights(&refs, &[0, 0, 0, 0, 0, 0, 1, 1]);
+        for (got, want) in tb.iter().zip(want) {
+            assert!((got - want).abs() < 1e-12, "{tb:?}");
+        }
+        // Table 1 holding M 16 as well: groups (0, 1-64) {32} and (1, 1-64) {16} split the first band.
+        let tb = AgreeWeight::TableBand.weights(&refs, &[1, 0, 0, 0, 0, 0, 1, 1]);
+        let want6 = [8.0 / 6.0, 8.0 / 6.0, 8.0 / 6.0, 8.0 / 18.0, 8.0 / 18.0, 8.0 / 18.0, 8.0 / 6.0, 8.0 / 6.0];
+        for (got, want) in tb.iter().zip(want6) {
+            assert!((got - want).abs() < 1e-12, "{tb:?}");
+        }
         // In the cost matrix: M = 100 (alone in its band) tuned #8 costs 1.6 on #8 and 3.2 elsewhere.
         let cat = Catalog::embedded();
         let mut rows = rows.clone();
