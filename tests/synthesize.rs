@@ -354,7 +354,7 @@ fn exact_search_matches_brute_force() {
         assert!((best.tree.cost(&p) - best.cost).abs() < 1e-9);
         assert!(best.tree.depth() <= 2 && best.tree.leaves() <= 4);
         // The full search never does worse than the exact depth-2 front at the same budget.
-        let cfg = SearchConfig { max_depth: 4, max_leaves: 8, exact_depth: 2, lookahead: 2 };
+        let cfg = SearchConfig { max_depth: 4, max_leaves: 8, exact_depth: 2, lookahead: 2, grow_leaves: 8 };
         let fr = tree::search(&p, &(0..c).collect::<Vec<_>>(), &cfg);
         assert!(fr[3].cost <= best.cost + 1e-9);
         for w in fr.windows(2) {
@@ -363,6 +363,58 @@ fn exact_search_matches_brute_force() {
         for (i, sol) in fr.iter().enumerate() {
             assert!(sol.tree.leaves() <= i + 1 && sol.tree.depth() <= 4);
             assert!((sol.tree.cost(&p) - sol.cost).abs() < 1e-6);
+        }
+    }
+}
+
+/// Every pruning of `tree` over the rows `set` (each subtree kept or replaced by the best single leaf of its
+/// rows), as (leaves, cost) pairs, by enumeration.
+fn prunings(p: &Problem, tree: &Tree, set: &[usize]) -> Vec<(usize, f64)> {
+    let leaf =
+        (0..p.candidates()).map(|j| set.iter().map(|&s| p.cost(s, j)).sum::<f64>()).fold(f64::INFINITY, f64::min);
+    let mut out = vec![(1, leaf)];
+    if let Tree::Split { feature, threshold, left, right } = tree {
+        let (l, r): (Vec<usize>, Vec<usize>) = set.iter().partition(|&&s| p.feature(*feature, s) <= *threshold);
+        for (a, ca) in prunings(p, left, &l) {
+            for (b, cb) in prunings(p, right, &r) {
+                out.push((a + b, ca + cb));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn pruning_is_the_cheapest_of_every_pruning_and_never_hurts_the_search() {
+    let mut state = 777u64;
+    let mut next = move || {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) as f64 / (1u64 << 31) as f64
+    };
+    for trial in 0..10 {
+        let n = 20 + trial;
+        let c = 3 + trial % 3;
+        let cost: Vec<f64> = (0..n * c).map(|_| (next() * 100.0).round()).collect();
+        let features: Vec<Vec<i64>> = (0..3).map(|_| (0..n).map(|_| (next() * 8.0) as i64).collect()).collect();
+        let p = Problem::new(n, c, cost, features);
+        let s = Searcher::new(&p, (0..c).collect());
+        let grown = s.grow(Tree::Leaf(0), 5, 10, 1);
+        let big = &grown.last().unwrap().tree;
+        let all: Vec<usize> = (0..n).collect();
+        let every = prunings(&p, big, &all);
+        let pruned = s.prune(big, &Bits::full(n), 6);
+        for (i, sol) in pruned.iter().enumerate() {
+            let want = every.iter().filter(|(l, _)| *l <= i + 1).map(|&(_, c)| c).fold(f64::INFINITY, f64::min);
+            assert!((sol.cost - want).abs() < 1e-9, "trial {trial}, {} leaves: {} vs {want}", i + 1, sol.cost);
+            assert!(sol.tree.leaves() <= i + 1);
+            assert!((sol.tree.cost(&p) - sol.cost).abs() < 1e-9);
+        }
+        // Growing further and pruning back only adds candidates to the search's pool.
+        let base = SearchConfig { max_depth: 5, max_leaves: 6, exact_depth: 1, lookahead: 1, grow_leaves: 6 };
+        let plain = tree::search(&p, &(0..c).collect::<Vec<_>>(), &base);
+        let more = tree::search(&p, &(0..c).collect::<Vec<_>>(), &SearchConfig { grow_leaves: 12, ..base });
+        for (a, b) in plain.iter().zip(&more) {
+            assert!(b.cost <= a.cost + 1e-9, "trial {trial}: {} > {}", b.cost, a.cost);
         }
     }
 }

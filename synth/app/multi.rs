@@ -363,6 +363,7 @@ pub fn run(args: &RunArgs, manifest: &Path, invocation: &Invocation) -> anyhow::
         exact_depth: args.exact_depth,
         log_ratio: if invocation.given("weight") { args.limits.weight.log_ratio() } else { true },
         lookahead: Some(1),
+        prune_from: args.limits.prune_from,
     };
     if limits.max_leaves == 0 || limits.max_instances == Some(0) || args.sample.sample_m == 0 {
         bail!("--max-leaves, --max-instances and --sample-m must be at least 1");

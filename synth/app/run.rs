@@ -158,6 +158,7 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
         refine_thresholds: !args.no_refine,
         exact_depth: args.exact_depth,
         log_ratio: weight.log_ratio(),
+        prune_from: args.limits.prune_from,
         ..crate::synthesize::Limits::default()
     };
     let weights = weight.weights(matrix, train);

@@ -82,6 +82,10 @@ pub struct LimitArgs {
     /// Features the splits may test (and the agents are shown).
     #[arg(long, value_enum, default_value_t = FeatureSet::Machine)]
     pub features: FeatureSet,
+    /// Also grow each tree to this many leaves and keep its cheapest pruning back to --max-leaves when that
+    /// beats the tree grown to --max-leaves (slower; a later split can make an earlier one pay).
+    #[arg(long, value_name = "LEAVES")]
+    pub prune_from: Option<usize>,
 }
 
 impl LimitArgs {
@@ -96,6 +100,7 @@ impl LimitArgs {
             max_instances: self.max_instances,
             features: self.features,
             log_ratio: self.weight.log_ratio(),
+            prune_from: self.prune_from,
             ..Limits::default()
         })
     }

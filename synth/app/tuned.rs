@@ -43,6 +43,7 @@ pub struct Budgets {
     pub features: FeatureSet,
     pub exact_depth: Option<usize>,
     pub refine: bool,
+    pub prune_from: Option<usize>,
 }
 
 /// Loads the tables named by `args`.
@@ -90,6 +91,7 @@ pub fn run(args: &TunedTrainArgs, budgets: &Budgets, out: Option<&Path>, command
         features: budgets.features,
         exact_depth: budgets.exact_depth,
         refine_thresholds: budgets.refine,
+        prune_from: budgets.prune_from,
         ..Limits::default()
     };
     let mut text = String::new();
@@ -168,6 +170,7 @@ pub fn run_from_run(args: &super::run::RunArgs) -> anyhow::Result<()> {
         features: args.limits.features,
         exact_depth: args.exact_depth,
         refine: !args.no_refine,
+        prune_from: args.limits.prune_from,
     };
     let mut command = String::from("cargo run --release -- run");
     for p in &args.tuned_train.train_tuned {
@@ -182,6 +185,9 @@ pub fn run_from_run(args: &super::run::RunArgs) -> anyhow::Result<()> {
     command.push_str(&format!(" --max-leaves {} --max-depth {}", args.limits.max_leaves, args.limits.max_depth));
     if let Some(k) = args.limits.max_instances {
         command.push_str(&format!(" --max-instances {k}"));
+    }
+    if let Some(p) = args.limits.prune_from {
+        command.push_str(&format!(" --prune-from {p}"));
     }
     if let Some(v) = clap::ValueEnum::to_possible_value(&args.limits.features) {
         if args.limits.features != FeatureSet::Machine {
@@ -221,6 +227,7 @@ pub fn run_search(args: &super::search::SearchArgs) -> anyhow::Result<()> {
         max_leaves: args.limits.max_leaves,
         max_instances: args.limits.max_instances,
         features: args.limits.features,
+        prune_from: args.limits.prune_from,
         ..Limits::default()
     });
     let train_idx: Vec<usize> = (0..matrix.shapes.len()).collect();

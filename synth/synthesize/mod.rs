@@ -49,6 +49,10 @@ pub struct Limits {
     pub exact_depth: Option<usize>,
     /// Look-ahead depth (1 or 2) of the best-first growth; `None`: 2 up to 160 shapes, else 1.
     pub lookahead: Option<usize>,
+    /// Grow each tree to this many leaves and prune it back to the leaf budget as well (the cheapest
+    /// pruning joins the candidates; a larger tree's later splits can make an earlier split pay);
+    /// `None` grows to the budget only.
+    pub prune_from: Option<usize>,
     /// Guard split-K leaves with the tile-count boundary seen on the training shapes ([`guard`]); the
     /// guards count against the leaf and depth limits.
     pub split_k_guards: bool,
@@ -69,6 +73,7 @@ impl Default for Limits {
             features: FeatureSet::Machine,
             exact_depth: None,
             lookahead: None,
+            prune_from: None,
             split_k_guards: true,
             refine_thresholds: true,
             log_ratio: false,
@@ -334,7 +339,8 @@ impl<'m> Built<'m> {
             1
         });
         let lookahead = limits.lookahead.unwrap_or(if n <= 160 { 2 } else { 1 });
-        SearchConfig { max_depth: limits.max_depth, max_leaves, exact_depth, lookahead }
+        let grow_leaves = limits.prune_from.unwrap_or(max_leaves).max(max_leaves);
+        SearchConfig { max_depth: limits.max_depth, max_leaves, exact_depth, lookahead, grow_leaves }
     }
 
     fn usable(&self, row: usize, col: usize) -> bool {

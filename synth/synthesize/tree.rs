@@ -233,6 +233,9 @@ pub struct SearchConfig {
     pub exact_depth: usize,
     /// Depth of the look-ahead used to pick each growth step (1 or 2).
     pub lookahead: usize,
+    /// Grow to this many leaves (when above `max_leaves`) and prune back: the cheapest pruning of the
+    /// larger tree for each budget joins the pool ([`Searcher::prune`]). Equal to `max_leaves`: no pruning.
+    pub grow_leaves: usize,
 }
 
 /// `true` when `a` is lower than `b` by more than rounding noise.
@@ -663,6 +666,43 @@ impl<'a> Searcher<'a> {
         out
     }
 
+    /// The cheapest prunings of `tree` over the rows `set`: entry `l - 1` is the cheapest tree with at
+    /// most `l` leaves (`l` in `1..=max_leaves`) obtained by replacing subtrees of `tree` with the best
+    /// single leaf of their rows (the root itself may become a leaf). Exact over prunings, by dynamic
+    /// programming on the tree: a split with budget `l` takes the best `a + b = l` of its sides.
+    pub fn prune(&self, tree: &Tree, set: &Bits, max_leaves: usize) -> Vec<Solution> {
+        let max_leaves = max_leaves.max(1);
+        let leaf = self.leaf(&self.totals(set));
+        let mut best = vec![leaf; max_leaves];
+        if let (Tree::Split { feature, threshold, left, right }, true) = (tree, max_leaves >= 2) {
+            let (l, r) = set.split(self.p, *feature, *threshold);
+            let lb = self.prune(left, &l, max_leaves - 1);
+            let rb = self.prune(right, &r, max_leaves - 1);
+            for a in 1..max_leaves {
+                for b in 1..=(max_leaves - a) {
+                    let cost = lb[a - 1].cost + rb[b - 1].cost;
+                    if better(cost, best[a + b - 1].cost) {
+                        best[a + b - 1] = Solution {
+                            cost,
+                            tree: Tree::Split {
+                                feature: *feature,
+                                threshold: *threshold,
+                                left: Box::new(lb[a - 1].tree.clone()),
+                                right: Box::new(rb[b - 1].tree.clone()),
+                            },
+                        };
+                    }
+                }
+            }
+            for l in 1..max_leaves {
+                if !better(best[l].cost, best[l - 1].cost) {
+                    best[l] = best[l - 1].clone();
+                }
+            }
+        }
+        best
+    }
+
     fn collect_slots(&self, tree: &Tree, set: Bits, depth: usize, f: &mut dyn FnMut(Bits, usize)) {
         match tree {
             Tree::Leaf(_) => f(set, depth),
@@ -714,10 +754,20 @@ pub fn search(p: &Problem, allowed: &[usize], cfg: &SearchConfig) -> Vec<Solutio
     let exact = s.solve(&all, exact_depth);
     pool.extend(exact.iter().cloned());
     let root = exact[0].tree.clone();
-    pool.extend(s.grow(root, cfg.max_depth, cfg.max_leaves, lookahead));
+    let grow_leaves = cfg.grow_leaves.max(cfg.max_leaves);
+    let grow = |start: Tree, pool: &mut Vec<Solution>| {
+        let grown = s.grow(start, cfg.max_depth, grow_leaves, lookahead);
+        if grow_leaves > cfg.max_leaves {
+            if let Some(last) = grown.last() {
+                pool.extend(s.prune(&last.tree, &all, cfg.max_leaves));
+            }
+        }
+        pool.extend(grown);
+    };
+    grow(root, &mut pool);
     let deepest = exact[exact.len().min(cfg.max_leaves) - 1].tree.clone();
     if deepest.leaves() > 1 {
-        pool.extend(s.grow(deepest, cfg.max_depth, cfg.max_leaves, lookahead));
+        grow(deepest, &mut pool);
     }
     frontier(pool, cfg.max_leaves)
 }
