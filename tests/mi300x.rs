@@ -284,6 +284,23 @@ fn run_train_tuned_writes_the_rule_marked_as_trained_on_gfx942_tables() {
         let want = if f[0] == "ta" { ("0.9600", "0.9600") } else { ("0.9200", "0.9200") };
         assert_eq!((f[14], f[15]), want, "{l}");
     }
+    // --prune-from must be above the leaf budget; above it, the run writes the same set of files.
+    let pruned = dir.path().join("pruned");
+    let args = |p: &str| {
+        let v =
+            ["run", "--train-tuned", a.to_str().unwrap(), "--train-tuned", b.to_str().unwrap(), "--max-leaves", "2"];
+        let mut v: Vec<String> = v.iter().map(|x| x.to_string()).collect();
+        v.extend(["--prune-from".into(), p.into(), "--out".into(), pruned.to_str().unwrap().into()]);
+        v
+    };
+    let o = synth(&args("2").iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--prune-from 2 is not above --max-leaves 2"), "{err}");
+    assert!(!pruned.exists());
+    let o = synth(&args("6").iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(pruned.join("leave_one_table_out.csv").exists() && pruned.join("rule.json").exists());
     // ta held out: the 2-leaf rule from tb (M <= 64 -> #8, else #0; its #3 row and its #7 row need more
     // leaves) agrees on 24 of ta's 25 rows.
     assert!(loto.lines().any(|l| l.starts_with("ta,uniform,") && l.split(',').nth(5) == Some("0.9600")), "{loto}");

@@ -368,6 +368,7 @@ pub fn run(args: &RunArgs, manifest: &Path, invocation: &Invocation) -> anyhow::
     if limits.max_leaves == 0 || limits.max_instances == Some(0) || args.sample.sample_m == 0 {
         bail!("--max-leaves, --max-instances and --sample-m must be at least 1");
     }
+    super::session::check_prune_from(limits.prune_from, limits.max_leaves)?;
     let settings = MultiSettings { limits, sample_m: args.sample.sample_m, seed: args.sample.seed };
     let (catalog, matrix) = (&data.catalog, &data.matrix);
     let names = data.names();

@@ -149,6 +149,7 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
         bail!("every shape is in the training sample: nothing is held out; lower --sample-m or pass --train-all");
     }
     let weight = args.limits.weight;
+    super::session::check_prune_from(args.limits.prune_from, args.limits.max_leaves)?;
     let limits = crate::synthesize::Limits {
         max_depth: args.limits.max_depth,
         max_leaves: args.limits.max_leaves,

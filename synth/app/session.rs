@@ -88,12 +88,25 @@ pub struct LimitArgs {
     pub prune_from: Option<usize>,
 }
 
+/// `--prune-from` must name more leaves than the budget it prunes back to.
+pub fn check_prune_from(prune_from: Option<usize>, max_leaves: usize) -> anyhow::Result<()> {
+    match prune_from {
+        Some(p) if p <= max_leaves => bail!(
+            "--prune-from {p} is not above --max-leaves {max_leaves}: it grows each tree to that many leaves \
+             and prunes back to --max-leaves; pass a larger value (e.g. {}) or leave it out",
+            3 * max_leaves
+        ),
+        _ => Ok(()),
+    }
+}
+
 impl LimitArgs {
     /// The limits, the rest at their defaults; an error for a zero budget.
     pub fn limits(&self) -> anyhow::Result<Limits> {
         if self.max_leaves == 0 || self.max_depth == 0 || self.max_instances == Some(0) {
             bail!("--max-leaves, --max-depth and --max-instances must be at least 1");
         }
+        check_prune_from(self.prune_from, self.max_leaves)?;
         Ok(Limits {
             max_depth: self.max_depth,
             max_leaves: self.max_leaves,

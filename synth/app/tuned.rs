@@ -82,6 +82,7 @@ pub fn run(args: &TunedTrainArgs, budgets: &Budgets, out: Option<&Path>, command
     if budgets.max_leaves == 0 || budgets.max_instances == Some(0) || budgets.max_depth == 0 {
         bail!("--max-leaves, --max-depth and --max-instances must be at least 1");
     }
+    super::session::check_prune_from(budgets.prune_from, budgets.max_leaves)?;
     let catalog = Catalog::embedded();
     let sets = load_sets(args, &catalog)?;
     let limits = Limits {
@@ -218,6 +219,7 @@ pub fn run_search(args: &super::search::SearchArgs) -> anyhow::Result<()> {
     if args.limits.max_leaves == 0 || args.limits.max_instances == Some(0) || args.limits.max_depth == 0 {
         bail!("--max-leaves, --max-depth and --max-instances must be at least 1");
     }
+    super::session::check_prune_from(args.limits.prune_from, args.limits.max_leaves)?;
     let catalog = Catalog::embedded();
     let sets = load_sets(&args.tuned_train, &catalog)?;
     let all: Vec<&TunedSet> = sets.iter().collect();
