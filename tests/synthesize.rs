@@ -333,14 +333,19 @@ fn brute_depth2(p: &Problem) -> f64 {
     splits(&all).iter().map(|(l, r)| depth1(l) + depth1(r)).fold(depth1(&all), f64::min)
 }
 
+/// A fixed pseudo-random sequence in [0, 1) (a linear congruential generator from `seed`).
+fn lcg(seed: u64) -> impl FnMut() -> f64 {
+    let mut state = seed;
+    move || {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) as f64 / (1u64 << 31) as f64
+    }
+}
+
 #[test]
 fn exact_search_matches_brute_force() {
     // Pseudo-random problems (a fixed linear congruential sequence).
-    let mut state = 12345u64;
-    let mut next = move || {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (state >> 33) as f64 / (1u64 << 31) as f64
-    };
+    let mut next = lcg(12345);
     for trial in 0..12 {
         let n = 6 + trial % 5;
         let c = 3 + trial % 3;
@@ -386,11 +391,7 @@ fn prunings(p: &Problem, tree: &Tree, set: &[usize]) -> Vec<(usize, f64)> {
 
 #[test]
 fn pruning_is_the_cheapest_of_every_pruning_and_never_hurts_the_search() {
-    let mut state = 777u64;
-    let mut next = move || {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (state >> 33) as f64 / (1u64 << 31) as f64
-    };
+    let mut next = lcg(777);
     for trial in 0..10 {
         let n = 20 + trial;
         let c = 3 + trial % 3;
