@@ -265,6 +265,10 @@ fn run_train_tuned_writes_the_rule_marked_as_trained_on_gfx942_tables() {
     assert!(stdout.contains("leave-one-table-out"), "{stdout}");
     let header = std::fs::read_to_string(out.join("gemm_a8w8_blockscale_heuristic.h")).unwrap();
     assert!(header.contains("trained on gfx942 tables"), "{header}");
+    // The AITER patch beside it, from the same provenance, adding that header.
+    let patch = std::fs::read_to_string(out.join("aiter/gemm_a8w8_blockscale_heuristic.patch")).unwrap();
+    assert!(patch.contains("trained on gfx942 tables"), "{patch}");
+    assert!(patch.contains("+++ b/csrc/ck_gemm_a8w8_blockscale/include/gemm_a8w8_blockscale_heuristic.h"), "{patch}");
     let loto = std::fs::read_to_string(out.join("leave_one_table_out.csv")).unwrap();
     // Two tables × four objectives (uniform, time, band, table-band).
     assert_eq!(loto.lines().count(), 9, "{loto}");
@@ -364,4 +368,6 @@ fn search_train_tuned_runs_the_agent_loop_on_agreement_and_writes_the_rule() {
     assert!(stdout.contains("in-sample agreement with sa: 1.0000"), "{stdout}");
     let header = std::fs::read_to_string(out.join("gemm_a8w8_blockscale_heuristic.h")).unwrap();
     assert!(header.contains("trained on gfx942 tables"), "{header}");
+    let patch = std::fs::read_to_string(out.join("aiter/gemm_a8w8_blockscale_heuristic.patch")).unwrap();
+    assert!(patch.contains("trained on gfx942 tables"), "{patch}");
 }

@@ -150,12 +150,7 @@ pub fn run(args: &TunedTrainArgs, budgets: &Budgets, out: Option<&Path>, command
         figures,
         command: command.to_string(),
     };
-    let matrix = rows_matrix(&sets)?;
-    let mut written = render::write_generated(&synth.rule, &catalog, &matrix, &provenance, out, false)?;
-    let mut json = crate::rule::to_json(&synth.rule);
-    json.push('\n');
-    files.push(GeneratedFile::new(RULE_JSON, json));
-    written.extend(render::writer::write_files(out, &files, false)?);
+    let written = write_outputs(&synth.rule, &catalog, &sets, &provenance, out, files)?;
     for f in &written {
         let _ = writeln!(text, "written: {}", display_path(f));
     }
@@ -275,14 +270,29 @@ pub fn run_search(args: &super::search::SearchArgs) -> anyhow::Result<()> {
             display_path(out)
         ),
     };
-    let mut written = render::write_generated(&rule, &catalog, &rows_matrix(&sets)?, &provenance, out, false)?;
-    let mut json = crate::rule::to_json(&rule);
-    json.push('\n');
-    written.extend(render::writer::write_files(out, &[GeneratedFile::new(RULE_JSON, json)], false)?);
+    let written = write_outputs(&rule, &catalog, &sets, &provenance, out, Vec::new())?;
     for f in &written {
         let _ = writeln!(text, "written: {}", display_path(f));
     }
     super::session::emit(&text)
+}
+
+/// Writes a tuned-table rule's outputs into `out`, as `run` writes an H200 rule's: the header, instance
+/// list and Rust module, `rule.json` and `extra` all or nothing, then the AITER patch under `aiter/`.
+fn write_outputs(
+    rule: &crate::rule::Rule,
+    catalog: &Catalog,
+    sets: &[TunedSet],
+    provenance: &Provenance,
+    out: &Path,
+    mut extra: Vec<GeneratedFile>,
+) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    let mut json = crate::rule::to_json(rule);
+    json.push('\n');
+    extra.push(GeneratedFile::new(RULE_JSON, json));
+    let patch = GeneratedFile::new(crate::aiter::PATCH_FILE, crate::aiter::render_patch(rule, catalog, provenance)?);
+    let rendered = render::generated_files(rule, catalog, &rows_matrix(sets)?, provenance);
+    super::outputs::write_run_files(out, rendered, extra, patch, false)
 }
 
 /// One line per table: the rule's in-sample agreement with it, to the terminal and the provenance figures.
