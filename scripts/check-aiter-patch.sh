@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Proof that generated/aiter/gemm_a8w8_blockscale_heuristic.patch drops into AITER main, on a machine
+# Proof that generated/aiter/gemm_a8w8_blockscale_heuristic.patch (or that of RULE_DIR) drops into AITER main, on a machine
 # without ROCm:
 #   1. git apply --check in AITER_DIR (left untouched), then `synth aiter` applies it to a scratch copy and,
 #      run again, must report it already applied;
@@ -17,9 +17,11 @@
 # Usage: scripts/check-aiter-patch.sh AITER_DIR [SHAPES]
 #   AITER_DIR  root of a ROCm/aiter checkout (main, written against e4048607a5); not modified
 #   SHAPES     random shapes for the dispatch comparison (default 20000, at least 10000)
-# Environment: SYNTH (default target/release/synth, built if missing), CXX (default g++), PYTHON (default
-# python3; needs pandas and packaging, else they are installed into a venv in the scratch directory),
-# KEEP=1 keeps the scratch directory.
+# Environment: RULE_DIR (default generated/ of the crate: the output directory of a synth run, holding
+# rule.json and aiter/gemm_a8w8_blockscale_heuristic.patch, e.g. a run --train-tuned --out DIR), SYNTH
+# (default target/release/synth, built if missing), CXX (default g++), PYTHON (default python3; needs
+# pandas and packaging, else they are installed into a venv in the scratch directory), KEEP=1 keeps the
+# scratch directory.
 set -euo pipefail
 
 die() { echo "check-aiter-patch: $*" >&2; exit 1; }
@@ -27,12 +29,15 @@ die() { echo "check-aiter-patch: $*" >&2; exit 1; }
 AITER=$(cd "$1" && pwd) || die "no such directory: $1"
 SHAPES=${2:-20000}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PATCH="$ROOT/generated/aiter/gemm_a8w8_blockscale_heuristic.patch"
+RULE_DIR=$(cd "${RULE_DIR:-$ROOT/generated}" && pwd) || die "no such directory: ${RULE_DIR:-}"
+PATCH="$RULE_DIR/aiter/gemm_a8w8_blockscale_heuristic.patch"
+RULE="$RULE_DIR/rule.json"
 SYNTH=${SYNTH:-$ROOT/target/release/synth}
 CXX=${CXX:-g++}
 PYTHON=${PYTHON:-python3}
 MOD=csrc/ck_gemm_a8w8_blockscale
-[ -f "$PATCH" ] || die "$PATCH is missing: run synth run"
+[ -f "$PATCH" ] || die "$PATCH is missing: run synth run (with --out \$RULE_DIR when RULE_DIR is set)"
+[ -f "$RULE" ] || die "$RULE is missing: run synth run (with --out \$RULE_DIR when RULE_DIR is set)"
 [ -x "$SYNTH" ] || (cd "$ROOT" && cargo build --release --locked --bin synth) || die "cannot build synth"
 
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/check-aiter-patch.XXXXXX")
@@ -60,7 +65,7 @@ if ! "$PYTHON" -c "import pandas, packaging" 2>/dev/null; then
   "$PYTHON" -m venv "$SCRATCH/venv" && "$SCRATCH/venv/bin/pip" install -q pandas packaging || die "cannot install pandas and packaging"
   PYTHON="$SCRATCH/venv/bin/python"
 fi
-"$SYNTH" aiter --kit "$SCRATCH/kit" --shapes "$SHAPES"
+"$SYNTH" aiter --kit "$SCRATCH/kit" --rule "$RULE" --shapes "$SHAPES"
 KIT="$SCRATCH/kit"
 names() { grep -oE '^a8w8_blockscale_[A-Za-z0-9_]+' "$1" | sort -u; }
 registry() { grep -oE '\{"a8w8_blockscale_[A-Za-z0-9_]+"' "$1" | tr -d '{"' | sort -u; }
