@@ -674,7 +674,8 @@ impl<'a> Searcher<'a> {
         let max_leaves = max_leaves.max(1);
         let leaf = self.leaf(&self.totals(set));
         let mut best = vec![leaf; max_leaves];
-        if let (Tree::Split { feature, threshold, left, right }, true) = (tree, max_leaves >= 2) {
+        let Tree::Split { feature, threshold, left, right } = tree else { return best };
+        if max_leaves >= 2 {
             let (l, r) = set.split(self.p, *feature, *threshold);
             let lb = self.prune(left, &l, max_leaves - 1);
             let rb = self.prune(right, &r, max_leaves - 1);
