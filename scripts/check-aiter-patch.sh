@@ -29,7 +29,8 @@ die() { echo "check-aiter-patch: $*" >&2; exit 1; }
 AITER=$(cd "$1" && pwd) || die "no such directory: $1"
 SHAPES=${2:-20000}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-RULE_DIR=$(cd "${RULE_DIR:-$ROOT/generated}" && pwd) || die "no such directory: ${RULE_DIR:-}"
+OUT_DIR=${RULE_DIR:-$ROOT/generated}
+RULE_DIR=$(cd "$OUT_DIR" 2>/dev/null && pwd) || die "RULE_DIR: no such directory: $OUT_DIR"
 PATCH="$RULE_DIR/aiter/gemm_a8w8_blockscale_heuristic.patch"
 RULE="$RULE_DIR/rule.json"
 SYNTH=${SYNTH:-$ROOT/target/release/synth}

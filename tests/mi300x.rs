@@ -288,6 +288,15 @@ fn run_train_tuned_writes_the_rule_marked_as_trained_on_gfx942_tables() {
         let want = if f[0] == "ta" { ("0.9600", "0.9600") } else { ("0.9200", "0.9200") };
         assert_eq!((f[14], f[15]), want, "{l}");
     }
+    // A flag of the latency-table job given with tables is one error naming it, and nothing is written;
+    // a tuned-table flag without tables too.
+    let o = synth(&["run", "--train-tuned", a.to_str().unwrap(), "--weight", "log", "--out", out.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("--weight does not apply to a training on tuned tables"), "{err}");
+    let o = synth(&["run", "--agree-weight", "band", "--out", dir.path().join("nothing").to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("--agree-weight applies to a training on tuned tables only"), "{err}");
+    assert!(!dir.path().join("nothing").exists());
     // --prune-from must be above the leaf budget; above it, the run writes the same set of files.
     let pruned = dir.path().join("pruned");
     let args = |p: &str| {

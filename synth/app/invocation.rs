@@ -50,6 +50,16 @@ impl Invocation {
         Ok(Invocation::from_matches(cli, &matches))
     }
 
+    /// The long flags (`--name`) of every option given on the command line, in the order the subcommand
+    /// defines them.
+    pub fn given_flags(&self) -> Vec<String> {
+        let Some(cmd) = &self.command else { return Vec::new() };
+        cmd.get_arguments()
+            .filter(|a| self.given(a.get_id().as_str()))
+            .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+            .collect()
+    }
+
     /// Whether the option with this id was given on the command line (not left at its default).
     pub fn given(&self, id: &str) -> bool {
         self.matches.as_ref().is_some_and(|m| m.value_source(id) == Some(ValueSource::CommandLine))

@@ -92,6 +92,7 @@ pub struct RunArgs {
 
 /// Runs the main job; `invocation` gives the "Regenerate with" line.
 pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
+    super::tuned::check_flags(&args.tuned_train, invocation, super::tuned::RUN_FLAGS)?;
     if !args.tuned_train.train_tuned.is_empty() {
         return super::tuned::run_from_run(&args);
     }

@@ -111,6 +111,7 @@ pub fn build_proposers(args: &SearchArgs, setup: &Arc<RuleSetup>) -> anyhow::Res
 
 /// Runs `synth search`.
 pub fn run(args: SearchArgs, invocation: &Invocation) -> anyhow::Result<()> {
+    super::tuned::check_flags(&args.tuned_train, invocation, super::tuned::SEARCH_FLAGS)?;
     if !args.tuned_train.train_tuned.is_empty() {
         return super::tuned::run_search(&args);
     }

@@ -46,6 +46,81 @@ pub struct Budgets {
     pub prune_from: Option<usize>,
 }
 
+/// The `run` flags that apply to a --train-tuned training; any other given with tables is an error rather
+/// than silently ignored.
+pub const RUN_FLAGS: &[&str] = &[
+    "--train-tuned",
+    "--train-device",
+    "--agree-weight",
+    "--max-depth",
+    "--max-leaves",
+    "--max-instances",
+    "--features",
+    "--exact-depth",
+    "--no-refine",
+    "--prune-from",
+    "--out",
+];
+
+/// The `search` flags that apply to a --train-tuned training: the budgets and the agent loop's.
+pub const SEARCH_FLAGS: &[&str] = &[
+    "--train-tuned",
+    "--train-device",
+    "--agree-weight",
+    "--max-depth",
+    "--max-leaves",
+    "--max-instances",
+    "--features",
+    "--prune-from",
+    "--out",
+    "--agent",
+    "--agent-timeout",
+    "--base-url",
+    "--chat-model",
+    "--api-key-env",
+    "--temperature",
+    "--iterations",
+    "--offspring",
+    "--repair-limit",
+    "--patience",
+    "--trace",
+    "--resume",
+    "--jobs",
+    "--seed",
+    "--quiet",
+];
+
+/// With tables (`args.train_tuned`), one error naming the given flags not in `applies` (those that do not
+/// apply to a tuned-table training); without, one error when a tuned-table-only flag is given.
+pub fn check_flags(
+    args: &TunedTrainArgs,
+    invocation: &super::invocation::Invocation,
+    applies: &[&str],
+) -> anyhow::Result<()> {
+    let given = invocation.given_flags();
+    if args.train_tuned.is_empty() {
+        let tuned: Vec<&String> =
+            given.iter().filter(|f| ["--agree-weight", "--train-device"].contains(&f.as_str())).collect();
+        if !tuned.is_empty() {
+            let list = tuned.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
+            let (verb, pron) = if tuned.len() == 1 { ("applies", "it") } else { ("apply", "them") };
+            bail!("{list} {verb} to a training on tuned tables only: add --train-tuned FILE, or leave {pron} out");
+        }
+        return Ok(());
+    }
+    let other: Vec<&str> = given.iter().map(String::as_str).filter(|f| !applies.contains(f)).collect();
+    if !other.is_empty() {
+        bail!(
+            "{} {} not apply to a training on tuned tables (--train-tuned): leave {} out, or drop --train-tuned \
+             to run on latency measurements",
+            other.join(", "),
+            if other.len() == 1 { "does" } else { "do" },
+            if other.len() == 1 { "it" } else { "them" }
+        );
+    }
+    Ok(())
+}
+
 /// Loads the tables named by `args`.
 pub fn load_sets(args: &TunedTrainArgs, catalog: &Catalog) -> anyhow::Result<Vec<TunedSet>> {
     let (gfx, cu) = parse_device(&args.train_device)?;
