@@ -46,9 +46,8 @@ pub struct Budgets {
     pub prune_from: Option<usize>,
 }
 
-/// The `run` flags that apply to a --train-tuned training; any other given with tables is an error rather
-/// than silently ignored.
-pub const RUN_FLAGS: &[&str] = &[
+/// The flags `run` and `search` share that apply to a --train-tuned training (the tables and the budgets).
+const TUNED_FLAGS: &[&str] = &[
     "--train-tuned",
     "--train-device",
     "--agree-weight",
@@ -56,23 +55,16 @@ pub const RUN_FLAGS: &[&str] = &[
     "--max-leaves",
     "--max-instances",
     "--features",
-    "--exact-depth",
-    "--no-refine",
     "--prune-from",
     "--out",
 ];
 
-/// The `search` flags that apply to a --train-tuned training: the budgets and the agent loop's.
+/// `run`'s own flags that apply to a --train-tuned training, besides [`TUNED_FLAGS`]; any other given with
+/// tables is an error rather than silently ignored.
+pub const RUN_FLAGS: &[&str] = &["--exact-depth", "--no-refine"];
+
+/// `search`'s own flags that apply to a --train-tuned training, besides [`TUNED_FLAGS`]: the agent loop's.
 pub const SEARCH_FLAGS: &[&str] = &[
-    "--train-tuned",
-    "--train-device",
-    "--agree-weight",
-    "--max-depth",
-    "--max-leaves",
-    "--max-instances",
-    "--features",
-    "--prune-from",
-    "--out",
     "--agent",
     "--agent-timeout",
     "--base-url",
@@ -90,8 +82,8 @@ pub const SEARCH_FLAGS: &[&str] = &[
     "--quiet",
 ];
 
-/// With tables (`args.train_tuned`), one error naming the given flags not in `applies` (those that do not
-/// apply to a tuned-table training); without, one error when a tuned-table-only flag is given.
+/// With tables (`args.train_tuned`), one error naming the given flags in neither [`TUNED_FLAGS`] nor
+/// `applies` (the command's own flags that apply); without, one error when a tuned-table-only flag is given.
 pub fn check_flags(
     args: &TunedTrainArgs,
     invocation: &super::invocation::Invocation,
@@ -108,7 +100,8 @@ pub fn check_flags(
         }
         return Ok(());
     }
-    let other: Vec<&str> = given.iter().map(String::as_str).filter(|f| !applies.contains(f)).collect();
+    let other: Vec<&str> =
+        given.iter().map(String::as_str).filter(|f| !TUNED_FLAGS.contains(f) && !applies.contains(f)).collect();
     if !other.is_empty() {
         bail!(
             "{} {} not apply to a training on tuned tables (--train-tuned): leave {} out, or drop --train-tuned \
