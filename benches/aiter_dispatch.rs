@@ -7,11 +7,14 @@
 //! - the loop alone (reads the shapes and sums them, no dispatch), the floor every figure includes;
 //! - `a8w8_blockscale_heuristic_dispatch` as the patched `blockscale_dispatch` calls it (switch check,
 //!   then the dispatcher);
-//! - each form of the rule on its own: `select` (the tree the dispatcher calls) and `select_branchless`
-//!   (`render::cpp::render_branchless`: every comparison evaluated, mask arithmetic, a table lookup).
+//! - each form of the rule on its own: `select` (the exact tree on the IR's i64 semantics), `fast::select`
+//!   (the tree of the rule simplified for real shapes, `rule::lower`, in unsigned arithmetic: what the
+//!   dispatcher calls for every dimension below 2^bits) and the branchless form of each
+//!   (`render::cpp::render_branchless[_simplified]`: every comparison evaluated, mask arithmetic, a table
+//!   lookup).
 //!
 //! Then every chain of the committed rule (the rule and each nested chain, as a rule of its own, rendered
-//! by the same renderers) is timed in both forms next to its number of distinct comparisons, which says
+//! by the same renderers) is timed in each form next to its number of distinct comparisons, which says
 //! at what rule size, if any, the branchless form pays.
 //!
 //! Next to it, the per-call cost of AITER's Python-side lookup in the style of `get_CKGEMM_config`
@@ -50,6 +53,7 @@ const BENCH_PRELUDE: &str = r#"
 #include "instances_stub.h"
 #include "gemm_a8w8_blockscale_heuristic.h"
 #include "gemm_a8w8_blockscale_heuristic_branchless.h"
+#include "gemm_a8w8_blockscale_heuristic_branchless_simplified.h"
 "#;
 
 const BENCH_MAIN: &str = r#"
@@ -185,12 +189,16 @@ fn main() -> anyhow::Result<()> {
     let header = files.iter().find(|f| f.path.ends_with("gemm_a8w8_blockscale_heuristic.h")).expect("header in patch");
     let rule = gemm_synth::rule::load(&root.join("generated/rule.json"), &catalog)?;
     let (branchless, comparisons) = cpp::render_branchless(&rule, &catalog)?;
+    let Some((simplified, simplified_comparisons, _)) = cpp::render_branchless_simplified(&rule, &catalog)? else {
+        anyhow::bail!("the committed rule has no simplified form (rule::lower); this bench times it");
+    };
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".into());
 
     let dir = tempfile::tempdir()?;
     let d = dir.path();
     std::fs::write(d.join("gemm_a8w8_blockscale_heuristic.h"), header.hunks[0].new_text())?;
     std::fs::write(d.join(cpp::BRANCHLESS_HEADER), branchless)?;
+    std::fs::write(d.join(cpp::BRANCHLESS_SIMPLIFIED_HEADER), simplified)?;
     std::fs::write(d.join(cpp::CHECK_STUB), cpp::render_check_stub(&catalog)?)?;
 
     let ns = cpp::DETAIL_NAMESPACE;
@@ -202,6 +210,8 @@ fn main() -> anyhow::Result<()> {
             .to_string(),
         format!("run(\"tree\", [](int m, int n, int k) {{ return fold({ns}::select<float, bf16stub>(m, n, k)); }});"),
         format!("run(\"branchless\", [](int m, int n, int k) {{ return fold({ns}::select_branchless<float, bf16stub>(m, n, k)); }});"),
+        format!("run(\"simplified\", [](int m, int n, int k) {{ return fold({ns}::fast::select<float, bf16stub>(static_cast<uint32_t>(m), static_cast<uint32_t>(n), static_cast<uint32_t>(k))); }});"),
+        format!("run(\"simplified branchless\", [](int m, int n, int k) {{ return fold({ns}::fast::select_branchless<float, bf16stub>(static_cast<uint32_t>(m), static_cast<uint32_t>(n), static_cast<uint32_t>(k))); }});"),
     ];
     let mut sub = Vec::new();
     chains(&rule.root, &mut sub);
@@ -214,17 +224,27 @@ fn main() -> anyhow::Result<()> {
     let mut sub_info = Vec::new();
     for (i, r) in sub.iter().enumerate() {
         let (fragment, cmps) = cpp::render_branchless(r, &catalog)?;
+        let Some((fast_fragment, _, _)) = cpp::render_branchless_simplified(r, &catalog)? else {
+            anyhow::bail!("chain {i} of the committed rule has no simplified form");
+        };
         // A first line of its own keeps two equal chains (or chain 0 and the rule) from being taken for
         // one file by `#pragma once`, which compilers may decide by content.
         let own = format!("// chain {i} of the committed rule\n");
         std::fs::write(d.join(format!("chain_{i}.h")), own.clone() + &cpp::render_cpp(r, &catalog, &provenance)?)?;
-        std::fs::write(d.join(format!("chain_{i}_branchless.h")), own + &fragment)?;
+        std::fs::write(d.join(format!("chain_{i}_branchless.h")), own.clone() + &fragment)?;
+        std::fs::write(d.join(format!("chain_{i}_branchless_simplified.h")), own + &fast_fragment)?;
         src.push_str(&format!(
-            "namespace chain_{i} {{\n#include \"chain_{i}.h\"\n#include \"chain_{i}_branchless.h\"\n}}\n"
+            "namespace chain_{i} {{\n#include \"chain_{i}.h\"\n#include \"chain_{i}_branchless.h\"\n\
+             #include \"chain_{i}_branchless_simplified.h\"\n}}\n"
         ));
-        for f in ["select", "select_branchless"] {
+        for f in ["select", "select_branchless", "fast::select", "fast::select_branchless"] {
+            let args = if f.starts_with("fast") {
+                "static_cast<uint32_t>(m), static_cast<uint32_t>(n), static_cast<uint32_t>(k)"
+            } else {
+                "m, n, k"
+            };
             runs.push(format!(
-                "run(\"chain_{i} {f}\", [](int m, int n, int k) {{ return fold(chain_{i}::{ns}::{f}<float, bf16stub>(m, n, k)); }});"
+                "run(\"chain_{i} {f}\", [](int m, int n, int k) {{ return fold(chain_{i}::{ns}::{f}<float, bf16stub>({args})); }});"
             ));
         }
         sub_info.push((cmps, r.leaves().len(), r.depth()));
@@ -263,18 +283,25 @@ fn main() -> anyhow::Result<()> {
     );
     println!("  loop alone (reads the shapes, no dispatch):          {}", cell(0));
     println!("  switch + a8w8_blockscale_heuristic_dispatch:         {}   target <= 5 ns", cell(1));
-    println!("  select (the tree; what the dispatcher calls):        {}", cell(2));
+    println!("  select (the exact tree, for dimensions beyond 2^bits): {}", cell(2));
     println!("  select_branchless ({comparisons:>2} comparisons, all evaluated):  {}", cell(3));
-    println!("  each chain of the committed rule as a rule of its own (random / cycled medians, ns/call):");
-    println!("    chain  comparisons  leaves  depth  tree random  branchless random  tree cycled  branchless cycled");
+    println!("  fast::select (simplified; the dispatcher's tree):     {}", cell(4));
+    println!("  fast::select_branchless ({simplified_comparisons:>2} comparisons):           {}", cell(5));
+    println!("  each chain of the committed rule as a rule of its own (medians, ns/call; tree, branchless, simplified");
+    println!("  tree, simplified branchless):");
+    println!("    chain  comparisons  leaves  depth       random: tree  brl  s.tree  s.brl   cycled: tree  brl  s.tree  s.brl");
     for (i, (cmps, leaves, depth)) in sub_info.iter().enumerate() {
-        let (t, b) = (4 + 2 * i, 5 + 2 * i);
+        let v = |f: usize, cycled: usize| rows[2 * (6 + 4 * i + f) + cycled].0.clone();
         println!(
-            "    {i:>5}  {cmps:>11}  {leaves:>6}  {depth:>5}  {:>11}  {:>17}  {:>11}  {:>17}",
-            rows[2 * t].0,
-            rows[2 * b].0,
-            rows[2 * t + 1].0,
-            rows[2 * b + 1].0
+            "    {i:>5}  {cmps:>11}  {leaves:>6}  {depth:>5}  {:>17} {:>5} {:>7} {:>6}  {:>13} {:>5} {:>7} {:>6}",
+            v(0, 0),
+            v(1, 0),
+            v(2, 0),
+            v(3, 0),
+            v(0, 1),
+            v(1, 1),
+            v(2, 1),
+            v(3, 1)
         );
     }
 

@@ -112,11 +112,97 @@ BlockscaleChoice select(Int M, Int N, Int K)
     }
 }
 
+// The rule simplified for real shapes, every dimension in 0 .. 2^30 - 1 (gemm-synth's rule::lower):
+// the same choice as select for each of them, in unsigned 64-bit arithmetic on values that stay in
+// 0 .. INT64_MAX there, so nothing wraps and every divisor is at least 1 (no sign fix-ups, no zero
+// checks); nested ceilings are merged and divisions moved into the thresholds. The dispatcher calls it
+// for those shapes and select for any other.
+namespace fast {
+
+struct Nat
+{
+    uint64_t v;
+    constexpr Nat(uint64_t x) : v(x) {}
+};
+
+inline Nat operator+(Nat a, Nat b) { return Nat(a.v + b.v); }
+inline Nat operator-(Nat a, Nat b) { return Nat(a.v - b.v); }
+inline Nat operator*(Nat a, Nat b) { return Nat(a.v * b.v); }
+inline Nat operator/(Nat a, Nat b) { return Nat(a.v / b.v); }
+inline Nat cdiv(Nat a, Nat b) { return Nat((a.v + b.v - 1) / b.v); }
+inline Nat min(Nat a, Nat b) { return a.v < b.v ? a : b; }
+inline Nat max(Nat a, Nat b) { return a.v < b.v ? b : a; }
+inline bool operator<(Nat a, Nat b) { return a.v < b.v; }
+inline bool operator<=(Nat a, Nat b) { return a.v <= b.v; }
+inline bool operator>(Nat a, Nat b) { return a.v > b.v; }
+inline bool operator>=(Nat a, Nat b) { return a.v >= b.v; }
+inline bool operator==(Nat a, Nat b) { return a.v == b.v; }
+inline bool operator!=(Nat a, Nat b) { return a.v != b.v; }
+
+template <typename DDataType, typename EDataType>
+BlockscaleChoice select(Nat M, Nat N, Nat K)
+{
+    if(cdiv(M, 16) * cdiv(N, 64) <= 148) {
+        if(cdiv(M, 16) * cdiv(N, 64) <= 66) {
+            if(cdiv(M, 16) * cdiv(N, 128) <= 32 && K >= 1024) {
+                return BlockscaleChoice{&a8w8_blockscale_1x128x128_256x16x128x128_8x16_16x16_1x2_16x16x1_8x32x1_1x16x1x16_8_1x2_intrawave_v1<DDataType, EDataType>, 3}; // kernelId 5
+            } else {
+                return BlockscaleChoice{&a8w8_blockscale_1x128x128_256x16x128x128_8x16_16x16_1x2_16x16x1_8x32x1_1x16x1x16_8_1x2_intrawave_v1<DDataType, EDataType>, 0}; // kernelId 5
+            }
+        } else if(K <= 3840) {
+            return BlockscaleChoice{&a8w8_blockscale_1x128x128_256x16x64x256_16x16_16x16_1x1_16x16x1_16x16x1_1x16x1x16_4_1x1_intrawave_v1<DDataType, EDataType>, 0}; // kernelId 8
+        } else if(M <= 16) {
+            if(K <= 6656) {
+                if(cdiv(M, 16) * cdiv(N, 128) <= 65 && K >= 512) {
+                    return BlockscaleChoice{&a8w8_blockscale_1x128x128_256x16x128x128_8x16_16x16_1x2_16x16x1_8x32x1_1x16x1x16_8_1x2_intrawave_v1<DDataType, EDataType>, 2}; // kernelId 5
+                } else {
+                    return BlockscaleChoice{&a8w8_blockscale_1x128x128_256x16x128x128_8x16_16x16_1x2_16x16x1_8x32x1_1x16x1x16_8_1x2_intrawave_v1<DDataType, EDataType>, 0}; // kernelId 5
+                }
+            } else {
+                if(cdiv(M, 16) * cdiv(N, 256) <= 32 && K >= 1024) {
+                    return BlockscaleChoice{&a8w8_blockscale_1x128x128_256x16x256x128_8x16_16x16_1x4_16x16x1_8x32x1_1x16x1x16_8_1x2_intrawave_v1<DDataType, EDataType>, 3}; // kernelId 4
+                } else {
+                    return BlockscaleChoice{&a8w8_blockscale_1x128x128_256x16x256x128_8x16_16x16_1x4_16x16x1_8x32x1_1x16x1x16_8_1x2_intrawave_v1<DDataType, EDataType>, 0}; // kernelId 4
+                }
+            }
+        } else {
+            if(cdiv(M, 64) * cdiv(N, 128) <= 32 && K >= 1024) {
+                return BlockscaleChoice{&a8w8_blockscale_1x128x128_256x64x128x128_16x16_32x32_2x1_8x32x1_8x32x1_1x32x1x8_8_1x1_intrawave_v1<DDataType, EDataType>, 3}; // kernelId 15
+            } else {
+                return BlockscaleChoice{&a8w8_blockscale_1x128x128_256x64x128x128_16x16_32x32_2x1_8x32x1_8x32x1_1x32x1x8_8_1x1_intrawave_v1<DDataType, EDataType>, 0}; // kernelId 15
+            }
+        }
+    } else if(cdiv(M, 64) * cdiv(N, 64) <= 148) {
+        if(cdiv(cdiv(M, 128) * cdiv(N, 128), 33) * cdiv(K, 512) <= 15) {
+            return BlockscaleChoice{&a8w8_blockscale_1x128x128_256x64x64x256_16x16_32x32_1x1_16x16x1_16x16x1_1x32x1x8_8_1x1_intrawave_v1<DDataType, EDataType>, 0}; // kernelId 18
+        } else {
+            if(cdiv(M, 64) * cdiv(N, 128) <= 65 && K >= 512) {
+                return BlockscaleChoice{&a8w8_blockscale_1x128x128_256x64x128x128_16x16_32x32_1x2_8x32x1_8x32x1_1x32x1x8_8_1x1_intrawave_v3<DDataType, EDataType>, 2}; // kernelId 2
+            } else if(cdiv(M, 64) * cdiv(N, 128) <= 131 && K >= 256) {
+                return BlockscaleChoice{&a8w8_blockscale_1x128x128_256x64x128x128_16x16_32x32_1x2_8x32x1_8x32x1_1x32x1x8_8_1x1_intrawave_v3<DDataType, EDataType>, 1}; // kernelId 2
+            } else {
+                return BlockscaleChoice{&a8w8_blockscale_1x128x128_256x64x128x128_16x16_32x32_1x2_8x32x1_8x32x1_1x32x1x8_8_1x1_intrawave_v3<DDataType, EDataType>, 0}; // kernelId 2
+            }
+        }
+    } else if(M <= 24) {
+        return BlockscaleChoice{&a8w8_blockscale_1x128x128_256x16x64x256_16x16_16x16_1x1_16x16x1_16x16x1_1x16x1x16_4_1x1_intrawave_v1<DDataType, EDataType>, 0}; // kernelId 8
+    } else if(cdiv(M, 32) * cdiv(N, 256) <= 285) {
+        return BlockscaleChoice{&a8w8_blockscale_1x128x128_256x64x128x128_16x16_32x32_1x2_8x32x1_8x32x1_1x32x1x8_8_1x1_intrawave_v3<DDataType, EDataType>, 0}; // kernelId 2
+    } else {
+        return BlockscaleChoice{&a8w8_blockscale_1x128x128_256x64x128x128_16x16_32x32_2x1_8x32x1_8x32x1_1x32x1x8_8_1x1_intrawave_v1<DDataType, EDataType>, 0}; // kernelId 15
+    }
+}
+
+} // namespace fast
+
 } // namespace gemm_synth_blockscale_rule
 
 // Kernel selection for Y[M, N] = XQ[M, K] * WQ[N, K]^T (DDataType: scale type, EDataType: output type).
 template <typename DDataType, typename EDataType = DDataType>
 BlockscaleChoice a8w8_blockscale_heuristic_dispatch(int M, int N, int K)
 {
+    // Every dimension in 0 .. 2^30 - 1 (one test: a negative int has its top bit set).
+    if((static_cast<uint32_t>(M | N | K) >> 30) == 0)
+        return gemm_synth_blockscale_rule::fast::select<DDataType, EDataType>(static_cast<uint32_t>(M), static_cast<uint32_t>(N), static_cast<uint32_t>(K));
     return gemm_synth_blockscale_rule::select<DDataType, EDataType>(M, N, K);
 }

@@ -238,6 +238,60 @@ fn arb_node() -> impl Strategy<Value = Node> {
     })
 }
 
+/// Expressions as the search writes them (tile counts, products, sums, min / max, divisions by positive
+/// literals, non-negative literals): the ones `rule::lower` can simplify, at some domain.
+fn arb_tile_expr() -> impl Strategy<Value = Expr> {
+    use proptest::prelude::*;
+    let atom = prop_oneof![
+        3 => prop_oneof![Just(m()), Just(n()), Just(k())],
+        2 => prop_oneof![(0i64..=8), (1i64..=512), Just(128), Just(304), Just(1i64 << 20)].prop_map(lit),
+    ];
+    atom.prop_recursive(3, 12, 2, |inner| {
+        let op = prop_oneof![Just(BinOp::Add), Just(BinOp::Mul), Just(BinOp::Min), Just(BinOp::Max)];
+        let div = prop_oneof![Just(BinOp::Div), Just(BinOp::CeilDiv)];
+        let divisor = prop_oneof![(1i64..=16), Just(64), Just(128), Just(132), Just(256)].prop_map(lit);
+        prop_oneof![
+            (op, inner.clone(), inner.clone()).prop_map(|(op, a, b)| Expr::bin(op, a, b)),
+            (div, inner, divisor).prop_map(|(op, a, b)| Expr::bin(op, a, b)),
+        ]
+    })
+}
+
+fn arb_tile_cond() -> impl Strategy<Value = Cond> {
+    use proptest::prelude::*;
+    let op = prop_oneof![
+        Just(CmpOp::Lt),
+        Just(CmpOp::Le),
+        Just(CmpOp::Gt),
+        Just(CmpOp::Ge),
+        Just(CmpOp::Eq),
+        Just(CmpOp::Ne)
+    ];
+    let threshold = prop_oneof![3 => (-4i64..=5000).prop_map(lit), 1 => arb_tile_expr()];
+    let cmp_s = (op, arb_tile_expr(), threshold).prop_map(|(op, a, b)| Cond::cmp(op, a, b));
+    cmp_s.prop_recursive(2, 6, 3, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 2..3).prop_map(Cond::And),
+            proptest::collection::vec(inner.clone(), 2..3).prop_map(Cond::Or),
+            inner.prop_map(|c| Cond::Not(Box::new(c))),
+        ]
+    })
+}
+
+fn random_tile_rules(count: usize) -> Vec<Rule> {
+    use proptest::prelude::*;
+    let mut runner = proptest::test_runner::TestRunner::new_with_rng(
+        proptest::test_runner::Config::default(),
+        proptest::test_runner::TestRng::from_seed(proptest::test_runner::RngAlgorithm::ChaCha, &[9; 32]),
+    );
+    let leaf_s = (0i32..19, 0u32..4).prop_map(|(id, sk)| leaf(id, sk));
+    let node = leaf_s.prop_recursive(4, 24, 3, |inner| {
+        (proptest::collection::vec((arb_tile_cond(), inner.clone()), 1..4), inner)
+            .prop_map(|(branches, otherwise)| chain(branches, otherwise))
+    });
+    (0..count).map(|_| Rule::new(node.new_tree(&mut runner).expect("strategy").current())).collect()
+}
+
 fn random_rules(count: usize) -> Vec<Rule> {
     let mut runner = proptest::test_runner::TestRunner::new_with_rng(
         proptest::test_runner::Config::default(),
@@ -515,6 +569,11 @@ fn header_has_the_aiter_interface_and_nothing_aiter_defines() {
         .contains(&format!("            return BlockscaleChoice{{&{k8}<DDataType, EDataType>, 1}}; // kernelId 8\n")));
     assert!(text.contains("    if(M <= 64 && N >= 4096) {\n        if(K >= 8192) {\n"));
     assert!(text.contains("    } else if(cdiv(M, 128) * cdiv(N, 128) <= 304) {\n"));
+    // The simplified tree (the rule has one for every non-negative int) and the dispatcher's one test.
+    assert!(text.contains("namespace fast {\n") && text.contains("BlockscaleChoice select(Nat M, Nat N, Nat K)\n"));
+    assert!(text.contains(
+        "    if((static_cast<uint32_t>(M | N | K) >> 31) == 0)\n        return gemm_synth_blockscale_rule::fast::select<DDataType, EDataType>("
+    ));
     assert!(!lines.iter().any(|l| l.ends_with(' ')), "no trailing whitespace");
     insta::assert_snapshot!("small_rule_header", text);
 }
@@ -634,7 +693,8 @@ fn default_alias_leaves_render_as_the_kernel_they_name() {
     assert_eq!(rust.matches(&format!("const KERNEL_{alias}: Selection")).count(), 1, "{rust}");
     assert!(!rust.contains("kernel_id: -1"));
     let header = render::render_cpp(&rule, &catalog, &provenance()).unwrap();
-    assert_eq!(header.matches(&format!("// kernelId {alias}\n")).count(), 2);
+    // Two leaves in each of the header's two trees (the exact one and the simplified one).
+    assert_eq!(header.matches(&format!("// kernelId {alias}\n")).count(), 4);
     let csv = render::render_instances_csv(&rule, &catalog, &small_matrix()).unwrap();
     let ids: Vec<&str> = csv.lines().skip(1).map(|l| l.split(',').nth(6).unwrap()).collect();
     assert_eq!(ids, ["0", &alias.to_string()], "one row per kernel, no separate default row");
@@ -744,7 +804,23 @@ fn an_edited_generated_module_is_refused_with_the_line() {
 /// Dimensions the C++ entry point (`int M, int N, int K`) can be handed: zero, negative, `INT_MIN`,
 /// `INT_MAX` and random 32-bit values, mixed with ordinary GEMM shapes so rules take every branch.
 fn hostile_shapes(count: usize, seed: u64) -> Vec<[i64; 3]> {
-    let corners = [0, 1, -1, 2, -2, 127, 128, -128, i64::from(i32::MAX), i64::from(i32::MIN), i64::from(i32::MIN) + 1];
+    // 2^29 and 2^30 - 1 / 2^30: the edge of the committed rule's simplified form (dimensions below 2^30).
+    let corners = [
+        0,
+        1,
+        -1,
+        2,
+        -2,
+        127,
+        128,
+        -128,
+        1 << 29,
+        (1 << 30) - 1,
+        1 << 30,
+        i64::from(i32::MAX),
+        i64::from(i32::MIN),
+        i64::from(i32::MIN) + 1,
+    ];
     let mut out = Vec::new();
     for &a in &corners {
         for &b in &corners {
@@ -781,8 +857,14 @@ fn interp_i64(rule: &Rule, vars: [i64; 3]) -> Leaf {
     }
 }
 
-/// Compiles one program holding each rule's header and branchless header in its own namespace; per input
-/// line it prints, for each rule, "id sk" of `select` then of `select_branchless`.
+/// The forms [`build_forms_driver`] prints per rule, in order.
+const FORMS: [&str; 4] =
+    ["select", "select_branchless", "a8w8_blockscale_heuristic_dispatch", "fast::select_branchless"];
+
+/// Compiles one program holding each rule's header and branchless headers in its own namespace; per input
+/// line it prints, for each rule, "id sk" of each of [`FORMS`]: the exact tree, its branchless form, the
+/// dispatcher (the simplified tree inside its domain, the exact tree outside) and the simplified branchless
+/// form inside its domain (the exact tree outside, or everywhere for a rule without a simplified form).
 fn build_forms_driver(dir: &Path, catalog: &Catalog, rules: &[Rule], extra: &[&str]) -> PathBuf {
     let gxx = require_tool("g++");
     std::fs::write(dir.join(cpp::CHECK_STUB), cpp::render_check_stub(catalog).unwrap()).unwrap();
@@ -793,8 +875,24 @@ fn build_forms_driver(dir: &Path, catalog: &Catalog, rules: &[Rule], extra: &[&s
             .unwrap();
         let (branchless, _) = cpp::render_branchless(rule, catalog).unwrap();
         std::fs::write(dir.join(format!("rule_{i}_branchless.h")), branchless).unwrap();
+        let simplified = cpp::render_branchless_simplified(rule, catalog).unwrap();
+        let (fast_include, fast_call) = match simplified {
+            Some((text, _, bits)) => {
+                std::fs::write(dir.join(format!("rule_{i}_simplified.h")), text).unwrap();
+                (
+                    format!("#include \"rule_{i}_simplified.h\"\n"),
+                    format!(
+                        "(static_cast<uint32_t>(m | n | k) >> {bits}) == 0 ? {ns}::fast::select_branchless<float, bf16stub>(\
+                         static_cast<uint32_t>(m), static_cast<uint32_t>(n), static_cast<uint32_t>(k)) : "
+                    ),
+                )
+            }
+            None => (String::new(), String::new()),
+        };
         src.push_str(&format!(
-            "namespace rule_{i} {{\n#include \"rule_{i}.h\"\n#include \"rule_{i}_branchless.h\"\n}}\n"
+            "namespace rule_{i} {{\n#include \"rule_{i}.h\"\n#include \"rule_{i}_branchless.h\"\n{fast_include}\
+             inline BlockscaleChoice simplified_or_exact(int m, int n, int k) {{\n    \
+             return {fast_call}{ns}::select<float, bf16stub>(m, n, k);\n}}\n}}\n"
         ));
     }
     src.push_str("struct Known { BlockwiseKernel kernel; int id; };\nconst Known kKnown[] = {\n");
@@ -810,7 +908,9 @@ fn build_forms_driver(dir: &Path, catalog: &Catalog, rules: &[Rule], extra: &[&s
     for i in 0..rules.len() {
         src.push_str(&format!(
             "        show(rule_{i}::{ns}::select<float, bf16stub>(m, n, k));\n        \
-             show(rule_{i}::{ns}::select_branchless<float, bf16stub>(m, n, k));\n"
+             show(rule_{i}::{ns}::select_branchless<float, bf16stub>(m, n, k));\n        \
+             show(rule_{i}::a8w8_blockscale_heuristic_dispatch<float, bf16stub>(m, n, k));\n        \
+             show(rule_{i}::simplified_or_exact(m, n, k));\n"
         ));
     }
     src.push_str("        std::printf(\"\\n\");\n    }\n    return 0;\n}\n");
@@ -849,20 +949,18 @@ fn assert_forms_match(catalog: &Catalog, rules: &[Rule], shapes: &[[i64; 3]]) {
         assert_eq!(lines.len(), shapes.len(), "{flags:?}: one line per shape");
         for (line, shape) in lines.iter().zip(shapes) {
             let f: Vec<i64> = line.split_whitespace().map(|x| x.parse().unwrap()).collect();
-            assert_eq!(f.len(), 4 * rules.len(), "{line:?}");
+            assert_eq!(f.len(), 2 * FORMS.len() * rules.len(), "{line:?}");
             for (r, rule) in rules.iter().enumerate() {
                 let want = resolve(catalog, interp_i64(rule, *shape));
                 let want = [i64::from(want.kernel_id), i64::from(want.split_k)];
-                assert_eq!(
-                    f[4 * r..4 * r + 2],
-                    want,
-                    "{flags:?} rule {r}: select differs from the interpreter at {shape:?}"
-                );
-                assert_eq!(
-                    f[4 * r + 2..4 * r + 4],
-                    want,
-                    "{flags:?} rule {r}: select_branchless differs from the interpreter at {shape:?}"
-                );
+                for (j, form) in FORMS.iter().enumerate() {
+                    let at = 2 * (FORMS.len() * r + j);
+                    assert_eq!(
+                        f[at..at + 2],
+                        want,
+                        "{flags:?} rule {r}: {form} differs from the interpreter at {shape:?}"
+                    );
+                }
             }
         }
     }
@@ -875,8 +973,23 @@ fn branchless_form_and_tree_match_the_interpreter_on_hostile_shapes() {
         gemm_synth::rule::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("generated/rule.json"), &catalog).unwrap();
     let mut rules = vec![edge_rule(), deep_rule(), geak_rule(&catalog), small_rule(), committed, Rule::new(leaf(3, 2))];
     rules.extend(random_rules(24));
+    rules.extend(random_tile_rules(24));
+    // Most of the rules have a simplified form, over domains of several sizes, so the dispatcher's
+    // simplified path and its edge are exercised; the hand-written rules with subtractions and negative
+    // literals keep the exact path only.
+    let bits: Vec<Option<u32>> = rules.iter().map(|r| gemm_synth::rule::lower::for_dims(r).map(|s| s.bits)).collect();
+    assert!(bits[4] == Some(30), "the committed rule is simplified below 2^30: {bits:?}");
+    assert!(bits.iter().filter(|b| b.is_some()).count() >= 24, "{bits:?}");
+    let distinct: std::collections::BTreeSet<u32> = bits.iter().flatten().copied().collect();
+    assert!(distinct.len() >= 3 && distinct.contains(&31), "domains of several sizes: {distinct:?}");
     let mut shapes = hostile_shapes(6000, 3);
     shapes.extend(random_shapes(4000, 4).into_iter().map(|(a, b, c)| [a, b, c].map(i64::from)));
+    // Every value of one dimension over the range where rules put thresholds, so each comparison is seen
+    // on both sides of its exact edge (random shapes almost never land on it).
+    for v in 0..=2600 {
+        shapes.extend([[v, 64, 4096], [v, 4096, 1024], [16, v, 4096], [100, v, 300]]);
+    }
+    shapes.extend((0..=8200).map(|v| [16, 4096, v]));
     // The shapes reach negative and extreme values on every dimension.
     for d in 0..3 {
         assert!(shapes.iter().any(|s| s[d] == i64::from(i32::MIN)) && shapes.iter().any(|s| s[d] < -1));

@@ -7,17 +7,24 @@
 //! as every operation has an operand of that type; [`for_cpp`] guarantees it by folding operations on
 //! literals only (with the reference interpreter) before printing.
 //!
-//! [`render_branchless`] renders the same rule without conditional branches (`templates/check/
-//! branchless.h.j2`, a header included after the dispatcher header): every distinct comparison of the
-//! rule evaluated once (`Int` arithmetic is total, so evaluating a comparison the tree would skip is
-//! harmless), `&&`/`||` as `&`/`|` on those booleans, each chain's branch picked with mask arithmetic from
-//! the innermost chain outwards, and the index so found reading a static table of choices. It is exact for
-//! every input (`tests/render.rs` runs it against the tree and the interpreter, hostile shapes included)
-//! and is what `cargo bench --bench aiter_dispatch` times against the tree. The dispatcher header keeps
-//! the tree: measured with g++ -O2 and clang++ -O2, the branchless form costs more than the
-//! mispredicted branches it removes, for the committed rule (18 comparisons) and, but for one chain on
-//! random shapes under clang++, for each of its chains down to 2 comparisons, where the compiler already
-//! selects between the two leaves without a branch (README.md, "Dispatch cost").
+//! The header holds the rule twice: `select`, exact for every `int` input on the IR's i64 semantics, and,
+//! when [`lower::for_dims`] finds one, `fast::select`, the rule simplified for dimensions in
+//! `0 .. 2^bits - 1` (nested ceilings merged, divisions moved into the thresholds) and evaluated in
+//! unsigned arithmetic on values that provably stay in range. The dispatcher calls `fast::select` when
+//! one test (`(M | N | K) >> bits == 0`) says the shape is in that domain, else `select`; every real
+//! GEMM shape is. Both are the same rule: `tests/render.rs` runs the dispatcher, both trees and both
+//! branchless forms against the interpreter on hostile and boundary shapes, under UBSan.
+//!
+//! [`render_branchless`] / [`render_branchless_simplified`] render the same rule without conditional
+//! branches (`templates/check/branchless.h.j2`, a header included after the dispatcher header): every
+//! distinct comparison of the rule evaluated once (the arithmetic is total, so evaluating a comparison
+//! the tree would skip is harmless), `&&`/`||` as `&`/`|` on those booleans, each chain's branch picked
+//! with mask arithmetic from the innermost chain outwards, and the index so found reading a static table
+//! of choices. They are what `cargo bench --bench aiter_dispatch` times against the trees. The
+//! dispatcher keeps the tree: measured with g++ -O2 (and clang++ -O2 for the exact form), the branchless
+//! forms cost more than the mispredicted branches they remove, for the committed rule (18 comparisons)
+//! and for each of its chains down to 2 comparisons, where the compiler already selects between the two
+//! leaves without a branch (README.md, "Dispatch cost").
 
 use std::sync::OnceLock;
 
@@ -26,6 +33,7 @@ use serde::Serialize;
 
 use super::{leaf_instance, resolved, writer, Provenance, CPP_HEADER};
 use crate::catalog::Catalog;
+use crate::rule::lower;
 use crate::rule::text::cond_to_cpp;
 use crate::rule::{BinOp, Cond, Expr, Leaf, Node, Rule, Var};
 
@@ -35,6 +43,9 @@ pub const DETAIL_NAMESPACE: &str = "gemm_synth_blockscale_rule";
 
 /// File name [`render_branchless`]'s header is written under next to the dispatcher header.
 pub const BRANCHLESS_HEADER: &str = "gemm_a8w8_blockscale_heuristic_branchless.h";
+
+/// File name [`render_branchless_simplified`]'s header is written under.
+pub const BRANCHLESS_SIMPLIFIED_HEADER: &str = "gemm_a8w8_blockscale_heuristic_branchless_simplified.h";
 
 /// File name the check driver includes the stand-in declarations under.
 pub const CHECK_STUB: &str = "instances_stub.h";
@@ -243,16 +254,30 @@ fn branchless(root: &Node, catalog: &Catalog) -> anyhow::Result<Branchless> {
 /// and instance declarations). Returns the text and the number of distinct comparisons it evaluates.
 pub fn render_branchless(rule: &Rule, catalog: &Catalog) -> anyhow::Result<(String, usize)> {
     let rule = resolved(rule, catalog)?;
-    let used = rule.vars_used();
-    let params: Vec<TParam> = Var::ALL.iter().map(|v| TParam { name: v.upper(), used: used.contains(v) }).collect();
+    branchless_text(&rule, catalog, DETAIL_NAMESPACE, "Int")
+}
+
+/// The branchless form of the rule simplified for real shapes (file [`BRANCHLESS_SIMPLIFIED_HEADER`]):
+/// `select_branchless<DDataType, EDataType>(Nat M, Nat N, Nat K)` in `DETAIL_NAMESPACE::fast`, exact for
+/// dimensions in `0 .. 2^bits - 1` like the header's `fast::select`, with `bits`; `None` when the rule has
+/// no simplified form ([`lower::for_dims`]). Included after the header of the same rule.
+pub fn render_branchless_simplified(rule: &Rule, catalog: &Catalog) -> anyhow::Result<Option<(String, usize, u32)>> {
+    let rule = resolved(rule, catalog)?;
+    let Some(simplified) = lower::for_dims(&rule) else { return Ok(None) };
+    let (text, comparisons) = branchless_text(&simplified.rule, catalog, &format!("{DETAIL_NAMESPACE}::fast"), "Nat")?;
+    Ok(Some((text, comparisons, simplified.bits)))
+}
+
+fn branchless_text(rule: &Rule, catalog: &Catalog, ns: &str, int_type: &str) -> anyhow::Result<(String, usize)> {
     let form = branchless(&rule.root, catalog)?;
     let comparisons = form.atoms.len();
     let text = render(
         BRANCHLESS_TEMPLATE,
         minijinja::context! {
             header => CPP_HEADER,
-            ns => DETAIL_NAMESPACE,
-            params => params,
+            ns => ns,
+            int_type => int_type,
+            params => params_of(rule),
             atoms => form.atoms,
             leaves => form.leaves,
             picks => form.picks,
@@ -267,9 +292,16 @@ pub fn render_branchless(rule: &Rule, catalog: &Catalog) -> anyhow::Result<(Stri
 /// `provenance` as the leading comment.
 pub fn render_cpp(rule: &Rule, catalog: &Catalog, provenance: &Provenance) -> anyhow::Result<String> {
     let rule = resolved(rule, catalog)?;
-    let used = rule.vars_used();
-    let params: Vec<TParam> = Var::ALL.iter().map(|v| TParam { name: v.upper(), used: used.contains(v) }).collect();
+    let params = params_of(&rule);
     let root = template_node(&rule.root, catalog, 1)?;
+    let fast = match lower::for_dims(&rule) {
+        Some(simplified) => Some(TFast {
+            bits: simplified.bits,
+            params: params_of(&simplified.rule),
+            root: template_node(&simplified.rule.root, catalog, 1)?,
+        }),
+        None => None,
+    };
     render(
         HEADER_TEMPLATE,
         minijinja::context! {
@@ -277,8 +309,22 @@ pub fn render_cpp(rule: &Rule, catalog: &Catalog, provenance: &Provenance) -> an
             ns => DETAIL_NAMESPACE,
             params => params,
             root => root,
+            fast => fast,
         },
     )
+}
+
+/// The rule simplified for real shapes ([`lower::for_dims`]), as the header's `fast::select` renders it.
+#[derive(Serialize)]
+struct TFast {
+    bits: u32,
+    params: Vec<TParam>,
+    root: TNode,
+}
+
+fn params_of(rule: &Rule) -> Vec<TParam> {
+    let used = rule.vars_used();
+    Var::ALL.iter().map(|v| TParam { name: v.upper(), used: used.contains(v) }).collect()
 }
 
 /// A condition prepared for the header: every operation whose operands are both constant is replaced by

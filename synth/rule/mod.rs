@@ -12,6 +12,7 @@ pub(crate) mod error;
 pub(crate) mod generated;
 pub(crate) mod interp;
 pub mod ir;
+pub mod lower;
 pub mod parse_cpp;
 pub(crate) mod parse_rust;
 pub(crate) mod source;
