@@ -268,7 +268,12 @@ fn arb_tile_cond() -> impl Strategy<Value = Cond> {
         Just(CmpOp::Ne)
     ];
     let threshold = prop_oneof![3 => (-4i64..=5000).prop_map(lit), 1 => arb_tile_expr()];
-    let cmp_s = (op, arb_tile_expr(), threshold).prop_map(|(op, a, b)| Cond::cmp(op, a, b));
+    // Differences of two features, as the `contrast` features write them.
+    let side = prop_oneof![
+        3 => arb_tile_expr(),
+        1 => (arb_tile_expr(), arb_tile_expr()).prop_map(|(a, b)| Expr::bin(BinOp::Sub, a, b)),
+    ];
+    let cmp_s = (op, side, threshold).prop_map(|(op, a, b)| Cond::cmp(op, a, b));
     cmp_s.prop_recursive(2, 6, 3, |inner| {
         prop_oneof![
             proptest::collection::vec(inner.clone(), 2..3).prop_map(Cond::And),
@@ -975,8 +980,8 @@ fn branchless_form_and_tree_match_the_interpreter_on_hostile_shapes() {
     rules.extend(random_rules(24));
     rules.extend(random_tile_rules(24));
     // Most of the rules have a simplified form, over domains of several sizes, so the dispatcher's
-    // simplified path and its edge are exercised; the hand-written rules with subtractions and negative
-    // literals keep the exact path only.
+    // simplified path and its edge are exercised; rules with differences inside products or negative
+    // factors keep the exact path only.
     let bits: Vec<Option<u32>> = rules.iter().map(|r| gemm_synth::rule::lower::for_dims(r).map(|s| s.bits)).collect();
     assert!(bits[4] == Some(30), "the committed rule is simplified below 2^30: {bits:?}");
     assert!(bits.iter().filter(|b| b.is_some()).count() >= 24, "{bits:?}");

@@ -11,9 +11,9 @@
 //!   arithmetic (what the header's fast form does) computes the same values.
 //!
 //! The domain is the widest `0..2^bits` (bits <= 31) where that holds: a product of three tile counts
-//! may exceed i64 near `INT_MAX` but not below 2^30. A rule for which no domain works (a subtraction
-//! that may go negative, a literal below zero, a divisor that may be zero) has no simplified form, and
-//! the renderers keep only the exact general form for it.
+//! may exceed i64 near `INT_MAX` but not below 2^30. A rule for which no domain works (a difference
+//! inside a product or a division, a literal factor below zero, a divisor that may be zero) has no
+//! simplified form, and the renderers keep only the exact general form for it.
 //!
 //! Value bounds come from interval arithmetic over the domain (every operator is monotone in each operand
 //! on non-negative values). Comparisons against a literal are rewritten with identities that hold for
@@ -25,7 +25,9 @@
 //! - `X + c <= t`       ⇔  `X <= t − c`  (and the same for `>=`, and `X − c` with `t + c`)
 //!
 //! (`<` and `>` become `<=` and `>=` against t − 1 and t + 1 first), and a comparison its bounds decide
-//! becomes a constant. Inside expressions, `cdiv(cdiv(X, a), b)` = `cdiv(X, a·b)`, `(X / a) / b` =
+//! becomes a constant. Before that, each side's top-level sum is split into terms: terms subtracted on
+//! one side move to the other and the constants gather on one side (`A − B <= −1` becomes `A + 1 <= B`),
+//! so differences of tile counts, which may be negative, compare non-negative sums. Inside expressions, `cdiv(cdiv(X, a), b)` = `cdiv(X, a·b)`, `(X / a) / b` =
 //! `X / (a·b)` and `cdiv(X·c, d)` = `cdiv(X, d / c)` when c divides d.
 
 use super::ir::{BinOp, CmpOp, Cond, Expr, Node, Rule};
@@ -40,6 +42,31 @@ const I64_MAX: i128 = i64::MAX as i128;
 pub struct Simplified {
     pub rule: Rule,
     pub bits: u32,
+}
+
+/// A side of a comparison as a sum: `constant + Σ plus − Σ minus`, with the bounds of the whole.
+struct Linear {
+    constant: i128,
+    plus: Vec<Expr>,
+    minus: Vec<Expr>,
+    lo: i128,
+    hi: i128,
+}
+
+/// The sum of `terms` (left to right), `None` for no term.
+fn sum(terms: Vec<Expr>) -> Option<Expr> {
+    terms.into_iter().reduce(|a, b| Expr::bin(BinOp::Add, a, b))
+}
+
+fn compare_i128(op: CmpOp, a: i128, b: i128) -> bool {
+    match op {
+        CmpOp::Lt => a < b,
+        CmpOp::Le => a <= b,
+        CmpOp::Gt => a > b,
+        CmpOp::Ge => a >= b,
+        CmpOp::Eq => a == b,
+        CmpOp::Ne => a != b,
+    }
 }
 
 /// Bounds of an expression's value over the domain.
@@ -144,20 +171,66 @@ impl Lower {
         }
     }
 
-    fn cmp(&self, op: CmpOp, lhs: &Expr, rhs: &Expr) -> Option<Cond> {
-        // A constant side is only a threshold; the other must stay in range.
-        for side in [lhs, rhs] {
-            if side.constant_value().is_none() {
-                self.bounds(side)?;
-            }
+    /// The top-level sum of `e`: a constant plus terms added and terms subtracted, each term in range;
+    /// `None` when a term is not, or when a partial sum of `e` may leave i64 (then `e` itself may wrap).
+    fn linear(&self, e: &Expr) -> Option<Linear> {
+        if let Some(v) = e.constant_value() {
+            let v = i128::from(v);
+            return Some(Linear { constant: v, plus: Vec::new(), minus: Vec::new(), lo: v, hi: v });
         }
-        let (lhs, rhs) = (self.expr(lhs), self.expr(rhs));
-        let (op, x, t) = match (lhs.constant_value(), rhs.constant_value()) {
-            (Some(a), Some(b)) => return Some(Cond::Const(super::interp::compare(op, a, b))),
-            (_, Some(t)) => (op, lhs, i128::from(t)),
-            (Some(t), None) => (op.swapped(), rhs, i128::from(t)),
-            (None, None) => return Some(Cond::cmp(op, lhs, rhs)),
+        let sum = match e {
+            Expr::Bin { op: op @ (BinOp::Add | BinOp::Sub), lhs, rhs } => {
+                let (a, b) = (self.linear(lhs)?, self.linear(rhs)?);
+                if *op == BinOp::Add {
+                    Linear {
+                        constant: a.constant + b.constant,
+                        plus: [a.plus, b.plus].concat(),
+                        minus: [a.minus, b.minus].concat(),
+                        lo: a.lo + b.lo,
+                        hi: a.hi + b.hi,
+                    }
+                } else {
+                    Linear {
+                        constant: a.constant - b.constant,
+                        plus: [a.plus, b.minus].concat(),
+                        minus: [a.minus, b.plus].concat(),
+                        lo: a.lo - b.hi,
+                        hi: a.hi - b.lo,
+                    }
+                }
+            }
+            term => {
+                let b = self.bounds(term)?;
+                Linear { constant: 0, plus: vec![self.expr(term)], minus: Vec::new(), lo: b.lo, hi: b.hi }
+            }
         };
+        (sum.lo >= i128::from(i64::MIN) && sum.hi <= I64_MAX).then_some(sum)
+    }
+
+    fn cmp(&self, op: CmpOp, lhs: &Expr, rhs: &Expr) -> Option<Cond> {
+        // L op R  ⇔  (terms added to L, subtracted from R) op (terms added to R, subtracted from L) + c:
+        // every side a sum of non-negative terms, the constants gathered in c.
+        let (l, r) = (self.linear(lhs)?, self.linear(rhs)?);
+        let left = sum([l.plus, r.minus].concat());
+        let right = sum([r.plus, l.minus].concat());
+        let c = r.constant - l.constant;
+        let (op, x, t) = match (left, right) {
+            (None, None) => return Some(Cond::Const(compare_i128(op, 0, c))),
+            (Some(x), None) => (op, x, c),
+            // 0 op Y + c  ⇔  Y op' -c.
+            (None, Some(y)) => (op.swapped(), y, -c),
+            (Some(x), Some(y)) => {
+                let (x, y) = match c {
+                    0 => (x, y),
+                    c if c > 0 => (x, Expr::bin(BinOp::Add, y, Expr::Lit(i64::try_from(c).ok()?))),
+                    c => (Expr::bin(BinOp::Add, x, Expr::Lit(i64::try_from(-c).ok()?)), y),
+                };
+                self.bounds(&x)?;
+                self.bounds(&y)?;
+                return Some(Cond::cmp(op, x, y));
+            }
+        };
+        self.bounds(&x)?;
         // Only <=, >=, == and != from here on.
         let (op, t) = match op {
             CmpOp::Lt => (CmpOp::Le, t - 1),
@@ -276,6 +349,16 @@ mod tests {
         assert_eq!(lowered(Cond::cmp(CmpOp::Le, mul(lit(3), n()), lit(10))), "N <= 3");
         assert_eq!(lowered(Cond::cmp(CmpOp::Ge, mul(n(), lit(3)), lit(10))), "N >= 4");
         assert_eq!(lowered(Cond::cmp(CmpOp::Ge, Expr::bin(BinOp::Div, k(), lit(10)), lit(4))), "K >= 40");
+        // Sums and differences at the top of a side: the terms move so that both sides are sums.
+        assert_eq!(lowered(Cond::cmp(CmpOp::Lt, Expr::bin(BinOp::Sub, m(), lit(5)), lit(10))), "M <= 14");
+        let waves = |tm: i64| cdiv(mul(cdiv(m(), lit(tm)), cdiv(n(), lit(128))), lit(304));
+        let contrast = Cond::cmp(CmpOp::Le, Expr::bin(BinOp::Sub, waves(128), waves(64)), lit(-1));
+        assert_eq!(
+            lowered(contrast),
+            "cdiv(cdiv(M, 128) * cdiv(N, 128), 304) + 1 <= cdiv(cdiv(M, 64) * cdiv(N, 128), 304)"
+        );
+        let both = Cond::cmp(CmpOp::Ge, Expr::bin(BinOp::Sub, m(), n()), Expr::bin(BinOp::Sub, k(), lit(3)));
+        assert_eq!(lowered(both), "M + 3 >= K + N");
         // >= through a ceiling: cdiv(M, 16) >= 3  ⇔  M >= 33; a literal on the left is swapped.
         assert_eq!(lowered(Cond::cmp(CmpOp::Ge, cdiv(m(), lit(16)), lit(3))), "M >= 33");
         assert_eq!(lowered(Cond::cmp(CmpOp::Gt, lit(1024), k())), "K <= 1023");
@@ -294,8 +377,10 @@ mod tests {
 
     #[test]
     fn expressions_that_may_leave_the_range_keep_the_rule_out() {
-        let minus = Cond::cmp(CmpOp::Lt, Expr::bin(BinOp::Sub, m(), lit(5)), lit(10));
-        assert!(for_dims(&rule_of(minus)).is_none(), "M - 5 is negative for M < 5");
+        let inner = Cond::cmp(CmpOp::Lt, mul(Expr::bin(BinOp::Sub, m(), lit(5)), n()), lit(10));
+        assert!(for_dims(&rule_of(inner)).is_none(), "M - 5 is negative for M < 5, and a factor");
+        let wraps = Cond::cmp(CmpOp::Le, Expr::bin(BinOp::Add, m(), lit(i64::MAX)), lit(5));
+        assert!(for_dims(&rule_of(wraps)).is_none(), "M + INT64_MAX wraps for M >= 1");
         assert!(for_dims(&rule_of(Cond::cmp(CmpOp::Lt, m(), n()))).is_some_and(|s| s.bits == 31));
         let neg = Cond::cmp(CmpOp::Lt, mul(m(), lit(-2)), n());
         assert!(for_dims(&rule_of(neg)).is_none());
