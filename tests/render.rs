@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 
 use gemm_synth::catalog::{Candidate, Catalog};
 use gemm_synth::render::{self, cpp, Provenance, StaleFiles};
-use gemm_synth::rule::{BinOp, CmpOp, Cond, Expr, Leaf, Node, Rule, Var};
+use gemm_synth::rule::{BinOp, CmpOp, Cond, Expr, Leaf, Node, Rule};
 use gemm_synth::table::{Cell, LatencyMatrix, Shape};
 use proptest::strategy::{Strategy, ValueTree};
 use rand::{Rng, SeedableRng};
@@ -18,18 +18,7 @@ use rand::{Rng, SeedableRng};
 // ---------------------------------------------------------------------------------------------------
 // Rule construction helpers.
 
-fn m() -> Expr {
-    Expr::Var(Var::M)
-}
-fn n() -> Expr {
-    Expr::Var(Var::N)
-}
-fn k() -> Expr {
-    Expr::Var(Var::K)
-}
-fn lit(v: i64) -> Expr {
-    Expr::Lit(v)
-}
+use gemm_synth::rule::ir::build::{k, lit, m, n};
 fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
     Expr::bin(op, a, b)
 }
@@ -208,16 +197,14 @@ fn arb_expr() -> impl Strategy<Value = Expr> {
     })
 }
 
+fn arb_cmp_op() -> impl Strategy<Value = CmpOp> {
+    use proptest::prelude::*;
+    prop_oneof![Just(CmpOp::Lt), Just(CmpOp::Le), Just(CmpOp::Gt), Just(CmpOp::Ge), Just(CmpOp::Eq), Just(CmpOp::Ne)]
+}
+
 fn arb_cond() -> impl Strategy<Value = Cond> {
     use proptest::prelude::*;
-    let op = prop_oneof![
-        Just(CmpOp::Lt),
-        Just(CmpOp::Le),
-        Just(CmpOp::Gt),
-        Just(CmpOp::Ge),
-        Just(CmpOp::Eq),
-        Just(CmpOp::Ne)
-    ];
+    let op = arb_cmp_op();
     let cmp_s = (op, arb_expr(), arb_expr()).prop_map(|(op, a, b)| Cond::cmp(op, a, b));
     let atom = prop_oneof![8 => cmp_s, 1 => any::<bool>().prop_map(Cond::Const)];
     atom.prop_recursive(2, 6, 3, |inner| {
@@ -259,14 +246,7 @@ fn arb_tile_expr() -> impl Strategy<Value = Expr> {
 
 fn arb_tile_cond() -> impl Strategy<Value = Cond> {
     use proptest::prelude::*;
-    let op = prop_oneof![
-        Just(CmpOp::Lt),
-        Just(CmpOp::Le),
-        Just(CmpOp::Gt),
-        Just(CmpOp::Ge),
-        Just(CmpOp::Eq),
-        Just(CmpOp::Ne)
-    ];
+    let op = arb_cmp_op();
     let threshold = prop_oneof![3 => (-4i64..=5000).prop_map(lit), 1 => arb_tile_expr()];
     // Differences of two features, as the `contrast` features write them.
     let side = prop_oneof![

@@ -36,18 +36,7 @@ fn ids(rule: &Rule) -> Vec<i32> {
     rule.leaves().iter().map(|l| l.kernel_id).collect()
 }
 
-fn m() -> Expr {
-    Expr::Var(Var::M)
-}
-fn n() -> Expr {
-    Expr::Var(Var::N)
-}
-fn k() -> Expr {
-    Expr::Var(Var::K)
-}
-fn lit(v: i64) -> Expr {
-    Expr::Lit(v)
-}
+use gemm_synth::rule::ir::build::{k, lit, m, n};
 fn cmp(op: CmpOp, a: Expr, b: Expr) -> Cond {
     Cond::cmp(op, a, b)
 }

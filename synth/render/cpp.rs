@@ -310,6 +310,7 @@ pub fn render_cpp(rule: &Rule, catalog: &Catalog, provenance: &Provenance) -> an
             params => params,
             root => root,
             fast => fast,
+            comparisons => ["<", "<=", ">", ">=", "==", "!="],
         },
     )
 }

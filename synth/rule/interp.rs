@@ -36,7 +36,7 @@ pub fn apply(op: BinOp, a: i64, b: i64) -> i64 {
 }
 
 /// Applies a comparison.
-pub fn compare(op: CmpOp, a: i64, b: i64) -> bool {
+pub fn compare<T: Ord>(op: CmpOp, a: T, b: T) -> bool {
     match op {
         CmpOp::Lt => a < b,
         CmpOp::Le => a <= b,

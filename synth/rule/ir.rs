@@ -398,3 +398,37 @@ impl Rule {
         Rule { root: self.root.canonical(), note: self.note.clone() }
     }
 }
+
+/// Short constructors for writing rules in Rust (the synthesizer's features, tests).
+pub mod build {
+    use super::{BinOp, Expr, Var};
+
+    /// The variable M.
+    pub fn m() -> Expr {
+        Expr::Var(Var::M)
+    }
+    /// The variable N.
+    pub fn n() -> Expr {
+        Expr::Var(Var::N)
+    }
+    /// The variable K.
+    pub fn k() -> Expr {
+        Expr::Var(Var::K)
+    }
+    /// A variable.
+    pub fn var(v: Var) -> Expr {
+        Expr::Var(v)
+    }
+    /// A literal.
+    pub fn lit(v: i64) -> Expr {
+        Expr::Lit(v)
+    }
+    /// `cdiv(a, b)`.
+    pub fn cdiv(a: Expr, b: Expr) -> Expr {
+        Expr::bin(BinOp::CeilDiv, a, b)
+    }
+    /// `a * b`.
+    pub fn mul(a: Expr, b: Expr) -> Expr {
+        Expr::bin(BinOp::Mul, a, b)
+    }
+}

@@ -58,17 +58,6 @@ fn sum(terms: Vec<Expr>) -> Option<Expr> {
     terms.into_iter().reduce(|a, b| Expr::bin(BinOp::Add, a, b))
 }
 
-fn compare_i128(op: CmpOp, a: i128, b: i128) -> bool {
-    match op {
-        CmpOp::Lt => a < b,
-        CmpOp::Le => a <= b,
-        CmpOp::Gt => a > b,
-        CmpOp::Ge => a >= b,
-        CmpOp::Eq => a == b,
-        CmpOp::Ne => a != b,
-    }
-}
-
 /// Bounds of an expression's value over the domain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Bounds {
@@ -215,7 +204,7 @@ impl Lower {
         let right = sum([r.plus, l.minus].concat());
         let c = r.constant - l.constant;
         let (op, x, t) = match (left, right) {
-            (None, None) => return Some(Cond::Const(compare_i128(op, 0, c))),
+            (None, None) => return Some(Cond::Const(super::interp::compare(op, 0, c))),
             (Some(x), None) => (op, x, c),
             // 0 op Y + c  ⇔  Y op' -c.
             (None, Some(y)) => (op.swapped(), y, -c),
@@ -293,29 +282,12 @@ fn ceil_div(a: i128, b: i128) -> i128 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rule::ir::build::{cdiv, k, lit, m, mul, n};
     use crate::rule::text::cond_to_cpp;
-    use crate::rule::{Leaf, Var};
+    use crate::rule::Leaf;
 
     const DIM_MAX: i64 = i32::MAX as i64;
 
-    fn m() -> Expr {
-        Expr::Var(Var::M)
-    }
-    fn n() -> Expr {
-        Expr::Var(Var::N)
-    }
-    fn k() -> Expr {
-        Expr::Var(Var::K)
-    }
-    fn lit(v: i64) -> Expr {
-        Expr::Lit(v)
-    }
-    fn cdiv(a: Expr, b: Expr) -> Expr {
-        Expr::bin(BinOp::CeilDiv, a, b)
-    }
-    fn mul(a: Expr, b: Expr) -> Expr {
-        Expr::bin(BinOp::Mul, a, b)
-    }
     fn rule_of(c: Cond) -> Rule {
         Rule::new(Node::Chain {
             branches: vec![(c, Node::Leaf(Leaf::new(5, 0)))],

@@ -15,6 +15,7 @@
 use std::collections::BTreeSet;
 
 use crate::catalog::{Candidate, Catalog};
+use crate::rule::ir::build::{cdiv, lit, mul, var};
 use crate::rule::{BinOp, Expr, Var};
 
 /// A named split feature.
@@ -48,22 +49,6 @@ pub enum FeatureSet {
     /// The machine features plus, for every pair of distinct tiles `a`, `b`, `waves(a) - waves(b)`: which
     /// tile fills the compute units in fewer rounds, a comparison that carries over between layers.
     Contrast,
-}
-
-fn var(v: Var) -> Expr {
-    Expr::Var(v)
-}
-
-fn lit(v: i64) -> Expr {
-    Expr::Lit(v)
-}
-
-fn cdiv(a: Expr, b: Expr) -> Expr {
-    Expr::bin(BinOp::CeilDiv, a, b)
-}
-
-fn mul(a: Expr, b: Expr) -> Expr {
-    Expr::bin(BinOp::Mul, a, b)
 }
 
 /// The raw dimensions: M, N, K.
