@@ -202,7 +202,7 @@ fn arb_cmp_op() -> impl Strategy<Value = CmpOp> {
     prop_oneof![Just(CmpOp::Lt), Just(CmpOp::Le), Just(CmpOp::Gt), Just(CmpOp::Ge), Just(CmpOp::Eq), Just(CmpOp::Ne)]
 }
 
-fn arb_cond() -> impl Strategy<Value = Cond> {
+fn arb_cond() -> impl Strategy<Value = Cond> + Clone {
     use proptest::prelude::*;
     let op = arb_cmp_op();
     let cmp_s = (op, arb_expr(), arb_expr()).prop_map(|(op, a, b)| Cond::cmp(op, a, b));
@@ -216,13 +216,26 @@ fn arb_cond() -> impl Strategy<Value = Cond> {
     })
 }
 
-fn arb_node() -> impl Strategy<Value = Node> {
+/// Rules whose chains have `branches` branches, each condition drawn from `cond`.
+fn arb_node(
+    cond: impl Strategy<Value = Cond> + Clone + 'static,
+    branches: std::ops::Range<usize>,
+) -> impl Strategy<Value = Node> {
     use proptest::prelude::*;
     let leaf_s = (0i32..19, 0u32..4).prop_map(|(id, sk)| leaf(id, sk));
-    leaf_s.prop_recursive(4, 24, 3, |inner| {
-        (proptest::collection::vec((arb_cond(), inner.clone()), 0..4), inner)
+    leaf_s.prop_recursive(4, 24, 3, move |inner| {
+        (proptest::collection::vec((cond.clone(), inner.clone()), branches.clone()), inner)
             .prop_map(|(branches, otherwise)| chain(branches, otherwise))
     })
+}
+
+/// `count` rules drawn from `node` with a fixed seed, so the compiled programs are reproducible.
+fn sample_rules(node: impl Strategy<Value = Node>, seed: u8, count: usize) -> Vec<Rule> {
+    let mut runner = proptest::test_runner::TestRunner::new_with_rng(
+        proptest::test_runner::Config::default(),
+        proptest::test_runner::TestRng::from_seed(proptest::test_runner::RngAlgorithm::ChaCha, &[seed; 32]),
+    );
+    (0..count).map(|_| Rule::new(node.new_tree(&mut runner).expect("strategy").current())).collect()
 }
 
 /// Expressions as the search writes them (tile counts, products, sums, min / max, divisions by positive
@@ -244,7 +257,7 @@ fn arb_tile_expr() -> impl Strategy<Value = Expr> {
     })
 }
 
-fn arb_tile_cond() -> impl Strategy<Value = Cond> {
+fn arb_tile_cond() -> impl Strategy<Value = Cond> + Clone {
     use proptest::prelude::*;
     let op = arb_cmp_op();
     let threshold = prop_oneof![3 => (-4i64..=5000).prop_map(lit), 1 => arb_tile_expr()];
@@ -264,25 +277,11 @@ fn arb_tile_cond() -> impl Strategy<Value = Cond> {
 }
 
 fn random_tile_rules(count: usize) -> Vec<Rule> {
-    use proptest::prelude::*;
-    let mut runner = proptest::test_runner::TestRunner::new_with_rng(
-        proptest::test_runner::Config::default(),
-        proptest::test_runner::TestRng::from_seed(proptest::test_runner::RngAlgorithm::ChaCha, &[9; 32]),
-    );
-    let leaf_s = (0i32..19, 0u32..4).prop_map(|(id, sk)| leaf(id, sk));
-    let node = leaf_s.prop_recursive(4, 24, 3, |inner| {
-        (proptest::collection::vec((arb_tile_cond(), inner.clone()), 1..4), inner)
-            .prop_map(|(branches, otherwise)| chain(branches, otherwise))
-    });
-    (0..count).map(|_| Rule::new(node.new_tree(&mut runner).expect("strategy").current())).collect()
+    sample_rules(arb_node(arb_tile_cond(), 1..4), 9, count)
 }
 
 fn random_rules(count: usize) -> Vec<Rule> {
-    let mut runner = proptest::test_runner::TestRunner::new_with_rng(
-        proptest::test_runner::Config::default(),
-        proptest::test_runner::TestRng::from_seed(proptest::test_runner::RngAlgorithm::ChaCha, &[42; 32]),
-    );
-    (0..count).map(|_| Rule::new(arb_node().new_tree(&mut runner).expect("strategy").current())).collect()
+    sample_rules(arb_node(arb_cond(), 0..4), 42, count)
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -49,8 +49,7 @@ struct Linear {
     constant: i128,
     plus: Vec<Expr>,
     minus: Vec<Expr>,
-    lo: i128,
-    hi: i128,
+    bounds: Bounds,
 }
 
 /// The sum of `terms` (left to right), `None` for no term.
@@ -63,6 +62,15 @@ fn sum(terms: Vec<Expr>) -> Option<Expr> {
 struct Bounds {
     lo: i128,
     hi: i128,
+}
+
+impl Bounds {
+    fn plus(self, o: Bounds) -> Bounds {
+        Bounds { lo: self.lo + o.lo, hi: self.hi + o.hi }
+    }
+    fn minus(self, o: Bounds) -> Bounds {
+        Bounds { lo: self.lo - o.hi, hi: self.hi - o.lo }
+    }
 }
 
 /// The rule simplified for M, N, K in `0..2^bits`, for the largest `bits` <= [`MAX_BITS`] that keeps it
@@ -113,8 +121,8 @@ impl Lower {
             Expr::Bin { op, lhs, rhs } => {
                 let (a, b) = (self.bounds(lhs)?, self.bounds(rhs)?);
                 match op {
-                    BinOp::Add => Bounds { lo: a.lo + b.lo, hi: a.hi + b.hi },
-                    BinOp::Sub => Bounds { lo: a.lo - b.hi, hi: a.hi - b.lo },
+                    BinOp::Add => a.plus(b),
+                    BinOp::Sub => a.minus(b),
                     BinOp::Mul => Bounds { lo: a.lo * b.lo, hi: a.hi * b.hi },
                     BinOp::Div if b.lo >= 1 => Bounds { lo: a.lo / b.hi, hi: a.hi / b.lo },
                     // `a + b - 1` is computed too.
@@ -165,7 +173,7 @@ impl Lower {
     fn linear(&self, e: &Expr) -> Option<Linear> {
         if let Some(v) = e.constant_value() {
             let v = i128::from(v);
-            return Some(Linear { constant: v, plus: Vec::new(), minus: Vec::new(), lo: v, hi: v });
+            return Some(Linear { constant: v, plus: Vec::new(), minus: Vec::new(), bounds: Bounds { lo: v, hi: v } });
         }
         let sum = match e {
             Expr::Bin { op: op @ (BinOp::Add | BinOp::Sub), lhs, rhs } => {
@@ -175,25 +183,20 @@ impl Lower {
                         constant: a.constant + b.constant,
                         plus: [a.plus, b.plus].concat(),
                         minus: [a.minus, b.minus].concat(),
-                        lo: a.lo + b.lo,
-                        hi: a.hi + b.hi,
+                        bounds: a.bounds.plus(b.bounds),
                     }
                 } else {
                     Linear {
                         constant: a.constant - b.constant,
                         plus: [a.plus, b.minus].concat(),
                         minus: [a.minus, b.plus].concat(),
-                        lo: a.lo - b.hi,
-                        hi: a.hi - b.lo,
+                        bounds: a.bounds.minus(b.bounds),
                     }
                 }
             }
-            term => {
-                let b = self.bounds(term)?;
-                Linear { constant: 0, plus: vec![self.expr(term)], minus: Vec::new(), lo: b.lo, hi: b.hi }
-            }
+            term => Linear { constant: 0, plus: vec![self.expr(term)], minus: Vec::new(), bounds: self.bounds(term)? },
         };
-        (sum.lo >= i128::from(i64::MIN) && sum.hi <= I64_MAX).then_some(sum)
+        (sum.bounds.lo >= i128::from(i64::MIN) && sum.bounds.hi <= I64_MAX).then_some(sum)
     }
 
     fn cmp(&self, op: CmpOp, lhs: &Expr, rhs: &Expr) -> Option<Cond> {
