@@ -139,8 +139,10 @@ inline bool operator>=(Nat a, Nat b) { return a.v >= b.v; }
 inline bool operator==(Nat a, Nat b) { return a.v == b.v; }
 inline bool operator!=(Nat a, Nat b) { return a.v != b.v; }
 
+// Always inlined (as is the dispatcher): the tree is on the path of every untuned call, and in the
+// caller it costs less than behind a call (benches/aiter_dispatch.rs times both).
 template <typename DDataType, typename EDataType>
-BlockscaleChoice select(Nat M, Nat N, Nat K)
+[[gnu::always_inline]] inline BlockscaleChoice select(Nat M, Nat N, Nat K)
 {
     if(cdiv(M, 16) * cdiv(N, 64) <= 148) {
         if(cdiv(M, 16) * cdiv(N, 64) <= 66) {
@@ -199,7 +201,7 @@ BlockscaleChoice select(Nat M, Nat N, Nat K)
 
 // Kernel selection for Y[M, N] = XQ[M, K] * WQ[N, K]^T (DDataType: scale type, EDataType: output type).
 template <typename DDataType, typename EDataType = DDataType>
-BlockscaleChoice a8w8_blockscale_heuristic_dispatch(int M, int N, int K)
+[[gnu::always_inline]] inline BlockscaleChoice a8w8_blockscale_heuristic_dispatch(int M, int N, int K)
 {
     // Every dimension in 0 .. 2^30 - 1 (one test: a negative int has its top bit set).
     if((static_cast<uint32_t>(M | N | K) >> 30) == 0)

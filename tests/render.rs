@@ -543,7 +543,7 @@ fn header_has_the_aiter_interface_and_nothing_aiter_defines() {
     assert!(lines.contains(&"#pragma once"));
     assert!(text.contains("struct BlockscaleChoice\n{\n    BlockwiseKernel kernel;\n    int splitK;\n};\n"));
     assert!(text.contains(
-        "template <typename DDataType, typename EDataType = DDataType>\nBlockscaleChoice a8w8_blockscale_heuristic_dispatch(int M, int N, int K)\n"
+        "template <typename DDataType, typename EDataType = DDataType>\n[[gnu::always_inline]] inline BlockscaleChoice a8w8_blockscale_heuristic_dispatch(int M, int N, int K)\n"
     ));
     assert!(!text.contains("using BlockwiseKernel"), "BlockwiseKernel is AITER's: the header must not define it");
     assert!(!text.contains("torch::Tensor"), "the header declares no instance");
@@ -554,7 +554,10 @@ fn header_has_the_aiter_interface_and_nothing_aiter_defines() {
     assert!(text.contains("    if(M <= 64 && N >= 4096) {\n        if(K >= 8192) {\n"));
     assert!(text.contains("    } else if(cdiv(M, 128) * cdiv(N, 128) <= 304) {\n"));
     // The simplified tree (the rule has one for every non-negative int) and the dispatcher's one test.
-    assert!(text.contains("namespace fast {\n") && text.contains("BlockscaleChoice select(Nat M, Nat N, Nat K)\n"));
+    assert!(
+        text.contains("namespace fast {\n")
+            && text.contains("[[gnu::always_inline]] inline BlockscaleChoice select(Nat M, Nat N, Nat K)\n")
+    );
     assert!(text.contains(
         "    if((static_cast<uint32_t>(M | N | K) >> 31) == 0)\n        return gemm_synth_blockscale_rule::fast::select<DDataType, EDataType>("
     ));
