@@ -2,7 +2,7 @@ fn main() {
     if let Err(e) = gemm_synth::cli::main_entry() {
         // Text from inputs can sit in any message: control, bidi and invisible characters are shown as
         // code points so the message reads as what it says.
-        eprintln!("error: {}", gemm_synth::render::sanitize::shown_with(&format!("{e:#}"), true));
+        eprintln!("error: {}", gemm_synth::sanitize::shown_with(&format!("{e:#}"), true));
         let drift = e.downcast_ref::<gemm_synth::app::drift_remeasure::DriftDetected>().is_some();
         std::process::exit(if drift { gemm_synth::app::drift_remeasure::EXIT_DRIFT } else { 1 });
     }

@@ -126,7 +126,7 @@ fn hostile_device_and_file_names_stay_comments_and_the_command_is_quoted() {
     assert!(sh.status.success());
     assert!(!dir.path().join("PWNED").exists(), "pasting the command ran `touch`");
     let words: Vec<String> = String::from_utf8(sh.stdout).unwrap().lines().map(str::to_string).collect();
-    let shown = gemm_synth::render::sanitize::comment_line(&data.display().to_string());
+    let shown = gemm_synth::sanitize::comment_line(&data.display().to_string());
     assert!(words.contains(&shown), "{words:?}");
 }
 

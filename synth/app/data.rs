@@ -112,7 +112,7 @@ impl Dataset {
         match self {
             Dataset::Embedded(f) => Ok(Cow::Borrowed(f.bytes)),
             Dataset::File(p) => {
-                crate::table::input::read_bytes_capped(p, crate::table::input::MAX_TABLE_BYTES, "dataset")
+                crate::input::read_bytes_capped(p, crate::input::MAX_TABLE_BYTES, "dataset")
                     .map(Cow::Owned)
                     .map_err(|e| anyhow::anyhow!("cannot read dataset {}: {e}", p.display()))
             }

@@ -97,7 +97,7 @@ impl Invocation {
     }
 }
 
-pub use crate::render::sanitize::shell_word;
+pub use crate::sanitize::shell_word;
 
 #[cfg(test)]
 mod tests {

@@ -116,7 +116,7 @@ impl MultiData {
         let text = if !manifest.exists() && manifest == Path::new(super::data::EMBEDDED_MANIFEST.0) {
             super::data::EMBEDDED_MANIFEST.1.to_string()
         } else {
-            crate::table::input::read_text_capped(manifest, crate::table::input::MAX_SPEC_BYTES, "dataset manifest")
+            crate::input::read_text_capped(manifest, crate::input::MAX_SPEC_BYTES, "dataset manifest")
                 .with_context(|| format!("cannot read the dataset manifest {}", manifest.display()))?
         };
         let file: ManifestFile = toml::from_str(&text).map_err(|e| {

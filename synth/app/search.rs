@@ -287,7 +287,7 @@ fn winner<'a>(outcome: &'a LoopOutcome, catalog: &Catalog) -> anyhow::Result<(Ru
             .take(3)
             .map(|a| {
                 let feedback = crate::engine::first_line(&a.eval.feedback, 300);
-                format!("attempt {} ({}): {}", a.id, a.proposer, crate::render::sanitize::shown(&feedback))
+                format!("attempt {} ({}): {}", a.id, a.proposer, crate::sanitize::shown(&feedback))
             })
             .collect();
         bail!(
@@ -459,12 +459,12 @@ fn check_trace_settings(args: &SearchArgs, trace: &std::path::Path) -> anyhow::R
                 bail!(
                     "{}: the trace holds no attempt, only an unreadable line ({}); delete it or run without --resume",
                     trace.display(),
-                    crate::render::sanitize::shown(tail)
+                    crate::sanitize::shown(tail)
                 );
             }
         }
         let recorded =
-            crate::table::input::read_text_capped(&path, crate::table::input::MAX_SPEC_BYTES, "settings record")
+            crate::input::read_text_capped(&path, crate::input::MAX_SPEC_BYTES, "settings record")
                 .with_context(|| {
                     format!(
                         "cannot read {}, the settings the trace {} was written with; resume only a trace written by \

@@ -182,7 +182,7 @@ impl Harness {
             if line.trim().is_empty() {
                 continue;
             }
-            let shown = || crate::render::sanitize::shown(&line.chars().take(300).collect::<String>());
+            let shown = || crate::sanitize::shown(&line.chars().take(300).collect::<String>());
             let row: CellResult = match serde_json::from_str(&line) {
                 Ok(r) => r,
                 Err(e) => {
@@ -231,7 +231,7 @@ impl Harness {
 /// What a harness row must agree on with its plan cell and the journal before it is written: the
 /// kernel name the plan sent, libtype `ck`, and one device (gfx, CU count, device name) per journal.
 fn check_against_plan(row: &CellResult, cell: &PlanCell, device: &mut Option<(String, u32, String)>) -> Result<()> {
-    use crate::render::sanitize::shown;
+    use crate::sanitize::shown;
     if row.kernel_name != cell.kernel_name {
         bail!(
             "kernelName \"{}\" is not the plan's \"{}\" for kernelId {}",

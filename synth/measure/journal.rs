@@ -133,7 +133,7 @@ impl CellResult {
 /// Reads every row of a journal with the table reader ([`crate::table::read_aiter_csv`]'s strict checks,
 /// kernel names against `catalog`), after checking that the header is exactly the journal's.
 pub fn read_journal(path: &Path, catalog: &Catalog) -> Result<Vec<CellResult>> {
-    let bytes = crate::table::input::read_bytes_capped(path, crate::table::input::MAX_TABLE_BYTES, "journal")
+    let bytes = crate::input::read_bytes_capped(path, crate::input::MAX_TABLE_BYTES, "journal")
         .with_context(|| format!("cannot read journal {}", path.display()))?;
     read_journal_bytes(&bytes, &path.display().to_string(), catalog)
 }
@@ -214,12 +214,12 @@ impl Journal {
                 .open(path)
                 .with_context(|| format!("cannot open journal {}", path.display()))?;
             let mut bytes = Vec::new();
-            (&mut f).take(crate::table::input::MAX_TABLE_BYTES + 1).read_to_end(&mut bytes)?;
-            if bytes.len() as u64 > crate::table::input::MAX_TABLE_BYTES {
+            (&mut f).take(crate::input::MAX_TABLE_BYTES + 1).read_to_end(&mut bytes)?;
+            if bytes.len() as u64 > crate::input::MAX_TABLE_BYTES {
                 bail!(
                     "journal {} holds more than {} MiB, the cap for a journal; pass another --out",
                     path.display(),
-                    crate::table::input::MAX_TABLE_BYTES >> 20
+                    crate::input::MAX_TABLE_BYTES >> 20
                 );
             }
             let torn = crate::logfile::torn_tail(&bytes);
@@ -308,7 +308,7 @@ fn lock_journal(path: &Path) -> Result<File> {
         Err(std::fs::TryLockError::WouldBlock) => {
             let mut holder = String::new();
             let _ = file.take(4096).read_to_string(&mut holder);
-            let holder = crate::render::sanitize::shown(holder.trim());
+            let holder = crate::sanitize::shown(holder.trim());
             bail!(
                 "journal {} is in use by another measurement run ({}); wait for it to finish, or pass another --out",
                 path.display(),

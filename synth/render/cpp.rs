@@ -362,7 +362,7 @@ fn legacy_instances(catalog: &Catalog) -> anyhow::Result<Vec<TInstance>> {
     catalog
         .legacy_candidates()
         .iter()
-        .map(|i| Ok(TInstance { id: i.id, name: super::sanitize::cpp_identifier(&i.name)?.to_string() }))
+        .map(|i| Ok(TInstance { id: i.id, name: crate::sanitize::cpp_identifier(&i.name)?.to_string() }))
         .collect()
 }
 

@@ -17,7 +17,6 @@ pub(crate) mod csv;
 pub(crate) mod jinja;
 pub(crate) mod outdir;
 pub(crate) mod rust;
-pub mod sanitize;
 pub(crate) mod writer;
 
 use std::path::{Path, PathBuf};
@@ -113,6 +112,6 @@ pub(crate) fn leaf_instance<'c>(catalog: &'c Catalog, leaf: &Leaf) -> anyhow::Re
             catalog.legacy_candidates().len().saturating_sub(1)
         )
     })?;
-    sanitize::cpp_identifier(&inst.name)?;
+    crate::sanitize::cpp_identifier(&inst.name)?;
     Ok(inst)
 }

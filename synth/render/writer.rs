@@ -108,11 +108,11 @@ pub fn provenance_lines(title: &str, p: &Provenance) -> Vec<String> {
 }
 
 /// The comment header of a generated source: [`provenance_lines`] then [`rule_summary_lines`], each line
-/// passed through [`super::sanitize::comment_line`] (no data can end, splice or reorder a comment line).
+/// passed through [`crate::sanitize::comment_line`] (no data can end, splice or reorder a comment line).
 pub fn header_lines(title: &str, provenance: &Provenance, rule: &crate::rule::Rule) -> Vec<String> {
     let mut lines = provenance_lines(title, provenance);
     lines.extend(rule_summary_lines(rule));
-    lines.iter().map(|l| super::sanitize::comment_line(l)).collect()
+    lines.iter().map(|l| crate::sanitize::comment_line(l)).collect()
 }
 
 /// Lines describing the rule itself: its size and, when it has one, its note.

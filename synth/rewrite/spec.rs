@@ -539,7 +539,7 @@ pub fn parse_spec(text: &str, file: &Path) -> Result<RewriteSpec, SpecError> {
 /// Reads and parses a spec file.
 pub fn load_spec(path: &Path) -> Result<RewriteSpec, SpecError> {
     let text =
-        crate::table::input::read_text_capped(path, crate::table::input::MAX_SPEC_BYTES, "task spec").map_err(|e| {
+        crate::input::read_text_capped(path, crate::input::MAX_SPEC_BYTES, "task spec").map_err(|e| {
             SpecError {
                 file: path.to_path_buf(),
                 position: None,

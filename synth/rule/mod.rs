@@ -138,7 +138,7 @@ pub fn load_checked(path: &Path, catalog: &Catalog) -> anyhow::Result<Rule> {
     let parsed = load_with_source(path, catalog, None).map_err(|e| anyhow::anyhow!("{e}"))?;
     let issues = validate::validate_with_source(&parsed.rule, catalog, &parsed.source);
     if validate::has_errors(&issues) {
-        let file = crate::render::sanitize::shown(&path.display().to_string());
+        let file = crate::sanitize::shown(&path.display().to_string());
         let list: Vec<String> = issues
             .iter()
             .filter(|i| i.severity == Severity::Error)
@@ -155,7 +155,7 @@ pub fn load_checked(path: &Path, catalog: &Catalog) -> anyhow::Result<Rule> {
 /// Like [`load`], with an optional forced form, also returning source positions.
 pub fn load_with_source(path: &Path, catalog: &Catalog, form: Option<Form>) -> Result<Parsed, RuleError> {
     let name = path.display().to_string();
-    let text = crate::table::input::read_text_capped(path, crate::table::input::MAX_RULE_BYTES, "rule file")
+    let text = crate::input::read_text_capped(path, crate::input::MAX_RULE_BYTES, "rule file")
         .map_err(|e| RuleError::whole(format!("cannot read the rule file: {e}")).in_file(&name))?;
     let form = form.or_else(|| form_from_extension(path)).unwrap_or_else(|| detect_form(&text));
     parse_form(&text, form, catalog).map_err(|e| e.in_file(&name))

@@ -103,7 +103,7 @@ impl ModelSpec {
     /// Loads a spec from a TOML file.
     pub fn load(path: &Path) -> Result<ModelSpec, ShapeError> {
         let shown = path.display().to_string();
-        let text = crate::table::input::read_text_capped(path, crate::table::input::MAX_SPEC_BYTES, "model spec")
+        let text = crate::input::read_text_capped(path, crate::input::MAX_SPEC_BYTES, "model spec")
             .map_err(|source| ShapeError::Io { path: shown.clone(), source })?;
         ModelSpec::parse(&text, &shown)
     }

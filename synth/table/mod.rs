@@ -3,7 +3,6 @@
 
 pub mod aiter_csv;
 pub(crate) mod bands;
-pub(crate) mod input;
 pub(crate) mod matrix;
 pub mod multi;
 pub(crate) mod registry;
