@@ -226,6 +226,108 @@ fn git_applies_the_patch_once_and_names_hunks_that_moved() {
     assert!(err.contains("is not an AITER checkout") && err.contains(CU_PATH), "{err}");
 }
 
+/// Every file of a tree with its bytes (directories and special files marked), for before/after checks.
+fn snapshot(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().display().to_string();
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                out.push((rel, b"<dir>".to_vec()));
+                stack.push(p);
+            } else if t.is_file() {
+                out.push((rel, std::fs::read(&p).unwrap()));
+            } else {
+                out.push((rel, b"<special>".to_vec()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// #1 of the sweep: what `git apply --check` lets through but the apply cannot write (a directory or a
+/// FIFO where the patch adds a file, a file where it needs a directory) is refused before anything
+/// changes: the checkout keeps every file (its local edits too), and is still an AITER checkout.
+#[test]
+fn an_apply_that_cannot_finish_changes_nothing() {
+    let catalog = Catalog::embedded();
+    let text = patch::render_patch(&main_rule(&catalog), &catalog, &provenance()).unwrap();
+    let files = patch::parse_patch(&text).unwrap();
+    let include_dir = Path::new(HEADER_PATH).parent().unwrap().to_path_buf();
+    let fifo = |p: &Path| {
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo reads the NUL-terminated path only.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    };
+    type Obstacle = (&'static str, Box<dyn Fn(&Path)>, String);
+    let cases: Vec<Obstacle> = vec![
+        (
+            "directory at the header",
+            Box::new(|t: &Path| std::fs::create_dir_all(t.join(HEADER_PATH)).unwrap()),
+            format!("{HEADER_PATH} is a directory"),
+        ),
+        (
+            "FIFO at the kernel list",
+            Box::new(move |t: &Path| fifo(&t.join(KERNELS_PATH))),
+            // `git apply --check` refuses this one itself; the diagnosis names it.
+            format!("{KERNELS_PATH}: a FIFO is in the way"),
+        ),
+        (
+            "file at the include directory",
+            Box::new({
+                let d = include_dir.clone();
+                move |t: &Path| {
+                    let _ = std::fs::remove_dir_all(t.join(&d));
+                    std::fs::write(t.join(&d), "not a directory\n").unwrap();
+                }
+            }),
+            format!("{} is a regular file where the patch needs a directory", include_dir.display()),
+        ),
+    ];
+    for (what, make, want) in cases {
+        let tree = rebuilt_tree(&files);
+        // A local edit that must survive.
+        let cu = tree.path().join(CU_PATH);
+        let mut edited = std::fs::read_to_string(&cu).unwrap();
+        edited.push_str("// a local edit\n");
+        std::fs::write(&cu, &edited).unwrap();
+        make(tree.path());
+        let before = snapshot(tree.path());
+        for check_only in [true, false] {
+            let err = format!("{:#}", apply(tree.path(), &text, check_only).unwrap_err());
+            assert!(err.contains(&want), "{what}: {err}");
+            assert_eq!(snapshot(tree.path()), before, "{what}: the checkout changed");
+        }
+        assert_eq!(std::fs::read_to_string(&cu).unwrap(), edited);
+    }
+}
+
+/// After a successful apply no staging file is left beside the targets, and modes are kept.
+#[test]
+fn an_apply_leaves_only_the_patched_files() {
+    use std::os::unix::fs::PermissionsExt;
+    let catalog = Catalog::embedded();
+    let text = patch::render_patch(&main_rule(&catalog), &catalog, &provenance()).unwrap();
+    let files = patch::parse_patch(&text).unwrap();
+    let tree = rebuilt_tree(&files);
+    let gen = tree.path().join(GEN_INSTANCES_PATH);
+    std::fs::set_permissions(&gen, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let before: Vec<String> = snapshot(tree.path()).into_iter().map(|(p, _)| p).collect();
+    assert_eq!(apply(tree.path(), &text, false).unwrap(), Outcome::Applied);
+    let after: Vec<String> = snapshot(tree.path()).into_iter().map(|(p, _)| p).collect();
+    let added: Vec<&String> = after.iter().filter(|p| !before.contains(p)).collect();
+    for p in &added {
+        let dir_of_header = HEADER_PATH.starts_with(&format!("{p}/"));
+        assert!(p.as_str() == HEADER_PATH || p.as_str() == KERNELS_PATH || dir_of_header, "{p} was added");
+    }
+    assert!(added.iter().any(|p| p.as_str() == HEADER_PATH) && added.iter().any(|p| p.as_str() == KERNELS_PATH));
+    assert_eq!(std::fs::metadata(&gen).unwrap().permissions().mode() & 0o777, 0o755);
+}
+
 fn gxx(args: &[&str], dir: &Path) {
     let out = Command::new("g++").args(args).current_dir(dir).output().expect("g++ runs");
     assert!(out.status.success(), "g++ {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));

@@ -2,14 +2,24 @@
 //! checks), reports an already patched tree instead of patching it twice, and when AITER has moved names
 //! each file and hunk that no longer matches.
 //!
-//! `git apply` runs in the checkout with repository discovery stopped at the checkout's parent
-//! (`GIT_CEILING_DIRECTORIES`), so a directory that is not itself a git repository is patched as plain
-//! files even when it lies inside another repository.
+//! `git apply` decides (`--check`, `--check --reverse`, per hunk for the diagnosis) with repository
+//! discovery stopped at the checkout's parent (`GIT_CEILING_DIRECTORIES`), so a directory that is not
+//! itself a git repository is read as plain files even when it lies inside another repository. The
+//! patched contents are computed by `git apply` on a copy of the changed files in a temporary directory,
+//! then written into the checkout as one change ([`super::install`]): every target checked first, new
+//! contents beside them, renamed only when all are ready, restored on failure.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
+use super::install::{self, Change};
 use super::patch::{parse_patch, FilePatch, AITER_COMMIT, CU_PATH, GEN_INSTANCES_PATH};
+
+/// Largest patch file read (the committed one is well under 1 MiB).
+pub const MAX_PATCH_BYTES: u64 = 64 << 20;
+/// Longest wait for one `git apply`.
+const GIT_LIMIT: Duration = Duration::from_secs(120);
 
 /// Files whose presence makes a directory an AITER checkout for this patch.
 pub const MARKERS: [&str; 3] = [CU_PATH, GEN_INSTANCES_PATH, "aiter/jit/utils/chip_info.py"];
@@ -52,10 +62,15 @@ pub fn apply(dir: &Path, patch: &str, check_only: bool) -> anyhow::Result<Outcom
     check_checkout(dir)?;
     let files = parse_patch(patch).map_err(|e| anyhow::anyhow!("the patch is malformed: {e:#}"))?;
     if git_apply(dir, patch, &["--check"])?.is_ok() {
+        // What `git apply --check` lets through (a directory or FIFO where a file goes) is refused here,
+        // before anything changes.
+        for f in &files {
+            install::check_target(dir, &f.path, f.new_file)?;
+        }
         if check_only {
             return Ok(Outcome::WouldApply);
         }
-        git_apply(dir, patch, &[])?.map_err(|e| anyhow::anyhow!("git apply failed in {}: {e}", dir.display()))?;
+        install::install(dir, &patched_contents(dir, patch, &files)?)?;
         return Ok(Outcome::Applied);
     }
     if git_apply(dir, patch, &["--check", "--reverse"])?.is_ok() {
@@ -77,8 +92,36 @@ fn check_checkout(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Reads a patch file (at most [`MAX_PATCH_BYTES`]).
+pub fn read_patch(path: &Path) -> anyhow::Result<String> {
+    crate::input::read_text_capped(path, MAX_PATCH_BYTES, "patch file")
+        .map_err(|e| anyhow::anyhow!("cannot read patch {}: {e}", path.display()))
+}
+
+/// The contents of every file of the patch after applying it: `git apply` on copies of the files it
+/// changes, in a temporary directory (the checkout is not touched).
+fn patched_contents(dir: &Path, patch: &str, files: &[FilePatch]) -> anyhow::Result<Vec<Change>> {
+    let work = tempfile::tempdir().map_err(|e| anyhow::anyhow!("cannot create a temporary directory: {e}"))?;
+    for f in files.iter().filter(|f| !f.new_file) {
+        let copy = work.path().join(&f.path);
+        std::fs::create_dir_all(copy.parent().expect("a file path has a parent"))?;
+        let bytes = crate::input::read_bytes_capped(&dir.join(&f.path), crate::input::MAX_TABLE_BYTES, "source file")
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", dir.join(&f.path).display()))?;
+        std::fs::write(&copy, bytes)?;
+    }
+    git_apply(work.path(), patch, &[])?.map_err(|e| anyhow::anyhow!("git apply failed on a copy of the files: {e}"))?;
+    files
+        .iter()
+        .map(|f| {
+            let contents = std::fs::read(work.path().join(&f.path))
+                .map_err(|e| anyhow::anyhow!("git apply left no {}: {e}", f.path))?;
+            Ok(Change { path: f.path.clone(), new_file: f.new_file, contents })
+        })
+        .collect()
+}
+
 /// Runs `git apply ARGS` on `patch` in `dir`: `Ok(Ok(()))` on success, `Ok(Err(stderr))` when git
-/// refuses, `Err` when git cannot run.
+/// refuses (or does not finish within [`GIT_LIMIT`]), `Err` when git cannot run.
 fn git_apply(dir: &Path, patch: &str, args: &[&str]) -> anyhow::Result<Result<(), String>> {
     let mut file =
         tempfile::NamedTempFile::new().map_err(|e| anyhow::anyhow!("cannot create a temporary file: {e}"))?;
@@ -86,18 +129,14 @@ fn git_apply(dir: &Path, patch: &str, args: &[&str]) -> anyhow::Result<Result<()
         .map_err(|e| anyhow::anyhow!("cannot write a temporary file: {e}"))?;
     let abs = dir.canonicalize().map_err(|e| anyhow::anyhow!("cannot resolve {}: {e}", dir.display()))?;
     let ceiling = abs.parent().map(PathBuf::from).unwrap_or_else(|| abs.clone());
-    let out = Command::new("git")
-        .arg("apply")
-        .args(args)
-        .arg(file.path())
-        .current_dir(&abs)
-        .env("GIT_CEILING_DIRECTORIES", ceiling)
-        .output()
+    let mut cmd = Command::new("git");
+    cmd.arg("apply").args(args).arg(file.path()).current_dir(&abs).env("GIT_CEILING_DIRECTORIES", ceiling);
+    let out = crate::process::run_capture(&mut cmd, GIT_LIMIT, 1 << 20)
         .map_err(|e| anyhow::anyhow!("cannot run git (needed to apply the patch): {e}"))?;
-    if out.status.success() {
-        Ok(Ok(()))
-    } else {
-        Ok(Err(String::from_utf8_lossy(&out.stderr).trim().to_string()))
+    match out.status {
+        Some(s) if s.success() => Ok(Ok(())),
+        Some(_) => Ok(Err(String::from_utf8_lossy(&out.stderr).trim().to_string())),
+        None => Ok(Err(format!("git apply did not finish in {} s", GIT_LIMIT.as_secs()))),
     }
 }
 
@@ -122,7 +161,22 @@ fn diagnose(dir: &Path, files: &[FilePatch]) -> anyhow::Result<String> {
     for f in files {
         let path = dir.join(&f.path);
         if f.new_file {
-            match std::fs::read_to_string(&path) {
+            // Only a regular file is read (a FIFO there would block).
+            let text = match std::fs::symlink_metadata(&path) {
+                Ok(m) if m.is_file() => {
+                    crate::input::read_text_capped(&path, MAX_PATCH_BYTES, "source file").map_err(|_| ())
+                }
+                Ok(m) => {
+                    lines.push(format!(
+                        "  {}: {} is in the way (the patch adds a regular file here); move it away",
+                        f.path,
+                        install::kind_of(&m)
+                    ));
+                    continue;
+                }
+                Err(_) => Err(()),
+            };
+            match text {
                 Err(_) => lines.push(format!("  {}: not present yet (the patch adds it)", f.path)),
                 Ok(text) if text == f.hunks[0].new_text() => {
                     lines.push(format!("  {}: present, as in this patch", f.path))
@@ -137,7 +191,7 @@ fn diagnose(dir: &Path, files: &[FilePatch]) -> anyhow::Result<String> {
             }
             continue;
         }
-        if !path.is_file() {
+        if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
             lines.push(format!("  {}: missing: AITER has moved or removed this file", f.path));
             continue;
         }

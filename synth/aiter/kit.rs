@@ -16,16 +16,13 @@ use std::path::{Path, PathBuf};
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use super::patch::{heuristic_kernels, render_template};
+use super::patch::heuristic_kernels;
+use super::templates::{
+    render_template, COMMON_TEMPLATE, DRIVER_TEMPLATE, KERNELS_TEMPLATE, RECORD_TEMPLATE, TORCH_TEMPLATE,
+};
 use crate::catalog::Catalog;
 use crate::render::resolved;
 use crate::rule::Rule;
-
-pub(crate) const TORCH_TEMPLATE: &str = "aiter/check/torch_extension.h.j2";
-pub(crate) const COMMON_TEMPLATE: &str = "aiter/check/common.cuh.j2";
-pub(crate) const KERNELS_TEMPLATE: &str = "aiter/check/kernels.cpp.j2";
-pub(crate) const RECORD_TEMPLATE: &str = "aiter/check/kernel_record.h.j2";
-pub(crate) const DRIVER_TEMPLATE: &str = "aiter/check/driver.cpp.j2";
 
 /// Fewest shapes a kit holds.
 pub const MIN_SHAPES: usize = 10_000;

@@ -10,8 +10,10 @@
 //! `generated/aiter/gemm_a8w8_blockscale_heuristic.patch`; `synth aiter` is `app::aiter`.
 
 pub mod apply;
+pub mod install;
 pub mod kit;
 pub mod patch;
+pub(crate) mod templates;
 
 pub use patch::{render_patch, PATCH_FILE};
 

@@ -11,11 +11,9 @@
 //! Hunks of the changed files are written against AITER e4048607a5 with only their old start line; the
 //! renderer computes every `@@ -a,b +c,d @@` header from the lines themselves.
 
-use std::sync::OnceLock;
-
-use minijinja::Environment;
 use serde::Serialize;
 
+use super::templates::{render_template, CU_TEMPLATE, GEN_TEMPLATE, KERNELS_MODULE_TEMPLATE, TAIL_TEMPLATE};
 use crate::catalog::Catalog;
 use crate::render::{self, leaf_instance, resolved, writer, Provenance};
 use crate::rule::Rule;
@@ -37,36 +35,6 @@ pub const GEN_INSTANCES_PATH: &str = "csrc/ck_gemm_a8w8_blockscale/gen_instances
 pub const ENV_VAR: &str = "AITER_BLOCKSCALE_HEURISTIC";
 /// Largest splitK AITER's `gemm_a8w8_blockscale` accepts (KBatch = 1 << splitK).
 pub const MAX_SPLIT_K: u32 = 30;
-
-const TAIL_TEMPLATE: &str = "aiter/gemm_a8w8_blockscale_heuristic_aiter.h.j2";
-const KERNELS_TEMPLATE: &str = "aiter/gemm_a8w8_blockscale_heuristic_kernels.py.j2";
-const CU_TEMPLATE: &str = "aiter/gemm_a8w8_blockscale.cu.hunks.j2";
-const GEN_TEMPLATE: &str = "aiter/gen_instances.py.hunks.j2";
-
-/// The template environment of this module (same settings as the header renderer's).
-pub(crate) fn env() -> &'static Environment<'static> {
-    static ENV: OnceLock<Environment<'static>> = OnceLock::new();
-    ENV.get_or_init(|| {
-        render::jinja::environment(&[
-            (TAIL_TEMPLATE, include_str!("../../templates/aiter/gemm_a8w8_blockscale_heuristic_aiter.h.j2")),
-            (KERNELS_TEMPLATE, include_str!("../../templates/aiter/gemm_a8w8_blockscale_heuristic_kernels.py.j2")),
-            (CU_TEMPLATE, include_str!("../../templates/aiter/gemm_a8w8_blockscale.cu.hunks.j2")),
-            (GEN_TEMPLATE, include_str!("../../templates/aiter/gen_instances.py.hunks.j2")),
-            (super::kit::TORCH_TEMPLATE, include_str!("../../templates/aiter/check/torch_extension.h.j2")),
-            (super::kit::COMMON_TEMPLATE, include_str!("../../templates/aiter/check/common.cuh.j2")),
-            (super::kit::KERNELS_TEMPLATE, include_str!("../../templates/aiter/check/kernels.cpp.j2")),
-            (super::kit::RECORD_TEMPLATE, include_str!("../../templates/aiter/check/kernel_record.h.j2")),
-            (super::kit::DRIVER_TEMPLATE, include_str!("../../templates/aiter/check/driver.cpp.j2")),
-        ])
-    })
-}
-
-pub(crate) fn render_template(template: &str, ctx: impl Serialize) -> anyhow::Result<String> {
-    env()
-        .get_template(template)
-        .and_then(|t| t.render(ctx))
-        .map_err(|e| anyhow::anyhow!("rendering templates/{template} failed: {e:#}"))
-}
 
 /// A kernel the rule can return, as the kernel list names it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -138,7 +106,7 @@ pub fn render_aiter_header(rule: &Rule, catalog: &Catalog, provenance: &Provenan
 pub fn render_kernels_module(rule: &Rule, catalog: &Catalog, provenance: &Provenance) -> anyhow::Result<String> {
     let kernels = heuristic_kernels(rule, catalog)?;
     let lines = writer::header_lines(file_name(KERNELS_PATH), &aiter_provenance(provenance), &resolved(rule, catalog)?);
-    render_template(KERNELS_TEMPLATE, minijinja::context! { provenance => lines, kernels => kernels })
+    render_template(KERNELS_MODULE_TEMPLATE, minijinja::context! { provenance => lines, kernels => kernels })
 }
 
 fn file_name(path: &str) -> &str {

@@ -15,7 +15,8 @@ pub struct AiterArgs {
     /// generated/rule.json of the crate].
     #[arg(long)]
     pub rule: Option<PathBuf>,
-    /// Directory to write the patch into (with --rule) [default: the current directory].
+    /// Directory to write the patch into (with --rule) [default: ./gemm-synth-out/aiter/; the committed
+    /// generated/aiter/ is written by `synth run`].
     #[arg(long, conflicts_with_all = ["aiter_dir", "kit"])]
     pub out: Option<PathBuf>,
     /// AITER checkout (its root) to apply the patch to; an already patched tree is reported, not patched
@@ -70,8 +71,11 @@ fn default_patch_path() -> anyhow::Result<PathBuf> {
 
 pub fn run(args: AiterArgs) -> anyhow::Result<()> {
     let catalog = Catalog::embedded();
+    // The validation of every command that takes a rule file (`synth check`'s): a split-K past the
+    // kernels' range, an unknown kernelId or too many branches never reach AITER's sources.
     let load_rule = |path: &Path| {
-        crate::rule::load(path, &catalog).map_err(|e| anyhow::anyhow!("cannot use rule {}: {e}", path.display()))
+        crate::rule::load_checked(path, &catalog)
+            .map_err(|e| anyhow::anyhow!("cannot use rule {}: {e:#}", display_path(path)))
     };
     if let Some(dir) = &args.kit {
         let path = match &args.rule {
@@ -91,13 +95,13 @@ pub fn run(args: AiterArgs) -> anyhow::Result<()> {
     }
     if let Some(dir) = &args.aiter_dir {
         let (text, source) = match (&args.patch, &args.rule) {
-            (Some(p), _) => (read(p)?, p.display().to_string()),
+            (Some(p), _) => (apply::read_patch(p)?, p.display().to_string()),
             (None, Some(r)) => {
                 (render_patch(&load_rule(r)?, &catalog, &rule_file_provenance(r))?, format!("rule {}", r.display()))
             }
             (None, None) => {
                 let p = default_patch_path()?;
-                (read(&p)?, display_path(&p))
+                (apply::read_patch(&p)?, display_path(&p))
             }
         };
         let report = apply::apply(dir, &text, args.check)?;
@@ -111,12 +115,10 @@ pub fn run(args: AiterArgs) -> anyhow::Result<()> {
     };
     let rule = load_rule(rule_path)?;
     let text = render_patch(&rule, &catalog, &rule_file_provenance(rule_path))?;
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("."));
-    let paths = writer::write_files(&out, &[writer::GeneratedFile::new(PATCH_FILE, text)], args.check)?;
+    // Like every command but the main job: --out, else ./gemm-synth-out/aiter/ (never the working
+    // directory, which may be the checkout's generated/aiter/).
+    let out = super::outputs::out_dir(args.out.as_deref(), false, "aiter")?;
+    let paths = super::outputs::write_files(&out.dir, &[writer::GeneratedFile::new(PATCH_FILE, text)], args.check)?;
     let verb = if args.check { "up to date" } else { "written" };
     emit(&paths.iter().map(|p| format!("{verb}: {}\n", p.display())).collect::<String>())
-}
-
-fn read(path: &Path) -> anyhow::Result<String> {
-    std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read patch {}: {e}", path.display()))
 }

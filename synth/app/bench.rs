@@ -1,169 +1,19 @@
 //! `synth bench`: measure every legacy instance (with split-K where it can matter) on a model's GEMM
 //! shapes with the GPU harness, appending to a resumable journal.
 
+use super::aiter_args::Backend;
+use super::bench_args::{bench_grid, print_summary};
 use crate::catalog::{Catalog, Instance};
 use crate::measure::driver::{DeviceInfo, Harness};
-use crate::measure::journal::{recheck_noise, CellResult, Journal};
-use crate::measure::plan::{build_plan, PlanSpec, SplitKMode};
-use crate::shapes;
+use crate::measure::journal::{CellResult, Journal};
+use crate::measure::plan::{build_plan, PlanCell, PlanSpec};
 use crate::table::Shape;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use std::collections::BTreeMap;
 use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::time::Instant;
 
-#[derive(Debug, clap::Args)]
-pub struct BenchArgs {
-    /// Model whose GEMM shapes are measured.
-    #[arg(long, default_value = "qwen3-32b")]
-    pub model: String,
-    /// Tensor-parallel degree.
-    #[arg(long, default_value_t = 2)]
-    pub tp: u32,
-    /// M values: `dataset` (the 80-value dataset grid), `decode` (1, 2, 4, 8), `sparse` (30 values of the
-    /// dataset grid), `off-grid` (20 seeded values off AITER's tuning grid), `sparse+off-grid`, or a comma list.
-    #[arg(long, default_value = "dataset")]
-    pub m_set: String,
-    /// (N,K) pairs to measure instead of the model's layers, e.g. `5120:5120,25600:5120`.
-    #[arg(long)]
-    pub shapes: Option<String>,
-    /// Legacy kernelIds to measure (comma list), or `all` (the 19 candidates).
-    #[arg(long, default_value = "all")]
-    pub instances: String,
-    /// Split-K levels: `auto` (1..3 where the grid is smaller than the CU count) or `none`.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub split_k: SplitKMode,
-    /// Share of cells measured a second time at the end (noise estimate).
-    #[arg(long, default_value_t = 0.05)]
-    pub recheck_fraction: f64,
-    /// Seed of the recheck choice (and of the harness's random inputs).
-    #[arg(long, default_value_t = 7)]
-    pub seed: u64,
-    /// Journal: the output CSV (AITER columns plus extras). Existing rows are kept and skipped.
-    #[arg(long)]
-    pub out: PathBuf,
-    /// Python interpreter with PyTorch and Triton.
-    #[arg(long, default_value = "python3")]
-    pub python: PathBuf,
-    /// Path of the harness entry point.
-    #[arg(long, default_value = "harness/blockscale_bench.py")]
-    pub harness: PathBuf,
-    /// Extra argument passed to the harness (repeatable), e.g. `--harness-arg=--mapping=64:2:3`.
-    #[arg(long = "harness-arg", allow_hyphen_values = true)]
-    pub harness_args: Vec<String>,
-    /// CU/SM count for the split-K rule (e.g. 304 for MI300X, 132 for H200); default: ask the device
-    /// (which needs PyTorch and a GPU).
-    #[arg(long)]
-    pub cu_num: Option<u32>,
-    /// Seconds to wait for each cell's result before the harness is stopped (the run ends with an error
-    /// and keeps every finished cell).
-    #[arg(long, default_value_t = 1800.0, value_parser = positive_seconds)]
-    pub cell_timeout: f64,
-    /// Print the plan size (total, already in the journal, to measure) and stop. Without a GPU (or
-    /// PyTorch), also pass --cu-num.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Write the cells still to measure as a plan file (JSON lines) and stop.
-    #[arg(long)]
-    pub plan_only: Option<PathBuf>,
-    /// Measurement backend: the Triton harness, or AITER's tuner on CK's own kernels (ROCm).
-    #[arg(long, value_enum, default_value = "harness")]
-    pub backend: super::aiter_backend::Backend,
-    #[command(flatten)]
-    pub aiter: super::aiter_backend::AiterArgs,
-}
-
-/// The off-grid M set of `--m-set off-grid`: 20 seeded log-uniform values over 1..=16384 off AITER's grid.
-pub const OFF_GRID_COUNT: usize = 20;
-/// Largest M of the off-grid set.
-pub const OFF_GRID_MAX: u32 = 16384;
-/// Seed of the off-grid set.
-pub const OFF_GRID_SEED: u64 = 2026;
-
-pub(super) fn parse_m_set(text: &str) -> Result<Vec<u32>> {
-    match text {
-        "dataset" => Ok(shapes::m_dataset_grid()),
-        "decode" => Ok(shapes::m_decode()),
-        "sparse" => Ok(shapes::m_sparse_grid()),
-        "off-grid" => Ok(shapes::m_off_grid(OFF_GRID_COUNT, OFF_GRID_MAX, OFF_GRID_SEED)),
-        "sparse+off-grid" => {
-            let mut v = shapes::m_sparse_grid();
-            v.extend(shapes::m_off_grid(OFF_GRID_COUNT, OFF_GRID_MAX, OFF_GRID_SEED));
-            v.sort_unstable();
-            Ok(v)
-        }
-        list => {
-            list.split(',')
-                .map(|s| {
-                    let v: u32 = s.trim().parse().with_context(|| {
-                        format!("--m-set: {s:?} is not a positive integer (or use `dataset`, `decode`, `sparse`, `off-grid`, `sparse+off-grid`)")
-                    })?;
-                    if v == 0 {
-                        bail!("--m-set: M must be positive, got 0");
-                    }
-                    Ok(v)
-                })
-                .collect()
-        }
-    }
-}
-
-/// The M values and the runnable (N, K) layers a bench measures (`--shapes`, else the model's), and one
-/// message per layer it cannot run (printed here; the caller fails after measuring the others).
-pub(super) fn bench_grid(args: &BenchArgs) -> Result<(Vec<u32>, ModelLayers)> {
-    let ms = parse_m_set(&args.m_set)?;
-    let (layers, unrunnable) = match &args.shapes {
-        Some(s) => (parse_pairs(s)?, Vec::new()),
-        None => model_layers(&args.model, args.tp)?,
-    };
-    for msg in &unrunnable {
-        eprintln!("error: {msg}");
-    }
-    if layers.is_empty() {
-        bail!("no layer of {} at TP {} can be measured (see above)", args.model, args.tp);
-    }
-    Ok((ms, (layers, unrunnable)))
-}
-
-/// Runnable (N, K) layers and one message per unrunnable layer.
-type ModelLayers = (Vec<(u32, u32)>, Vec<String>);
-
-/// (N, K) of a model's four GEMMs at a TP degree (qkv, o, gate_up, down) that blockscale can run, and one
-/// message per layer it cannot (K not a multiple of the 128-wide scale group).
-pub(super) fn model_layers(model: &str, tp: u32) -> Result<ModelLayers> {
-    let spec = shapes::ModelSpec::builtin(model).with_context(|| format!("--model {model:?}"))?;
-    let layers = spec.layers(tp).with_context(|| format!("--model {model:?} --tp {tp}"))?;
-    let mut runnable = Vec::new();
-    let mut unrunnable = Vec::new();
-    for l in layers {
-        if l.k % 128 == 0 {
-            runnable.push((l.n, l.k));
-        } else {
-            unrunnable.push(format!(
-                "{model} at TP {tp}, {}: K = {} is not a multiple of 128, so an FP8 blockscale GEMM (128-wide K \
-                 scale groups) cannot run it; not measured",
-                l.name, l.k
-            ));
-        }
-    }
-    Ok((runnable, unrunnable))
-}
-
-pub(super) fn parse_pairs(text: &str) -> Result<Vec<(u32, u32)>> {
-    text.split(',')
-        .map(|p| {
-            let (n, k) = p.split_once(':').with_context(|| format!("--shapes: {p:?} is not N:K"))?;
-            let n: u32 = n.trim().parse().with_context(|| format!("--shapes: N in {p:?} is not an integer"))?;
-            let k: u32 = k.trim().parse().with_context(|| format!("--shapes: K in {p:?} is not an integer"))?;
-            if n == 0 || k == 0 {
-                bail!("--shapes: {p:?} has a zero dimension");
-            }
-            Ok((n, k))
-        })
-        .collect()
-}
+pub use super::bench_args::BenchArgs;
 
 fn select_instances<'a>(catalog: &'a Catalog, text: &str) -> Result<Vec<&'a Instance>> {
     if text == "all" {
@@ -180,13 +30,6 @@ fn select_instances<'a>(catalog: &'a Catalog, text: &str) -> Result<Vec<&'a Inst
         .collect()
 }
 
-fn positive_seconds(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 && v <= 1e7 => Ok(v),
-        _ => Err(format!("expected a number of seconds in (0, 1e7], got {s:?}")),
-    }
-}
-
 fn harness_of(args: &BenchArgs) -> Harness {
     let mut extra = args.harness_args.clone();
     extra.push(format!("--seed={}", args.seed));
@@ -199,8 +42,8 @@ fn harness_of(args: &BenchArgs) -> Harness {
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
-    if args.backend == super::aiter_backend::Backend::Aiter {
-        return super::aiter_backend::bench(&args);
+    if args.backend == Backend::Aiter {
+        return super::aiter_bench::bench(&args);
     }
     let catalog = Catalog::embedded();
     let (ms, (layers, unrunnable)) = bench_grid(&args)?;
@@ -283,6 +126,18 @@ pub fn run(args: BenchArgs) -> Result<()> {
     if device.is_none() {
         harness.probe()?;
     }
+    measure(&args, &harness, &todo, &mut journal, &unrunnable)
+}
+
+/// Measures `todo` with the harness into `journal`, with a progress bar on a terminal (a line every 250
+/// cells otherwise), then prints the journal's summary.
+fn measure(
+    args: &BenchArgs,
+    harness: &Harness,
+    todo: &[PlanCell],
+    journal: &mut Journal,
+    unrunnable: &[String],
+) -> Result<()> {
     let plan_file = tempfile::Builder::new()
         .prefix("synth-bench-plan")
         .suffix(".jsonl")
@@ -299,9 +154,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let mut count = 0usize;
     let pb_log = pb.clone();
     let result = harness.run(
-        &todo,
+        todo,
         plan_file.path(),
-        &mut journal,
+        journal,
         |row: &CellResult| {
             count += 1;
             pb.inc(1);
@@ -332,7 +187,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         Ok(n) => *n,
         Err(_) => count,
     };
-    print_summary(&journal, appended, elapsed);
+    print_summary(journal, appended, elapsed);
     result
         .map(|_| ())
         .with_context(|| format!("{} rows are in {} ({} measured this run)", measured, args.out.display(), appended))?;
@@ -340,66 +195,4 @@ pub fn run(args: BenchArgs) -> Result<()> {
         bail!("the other layers were measured; {}", unrunnable.join("; "));
     }
     Ok(())
-}
-
-pub(super) fn print_summary(journal: &Journal, appended: usize, elapsed: f64) {
-    let rows = journal.rows();
-    let mut fails: BTreeMap<&str, usize> = BTreeMap::new();
-    for r in rows {
-        if let crate::table::RowStatus::Fail(reason) = &r.status {
-            *fails.entry(reason.as_str()).or_default() += 1;
-        }
-    }
-    let ok = rows.iter().filter(|r| r.is_ok()).count();
-    println!("journal {}: {} rows, {} ok, {} failed", journal.path().display(), rows.len(), ok, rows.len() - ok);
-    if appended > 0 {
-        println!("this run: {appended} cells in {elapsed:.1} s = {:.2} cells/s", appended as f64 / elapsed.max(1e-9));
-    }
-    for (reason, n) in &fails {
-        println!("  fail:{reason}: {n}");
-    }
-    match recheck_noise(rows) {
-        Some((med, n)) => {
-            println!("noise: median |us - us_recheck| / us = {:.2}% over {n} rechecked cells", med * 100.0)
-        }
-        None => println!("noise: no rechecked cell pairs yet"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn m_sets() {
-        assert_eq!(parse_m_set("dataset").unwrap().len(), 80);
-        assert_eq!(parse_m_set("1, 16,4096").unwrap(), vec![1, 16, 4096]);
-        assert!(parse_m_set("0").is_err());
-        assert!(parse_m_set("abc").is_err());
-    }
-
-    #[test]
-    fn qwen3_tp2_layers() {
-        assert_eq!(
-            model_layers("qwen3-32b", 2).unwrap(),
-            (vec![(5120, 5120), (5120, 4096), (25600, 5120), (5120, 12800)], Vec::<String>::new())
-        );
-        assert!(model_layers("qwen3-32b", 3).is_err());
-    }
-
-    #[test]
-    fn layers_blockscale_cannot_run_are_named() {
-        // Qwen2.5-72B at TP 4: down_proj K = 29568 / 4 = 7392 = 57.75 x 128.
-        let (ok, bad) = model_layers("qwen2.5-72b", 4).unwrap();
-        assert_eq!(ok, vec![(2560, 8192), (8192, 2048), (14784, 8192)]);
-        assert_eq!(bad.len(), 1);
-        assert!(bad[0].contains("qwen2.5-72b at TP 4, down_proj: K = 7392 is not a multiple of 128"), "{}", bad[0]);
-    }
-
-    #[test]
-    fn named_m_sets() {
-        assert_eq!(parse_m_set("sparse").unwrap().len(), 30);
-        assert_eq!(parse_m_set("off-grid").unwrap().len(), 20);
-        assert_eq!(parse_m_set("sparse+off-grid").unwrap().len(), 50);
-    }
 }

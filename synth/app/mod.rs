@@ -2,8 +2,12 @@
 //! command line; stages never import it.
 
 pub(crate) mod aiter;
+pub(crate) mod aiter_args;
 pub(crate) mod aiter_backend;
+pub(crate) mod aiter_bench;
+pub(crate) mod aiter_tuner;
 pub(crate) mod bench;
+pub(crate) mod bench_args;
 pub(crate) mod compare;
 pub(crate) mod compress;
 pub(crate) mod data;

@@ -1,15 +1,17 @@
-//! The engine's one subprocess helper: commands in a process group of their own ([`own_group`]) and a
-//! kill of the whole group ([`kill_group`], `killpg` via libc), used by the command proposer and by
-//! [`run_step`]: one build or test step, `sh -c <command>` in a working copy with stdout/stderr captured to
-//! files (no pipe can block the child) and a wall-clock limit past which the whole group is killed.
+//! The engine's build and test steps: [`run_step`] runs one step, `sh -c <command>` in a working copy with
+//! stdout/stderr captured to files (no pipe can block the child) and a wall-clock limit past which the
+//! whole group is killed. Process groups and their kill ([`own_group`], [`kill_group`]) are the crate's
+//! one subprocess helper, [`crate::process`], re-exported here for the command proposer.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 use wait_timeout::ChildExt;
+
+pub use crate::process::{kill_group, own_group};
 
 /// Most bytes of each stream read back (the head and tail are kept when a stream is longer).
 pub const MAX_CAPTURE: usize = 16 << 20;
@@ -106,30 +108,6 @@ pub fn run_step(
     kill_group(&mut child);
     let elapsed = start.elapsed();
     Ok(StepOutput { status, timed_out, elapsed, stdout: read_capped(&out_path)?, stderr: read_capped(&err_path)? })
-}
-
-/// Makes `cmd` start in a process group of its own (its leader's id is the child's id), so that
-/// [`kill_group`] reaches everything it starts.
-pub fn own_group(cmd: &mut Command) -> &mut Command {
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::CommandExt;
-        cmd.process_group(0);
-    }
-    cmd
-}
-
-/// Sends SIGKILL to the process group led by `child` (started with [`own_group`]), then to the child
-/// itself; errors (the group is already gone) are ignored.
-pub fn kill_group(child: &mut Child) {
-    #[cfg(unix)]
-    if let Ok(pgid) = libc::pid_t::try_from(child.id()) {
-        // SAFETY: killpg only sends a signal; a stale or foreign id makes it fail with ESRCH/EPERM.
-        unsafe {
-            libc::killpg(pgid, libc::SIGKILL);
-        }
-    }
-    let _ = child.kill();
 }
 
 /// Reads a log file as lossy UTF-8; past [`MAX_CAPTURE`] bytes keeps the first and last halves.

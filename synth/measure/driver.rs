@@ -1,14 +1,17 @@
 //! Runs the GPU harness as a subprocess: `python3 harness/blockscale_bench.py --plan FILE`, reading one
-//! JSON result per finished cell from its stdout and appending each to the journal at once.
+//! JSON result per finished cell from its stdout and appending each to the journal at once. The harness
+//! runs through [`crate::process`]: its own process group, a per-cell watchdog, and no wait on a leftover
+//! grandchild that holds its pipes.
 
 use super::journal::{CellResult, Journal};
-use super::plan::PlanCell;
+use super::plan::{CellKey, PlanCell};
+use crate::process::{Event, Stream, Watched};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, ExitStatus};
+use std::time::{Duration, Instant};
 
 /// Harness exit codes (harness/bsbench/env.py).
 pub const EXIT_USAGE: i32 = 2;
@@ -89,21 +92,36 @@ impl Harness {
         }
     }
 
-    /// Asks the harness for the device description (also the early check for Python, PyTorch, GPU).
+    /// Asks the harness for the device description (also the early check for Python, PyTorch, GPU),
+    /// waiting at most [`PROBE_LIMIT`].
     pub fn probe(&self) -> Result<DeviceInfo> {
-        let out = self.command().arg("--probe").stdin(Stdio::null()).output().map_err(|e| self.spawn_error(e))?;
-        if !out.status.success() {
-            return Err(self.exit_error(out.status.code(), &String::from_utf8_lossy(&out.stderr)));
+        let out = crate::process::run_capture(self.command().arg("--probe"), PROBE_LIMIT, PROBE_CAP)
+            .map_err(|e| self.spawn_error(e))?;
+        let Some(status) = out.status else {
+            bail!(
+                "harness --probe gave no answer in {} s and was stopped; check that `{}` starts (and that the GPU \
+                 is not hung)",
+                PROBE_LIMIT.as_secs(),
+                self.python.display()
+            );
+        };
+        if !status.success() {
+            return Err(self.exit_error(status.code(), &String::from_utf8_lossy(&out.stderr)));
         }
         let text = String::from_utf8_lossy(&out.stdout);
         let line = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
-        serde_json::from_str(line)
-            .with_context(|| format!("harness --probe printed {line:?}, expected one JSON object"))
+        serde_json::from_str(line).with_context(|| {
+            format!("harness --probe printed {}, expected one JSON object", crate::sanitize::shown(line))
+        })
     }
 
     /// Measures `cells` (written to `plan_path` first), appending every result to `journal` as it
     /// arrives and calling `on_row` after each. Harness stderr lines go to `on_log`. Returns the number
     /// of rows appended.
+    ///
+    /// The harness runs in its own process group: past `cell_timeout` without a result the group is
+    /// killed; once the harness has exited, output is read until its pipes close or
+    /// [`crate::process::LINGER_GRACE`] later (a leftover grandchild holding them is killed with the group).
     pub fn run(
         &self,
         cells: &[PlanCell],
@@ -119,112 +137,119 @@ impl Harness {
                 writeln!(f, "{}", c.to_json_line())?;
             }
         }
-        let mut child = self
-            .command()
-            .arg("--plan")
-            .arg(plan_path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| self.spawn_error(e))?;
-        let stderr = child.stderr.take().expect("stderr is piped");
-        let tail = Arc::new(Mutex::new(Vec::<String>::new()));
-        let tail2 = Arc::clone(&tail);
-        let log_thread = std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                on_log(&line);
-                let mut t = tail2.lock().expect("stderr tail lock");
-                t.push(line);
-                if t.len() > 20 {
-                    t.remove(0);
-                }
-            }
-        });
+        let mut child = Watched::spawn(self.command().arg("--plan").arg(plan_path)).map_err(|e| self.spawn_error(e))?;
         let wanted: std::collections::HashMap<_, &PlanCell> = cells.iter().map(|c| (c.key(), c)).collect();
-        let stdout = child.stdout.take().expect("stdout is piped");
-        // Lines arrive over a channel so that a harness that stops answering is noticed (cell timeout).
-        let (tx, rx) = std::sync::mpsc::sync_channel::<std::io::Result<String>>(64);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let stop = line.is_err();
-                if tx.send(line).is_err() || stop {
-                    break;
-                }
-            }
-        });
-        // Every row must come from the device the journal already holds (or the first row of this run).
-        let mut device = journal.rows().first().map(|r| (r.gfx.clone(), r.cu_num, r.device.clone()));
-        let mut appended = 0;
-        let mut failure = None;
-        let mut i = 0usize;
-        loop {
-            let line = match rx.recv_timeout(self.cell_timeout) {
-                Ok(Ok(l)) => l,
-                Ok(Err(e)) => {
-                    failure = Some(anyhow!("reading harness output: {e}"));
-                    break;
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    let next = cells.iter().find(|c| !journal.is_done(&c.key()));
-                    failure = Some(anyhow!(
-                        "the harness produced no result for {:.0} s (--cell-timeout) and was stopped{}; the {appended} \
-                         cells finished in this run are in the journal: run again to resume, or raise --cell-timeout",
-                        self.cell_timeout.as_secs_f64(),
-                        next.map(|c| format!(" while measuring M={} N={} K={} kernelId {} splitK {}", c.m, c.n, c.k, c.kernel_id, c.split_k))
-                            .unwrap_or_default()
-                    ));
-                    break;
-                }
+        let mut st = RunState {
+            device: journal.rows().first().map(|r| (r.gfx.clone(), r.cu_num, r.device.clone())),
+            appended: 0,
+            line_no: 0,
+            tail: Vec::new(),
+        };
+        let mut last_result = Instant::now();
+        let outcome: Result<ExitStatus> = loop {
+            let ev = match child.next(TICK) {
+                Ok(ev) => ev,
+                Err(e) => break Err(anyhow!("waiting for the harness: {e}")),
             };
-            i += 1;
-            if line.trim().is_empty() {
-                continue;
-            }
-            let shown = || crate::sanitize::shown(&line.chars().take(300).collect::<String>());
-            let row: CellResult = match serde_json::from_str(&line) {
-                Ok(r) => r,
-                Err(e) => {
-                    failure = Some(anyhow!("harness output line {i}: {e}: {}", shown()));
-                    break;
+            match ev {
+                Event::Line(Stream::Stderr, line) => {
+                    on_log(&line);
+                    st.tail.push(line);
+                    if st.tail.len() > 20 {
+                        st.tail.remove(0);
+                    }
                 }
-            };
-            let Some(cell) = wanted.get(&row.key()) else {
-                failure = Some(anyhow!("harness output line {i} is for a cell not in the plan: {}", shown()));
-                break;
-            };
-            if let Err(e) = check_against_plan(&row, cell, &mut device) {
-                failure = Some(anyhow!("harness output line {i}: {e}; the row was not written: {}", shown()));
-                break;
+                Event::Line(Stream::Stdout, line) => match st.take_line(&line, &wanted, journal) {
+                    Ok(Some(row)) => {
+                        last_result = Instant::now();
+                        on_row(&row);
+                    }
+                    Ok(None) => {}
+                    Err(e) => break Err(e),
+                },
+                Event::ReadError(_, e) => break Err(anyhow!("reading harness output: {e}")),
+                Event::Exited(status) => break Ok(status),
+                Event::Idle if last_result.elapsed() >= self.cell_timeout => {
+                    break Err(self.timeout_error(cells, journal, st.appended))
+                }
+                Event::Idle => {}
             }
-            if let Err(e) = journal.append(row.clone()) {
-                failure = Some(e);
-                break;
+        };
+        let status = match outcome {
+            Ok(s) => s,
+            Err(e) => {
+                child.kill();
+                return Err(e);
             }
-            appended += 1;
-            on_row(&row);
-        }
-        if failure.is_some() {
-            if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-                // SAFETY: kill has no memory effects; the child is not yet reaped, so the pid is ours.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-            let _ = child.kill();
-        }
-        let status = child.wait().context("waiting for the harness")?;
-        let _ = log_thread.join();
-        if let Some(e) = failure {
-            return Err(e);
-        }
+        };
         if !status.success() {
-            let t = tail.lock().expect("stderr tail lock").join("\n");
-            return Err(self.exit_error(status.code(), &t));
+            return Err(self.exit_error(status.code(), &st.tail.join("\n")));
         }
-        if appended < cells.len() {
-            bail!("the harness exited after {appended} of {} cells without an error; run again to resume", cells.len());
+        if st.appended < cells.len() {
+            bail!(
+                "the harness exited after {} of {} cells without an error; run again to resume",
+                st.appended,
+                cells.len()
+            );
         }
-        Ok(appended)
+        Ok(st.appended)
+    }
+
+    fn timeout_error(&self, cells: &[PlanCell], journal: &Journal, appended: usize) -> anyhow::Error {
+        let next = cells.iter().find(|c| !journal.is_done(&c.key()));
+        anyhow!(
+            "the harness produced no result for {:.0} s (--cell-timeout) and was stopped{}; the {appended} \
+             cells finished in this run are in the journal: run again to resume, or raise --cell-timeout",
+            self.cell_timeout.as_secs_f64(),
+            next.map(|c| format!(
+                " while measuring M={} N={} K={} kernelId {} splitK {}",
+                c.m, c.n, c.k, c.kernel_id, c.split_k
+            ))
+            .unwrap_or_default()
+        )
+    }
+}
+
+/// Longest wait for `--probe`.
+pub const PROBE_LIMIT: Duration = Duration::from_secs(600);
+/// Most bytes of each probe stream kept.
+const PROBE_CAP: usize = 1 << 20;
+/// Poll interval of the harness loop.
+const TICK: Duration = Duration::from_millis(100);
+
+/// What a harness run has read so far.
+struct RunState {
+    /// Every row must come from the device the journal already holds (or the first row of this run).
+    device: Option<(String, u32, String)>,
+    appended: usize,
+    line_no: usize,
+    tail: Vec<String>,
+}
+
+impl RunState {
+    /// Checks one stdout line and appends its row; `Ok(None)` for a blank line.
+    fn take_line(
+        &mut self,
+        line: &str,
+        wanted: &std::collections::HashMap<CellKey, &PlanCell>,
+        journal: &mut Journal,
+    ) -> Result<Option<CellResult>> {
+        self.line_no += 1;
+        let i = self.line_no;
+        if line.trim().is_empty() {
+            return Ok(None);
+        }
+        let shown = || crate::sanitize::shown(&line.chars().take(300).collect::<String>());
+        let row: CellResult =
+            serde_json::from_str(line).map_err(|e| anyhow!("harness output line {i}: {e}: {}", shown()))?;
+        let Some(cell) = wanted.get(&row.key()) else {
+            bail!("harness output line {i} is for a cell not in the plan: {}", shown());
+        };
+        check_against_plan(&row, cell, &mut self.device)
+            .map_err(|e| anyhow!("harness output line {i}: {e}; the row was not written: {}", shown()))?;
+        journal.append(row.clone())?;
+        self.appended += 1;
+        Ok(Some(row))
     }
 }
 

@@ -289,20 +289,16 @@ pub fn lock_path(path: &Path) -> PathBuf {
 
 /// Takes the exclusive lock of the journal at `path` (an OS file lock on [`lock_path`], released when
 /// the process ends however it ends) and records this process in it. A second `synth bench` on the same
-/// journal gets one error naming the holder.
+/// journal gets one error naming the holder. The lock file is opened without following links
+/// ([`super::auxfile`]).
 fn lock_journal(path: &Path) -> Result<File> {
     use std::io::Write;
     let lock_path = lock_path(path);
     if let Some(dir) = lock_path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&lock_path)
-        .with_context(|| format!("cannot open the journal lock {}", lock_path.display()))?;
+    // Never through a link: a planted `<journal>.lock` symlink would get its target overwritten below.
+    let mut file = super::auxfile::open(&lock_path, super::auxfile::Mode::ReadWrite, "the journal lock")?;
     match file.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
@@ -363,6 +359,19 @@ mod tests {
         assert!(msg.contains(&format!("pid {}", std::process::id())), "{msg}");
         drop(first);
         Journal::open(&path, &catalog).expect("free again once the first is closed");
+    }
+
+    #[test]
+    fn a_planted_lock_link_is_refused_and_its_target_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.csv");
+        let target = dir.path().join("precious");
+        std::fs::write(&target, "keep\n").unwrap();
+        std::os::unix::fs::symlink(&target, lock_path(&path)).unwrap();
+        let err = format!("{:#}", Journal::open(&path, &Catalog::embedded()).err().expect("refused"));
+        assert!(err.contains("j.csv.lock is a symbolic link"), "{err}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep\n");
+        assert!(!path.exists(), "no journal is created");
     }
 
     /// Header and the first two rows of a committed journal.

@@ -3,9 +3,11 @@
 //!
 //! - [`plan`]: the cells to measure (split-K rule, order, seeded rechecks);
 //! - [`journal`]: the output CSV, read back on start so finished cells are skipped;
+//! - [`auxfile`]: the run's auxiliary files, opened without following links;
 //! - [`driver`]: the harness subprocess protocol (JSON lines in both directions, exit codes);
 //! - [`cmd`]: `synth bench`.
 
+pub mod auxfile;
 pub(crate) mod driver;
 pub(crate) mod journal;
 pub mod plan;

@@ -2,6 +2,7 @@
 //! matrix the rest of the tool works on, and polars summaries.
 
 pub mod aiter_csv;
+pub mod aiter_profile;
 pub(crate) mod bands;
 pub(crate) mod matrix;
 pub mod multi;
