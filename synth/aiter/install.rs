@@ -191,10 +191,15 @@ pub fn install(root: &Path, changes: &[Change]) -> Result<()> {
             std::fs::create_dir(d).with_context(|| format!("cannot apply: cannot create {}", d.display()))?;
             made.push(d.clone());
         }
+        let mut dirs: Vec<PathBuf> =
+            changes.iter().filter_map(|c| root.join(&c.path).parent().map(Path::to_path_buf)).collect();
+        dirs.dedup();
+        for d in &dirs {
+            remove_leftovers(d);
+        }
         let mut staged = Vec::new();
         for c in changes {
             let target = root.join(&c.path);
-            remove_leftovers(target.parent().expect("a target has a parent"));
             let (old, mode) = if c.new_file { (None, 0o644) } else { read_old(&target).map(|(b, m)| (Some(b), m))? };
             staged.push(Staged { temp: stage(&target, &c.contents, mode)?, target, old });
         }

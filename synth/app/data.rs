@@ -111,11 +111,9 @@ impl Dataset {
     pub fn bytes(&self) -> anyhow::Result<Cow<'static, [u8]>> {
         match self {
             Dataset::Embedded(f) => Ok(Cow::Borrowed(f.bytes)),
-            Dataset::File(p) => {
-                crate::input::read_bytes_capped(p, crate::input::MAX_TABLE_BYTES, "dataset")
-                    .map(Cow::Owned)
-                    .map_err(|e| anyhow::anyhow!("cannot read dataset {}: {e}", p.display()))
-            }
+            Dataset::File(p) => crate::input::read_bytes_capped(p, crate::input::MAX_TABLE_BYTES, "dataset")
+                .map(Cow::Owned)
+                .map_err(|e| anyhow::anyhow!("cannot read dataset {}: {e}", p.display())),
         }
     }
 

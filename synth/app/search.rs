@@ -463,16 +463,15 @@ fn check_trace_settings(args: &SearchArgs, trace: &std::path::Path) -> anyhow::R
                 );
             }
         }
-        let recorded =
-            crate::input::read_text_capped(&path, crate::input::MAX_SPEC_BYTES, "settings record")
-                .with_context(|| {
-                    format!(
-                        "cannot read {}, the settings the trace {} was written with; resume only a trace written by \
+        let recorded = crate::input::read_text_capped(&path, crate::input::MAX_SPEC_BYTES, "settings record")
+            .with_context(|| {
+                format!(
+                    "cannot read {}, the settings the trace {} was written with; resume only a trace written by \
                      `synth search` (or run without --resume)",
-                        path.display(),
-                        trace.display()
-                    )
-                })?;
+                    path.display(),
+                    trace.display()
+                )
+            })?;
         let recorded: serde_json::Value =
             serde_json::from_str(&recorded).with_context(|| format!("{}: not a settings record", path.display()))?;
         let mut differ = Vec::new();
