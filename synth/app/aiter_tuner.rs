@@ -24,7 +24,6 @@ use super::aiter_args::{AiterArgs, TunerLibtype};
 use crate::catalog::Catalog;
 use crate::measure::auxfile::{self, Mode};
 use crate::measure::journal::{CellResult, Journal};
-use crate::measure::CellKey;
 use crate::process::{run_capture, Event, Watched};
 use crate::table::aiter_profile::{ProfileCell, ProfileReader};
 use crate::table::Shape;
@@ -197,8 +196,6 @@ pub struct ProfileImport {
     offset: u64,
     /// The last complete line read (with its newline), to notice a rewrite.
     last_line: Vec<u8>,
-    /// Cells read from the file since the start (a cell twice is an error).
-    seen: HashSet<CellKey>,
 }
 
 impl ProfileImport {
@@ -210,7 +207,6 @@ impl ProfileImport {
             reader: ProfileReader::new(path.display().to_string(), err_ratio),
             offset: 0,
             last_line: Vec::new(),
-            seen: HashSet::new(),
         }
     }
 
@@ -281,9 +277,6 @@ impl ProfileImport {
                         self.path.parent().map(|p| p.display().to_string()).unwrap_or_default()
                     );
                 }
-            }
-            if !self.seen.insert(cell.key()) {
-                bail!("{src}:{line}: the profile file holds cell {:?} twice", cell.key());
             }
             rows.push((line, cell));
         }
@@ -637,4 +630,67 @@ fn report_import(total: &mut ImportStats, s: ImportStats, journal: &Journal, wan
         );
     }
     total.add(s);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str = "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio\n";
+
+    fn meta() -> RowMeta {
+        RowMeta {
+            device: "MI300X".into(),
+            backend: "aiter-tuner".into(),
+            timing: "t".into(),
+            reps: 101,
+            recheck: 0,
+            err_ratio: 0.05,
+        }
+    }
+
+    fn row(m: u32, id: i32, cat: &Catalog) -> String {
+        format!("gfx942,304,{m},5120,5120,ck,{id},0,12.5,{},1,1,0.0\n", cat.legacy_by_id(id).unwrap().name)
+    }
+
+    #[test]
+    fn a_growing_profile_is_read_once_and_a_rewrite_from_the_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let cat = Catalog::embedded();
+        let (mut j, _) = Journal::open(&dir.path().join("j.csv"), &cat).unwrap();
+        let p = dir.path().join("profile.csv");
+        let mut imp = ProfileImport::new(&p, 0.05);
+        assert_eq!(imp.poll(&mut j, &meta(), &cat, None).unwrap().appended, 0, "no file yet");
+        std::fs::write(&p, format!("{HEADER}{}{}", row(1, 3, &cat), &row(1, 4, &cat)[..20])).unwrap();
+        let s = imp.poll(&mut j, &meta(), &cat, None).unwrap();
+        assert_eq!((s.appended, s.already), (1, 0), "the unterminated row waits");
+        let grown = format!("{HEADER}{}{}{}", row(1, 3, &cat), row(1, 4, &cat), row(2, 3, &cat));
+        std::fs::write(&p, &grown).unwrap();
+        let s = imp.poll(&mut j, &meta(), &cat, None).unwrap();
+        assert_eq!((s.appended, s.already), (2, 0), "only the new lines are read");
+        assert_eq!(imp.offset, grown.len() as u64);
+        // Rewritten with other bytes before the point read (rows reordered): read again from the start.
+        let rewritten = format!("{HEADER}{}{}{}{}", row(2, 3, &cat), row(1, 3, &cat), row(1, 4, &cat), row(4, 5, &cat));
+        std::fs::write(&p, rewritten).unwrap();
+        let s = imp.poll(&mut j, &meta(), &cat, None).unwrap();
+        assert_eq!((s.appended, s.already), (1, 3));
+        assert_eq!(j.rows().len(), 4);
+        // A shape tuned twice (a retry after a failed import) keeps its first rows.
+        std::fs::write(&p, format!("{HEADER}{}{}", row(8, 3, &cat), row(8, 3, &cat))).unwrap();
+        let s = ProfileImport::new(&p, 0.05).poll(&mut j, &meta(), &cat, None).unwrap();
+        assert_eq!((s.appended, s.already), (1, 1));
+    }
+
+    #[test]
+    fn an_oversized_profile_is_refused_without_reading_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let cat = Catalog::embedded();
+        let (mut j, _) = Journal::open(&dir.path().join("j.csv"), &cat).unwrap();
+        let p = dir.path().join("profile.csv");
+        // 300 MB, sparse: over the cap for a latency table.
+        std::fs::File::create(&p).unwrap().set_len(300_000_000).unwrap();
+        let e = format!("{:#}", import_profile(&p, &mut j, &meta(), &cat, None).unwrap_err());
+        assert!(e.contains("holds more than 256 MiB (the cap for a latency table)"), "{e}");
+        assert!(j.rows().is_empty());
+    }
 }
