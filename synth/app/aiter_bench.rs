@@ -20,7 +20,7 @@ use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::aiter_tuner::{
-    import_profile, shape_in_journal, shape_of, write_untuned, AiterDevice, RowMeta, RunFiles, Tuner,
+    import_profile, shape_in_journal, shape_of, untuned_csv, AiterDevice, RowMeta, RunFiles, Tuner,
 };
 use super::bench_args::{bench_grid, print_summary, BenchArgs};
 use crate::catalog::Catalog;
@@ -190,7 +190,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             todo.len()
         );
         if let Some(p) = &args.plan_only {
-            write_untuned(p, &todo)?;
+            std::fs::write(p, untuned_csv(&todo)).with_context(|| format!("cannot write {}", p.display()))?;
             eprintln!("wrote the untuned CSV of {} shapes to {}", todo.len(), p.display());
         } else {
             println!("{}", todo.len());

@@ -305,16 +305,19 @@ pub fn import_profile(
     ProfileImport::new(path, meta.err_ratio).poll(journal, meta, catalog, only)
 }
 
-/// Writes the tuner's input: `M,N,K` rows (never through a link).
-pub fn write_untuned(path: &Path, shapes: &[Shape]) -> Result<()> {
-    let file = auxfile::open(path, Mode::Truncate, "the tuner's untuned CSV")?;
-    let mut w = csv::Writer::from_writer(file);
-    w.write_record(["M", "N", "K"])?;
+/// The tuner's input for `shapes`: an `M,N,K` header and one row per shape.
+pub fn untuned_csv(shapes: &[Shape]) -> String {
+    let mut text = String::from("M,N,K\n");
     for s in shapes {
-        w.write_record([s.m.to_string(), s.n.to_string(), s.k.to_string()])?;
+        text.push_str(&format!("{},{},{}\n", s.m, s.n, s.k));
     }
-    w.flush().with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
+    text
+}
+
+/// Writes the tuner's input ([`untuned_csv`]) into its work directory, never through a link.
+pub fn write_untuned(path: &Path, shapes: &[Shape]) -> Result<()> {
+    let mut file = auxfile::open(path, Mode::Truncate, "the tuner's untuned CSV")?;
+    file.write_all(untuned_csv(shapes).as_bytes()).with_context(|| format!("cannot write {}", path.display()))
 }
 
 impl Tuner {
