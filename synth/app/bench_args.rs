@@ -54,7 +54,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub cu_num: Option<u32>,
     /// Seconds to wait for each cell's result before the harness is stopped (the run ends with an error
-    /// and keeps every finished cell).
+    /// and keeps every finished cell); with --backend aiter, the longest the tuner may print nothing and
+    /// add nothing to its profile file before it is stopped.
     #[arg(long, default_value_t = 1800.0, value_parser = positive_seconds)]
     pub cell_timeout: f64,
     /// Print the plan size (total, already in the journal, to measure) and stop. Without a GPU (or
