@@ -49,6 +49,9 @@ pub const EMBEDDED: &[EmbeddedFile] = embed![
     "measurements/h200/qwen2.5-72b-tp8.csv",
 ];
 
+/// The name of the single-dataset job's default dataset (the first of [`EMBEDDED`]).
+pub const DEFAULT_DATASET: &str = "measurements/h200/qwen3-32b-tp2.csv";
+
 /// The dataset of the main job (the first of [`EMBEDDED`]).
 pub fn default_dataset() -> &'static EmbeddedFile {
     &EMBEDDED[0]
@@ -103,7 +106,7 @@ impl Dataset {
     pub fn name(&self) -> String {
         match self {
             Dataset::Embedded(f) => f.name.to_string(),
-            Dataset::File(p) => super::session::display_path(p),
+            Dataset::File(p) => crate::paths::display_path(&super::line::absolute(p)),
         }
     }
 
@@ -111,11 +114,9 @@ impl Dataset {
     pub fn bytes(&self) -> anyhow::Result<Cow<'static, [u8]>> {
         match self {
             Dataset::Embedded(f) => Ok(Cow::Borrowed(f.bytes)),
-            Dataset::File(p) => {
-                crate::input::read_bytes_capped(p, crate::input::MAX_TABLE_BYTES, "dataset")
-                    .map(Cow::Owned)
-                    .map_err(|e| anyhow::anyhow!("cannot read dataset {}: {e}", p.display()))
-            }
+            Dataset::File(p) => crate::input::read_bytes_capped(p, crate::input::MAX_TABLE_BYTES, "dataset")
+                .map(Cow::Owned)
+                .map_err(|e| anyhow::anyhow!("cannot read dataset {}: {e}", p.display())),
         }
     }
 
