@@ -76,8 +76,15 @@ impl Dataset {
     pub fn resolve(arg: Option<&Path>) -> anyhow::Result<Dataset> {
         let Some(path) = arg else { return Ok(Dataset::Embedded(default_dataset())) };
         if path.is_file() {
-            let bytes =
-                std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read dataset {}: {e}", path.display()))?;
+            // Capped like every table read (a file is compared with the embedded ones byte for byte).
+            let cap = crate::input::MAX_TABLE_BYTES;
+            let too_big = std::fs::metadata(path).is_ok_and(|m| m.len() > cap);
+            let bytes = if too_big {
+                Err(std::io::Error::other(format!("it holds more than {} MiB, the cap for a dataset", cap >> 20)))
+            } else {
+                crate::input::read_bytes_capped(path, cap, "dataset")
+            };
+            let bytes = bytes.map_err(|e| anyhow::anyhow!("cannot read dataset {}: {e}", path.display()))?;
             return Ok(match EMBEDDED.iter().find(|f| f.bytes == bytes.as_slice()) {
                 Some(f) => Dataset::Embedded(f),
                 None => Dataset::File(path.to_path_buf()),
@@ -166,6 +173,11 @@ mod tests {
         let other = dir.path().join("other.csv");
         std::fs::write(&other, &default_dataset().bytes[..default_dataset().bytes.len() - 1]).unwrap();
         assert_eq!(Dataset::resolve(Some(&other)).unwrap(), Dataset::File(other.clone()));
+        // A file over the table cap is refused before it is read (a sparse file: no disk, no time).
+        let huge = dir.path().join("huge.csv");
+        std::fs::File::create(&huge).unwrap().set_len(crate::input::MAX_TABLE_BYTES + 1).unwrap();
+        let e = Dataset::resolve(Some(&huge)).unwrap_err().to_string();
+        assert!(e.contains("huge.csv") && e.contains("256 MiB"), "{e}");
         let missing = Dataset::resolve(Some(&dir.path().join("nope.csv"))).unwrap_err().to_string();
         assert!(missing.contains("does not exist") && missing.contains("synth bench"), "{missing}");
     }

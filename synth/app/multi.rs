@@ -466,6 +466,16 @@ mod tests {
         let sixteen =
             job(LimitArgs { max_leaves: Some(16), max_instances: Some(8), ..LimitArgs::default() }, DEFAULT_MANIFEST);
         assert!(sixteen.is_main());
+        // The default manifest however it is named (its path in the crate, or a copy of its bytes).
+        let by_path = crate::paths::crate_root().join(DEFAULT_MANIFEST);
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("datasets.toml");
+        std::fs::write(&copy, super::super::data::EMBEDDED_MANIFEST.1).unwrap();
+        for named in [by_path.as_path(), copy.as_path()] {
+            let j = job(LimitArgs::default(), named.to_str().unwrap());
+            assert!(j.is_main(), "{}", named.display());
+            assert_eq!(j.line().text(), "cargo run --release -- run");
+        }
         // Another manifest is never the main job.
         let other = job(LimitArgs::default(), "elsewhere/m.toml");
         assert!(!other.is_main() && other.line().text().contains("--manifest"));

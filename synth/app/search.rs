@@ -33,9 +33,6 @@ pub const DEFAULT_OUT: &str = "gemm-synth-out/search";
 pub const TRACE_FILE: &str = "trace.jsonl";
 /// Name of the search's winner in the comparison.
 pub const WINNER_NAME: &str = "search";
-/// Options of `synth search` that only choose where output goes, how progress is shown, how the run
-/// continues or how many threads it uses: never in the "Regenerate with" line.
-pub const OUTPUT_ONLY: [&str; 5] = ["out", "quiet", "resume", "trace", "jobs"];
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct SearchArgs {
@@ -188,7 +185,7 @@ fn run_single(args: &SearchArgs, limits: &ResolvedLimits, started: Instant) -> a
         session.layers.len(),
         sample.heldout.len()
     );
-    let outcome = search_loop(args, &setup, &trace)?;
+    let outcome = search_loop(args, limits, &setup, &trace)?;
     let line = search_line(args, limits, |l| {
         if session.dataset_args != [super::data::DEFAULT_DATASET] {
             for d in &session.dataset_args {
@@ -241,9 +238,14 @@ fn loop_config(args: &SearchArgs, trace: &Path) -> LoopConfig {
 }
 
 /// The agent loop of `args` over `setup`'s training shapes, traced to `trace`.
-fn search_loop(args: &SearchArgs, setup: &Arc<RuleSetup>, trace: &Path) -> anyhow::Result<LoopOutcome> {
+fn search_loop(
+    args: &SearchArgs,
+    limits: &ResolvedLimits,
+    setup: &Arc<RuleSetup>,
+    trace: &Path,
+) -> anyhow::Result<LoopOutcome> {
     let proposers = build_proposers(args, setup)?;
-    check_trace_settings(args, trace)?;
+    check_trace_settings(args, limits, trace)?;
     let cfg = loop_config(args, trace);
     println!("agents:   {}", proposers.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "));
     let task = RuleTask::new(setup.clone());
@@ -421,7 +423,7 @@ fn run_manifest(args: &SearchArgs, manifest: &Path, limits: &ResolvedLimits, sta
         args.sample.seed
     );
     println!("training: {training}");
-    let outcome = search_loop(args, &setup, &trace)?;
+    let outcome = search_loop(args, limits, &setup, &trace)?;
     let line = search_line(args, limits, |l| {
         l.always("--dataset", &name);
     });
@@ -506,7 +508,7 @@ fn report_manifest(
 
 /// The settings a trace belongs to: everything that decides what the attempts in it mean. `--iterations`
 /// is left out (a resumed run may go further).
-fn trace_settings(args: &SearchArgs) -> serde_json::Value {
+fn trace_settings(args: &SearchArgs, limits: &ResolvedLimits) -> serde_json::Value {
     serde_json::json!({
         "agents": args.agents,
         "offspring": args.offspring,
@@ -517,11 +519,11 @@ fn trace_settings(args: &SearchArgs) -> serde_json::Value {
         "tp": args.data.tp,
         "sample_m": args.sample.sample_m,
         "seed": args.sample.seed,
-        "max_depth": args.limits.max_depth,
-        "max_leaves": args.limits.max_leaves,
-        "max_instances": args.limits.max_instances,
-        "weight": format!("{:?}", args.limits.weight).to_lowercase(),
-        "features": format!("{:?}", args.limits.features).to_lowercase(),
+        "max_depth": limits.max_depth,
+        "max_leaves": limits.max_leaves,
+        "max_instances": limits.max_instances,
+        "weight": format!("{:?}", limits.weight).to_lowercase(),
+        "features": format!("{:?}", limits.features).to_lowercase(),
     })
 }
 
@@ -534,9 +536,9 @@ pub fn settings_path(trace: &std::path::Path) -> PathBuf {
 
 /// With `--resume`: the trace must hold attempts and have been written with the same settings (else one
 /// error naming each differing setting). Without: records this run's settings beside the trace.
-fn check_trace_settings(args: &SearchArgs, trace: &std::path::Path) -> anyhow::Result<()> {
+fn check_trace_settings(args: &SearchArgs, limits: &ResolvedLimits, trace: &Path) -> anyhow::Result<()> {
     let path = settings_path(trace);
-    let now = trace_settings(args);
+    let now = trace_settings(args, limits);
     if args.resume && trace.exists() {
         let contents = crate::engine::trace::read_trace(trace)?;
         if contents.attempts.is_empty() {
