@@ -123,7 +123,7 @@ fn geak_blog_names_resolve_to_hand_checked_ids() {
         assert_eq!(c.resolve_name(name).unwrap().id, id, "{name}");
     }
     // The rule file itself, as published, names exactly these six.
-    let rule = include_str!("data/geak_blog_rule.cpp");
+    let rule = include_str!("../assets/rules/geak_blog_rule.cpp");
     let found: Vec<&str> = rule
         .split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
         .filter(|t| t.starts_with("a8w8_blockscale_"))

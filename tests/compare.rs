@@ -418,3 +418,20 @@ fn compare_writes_the_png_beside_the_svg_and_says_where() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("--svg cmp.png") && err.contains(".png"), "{err}");
 }
+
+#[test]
+fn compare_writes_its_files_all_or_nothing() {
+    // The PNG's path is a directory: nothing is written (the CSV and SVG once were, before the PNG failed).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("p.png")).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_synth"))
+        .args(["compare", "--csv", "c.csv", "--svg", "p.svg"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("p.png") && err.contains("a directory is in the way"), "{err}");
+    let left: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(left, vec!["p.png".to_string()], "nothing else is written");
+}

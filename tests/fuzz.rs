@@ -272,7 +272,7 @@ fn seeds() -> (Vec<String>, Vec<String>, Vec<String>) {
     let rule = rule::parse_json(&json).unwrap();
     let cpp = rule::text::rule_to_cpp_text(&rule, catalog());
     let rust = rule::text::rule_to_rust_text(&rule, catalog());
-    let geak = std::fs::read_to_string(dir.join("tests/data/geak_blog_rule.cpp")).unwrap();
+    let geak = std::fs::read_to_string(dir.join("assets/rules/geak_blog_rule.cpp")).unwrap();
     (vec![cpp, geak], vec![rust], vec![json])
 }
 

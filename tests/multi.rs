@@ -301,4 +301,56 @@ fn run_and_search_on_a_manifest_report_every_configuration() {
     let (ok, text) = synth(&["run", "--dataset", m, "--out", "r"], dir.path());
     assert!(ok, "{text}");
     assert!(text.contains("leave-one-model-out") && dir.path().join("r/evaluations.csv").exists(), "{text}");
+    // The manifest lists no off-grid M: evaluation (b) is over no shape, and says so — no made-up 1.000 in
+    // the text, no NaN and no row in the evaluations CSV, "no shapes" in the generated headers.
+    assert!(text.contains("(b) off-grid M of the training configurations: no shapes"), "{text}");
+    let ev = std::fs::read_to_string(dir.path().join("r/evaluations.csv")).unwrap();
+    assert!(!ev.contains("NaN") && !ev.contains("off-grid"), "{ev}");
+    let header = std::fs::read_to_string(dir.path().join("r/dispatch.rs")).unwrap();
+    assert!(header.contains("off-grid M no shapes"), "{header}");
+    let ev = std::fs::read_to_string(dir.path().join("s/evaluations.csv")).unwrap();
+    assert!(!ev.contains("NaN") && !ev.contains("off-grid"), "{ev}");
+}
+
+#[test]
+fn a_manifest_is_checked_at_load_and_its_names_are_shown_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let (manifest, rule) = tiny_manifest(dir.path());
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    // A name twice in the training pool: one error at load naming the file and the name.
+    let twice = write(
+        dir.path(),
+        "twice.toml",
+        &text.replace("train_pool = [\"a\", \"b\"]", "train_pool = [\"a\", \"b\", \"a\"]"),
+    );
+    let e = MultiData::open(&twice).unwrap_err().to_string();
+    assert!(e.contains("twice.toml") && e.contains("train_pool names \"a\" twice"), "{e}");
+    // A configuration name holding a carriage return and a right-to-left override reaches the terminal as
+    // code points, as in errors and generated headers.
+    let odd = write(
+        dir.path(),
+        "odd.toml",
+        &text.replace("name = \"b\"", "name = \"b\\r\\u202Ex\"").replace("\"a\", \"b\"]", "\"a\", \"b\\r\\u202Ex\"]"),
+    );
+    let (ok, out) =
+        synth(&["compare", "--dataset", odd.to_str().unwrap(), "--rule", rule.to_str().unwrap()], dir.path());
+    assert!(ok, "{out}");
+    assert!(out.contains("b<U+000D><U+202E>x") && !out.contains('\r') && !out.contains('\u{202E}'), "{out}");
+}
+
+#[test]
+fn several_embedded_datasets_load_outside_a_checkout() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, text) = synth(
+        &[
+            "compare",
+            "--dataset",
+            "measurements/h200/qwen3-32b-tp1.csv",
+            "--dataset",
+            "measurements/h200/qwen3-32b-tp4.csv",
+        ],
+        dir.path(),
+    );
+    assert!(ok, "{text}");
+    assert!(text.contains("measurements/h200/qwen3-32b-tp1.csv + measurements/h200/qwen3-32b-tp4.csv"), "{text}");
 }

@@ -169,7 +169,7 @@ fn deep_expected(mm: u32, nn: u32) -> (i32, u32) {
 }
 
 fn geak_rule(catalog: &Catalog) -> Rule {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/rules/geak_blog_rule.cpp");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/rules/geak_blog_rule.cpp");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     gemm_synth::rule::parse_cpp::parse_cpp(&text, catalog).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }

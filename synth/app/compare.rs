@@ -1,12 +1,18 @@
 //! `synth compare`: score policies on a latency table and write the per-shape CSV and SVG plot.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::bail;
 
 use crate::compare::{evaluate, Policy, TunedTable};
 
-use super::session::{display_path, emit, DataArgs, SampleArgs, Scope, Session};
+use super::args::{DataArgs, SampleArgs};
+use super::line::canonical_path;
+use super::manifest::MultiData;
+use super::multi_eval;
+use super::resolve::{data_mode, DataMode, DataOptions, Fallback};
+use super::session::{display_path, Scope, Session};
+use super::shared::{emit, published_rule, summary_table, PUBLISHED_RULE_NAME};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct CompareArgs {
@@ -44,7 +50,8 @@ pub struct CompareArgs {
 
 /// Runs `synth compare`.
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
-    if let Some(manifest) = super::multi_eval::manifest_of(&args.data.dataset) {
+    let opts = DataOptions { data: &args.data, manifest: None, train_tuned: &[], fallback: Fallback::Single };
+    if let DataMode::Manifest(manifest) = data_mode(opts)? {
         return run_manifest(&args, &manifest);
     }
     let session = Session::open(&args.data, Scope::EveryShape)?;
@@ -96,33 +103,46 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
              --published to score more, and --held-out to score outside the training sample\n",
         );
     }
+    let mut files = Vec::new();
     if let Some(path) = &args.csv {
         let csv = if session.vendor.is_empty() {
             crate::compare::report::csv(&report, names)
         } else {
             crate::compare::report::csv_with_vendor(&report, names, &session.vendor)
         };
-        std::fs::write(path, csv).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-        text.push_str(&format!("written: {}\n", super::outputs::real_path(path)));
+        files.push((path.clone(), csv.into_bytes(), ""));
     }
     if let Some(path) = &args.svg {
-        let png_path = png_beside(path)?;
         let title = format!("{what} on {}", matrix.device.as_deref().unwrap_or(&matrix.gfx));
-        let svg = crate::compare::plot::speedup_svg(&report, names, &title)?;
-        let png = crate::compare::raster::svg_to_png(&svg)?;
-        for (p, bytes) in [(path, svg.as_bytes()), (&png_path, &png[..])] {
-            std::fs::write(p, bytes).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
-            text.push_str(&format!("written: {}\n", super::outputs::real_path(p)));
-        }
+        plot_files(&mut files, path, crate::compare::plot::speedup_svg(&report, names, &title)?)?;
     }
+    write_all(&mut text, files)?;
     emit(&text)
+}
+
+/// The plot at `svg` and its PNG beside it, as files to write.
+fn plot_files(files: &mut Vec<(PathBuf, Vec<u8>, &str)>, svg_path: &Path, svg: String) -> anyhow::Result<()> {
+    let png_path = png_beside(svg_path)?;
+    let png = crate::compare::raster::svg_to_png(&svg)?;
+    files.push((svg_path.to_path_buf(), svg.into_bytes(), ""));
+    files.push((png_path, png, ""));
+    Ok(())
+}
+
+/// Writes `files` all or nothing ([`super::outputs::write_named_files`]) and lists them in `text`.
+fn write_all(text: &mut String, files: Vec<(PathBuf, Vec<u8>, &str)>) -> anyhow::Result<()> {
+    let notes: Vec<(PathBuf, &str)> = files.iter().map(|(p, _, n)| (p.clone(), *n)).collect();
+    super::outputs::write_named_files(&files.into_iter().map(|(p, b, _)| (p, b)).collect::<Vec<_>>())?;
+    for (p, note) in notes {
+        text.push_str(&format!("written: {}{note}\n", super::outputs::real_path(&p)));
+    }
+    Ok(())
 }
 
 /// `synth compare --dataset MANIFEST.toml`: the policies scored on every (model, TP) configuration of the
 /// manifest, one row per configuration, and on every shape; `--tuned-sample` builds the tuned table from
 /// the main job's training sample (`--sample-m` M values × the layers of each training configuration).
-fn run_manifest(args: &CompareArgs, manifest: &std::path::Path) -> anyhow::Result<()> {
-    use super::multi_eval;
+fn run_manifest(args: &CompareArgs, manifest: &Path) -> anyhow::Result<()> {
     if args.data.model.is_some() || args.data.spec.is_some() || args.held_out {
         bail!(
             "--dataset {} is a manifest of (model, TP) configurations: leave out --model, --spec and --held-out \
@@ -130,13 +150,13 @@ fn run_manifest(args: &CompareArgs, manifest: &std::path::Path) -> anyhow::Resul
             manifest.display()
         );
     }
-    let data = multi_eval::open(manifest)?;
+    let data = MultiData::open(manifest)?;
     let (catalog, matrix) = (&data.catalog, &data.matrix);
     let mut policies = vec![Policy::Default];
     let mut tables: Vec<(String, TunedTable)> = Vec::new();
     for path in &args.tuned {
         let table = super::session::load_tuned(path, catalog, matrix, args.tuned_any_device)?;
-        tables.push((format!("tuned:{}", display_path(path)), table));
+        tables.push((format!("tuned:{}", canonical_path(path)), table));
     }
     if args.tuned_sample {
         let train =
@@ -148,14 +168,11 @@ fn run_manifest(args: &CompareArgs, manifest: &std::path::Path) -> anyhow::Resul
     }
     policies.extend(table_policies(&tables));
     if args.published {
-        policies.push(Policy::Rule {
-            name: super::session::PUBLISHED_RULE_NAME.into(),
-            rule: super::session::published_rule(catalog)?,
-        });
+        policies.push(Policy::Rule { name: PUBLISHED_RULE_NAME.into(), rule: published_rule(catalog)? });
     }
     for path in &args.rule {
         let rule = crate::rule::load_checked(path, catalog)?;
-        policies.push(Policy::Rule { name: display_path(path), rule });
+        policies.push(Policy::Rule { name: canonical_path(path), rule });
     }
     policies.push(Policy::Oracle);
     let focus = policies.iter().rev().nth(1).map(Policy::name).unwrap_or("default").to_string();
@@ -176,19 +193,16 @@ fn run_manifest(args: &CompareArgs, manifest: &std::path::Path) -> anyhow::Resul
     text.push_str("):\n");
     text.push_str(&multi_eval::per_config_table(&evals, &focus));
     text.push_str(&format!("every shape ({}):\n", all.shapes.len()));
-    text.push_str(&super::multi::summary_table(&all));
+    text.push_str(&summary_table(&all));
     if args.rule.is_empty() && tables.is_empty() && !args.published {
         text.push_str("hint: only the default and the oracle were scored; add --rule FILE, --tuned FILE, --tuned-sample or --published\n");
     }
+    let mut files = Vec::new();
     if let Some(path) = &args.csv {
         let mut evals = evals.clone();
         evals.push(multi_eval::Evaluation { evaluation: "all", config: "all".into(), report: all.clone() });
         let csv = multi_eval::evaluations_csv(&evals);
-        std::fs::write(path, csv).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-        text.push_str(&format!(
-            "written: {} (one row per configuration and policy)\n",
-            super::outputs::real_path(path)
-        ));
+        files.push((path.clone(), csv.into_bytes(), " (one row per configuration and policy)"));
     }
     if let Some(path) = &args.svg {
         let groups: Vec<(String, Vec<usize>)> = data
@@ -199,15 +213,10 @@ fn run_manifest(args: &CompareArgs, manifest: &std::path::Path) -> anyhow::Resul
                 (c.name.clone(), (0..all.shapes.len()).filter(|&i| set.contains(&all.shapes[i])).collect())
             })
             .collect();
-        let png_path = png_beside(path)?;
-        let title = format!("{} on {}", display_path(manifest), matrix.device.as_deref().unwrap_or(&matrix.gfx));
-        let svg = crate::compare::plot::groups_svg(&all, &groups, &title)?;
-        let png = crate::compare::raster::svg_to_png(&svg)?;
-        for (p, bytes) in [(path, svg.as_bytes()), (&png_path, &png[..])] {
-            std::fs::write(p, bytes).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
-            text.push_str(&format!("written: {}\n", super::outputs::real_path(p)));
-        }
+        let title = format!("{} on {}", canonical_path(manifest), matrix.device.as_deref().unwrap_or(&matrix.gfx));
+        plot_files(&mut files, path, crate::compare::plot::groups_svg(&all, &groups, &title)?)?;
     }
+    write_all(&mut text, files)?;
     emit(&text)
 }
 
@@ -224,7 +233,7 @@ fn table_policies(tables: &[(String, TunedTable)]) -> Vec<Policy> {
 }
 
 /// Where the PNG of the plot at `svg` goes: beside it, same stem, `.png` (`cmp.svg` → `cmp.png`).
-fn png_beside(svg: &std::path::Path) -> anyhow::Result<PathBuf> {
+fn png_beside(svg: &Path) -> anyhow::Result<PathBuf> {
     if svg.file_name().is_none() || svg.extension().is_some_and(|e| e.eq_ignore_ascii_case("png")) {
         bail!(
             "--svg {}: the plot's PNG goes beside the SVG with the same stem and `.png`, so the SVG path must be a \

@@ -49,6 +49,9 @@ pub const EMBEDDED: &[EmbeddedFile] = embed![
     "measurements/h200/qwen2.5-72b-tp8.csv",
 ];
 
+/// The name of the single-dataset job's default dataset (the first of [`EMBEDDED`]).
+pub const DEFAULT_DATASET: &str = "measurements/h200/qwen3-32b-tp2.csv";
+
 /// The dataset of the main job (the first of [`EMBEDDED`]).
 pub fn default_dataset() -> &'static EmbeddedFile {
     &EMBEDDED[0]
@@ -73,8 +76,15 @@ impl Dataset {
     pub fn resolve(arg: Option<&Path>) -> anyhow::Result<Dataset> {
         let Some(path) = arg else { return Ok(Dataset::Embedded(default_dataset())) };
         if path.is_file() {
-            let bytes =
-                std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read dataset {}: {e}", path.display()))?;
+            // Capped like every table read (a file is compared with the embedded ones byte for byte).
+            let cap = crate::input::MAX_TABLE_BYTES;
+            let too_big = std::fs::metadata(path).is_ok_and(|m| m.len() > cap);
+            let bytes = if too_big {
+                Err(std::io::Error::other(format!("it holds more than {} MiB, the cap for a dataset", cap >> 20)))
+            } else {
+                crate::input::read_bytes_capped(path, cap, "dataset")
+            };
+            let bytes = bytes.map_err(|e| anyhow::anyhow!("cannot read dataset {}: {e}", path.display()))?;
             return Ok(match EMBEDDED.iter().find(|f| f.bytes == bytes.as_slice()) {
                 Some(f) => Dataset::Embedded(f),
                 None => Dataset::File(path.to_path_buf()),
@@ -103,7 +113,7 @@ impl Dataset {
     pub fn name(&self) -> String {
         match self {
             Dataset::Embedded(f) => f.name.to_string(),
-            Dataset::File(p) => super::session::display_path(p),
+            Dataset::File(p) => crate::paths::display_path(&super::line::absolute(p)),
         }
     }
 
@@ -163,6 +173,11 @@ mod tests {
         let other = dir.path().join("other.csv");
         std::fs::write(&other, &default_dataset().bytes[..default_dataset().bytes.len() - 1]).unwrap();
         assert_eq!(Dataset::resolve(Some(&other)).unwrap(), Dataset::File(other.clone()));
+        // A file over the table cap is refused before it is read (a sparse file: no disk, no time).
+        let huge = dir.path().join("huge.csv");
+        std::fs::File::create(&huge).unwrap().set_len(crate::input::MAX_TABLE_BYTES + 1).unwrap();
+        let e = Dataset::resolve(Some(&huge)).unwrap_err().to_string();
+        assert!(e.contains("huge.csv") && e.contains("256 MiB"), "{e}");
         let missing = Dataset::resolve(Some(&dir.path().join("nope.csv"))).unwrap_err().to_string();
         assert!(missing.contains("does not exist") && missing.contains("synth bench"), "{missing}");
     }

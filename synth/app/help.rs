@@ -2,13 +2,18 @@
 
 pub const RUN: &str = "\
 Examples:
-  synth run                                   # the main job: embedded H200 data, Qwen3-32B TP=2; writes generated/
-                                              # of the checkout you are in, else ./gemm-synth-out/run
+  synth run                                   # the main job: one rule for every model of the embedded H200
+                                              # manifest; writes generated/ of the checkout you are in, else
+                                              # ./gemm-synth-out/run
   synth run --check                           # CI: fail when generated/ would change
+  synth run --max-leaves 24 --out big         # the multi-model job with another leaf budget (its default: 16)
   synth run --dataset my.csv --model llama-3.1-8b --tp 1 --out my-rule
-                                              # your own measurements (from `synth bench`)
-  synth run --max-leaves 16 --curve           # a larger rule, and the leaves-versus-quality table
-  synth run --tuned aiter_tuned.csv           # also score an AITER tuned CSV as the offline-tuned policy";
+                                              # the single-dataset job on your own measurements (`synth bench`)
+  synth run --model qwen3-32b --max-leaves 16 --curve
+                                              # one model of the embedded data, and the leaves-versus-quality table
+  synth run --model qwen3-32b --tuned aiter_tuned.csv
+                                              # also score an AITER tuned CSV as the offline-tuned policy
+Every file written starts with the line that regenerates it (`Regenerate with: cargo run --release -- ...`).";
 
 pub const INSTANCES: &str = "\
 Examples:

@@ -1,18 +1,9 @@
-//! The "Regenerate with" line: derived from the parsed command line and the clap definitions of the
-//! subcommand's arguments, so it can never disagree with a default.
-//!
-//! An option appears when it was given on the command line with a value other than its default; paths
-//! are written relative to the crate root; values that a shell would split are single-quoted. Options
-//! that only choose where output goes or how it is shown (`--out`, `--check`, ...) are left out by the
-//! caller's list.
-
-use std::any::TypeId;
-use std::path::{Path, PathBuf};
+//! The parsed command line of a subcommand: which options were given (so a job can refuse options it does
+//! not read, and a tuned-table training can name the ones that do not apply). The "Regenerate with" line
+//! is not derived from here but from what the job used ([`super::line`]).
 
 use clap::parser::ValueSource;
-use clap::{ArgAction, ArgMatches, Command};
-
-use super::session::display_path;
+use clap::{ArgMatches, Command};
 
 /// A parsed subcommand: its definition and what was given.
 #[derive(Debug, Clone, Default)]
@@ -64,93 +55,19 @@ impl Invocation {
     pub fn given(&self, id: &str) -> bool {
         self.matches.as_ref().is_some_and(|m| m.value_source(id) == Some(ValueSource::CommandLine))
     }
-
-    /// `cargo run --release -- <name>` followed by every option given with a non-default value, in the
-    /// order the subcommand defines them, leaving out the options named in `skip` (by id).
-    pub fn regenerate_line(&self, skip: &[&str]) -> String {
-        let mut line = format!("cargo run --release -- {}", self.name);
-        let (Some(cmd), Some(m)) = (&self.command, &self.matches) else { return line };
-        for arg in cmd.get_arguments() {
-            let id = arg.get_id().as_str();
-            let Some(long) = arg.get_long() else { continue };
-            if skip.contains(&id) || m.value_source(id) != Some(ValueSource::CommandLine) {
-                continue;
-            }
-            if matches!(arg.get_action(), ArgAction::SetTrue) {
-                line += &format!(" --{long}");
-                continue;
-            }
-            let Some(raw) = m.get_raw(id) else { continue };
-            let values: Vec<String> = raw.map(|v| v.to_string_lossy().into_owned()).collect();
-            let defaults: Vec<String> =
-                arg.get_default_values().iter().map(|v| v.to_string_lossy().into_owned()).collect();
-            if values == defaults {
-                continue;
-            }
-            let is_path = arg.get_value_parser().type_id() == TypeId::of::<PathBuf>();
-            for v in values {
-                let v = if is_path { display_path(Path::new(&v)) } else { v };
-                line += &format!(" --{long} {}", shell_word(&v));
-            }
-        }
-        line
-    }
 }
-
-pub use crate::sanitize::shell_word;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::CommandFactory;
 
-    fn line(argv: &[&str], skip: &[&str]) -> String {
+    #[test]
+    fn given_flags_in_definition_order() {
         let cli = crate::cli::Cli::command();
-        Invocation::parse(&cli, argv).unwrap().regenerate_line(skip)
-    }
-
-    #[test]
-    fn defaults_are_left_out() {
-        assert_eq!(line(&["run"], &[]), "cargo run --release -- run");
-        // Given explicitly, but equal to the clap default.
-        assert_eq!(
-            line(&["run", "--tp", "2", "--sample-m", "10", "--weight", "uniform"], &[]),
-            "cargo run --release -- run"
-        );
-    }
-
-    #[test]
-    fn non_defaults_in_definition_order() {
-        assert_eq!(
-            line(&["run", "--max-leaves", "12", "--tp", "4", "--model", "llama-3.1-8b", "--no-refine"], &[]),
-            "cargo run --release -- run --model llama-3.1-8b --tp 4 --max-leaves 12 --no-refine"
-        );
-    }
-
-    #[test]
-    fn skipped_and_quoted() {
-        assert_eq!(
-            line(&["run", "--check", "--out", "x", "--seed", "3"], &["check", "out"]),
-            "cargo run --release -- run --seed 3"
-        );
-        assert_eq!(
-            line(&["search", "--agent", "cmd:python3 a.py", "--agent", "builtin"], &[]),
-            "cargo run --release -- search --agent 'cmd:python3 a.py' --agent builtin"
-        );
-        assert_eq!(line(&["search", "--agent", "builtin"], &[]), "cargo run --release -- search");
-    }
-
-    #[test]
-    fn paths_relative_to_the_crate_root() {
-        let p = crate::app::session::crate_root().join("measurements/h200/qwen3-32b-tp2.csv");
-        assert_eq!(
-            line(&["run", "--dataset", p.to_str().unwrap()], &[]),
-            "cargo run --release -- run --dataset measurements/h200/qwen3-32b-tp2.csv"
-        );
-    }
-
-    #[test]
-    fn without_a_command_line() {
-        assert_eq!(Invocation::defaults("run").regenerate_line(&[]), "cargo run --release -- run");
+        let inv = Invocation::parse(&cli, &["run", "--max-leaves", "8", "--tp", "2", "--no-refine"]).unwrap();
+        assert_eq!(inv.given_flags(), ["--tp", "--max-leaves", "--no-refine"]);
+        assert!(inv.given("max_leaves") && !inv.given("seed"));
+        assert!(Invocation::defaults("run").given_flags().is_empty());
     }
 }

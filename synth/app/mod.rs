@@ -1,11 +1,18 @@
 //! The application layer: the commands that wire stages together. Only this layer (and `cli`) knows the
 //! command line; stages never import it.
+//!
+//! Shared by the commands (they depend on these, never the other way round): `args` (the flattened
+//! argument groups and the one `LimitArgs` → `Limits` conversion), `line` (the "Regenerate with" line),
+//! `resolve` (the data mode), `shared` (file names, outlines, tables), `data` (embedded datasets),
+//! `session` (a single dataset opened), `manifest` (a dataset manifest opened), `multi_eval` (the
+//! evaluations on a manifest), `outputs` (where and how output directories are written).
 
 pub(crate) mod aiter;
 pub(crate) mod aiter_args;
 pub(crate) mod aiter_backend;
 pub(crate) mod aiter_bench;
 pub(crate) mod aiter_tuner;
+pub mod args;
 pub(crate) mod bench;
 pub(crate) mod bench_args;
 pub(crate) mod compare;
@@ -15,11 +22,16 @@ pub mod drift;
 pub mod drift_remeasure;
 pub(crate) mod help;
 pub(crate) mod invocation;
+pub mod line;
+pub mod manifest;
 pub mod multi;
 pub(crate) mod multi_eval;
 pub(crate) mod outputs;
+pub(crate) mod resolve;
 pub(crate) mod rewrite;
 pub(crate) mod run;
 pub mod search;
 pub mod session;
+pub mod shared;
+pub(crate) mod single;
 pub(crate) mod tuned;

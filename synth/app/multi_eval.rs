@@ -9,19 +9,34 @@
 //! default's time), so a rule's figure for a configuration is the same in every command.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use crate::compare::{self, Policy, Report};
+use crate::compare::{self, Policy, Report, TunedTable};
 
-use super::multi::{MultiData, EVALUATIONS_COLUMNS};
+use super::manifest::MultiData;
+use super::shared::{published_rule, shown, EVALUATIONS_COLUMNS, PUBLISHED_RULE_NAME};
 
-/// The manifest named by `--dataset`, when it names one: a single `.toml` file (on disk, or the embedded
-/// default manifest by its name).
-pub fn manifest_of(datasets: &[PathBuf]) -> Option<PathBuf> {
-    match datasets {
-        [one] if one.extension().is_some_and(|e| e == "toml") => Some(one.clone()),
-        _ => None,
-    }
+pub use super::resolve::manifest_of;
+pub use super::shared::{of_oracle, unusable};
+
+/// The policies of every evaluation: default, tuned (AITER: lookup, miss → default), nearest-M, tuned→rule,
+/// the published rule, the rule under `name`, the oracle; tables built from `train`.
+pub fn policies_named(
+    data: &MultiData,
+    train: &[usize],
+    rule: &crate::rule::Rule,
+    name: &str,
+) -> anyhow::Result<Vec<Policy>> {
+    let tuned = TunedTable::from_matrix(&data.matrix, train, &format!("best of {} training shapes", train.len()));
+    Ok(vec![
+        Policy::Default,
+        Policy::Tuned { name: "tuned".into(), table: tuned.clone() },
+        Policy::NearestM { name: "nearest-M".into(), table: tuned.clone() },
+        Policy::TunedRule { name: "tuned→rule".into(), table: tuned, rule: rule.clone() },
+        Policy::Rule { name: PUBLISHED_RULE_NAME.into(), rule: published_rule(&data.catalog)? },
+        Policy::Rule { name: name.into(), rule: rule.clone() },
+        Policy::Oracle,
+    ])
 }
 
 /// Opens the manifest `path` (or the embedded default manifest when `path` is its name and absent).
@@ -88,8 +103,12 @@ pub fn evaluations(data: &MultiData, configs: &[usize], train: &[usize], policie
     out
 }
 
-/// `report`'s policy rows as records of the evaluations CSV ([`EVALUATIONS_COLUMNS`]).
+/// `report`'s policy rows as records of the evaluations CSV ([`EVALUATIONS_COLUMNS`]); none for a report
+/// over no shape (a summary of nothing is no figure).
 pub fn put_rows(w: &mut csv::Writer<Vec<u8>>, evaluation: &str, config: &str, report: &Report) {
+    if report.shapes.is_empty() {
+        return;
+    }
     for p in &report.policies {
         let s = &p.summary;
         w.write_record([
@@ -117,16 +136,6 @@ pub fn evaluations_csv(evals: &[Evaluation]) -> String {
     String::from_utf8(w.into_inner().expect("an in-memory CSV flushes")).expect("UTF-8")
 }
 
-/// Fraction of the oracle of `policy` in `report` (NaN when it is not scored there).
-pub fn of_oracle(report: &Report, policy: &str) -> f64 {
-    report.policy_index(policy).map_or(f64::NAN, |p| report.policies[p].summary.of_oracle)
-}
-
-/// Picks of missing or invalid cells by `policy` in `report`.
-pub fn unusable(report: &Report, policy: &str) -> usize {
-    report.policy_index(policy).map_or(0, |p| report.policies[p].summary.missing + report.policies[p].summary.invalid)
-}
-
 /// One row per configuration: shapes, each policy's geomean fraction of the oracle, and the picks of
 /// unusable cells by `focus`.
 pub fn per_config_table(evals: &[Evaluation], focus: &str) -> String {
@@ -139,7 +148,7 @@ pub fn per_config_table(evals: &[Evaluation], focus: &str) -> String {
     columns.push(right("unusable").min(9));
     let mut t = TextTable::new(columns).gap(1).indent("  ");
     for e in rows {
-        let mut cells = vec![e.config.clone(), e.report.shapes.len().to_string()];
+        let mut cells = vec![shown(&e.config), e.report.shapes.len().to_string()];
         cells.extend(names.iter().map(|n| format!("{:.3}", of_oracle(&e.report, n))));
         cells.push(unusable(&e.report, focus).to_string());
         t.row(cells);

@@ -58,8 +58,34 @@ pub fn write_files(dir: &Path, files: &[GeneratedFile], check: bool) -> anyhow::
     crate::render::writer::write_files(dir, files, check)
 }
 
-/// The `run` outputs written as one: `files` (the rendered sources, when they rendered, plus `extra`) all or
-/// nothing in `dir`, then the AITER patch in its own subdirectory. Returns every path written (or checked).
+/// The files of a synthesized rule, in the order they are listed: the three rendered sources, the rule
+/// JSON, `extra`, and the AITER patch in its own subdirectory (one transaction with the rest).
+pub fn rule_files(
+    rule: &crate::rule::Rule,
+    catalog: &crate::catalog::Catalog,
+    matrix: &crate::table::LatencyMatrix,
+    provenance: &crate::render::Provenance,
+    extra: Vec<GeneratedFile>,
+) -> anyhow::Result<Vec<GeneratedFile>> {
+    let mut files = crate::render::generated_files(rule, catalog, matrix, provenance)?;
+    let mut json = crate::rule::to_json(rule);
+    json.push('\n');
+    files.push(GeneratedFile::new(super::shared::RULE_JSON, json));
+    files.extend(extra);
+    files.push(patch_file(crate::aiter::render_patch(rule, catalog, provenance)?));
+    Ok(files)
+}
+
+/// The AITER patch as a file of the output directory (`aiter/<patch>`).
+pub fn patch_file(patch: String) -> GeneratedFile {
+    GeneratedFile::new(format!("{}/{}", crate::aiter::GENERATED_SUBDIR, crate::aiter::PATCH_FILE), patch)
+}
+
+/// The `run` outputs written as one: `files` (the rendered sources, when they rendered, plus `extra`) and
+/// the AITER patch in its own subdirectory, all or nothing in `dir` (one transaction). Returns every path
+/// written (or checked). (For commands that render the patch themselves, such as `compress`; the jobs of
+/// `run` use [`rule_files`] and [`write_files`].)
+#[allow(dead_code)]
 pub fn write_run_files(
     dir: &Path,
     rendered: anyhow::Result<Vec<GeneratedFile>>,
@@ -69,9 +95,44 @@ pub fn write_run_files(
 ) -> anyhow::Result<Vec<PathBuf>> {
     let mut files = rendered?;
     files.extend(extra);
-    let mut paths = write_files(dir, &files, check)?;
-    paths.extend(write_files(&dir.join(crate::aiter::GENERATED_SUBDIR), &[aiter_patch], check)?);
-    Ok(paths)
+    let name = format!("{}/{}", crate::aiter::GENERATED_SUBDIR, aiter_patch.name);
+    files.push(GeneratedFile { name, contents: aiter_patch.contents });
+    write_files(dir, &files, check)
+}
+
+/// Writes files the user named one by one (`compare --csv/--svg`), all or nothing: every file is first
+/// written beside its target (a hidden name in the same directory), and only when all of them were are
+/// they renamed into place; a failure removes what was staged and changes none of the targets. A replaced
+/// file keeps its mode; a new one gets the umask's.
+pub fn write_named_files(files: &[(PathBuf, Vec<u8>)]) -> anyhow::Result<()> {
+    struct Staged(Vec<PathBuf>);
+    impl Drop for Staged {
+        fn drop(&mut self) {
+            for p in &self.0 {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+    let mut staged = Staged(Vec::new());
+    for (n, (target, bytes)) in files.iter().enumerate() {
+        if target.is_dir() {
+            anyhow::bail!("cannot write {}: a directory is in the way", target.display());
+        }
+        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = target.with_file_name(format!(".{name}.synth-{}-{n}", std::process::id()));
+        std::fs::write(&tmp, bytes).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", target.display()))?;
+        staged.0.push(tmp.clone());
+        if let Ok(meta) = std::fs::metadata(target) {
+            std::fs::set_permissions(&tmp, meta.permissions())
+                .map_err(|e| anyhow::anyhow!("cannot set the mode of {}: {e}", target.display()))?;
+        }
+    }
+    for ((target, _), tmp) in files.iter().zip(&staged.0) {
+        std::fs::rename(tmp, target)
+            .map_err(|e| anyhow::anyhow!("cannot move the new {} into place: {e}", target.display()))?;
+    }
+    staged.0.clear();
+    Ok(())
 }
 
 /// The first lines a `run` prints: its dataset and training set, as the provenance names them.
@@ -122,7 +183,7 @@ pub fn finish_run(mut text: String, written: anyhow::Result<Vec<PathBuf>>, end: 
         }
         Err(e) => Some(format!("{e:#}")),
     };
-    super::session::emit(&text)?;
+    super::shared::emit(&text)?;
     if let Some(error) = error {
         let hint = if end.check {
             "\nregenerate with `cargo run --release -- run` (same options) and commit the result"
@@ -142,6 +203,43 @@ pub fn real_path(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failing_patch_leaves_the_old_rule_and_patch() {
+        // The rule files and the AITER patch are one transaction: once, the rule files were written first
+        // and a failing patch left the new rule beside the old patch.
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("rule.json"), "old rule").unwrap();
+        std::fs::write(d.join(crate::aiter::GENERATED_SUBDIR), "a file where the patch directory goes").unwrap();
+        let patch = GeneratedFile::new(crate::aiter::PATCH_FILE, "new patch");
+        let e = write_run_files(d, Ok(vec![GeneratedFile::new("rule.json", "new rule")]), Vec::new(), patch, false);
+        assert!(format!("{:#}", e.unwrap_err()).contains("a file is in the way"));
+        assert_eq!(std::fs::read_to_string(d.join("rule.json")).unwrap(), "old rule");
+        // Fine once the way is clear, the patch in its directory.
+        std::fs::remove_file(d.join(crate::aiter::GENERATED_SUBDIR)).unwrap();
+        let patch = GeneratedFile::new(crate::aiter::PATCH_FILE, "new patch");
+        let paths = write_run_files(d, Ok(vec![GeneratedFile::new("rule.json", "new rule")]), Vec::new(), patch, false)
+            .unwrap();
+        assert_eq!(paths[1], d.join(crate::aiter::GENERATED_SUBDIR).join(crate::aiter::PATCH_FILE));
+        assert_eq!(std::fs::read_to_string(&paths[1]).unwrap(), "new patch");
+    }
+
+    #[test]
+    fn named_files_are_written_all_or_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("a.csv"), "old").unwrap();
+        std::fs::create_dir(d.join("b.png")).unwrap();
+        let files = vec![(d.join("a.csv"), b"new".to_vec()), (d.join("b.png"), b"png".to_vec())];
+        assert!(write_named_files(&files).unwrap_err().to_string().contains("a directory is in the way"));
+        assert_eq!(std::fs::read_to_string(d.join("a.csv")).unwrap(), "old");
+        assert_eq!(std::fs::read_dir(d).unwrap().count(), 2, "nothing staged is left");
+        std::fs::remove_dir(d.join("b.png")).unwrap();
+        write_named_files(&files).unwrap();
+        assert_eq!(std::fs::read(d.join("b.png")).unwrap(), b"png");
+        assert_eq!(std::fs::read_dir(d).unwrap().count(), 2);
+    }
 
     #[test]
     fn finds_this_checkout_and_nothing_outside_it() {

@@ -18,10 +18,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::args::{agent_timeout, DataArgs, EndpointArgs, LimitArgs, ResolvedLimits, SampleArgs, STANDARD_LIMITS};
 use super::invocation::Invocation;
-use super::session::{
-    agent_timeout, display_path, summary_figure, DataArgs, EndpointArgs, LimitArgs, Sample, SampleArgs, Scope, Session,
-};
+use super::line::{canonical_path, CommandLine};
+use super::manifest::{MultiData, DEFAULT_MANIFEST};
+use super::multi_eval;
+use super::resolve::{data_mode, reject_unused, DataMode, DataOptions, Fallback};
+use super::session::{display_path, summary_figure, Sample, Scope, Session, DEFAULT_MODEL};
+use super::shared::{of_oracle, shown, summary_table, COMPARE_CSV, EVALUATIONS_CSV};
 
 /// Output directory (under the working directory) when `--out` is not given.
 pub const DEFAULT_OUT: &str = "gemm-synth-out/search";
@@ -29,10 +33,6 @@ pub const DEFAULT_OUT: &str = "gemm-synth-out/search";
 pub const TRACE_FILE: &str = "trace.jsonl";
 /// Name of the search's winner in the comparison.
 pub const WINNER_NAME: &str = "search";
-/// Options of `synth search` that only choose how progress is shown, how the run continues or how many
-/// threads it uses: never in the
-/// "Regenerate with" line.
-pub const OUTPUT_ONLY: [&str; 4] = ["quiet", "resume", "trace", "jobs"];
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct SearchArgs {
@@ -109,37 +109,66 @@ pub fn build_proposers(args: &SearchArgs, setup: &Arc<RuleSetup>) -> anyhow::Res
     Ok(out)
 }
 
-/// Runs `synth search`.
+/// Runs `synth search`: the loop on the data its options choose.
 pub fn run(args: SearchArgs, invocation: &Invocation) -> anyhow::Result<()> {
     super::tuned::check_flags(&args.tuned_train, invocation, super::tuned::SEARCH_FLAGS)?;
-    if !args.tuned_train.train_tuned.is_empty() {
-        return super::tuned::run_search(&args);
-    }
     let started = Instant::now();
     if args.iterations == 0 || args.offspring == 0 {
         bail!("--iterations and --offspring must be at least 1");
     }
-    let limits = args.limits.limits()?;
-    if args.sample.sample_m == 0 {
+    let limits = args.limits.resolve(STANDARD_LIMITS)?;
+    let mode = data_mode(DataOptions {
+        data: &args.data,
+        manifest: None,
+        train_tuned: &args.tuned_train.train_tuned,
+        fallback: Fallback::Single,
+    })?;
+    if args.sample.sample_m == 0 && mode != DataMode::Tuned {
         bail!("--sample-m must be at least 1");
     }
-    if let Some(manifest) = super::multi_eval::manifest_of(&args.data.dataset) {
-        if args.data.model.is_some() || args.data.spec.is_some() {
-            bail!(
-                "--dataset {} is a manifest of (model, TP) configurations: leave out --model and --spec",
-                manifest.display()
-            );
+    match mode {
+        DataMode::Tuned => run_tuned(&args, &limits),
+        DataMode::Manifest(manifest) => {
+            let hint = "every configuration of a manifest has its own TP; leave it out";
+            reject_unused(invocation, &["--tp"], "a search on a manifest", hint)?;
+            run_manifest(&args, &manifest, &limits, started)
         }
-        return run_manifest(&args, invocation, &manifest, limits, started);
+        DataMode::Single => run_single(&args, &limits, started),
     }
+}
+
+/// The line of a search: the loop's settings, then the data's (`data`), then the sample and the limits.
+fn search_line(args: &SearchArgs, limits: &ResolvedLimits, data: impl FnOnce(&mut CommandLine)) -> CommandLine {
+    let mut l = CommandLine::new("search");
+    if args.agents != ["builtin"] {
+        for a in &args.agents {
+            l.always("--agent", a);
+        }
+    }
+    l.value("--agent-timeout", args.agent_timeout, 300.0);
+    args.endpoint.write_line(&mut l);
+    l.value("--iterations", args.iterations, 8).value("--offspring", args.offspring, 4);
+    l.value("--repair-limit", args.repair_limit, 2);
+    if let Some(p) = args.patience {
+        l.always("--patience", p);
+    }
+    data(&mut l);
+    args.sample.write_line(&mut l);
+    limits.write_line(&mut l);
+    l
+}
+
+/// `synth search` on a single dataset (or several merged).
+fn run_single(args: &SearchArgs, limits: &ResolvedLimits, started: Instant) -> anyhow::Result<()> {
     let session = Session::open(&args.data, Scope::DefaultModel)?;
     let sample = session.sample(&args.sample);
     if sample.heldout.is_empty() {
         bail!("every shape is in the training sample: nothing is held out; lower --sample-m");
     }
     let (catalog, matrix) = (&session.catalog, &session.matrix);
-    let weights = args.limits.weight.weights(matrix, &sample.train);
-    let setup = Arc::new(RuleSetup::new(catalog.clone(), matrix.clone(), sample.train.clone(), weights, limits)?);
+    let weights = limits.weight.weights(matrix, &sample.train);
+    let setup =
+        Arc::new(RuleSetup::new(catalog.clone(), matrix.clone(), sample.train.clone(), weights, limits.limits())?);
     let out_dir = super::outputs::out_dir(args.out.as_deref(), false, "search")?.dir;
     let trace = args.trace.clone().unwrap_or_else(|| out_dir.join(TRACE_FILE));
     println!(
@@ -156,16 +185,45 @@ pub fn run(args: SearchArgs, invocation: &Invocation) -> anyhow::Result<()> {
         session.layers.len(),
         sample.heldout.len()
     );
-    let outcome = search_loop(&args, &setup, &trace)?;
+    let outcome = search_loop(args, limits, &setup, &trace)?;
+    let line = search_line(args, limits, |l| {
+        if session.dataset_args != [super::data::DEFAULT_DATASET] {
+            for d in &session.dataset_args {
+                l.always("--dataset", d);
+            }
+        }
+        match &args.data.spec {
+            Some(spec) => {
+                l.path("--spec", spec);
+            }
+            None => {
+                l.value("--model", args.data.model.as_deref().unwrap_or(DEFAULT_MODEL), DEFAULT_MODEL);
+            }
+        }
+        l.value("--tp", args.data.tp, 2);
+    });
     let paths = Paths { out_dir: &out_dir, trace: &trace };
-    report_and_render(&args, invocation, &session, &setup, &outcome, &sample, paths, started)
+    report_and_render(args, &line, &session, &setup, &outcome, &sample, paths, started)
 }
 
-/// The agent loop of `args` over `setup`'s training shapes, traced to `trace`.
-fn search_loop(args: &SearchArgs, setup: &Arc<RuleSetup>, trace: &Path) -> anyhow::Result<LoopOutcome> {
-    let proposers = build_proposers(args, setup)?;
-    check_trace_settings(args, trace)?;
-    let cfg = LoopConfig {
+/// `synth search --train-tuned`: the agent loop over rules scored on the classification cost matrix of
+/// the tables, then the winner's agreement with each table and the same files as `run --train-tuned`.
+fn run_tuned(args: &SearchArgs, limits: &ResolvedLimits) -> anyhow::Result<()> {
+    let Some(out) = args.out.as_deref() else {
+        bail!("--train-tuned writes its rule into --out DIR (generated/ holds the H200 rule); pass --out");
+    };
+    let search = super::tuned::search_setup(&args.tuned_train, limits)?;
+    let trace = args.trace.clone().unwrap_or_else(|| out.join(TRACE_FILE));
+    let proposers = build_proposers(args, &search.setup)?;
+    let cfg = loop_config(args, &trace);
+    let outcome = run_loop_with(&RuleTask::new(search.setup.clone()), &proposers, &RuleReflector, &cfg)?;
+    let line = search_line(args, limits, |l| args.tuned_train.write_line(l));
+    super::tuned::finish_search(&search, &args.tuned_train, &outcome, &line, out)
+}
+
+/// The loop's settings from `args`, traced to `trace`.
+fn loop_config(args: &SearchArgs, trace: &Path) -> LoopConfig {
+    LoopConfig {
         iterations: args.iterations,
         offspring: args.offspring,
         repair_limit: args.repair_limit,
@@ -176,7 +234,19 @@ fn search_loop(args: &SearchArgs, setup: &Arc<RuleSetup>, trace: &Path) -> anyho
         patience: args.patience,
         verbose: !args.quiet,
         ..LoopConfig::default()
-    };
+    }
+}
+
+/// The agent loop of `args` over `setup`'s training shapes, traced to `trace`.
+fn search_loop(
+    args: &SearchArgs,
+    limits: &ResolvedLimits,
+    setup: &Arc<RuleSetup>,
+    trace: &Path,
+) -> anyhow::Result<LoopOutcome> {
+    let proposers = build_proposers(args, setup)?;
+    check_trace_settings(args, limits, trace)?;
+    let cfg = loop_config(args, trace);
     println!("agents:   {}", proposers.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "));
     let task = RuleTask::new(setup.clone());
     run_loop_with(&task, &proposers, &RuleReflector, &cfg)
@@ -191,7 +261,7 @@ struct Paths<'a> {
 #[allow(clippy::too_many_arguments)]
 fn report_and_render(
     args: &SearchArgs,
-    invocation: &Invocation,
+    line: &CommandLine,
     session: &Session,
     setup: &RuleSetup,
     outcome: &LoopOutcome,
@@ -220,10 +290,10 @@ fn report_and_render(
         dataset: session.dataset_text(),
         training: format!("{} shapes of {}: M in {:?}", train.len(), session.what, sample.picked),
         figures,
-        command: invocation.regenerate_line(&OUTPUT_ONLY),
+        command: line.text(),
     };
     let mut files = render::generated_files(&rule, catalog, matrix, &provenance)?;
-    files.push(GeneratedFile::new("compare.csv", compare::report::csv(&report, names)));
+    files.push(GeneratedFile::new(COMPARE_CSV, compare::report::csv(&report, names)));
     let written = render::writer::write_files(out_dir, &files, false)?;
     for f in &written {
         println!("written:  {}", super::outputs::real_path(f));
@@ -323,31 +393,24 @@ fn winner<'a>(outcome: &'a LoopOutcome, catalog: &Catalog) -> anyhow::Result<(Ru
 
 /// `synth search --dataset MANIFEST.toml`: the loop over the multi-model objective — the training sample
 /// of the main job (`--sample-m` M values × the layers of each training configuration of the manifest) —
-/// and the winner evaluated as the main job evaluates its rule: held-out grid and off-grid shapes of the
-/// training configurations, every configuration on its own, every shape without a tuned row.
-fn run_manifest(
-    args: &SearchArgs,
-    invocation: &Invocation,
-    manifest: &Path,
-    limits: crate::synthesize::Limits,
-    started: Instant,
-) -> anyhow::Result<()> {
-    use super::multi_eval;
-    let data = multi_eval::open(manifest)?;
+/// and the winner evaluated as the main job evaluates its rule ([`report_manifest`]).
+fn run_manifest(args: &SearchArgs, manifest: &Path, limits: &ResolvedLimits, started: Instant) -> anyhow::Result<()> {
+    let data = MultiData::open(manifest)?;
     let configs = data.training_configs(None);
     let train = data.sample(&configs, &Default::default(), args.sample.sample_m, args.sample.seed);
     if train.is_empty() {
         bail!("{}: the training sample is empty", manifest.display());
     }
     let (catalog, matrix) = (&data.catalog, &data.matrix);
-    let weights = args.limits.weight.weights(matrix, &train);
-    let setup = Arc::new(RuleSetup::new(catalog.clone(), matrix.clone(), train.clone(), weights, limits)?);
+    let weights = limits.weight.weights(matrix, &train);
+    let setup = Arc::new(RuleSetup::new(catalog.clone(), matrix.clone(), train.clone(), weights, limits.limits())?);
     let out_dir = super::outputs::out_dir(args.out.as_deref(), false, "search")?.dir;
     let trace = args.trace.clone().unwrap_or_else(|| out_dir.join(TRACE_FILE));
-    let config_names: Vec<&str> = configs.iter().map(|&c| data.configs[c].name.as_str()).collect();
+    let config_names: Vec<String> = configs.iter().map(|&c| shown(&data.configs[c].name)).collect();
+    let default_manifest = manifest == Path::new(DEFAULT_MANIFEST);
+    let name = if default_manifest { DEFAULT_MANIFEST.to_string() } else { canonical_path(manifest) };
     println!(
-        "dataset:  {} ({} configurations; {} shapes × {} candidates)",
-        display_path(manifest),
+        "dataset:  {name} ({} configurations; {} shapes × {} candidates)",
         data.configs.len(),
         matrix.shapes.len(),
         matrix.candidates.len()
@@ -360,60 +423,84 @@ fn run_manifest(
         args.sample.seed
     );
     println!("training: {training}");
-    let outcome = search_loop(args, &setup, &trace)?;
-    let (rule, best) = winner(&outcome, catalog)?;
-    let policies = super::multi::policies_named(&data, &train, &rule, WINNER_NAME)?;
-    let evals = multi_eval::evaluations(&data, &configs, &train, &policies);
-    for e in evals.iter().filter(|e| e.evaluation != "config") {
-        let title = match e.evaluation {
-            "heldout-grid" => "held-out grid shapes of the training configurations",
-            "off-grid" => "off-grid M of the training configurations",
-            _ => "every shape without a tuned row (tuned table: the training shapes)",
-        };
-        println!("\n{title} ({} shapes):", e.report.shapes.len());
-        print!("{}", super::multi::summary_table(&e.report));
-    }
-    println!("\nper configuration, every shape (fraction of the oracle; the training configurations include their training shapes):");
-    print!("{}", multi_eval::per_config_table(&evals, WINNER_NAME));
-    let (worst, worst_f) = multi_eval::worst_config(&evals, WINNER_NAME).unwrap_or(("-", f64::NAN));
-    let held = &evals[0].report;
-    let figures = vec![
-        winner_figure(&rule, &outcome, args, best),
-        format!(
-            "held-out grid shapes of the training configurations ({}): {:.3} of oracle",
-            held.shapes.len(),
-            multi_eval::of_oracle(held, WINNER_NAME)
-        ),
-        format!("per configuration, {} configurations: min {worst_f:.3} of oracle ({worst})", data.configs.len()),
-    ];
+    let outcome = search_loop(args, limits, &setup, &trace)?;
+    let line = search_line(args, limits, |l| {
+        l.always("--dataset", &name);
+    });
     let provenance = Provenance {
         dataset: format!(
-            "{} ({} journals; {}, {} CUs; {} configurations)",
-            display_path(manifest),
+            "{name} ({} journals; {}, {} CUs; {} configurations)",
             data.journals.len(),
             matrix.gfx,
             matrix.cu_num,
             data.configs.len()
         ),
         training,
-        figures,
-        command: invocation.regenerate_line(&OUTPUT_ONLY),
+        figures: Vec::new(),
+        command: line.text(),
     };
+    let (configs, paths) = ((configs.as_slice(), train.as_slice()), Paths { out_dir: &out_dir, trace: &trace });
+    report_manifest(args, &data, configs, &outcome, provenance, paths, started)
+}
+
+/// The winner of a manifest search evaluated as the main job evaluates its rule: held-out grid and
+/// off-grid shapes of the training configurations, every configuration on its own, every shape without a
+/// tuned row; written with the evaluations CSV.
+fn report_manifest(
+    args: &SearchArgs,
+    data: &MultiData,
+    (configs, train): (&[usize], &[usize]),
+    outcome: &LoopOutcome,
+    mut provenance: Provenance,
+    paths: Paths,
+    started: Instant,
+) -> anyhow::Result<()> {
+    let (catalog, matrix) = (&data.catalog, &data.matrix);
+    let (rule, best) = winner(outcome, catalog)?;
+    let policies = multi_eval::policies_named(data, train, &rule, WINNER_NAME)?;
+    let evals = multi_eval::evaluations(data, configs, train, &policies);
+    for e in evals.iter().filter(|e| e.evaluation != "config") {
+        let title = match e.evaluation {
+            "heldout-grid" => "held-out grid shapes of the training configurations",
+            "off-grid" => "off-grid M of the training configurations",
+            _ => "every shape without a tuned row (tuned table: the training shapes)",
+        };
+        if e.report.shapes.is_empty() {
+            println!("\n{title}: no shapes");
+            continue;
+        }
+        println!("\n{title} ({} shapes):", e.report.shapes.len());
+        print!("{}", summary_table(&e.report));
+    }
+    println!("\nper configuration, every shape (fraction of the oracle; the training configurations include their training shapes):");
+    print!("{}", multi_eval::per_config_table(&evals, WINNER_NAME));
+    let (worst, worst_f) = multi_eval::worst_config(&evals, WINNER_NAME).unwrap_or(("-", f64::NAN));
+    let worst = shown(worst);
+    let held = &evals[0].report;
+    provenance.figures = vec![
+        winner_figure(&rule, outcome, args, best),
+        format!(
+            "held-out grid shapes of the training configurations ({}): {:.3} of oracle",
+            held.shapes.len(),
+            of_oracle(held, WINNER_NAME)
+        ),
+        format!("per configuration, {} configurations: min {worst_f:.3} of oracle ({worst})", data.configs.len()),
+    ];
     let all = compare::evaluate(matrix, catalog, &policies, &data.all_shapes());
     let mut files = render::generated_files(&rule, catalog, matrix, &provenance)?;
-    files.push(GeneratedFile::new("compare.csv", compare::report::csv_with_vendor(&all, &data.names(), &data.vendor)));
-    files.push(GeneratedFile::new(super::multi::EVALUATIONS_CSV, multi_eval::evaluations_csv(&evals)));
-    let written = render::writer::write_files(&out_dir, &files, false)?;
+    files.push(GeneratedFile::new(COMPARE_CSV, compare::report::csv_with_vendor(&all, &data.names(), &data.vendor)));
+    files.push(GeneratedFile::new(EVALUATIONS_CSV, multi_eval::evaluations_csv(&evals)));
+    let written = render::writer::write_files(paths.out_dir, &files, false)?;
     for f in &written {
         println!("written:  {}", super::outputs::real_path(f));
     }
-    println!("trace:    {}", super::outputs::real_path(&trace));
+    println!("trace:    {}", super::outputs::real_path(paths.trace));
     println!(
         "summary:  {} iterations, {} evaluations, {:.2} s; held-out grid {:.4} of oracle, worst configuration {worst} {worst_f:.4}, {} leaves",
         outcome.iterations_run,
         outcome.evaluations,
         started.elapsed().as_secs_f64(),
-        multi_eval::of_oracle(held, WINNER_NAME),
+        of_oracle(held, WINNER_NAME),
         rule.num_leaves()
     );
     Ok(())
@@ -421,7 +508,7 @@ fn run_manifest(
 
 /// The settings a trace belongs to: everything that decides what the attempts in it mean. `--iterations`
 /// is left out (a resumed run may go further).
-fn trace_settings(args: &SearchArgs) -> serde_json::Value {
+fn trace_settings(args: &SearchArgs, limits: &ResolvedLimits) -> serde_json::Value {
     serde_json::json!({
         "agents": args.agents,
         "offspring": args.offspring,
@@ -432,11 +519,11 @@ fn trace_settings(args: &SearchArgs) -> serde_json::Value {
         "tp": args.data.tp,
         "sample_m": args.sample.sample_m,
         "seed": args.sample.seed,
-        "max_depth": args.limits.max_depth,
-        "max_leaves": args.limits.max_leaves,
-        "max_instances": args.limits.max_instances,
-        "weight": format!("{:?}", args.limits.weight).to_lowercase(),
-        "features": format!("{:?}", args.limits.features).to_lowercase(),
+        "max_depth": limits.max_depth,
+        "max_leaves": limits.max_leaves,
+        "max_instances": limits.max_instances,
+        "weight": format!("{:?}", limits.weight).to_lowercase(),
+        "features": format!("{:?}", limits.features).to_lowercase(),
     })
 }
 
@@ -449,9 +536,9 @@ pub fn settings_path(trace: &std::path::Path) -> PathBuf {
 
 /// With `--resume`: the trace must hold attempts and have been written with the same settings (else one
 /// error naming each differing setting). Without: records this run's settings beside the trace.
-fn check_trace_settings(args: &SearchArgs, trace: &std::path::Path) -> anyhow::Result<()> {
+fn check_trace_settings(args: &SearchArgs, limits: &ResolvedLimits, trace: &Path) -> anyhow::Result<()> {
     let path = settings_path(trace);
-    let now = trace_settings(args);
+    let now = trace_settings(args, limits);
     if args.resume && trace.exists() {
         let contents = crate::engine::trace::read_trace(trace)?;
         if contents.attempts.is_empty() {

@@ -1,160 +1,33 @@
-//! What the data commands (`run`, `compare`, `search`, `drift`) start from: one set of flattened arguments
-//! (dataset, model and TP, training sample, synthesis limits, chat endpoint), the [`Session`] they open
-//! (catalog, latency matrix, the model's shapes and layer names), the standard policy set, provenance
-//! text and the "Regenerate with" line derived from the parsed command line.
+//! What the data commands (`run`, `compare`, `search`, `drift`) start from on a single dataset: the
+//! [`Session`] they open (catalog, latency matrix, the model's shapes and layer names), the standard policy
+//! set and provenance text. The argument groups live in [`super::args`] (re-exported here).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::{bail, Context};
 
 use crate::catalog::Catalog;
 use crate::compare::report::LayerNames;
 use crate::compare::{Policy, Report, TunedTable};
-use crate::engine::proposers::openai::OpenAiProposer;
-use crate::engine::proposers::Checker;
 use crate::rule::Rule;
 use crate::shapes::{sample_m, Layer, ModelSpec};
-use crate::synthesize::{FeatureSet, Limits, Weighting};
 use crate::table::multi::VendorTimes;
 use crate::table::LatencyMatrix;
 
+use super::data::Dataset;
+use super::line::canonical_path;
+
+pub use super::args::{agent_timeout, check_prune_from, DataArgs, EndpointArgs, LimitArgs, SampleArgs};
+pub use super::shared::{emit, published_rule, PUBLISHED_RULE, PUBLISHED_RULE_NAME};
+pub use crate::paths::{crate_root, display_path};
+
 /// Dataset used when `--dataset` is not given: its path in the repository and its name among the
 /// embedded files ([`super::data::EMBEDDED`]).
-pub const DEFAULT_DATASET: &str = "measurements/h200/qwen3-32b-tp2.csv";
+pub const DEFAULT_DATASET: &str = super::data::DEFAULT_DATASET;
 /// Built-in model used when neither `--model` nor `--spec` is given (except by `compare`, which then
 /// scores every shape).
 pub const DEFAULT_MODEL: &str = "qwen3-32b";
-/// The published rule (GEAK-HIP write-up), scored next to the synthesized one.
-pub const PUBLISHED_RULE: &str = include_str!("../../tests/data/rules/geak_blog_rule.cpp");
-/// Name under which the published rule is reported.
-pub const PUBLISHED_RULE_NAME: &str = "published-rule";
-
-/// The latency table and the model whose layers to keep.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct DataArgs {
-    /// Latency table: a gemm-synth measurement CSV, an AITER tuned/profile CSV, a directory of them, or the
-    /// name of an embedded dataset (measurements/h200/*.csv); repeat for several (one matrix of the union of
-    /// their shapes, one device; vendor reference rows kept apart) [default: measurements/h200/qwen3-32b-tp2.csv,
-    /// embedded in the binary]
-    #[arg(long)]
-    pub dataset: Vec<PathBuf>,
-    /// Built-in model whose GEMM layers to keep (qwen3-32b, llama-3.1-8b, llama-3.1-70b, qwen2.5-72b, ...)
-    /// [default: qwen3-32b; `compare`: every shape of the dataset]
-    #[arg(long, conflicts_with = "spec")]
-    pub model: Option<String>,
-    /// Model spec TOML file instead of a built-in model.
-    #[arg(long)]
-    pub spec: Option<PathBuf>,
-    /// Tensor-parallel degree of the model's layers.
-    #[arg(long, default_value_t = 2)]
-    pub tp: u32,
-}
-
-/// The training sample: M values stratified in log2 M over the dataset's M values, × every layer.
-#[derive(Debug, Clone, clap::Args)]
-pub struct SampleArgs {
-    /// Number of M values in the training sample (stratified in log2 M over the dataset's M values).
-    #[arg(long, default_value_t = 10)]
-    pub sample_m: usize,
-    /// Seed of the training sample (and of the agent loop).
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-}
-
-/// Limits of the rules a command synthesizes or accepts.
-#[derive(Debug, Clone, clap::Args)]
-pub struct LimitArgs {
-    /// Most conditions on the way to a leaf.
-    #[arg(long, default_value_t = 6)]
-    pub max_depth: usize,
-    /// Most leaves (return statements).
-    #[arg(long, default_value_t = 8)]
-    pub max_leaves: usize,
-    /// Most distinct instances the rule may return (each one is compiled into AITER).
-    #[arg(long)]
-    pub max_instances: Option<usize>,
-    /// Per-shape weight of the objective.
-    #[arg(long, value_enum, default_value_t = Weighting::Uniform)]
-    pub weight: Weighting,
-    /// Features the splits may test (and the agents are shown).
-    #[arg(long, value_enum, default_value_t = FeatureSet::Machine)]
-    pub features: FeatureSet,
-    /// Also grow each tree to this many leaves and keep its cheapest pruning back to --max-leaves when that
-    /// beats the tree grown to --max-leaves (slower; a later split can make an earlier one pay).
-    #[arg(long, value_name = "LEAVES")]
-    pub prune_from: Option<usize>,
-}
-
-/// `--prune-from` must name more leaves than the budget it prunes back to.
-pub fn check_prune_from(prune_from: Option<usize>, max_leaves: usize) -> anyhow::Result<()> {
-    match prune_from {
-        Some(p) if p <= max_leaves => bail!(
-            "--prune-from {p} is not above --max-leaves {max_leaves}: it grows each tree to that many leaves \
-             and prunes back to --max-leaves; pass a larger value (e.g. {}) or leave it out",
-            3 * max_leaves
-        ),
-        _ => Ok(()),
-    }
-}
-
-impl LimitArgs {
-    /// The limits, the rest at their defaults; an error for a zero budget.
-    pub fn limits(&self) -> anyhow::Result<Limits> {
-        if self.max_leaves == 0 || self.max_depth == 0 || self.max_instances == Some(0) {
-            bail!("--max-leaves, --max-depth and --max-instances must be at least 1");
-        }
-        check_prune_from(self.prune_from, self.max_leaves)?;
-        Ok(Limits {
-            max_depth: self.max_depth,
-            max_leaves: self.max_leaves,
-            max_instances: self.max_instances,
-            features: self.features,
-            log_ratio: self.weight.log_ratio(),
-            prune_from: self.prune_from,
-            ..Limits::default()
-        })
-    }
-}
-
-/// An OpenAI-compatible chat endpoint (for `--agent openai`).
-#[derive(Debug, Clone, clap::Args)]
-pub struct EndpointArgs {
-    /// Base URL of the OpenAI-compatible API (for `--agent openai`), e.g. https://api.openai.com/v1.
-    #[arg(long)]
-    pub base_url: Option<String>,
-    /// Chat model name (for `--agent openai`).
-    #[arg(long)]
-    pub chat_model: Option<String>,
-    /// Environment variable holding the API key (for `--agent openai`).
-    #[arg(long, default_value = "OPENAI_API_KEY")]
-    pub api_key_env: String,
-    /// Sampling temperature sent to the chat model.
-    #[arg(long)]
-    pub temperature: Option<f64>,
-}
-
-impl EndpointArgs {
-    /// The proposer of `--agent openai`.
-    pub fn openai(&self, timeout: Duration, checker: Checker) -> anyhow::Result<OpenAiProposer> {
-        let base =
-            self.base_url.as_deref().context("--agent openai needs --base-url URL (e.g. https://api.openai.com/v1)")?;
-        let model = self.chat_model.as_deref().context("--agent openai needs --chat-model NAME")?;
-        let mut p = OpenAiProposer::new(base, model, &self.api_key_env, timeout, checker);
-        p.temperature = self.temperature;
-        Ok(p)
-    }
-}
-
-/// `--agent-timeout` as a duration; an error unless it is a positive number of seconds.
-pub fn agent_timeout(seconds: f64) -> anyhow::Result<Duration> {
-    if !(seconds.is_finite() && seconds > 0.0) {
-        bail!("--agent-timeout must be a positive number of seconds, got {seconds}");
-    }
-    Ok(Duration::from_secs_f64(seconds))
-}
 
 /// Which shapes a session keeps when neither `--model` nor `--spec` is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,10 +53,10 @@ pub struct Sample {
 #[derive(Debug, Clone)]
 pub struct Session {
     pub catalog: Catalog,
-    /// The dataset's name (see [`super::data::Dataset::name`]).
+    /// The dataset's name (see [`Dataset::name`]).
     pub dataset: PathBuf,
     /// Where the dataset came from.
-    pub source: super::data::Dataset,
+    pub source: Dataset,
     pub matrix: LatencyMatrix,
     /// The model's layers (empty when every shape is kept).
     pub layers: Vec<Layer>,
@@ -195,37 +68,16 @@ pub struct Session {
     pub shapes: Vec<usize>,
     /// Vendor reference times of the dataset files (`libtype` vendor rows; never candidates).
     pub vendor: VendorTimes,
+    /// The `--dataset` values as the "Regenerate with" line writes them ([`dataset_names`]).
+    pub dataset_args: Vec<String>,
 }
 
 impl Session {
     /// Loads the dataset and keeps the shapes of the chosen model's layers.
     pub fn open(data: &DataArgs, scope: Scope) -> anyhow::Result<Session> {
         let catalog = Catalog::embedded();
-        let (source, matrix, vendor) = match data.dataset.as_slice() {
-            [] => {
-                let source = super::data::Dataset::resolve(None)?;
-                let matrix = source.load(&catalog)?;
-                (source, matrix, VendorTimes::new())
-            }
-            [one] if !one.is_dir() => {
-                let source = super::data::Dataset::resolve(Some(one))?;
-                let matrix = source.load(&catalog)?;
-                (source, matrix, VendorTimes::new())
-            }
-            many => {
-                let files = crate::table::multi::expand_paths(many).map_err(|e| anyhow::anyhow!("{e}"))?;
-                if let Some(absent) = files.iter().find(|f| !f.exists()) {
-                    bail!(
-                        "dataset {} does not exist; measure it with `synth bench` or pass --dataset FILE",
-                        absent.display()
-                    );
-                }
-                let (matrix, vendor) =
-                    crate::table::multi::load_many(&files, &catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
-                let joined = files.iter().map(|f| display_path(f)).collect::<Vec<_>>().join(" + ");
-                (super::data::Dataset::File(PathBuf::from(joined)), matrix, vendor)
-            }
-        };
+        let (source, matrix, vendor) = load_datasets(&data.dataset, &catalog)?;
+        let dataset_args = dataset_names(&data.dataset);
         let dataset = PathBuf::from(source.name());
         let model = match (&data.model, &data.spec, scope) {
             (None, None, Scope::EveryShape) => None,
@@ -243,6 +95,7 @@ impl Session {
                 vendor,
                 names: LayerNames::new(),
                 shapes,
+                dataset_args,
             });
         };
         let (name, layers) = model_layers(model, data.spec.as_deref(), data.tp)?;
@@ -259,7 +112,8 @@ impl Session {
                 tp = data.tp
             )
         })?;
-        Ok(Session { catalog, dataset, source, matrix, names: layer_names(&layers), layers, what, shapes, vendor })
+        let names = layer_names(&layers);
+        Ok(Session { catalog, dataset, source, matrix, names, layers, what, shapes, vendor, dataset_args })
     }
 
     /// The training sample of `args` over the session's shapes.
@@ -323,14 +177,14 @@ impl Session {
             .iter()
             .map(|path| {
                 let rule = crate::rule::load_checked(path, &self.catalog)?;
-                Ok(Policy::Rule { name: display_path(path), rule })
+                Ok(Policy::Rule { name: canonical_path(path), rule })
             })
             .collect()
     }
 
     /// An AITER tuned CSV as a tuned table of the dataset's device, named `tuned:<path>`.
     pub fn tuned_file(&self, path: &Path, any_device: bool) -> anyhow::Result<(String, TunedTable)> {
-        Ok((format!("tuned:{}", display_path(path)), load_tuned(path, &self.catalog, &self.matrix, any_device)?))
+        Ok((format!("tuned:{}", canonical_path(path)), load_tuned(path, &self.catalog, &self.matrix, any_device)?))
     }
 }
 
@@ -349,12 +203,10 @@ pub fn summary_figure(scope: &str, report: &Report, policy: &str) -> anyhow::Res
     ))
 }
 
-pub use crate::paths::{crate_root, display_path};
-
-/// Loads a latency table from a file or an embedded dataset name ([`super::data::Dataset::resolve`]),
+/// Loads a latency table from a file or an embedded dataset name ([`Dataset::resolve`]),
 /// naming the file on error.
 pub fn load_matrix(path: &Path, catalog: &Catalog) -> anyhow::Result<LatencyMatrix> {
-    super::data::Dataset::resolve(Some(path))?.load(catalog)
+    Dataset::resolve(Some(path))?.load(catalog)
 }
 
 /// A model's layers at a TP, from a built-in name or a spec file.
@@ -409,11 +261,6 @@ pub fn training_sample(
     (train, held, picked)
 }
 
-/// The published rule, parsed.
-pub fn published_rule(catalog: &Catalog) -> anyhow::Result<Rule> {
-    crate::rule::parse_any(PUBLISHED_RULE, catalog).map_err(|e| anyhow::anyhow!("published rule: {e}"))
-}
-
 /// Loads an AITER tuned CSV as a tuned table of the matrix's device.
 pub fn load_tuned(
     path: &Path,
@@ -422,7 +269,7 @@ pub fn load_tuned(
     any_device: bool,
 ) -> anyhow::Result<TunedTable> {
     let rows = crate::table::read_aiter_csv(path, catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let source = display_path(path);
+    let source = canonical_path(path);
     let device = (!any_device).then_some((matrix.gfx.as_str(), matrix.cu_num));
     let (t, other, replaced) = TunedTable::from_rows(&rows, catalog, device, &source);
     if replaced > 0 {
@@ -447,11 +294,58 @@ pub fn load_tuned(
     Ok(t)
 }
 
-/// Writes `text` to stdout; a closed pipe (`synth run | head`) is not an error.
-pub fn emit(text: &str) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(anyhow::anyhow!("cannot write to stdout: {e}")),
-        _ => Ok(()),
+/// The latency table of `--dataset` values: none → the default embedded dataset; one file or embedded name;
+/// else several (files, embedded names, directories of `*.csv`) merged into one matrix of one device, the
+/// vendor reference rows kept apart, named `a + b + ...`.
+fn load_datasets(datasets: &[PathBuf], catalog: &Catalog) -> anyhow::Result<(Dataset, LatencyMatrix, VendorTimes)> {
+    match datasets {
+        [] => {
+            let source = Dataset::resolve(None)?;
+            let matrix = source.load(catalog)?;
+            Ok((source, matrix, VendorTimes::new()))
+        }
+        [one] if !one.is_dir() => {
+            let source = Dataset::resolve(Some(one))?;
+            let matrix = source.load(catalog)?;
+            Ok((source, matrix, VendorTimes::new()))
+        }
+        many => {
+            let mut sources = Vec::new();
+            for d in many {
+                if d.is_dir() {
+                    let files = crate::table::multi::expand_paths(std::slice::from_ref(d))
+                        .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    for f in files {
+                        sources.push(Dataset::resolve(Some(&f))?);
+                    }
+                } else {
+                    // A file where one exists, else an embedded dataset's name (so several embedded names
+                    // work anywhere, as one does).
+                    sources.push(Dataset::resolve(Some(d))?);
+                }
+            }
+            let mut tables = Vec::with_capacity(sources.len());
+            for s in &sources {
+                tables.push((PathBuf::from(s.name()), s.rows(catalog)?));
+            }
+            let (matrix, vendor) = crate::table::multi::merge_tables(&tables).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let joined = sources.iter().map(Dataset::name).collect::<Vec<_>>().join(" + ");
+            Ok((Dataset::File(PathBuf::from(joined)), matrix, vendor))
+        }
     }
+}
+
+/// The dataset values as the line writes them: each embedded name as it is, each file or directory by its
+/// canonical path (a file with the bytes of an embedded dataset by the embedded name).
+pub fn dataset_names(datasets: &[PathBuf]) -> Vec<String> {
+    if datasets.is_empty() {
+        return vec![super::data::DEFAULT_DATASET.to_string()];
+    }
+    datasets
+        .iter()
+        .map(|d| match super::data::Dataset::resolve(Some(d)) {
+            Ok(source) if !d.is_dir() => source.name(),
+            _ => canonical_path(d),
+        })
+        .collect()
 }

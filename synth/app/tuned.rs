@@ -2,15 +2,19 @@
 //! leave-one-table-out, and write the header, instance list, Rust module and rule JSON into `--out`.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::bail;
 
-use super::run::{rule_outline, RULE_JSON};
-use super::session::display_path;
+pub use super::args::TunedTrainArgs;
+use super::args::{Effort, ResolvedLimits};
+use super::line::{canonical_path, CommandLine};
+use super::shared::rule_outline;
 use crate::catalog::Catalog;
-use crate::render::{self, writer::GeneratedFile, Provenance};
-use crate::synthesize::{FeatureSet, Limits};
+use crate::engine::LoopOutcome;
+use crate::render::{writer::GeneratedFile, Provenance};
+use crate::search::task::RuleSetup;
+use crate::synthesize::Limits;
 use crate::table::LatencyMatrix;
 
 use crate::tuned::{leave_one_out, loto_csv, loto_table, parse_device, rule_agreement, train, AgreeWeight, TunedSet};
@@ -18,32 +22,13 @@ use crate::tuned::{leave_one_out, loto_csv, loto_table, parse_device, rule_agree
 /// Leave-one-table-out figures written into the output directory.
 pub const LOTO_CSV: &str = "leave_one_table_out.csv";
 
-/// Training on tuned tables (flattened into `synth run` and `synth search`).
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct TunedTrainArgs {
-    /// AITER tuned CSVs to train on instead of a latency table (repeat for several): classification
-    /// against each row's tuned (kernel, splitK). Needs --out.
-    #[arg(long = "train-tuned")]
-    pub train_tuned: Vec<PathBuf>,
-    /// Device whose rows of the --train-tuned tables are used (GFX:CU).
-    #[arg(long, default_value = "gfx942:304")]
-    pub train_device: String,
-    /// Agreement objective of the written rule: every row once, each row by its tuned time, or every M band
-    /// weighing the same (band).
-    #[arg(long, value_enum, default_value_t = AgreeWeight::Uniform)]
-    pub agree_weight: AgreeWeight,
-}
-
-/// The shared budgets of a tuned-table training (from the `run`/`search` flags).
+/// A training on tuned tables as it runs: the tables, the resolved limits and effort, and where it writes.
 #[derive(Debug, Clone)]
-pub struct Budgets {
-    pub max_depth: usize,
-    pub max_leaves: usize,
-    pub max_instances: Option<usize>,
-    pub features: FeatureSet,
-    pub exact_depth: Option<usize>,
-    pub refine: bool,
-    pub prune_from: Option<usize>,
+pub struct TunedJob {
+    pub tables: TunedTrainArgs,
+    pub limits: ResolvedLimits,
+    pub effort: Effort,
+    pub out: Option<std::path::PathBuf>,
 }
 
 /// The flags `run` and `search` share that apply to a --train-tuned training (the tables and the budgets).
@@ -120,7 +105,7 @@ pub fn load_sets(args: &TunedTrainArgs, catalog: &Catalog) -> anyhow::Result<Vec
     let mut sets: Vec<TunedSet> = Vec::new();
     for path in &args.train_tuned {
         let mut set = TunedSet::load(path, catalog, (&gfx, cu))?;
-        set.source = display_path(path);
+        set.source = canonical_path(path);
         if let Some(prev) = sets.iter().find(|s| s.name == set.name) {
             bail!("{} and {} have the same name {}; rename one", prev.source, set.source, set.name);
         }
@@ -142,27 +127,15 @@ pub fn rows_matrix(sets: &[TunedSet]) -> anyhow::Result<LatencyMatrix> {
     LatencyMatrix::from_rows(&rows).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-/// Runs the tuned-table training; `command` is the command line for the provenance.
-pub fn run(args: &TunedTrainArgs, budgets: &Budgets, out: Option<&Path>, command: &str) -> anyhow::Result<()> {
-    let Some(out) = out else {
+/// Runs the tuned-table training of `job`; `line` is the "Regenerate with" line of the command.
+pub fn run(job: &TunedJob, line: &CommandLine) -> anyhow::Result<()> {
+    let Some(out) = job.out.as_deref() else {
         bail!("--train-tuned writes its rule into --out DIR (generated/ holds the H200 rule); pass --out");
     };
-    if budgets.max_leaves == 0 || budgets.max_instances == Some(0) || budgets.max_depth == 0 {
-        bail!("--max-leaves, --max-depth and --max-instances must be at least 1");
-    }
-    super::session::check_prune_from(budgets.prune_from, budgets.max_leaves)?;
     let catalog = Catalog::embedded();
-    let sets = load_sets(args, &catalog)?;
-    let limits = Limits {
-        max_depth: budgets.max_depth,
-        max_leaves: budgets.max_leaves,
-        max_instances: budgets.max_instances,
-        features: budgets.features,
-        exact_depth: budgets.exact_depth,
-        refine_thresholds: budgets.refine,
-        prune_from: budgets.prune_from,
-        ..Limits::default()
-    };
+    let sets = load_sets(&job.tables, &catalog)?;
+    let limits = job.effort.apply(job.limits.limits());
+    let agree = job.tables.agree_weight;
     let mut text = String::new();
     let total: usize = sets.iter().map(|s| s.rows.len()).sum();
     let _ = writeln!(text, "tuned tables ({} of {}:{}):", total, sets[0].gfx, sets[0].cu_num);
@@ -184,7 +157,7 @@ pub fn run(args: &TunedTrainArgs, budgets: &Budgets, out: Option<&Path>, command
             "\nleave-one-table-out agreement with the held-out table's tuned (kernel, splitK) (rule(t): share of tuned time; default = kernelId -1, kernel0 = #0; ceiling: rows whose tuned choice is among the training tables' candidates; in-table: a rule of the same size trained on the held-out table alone, scored on it):"
         );
         text.push_str(&loto_table(&rows));
-        for r in rows.iter().filter(|r| r.objective == args.agree_weight) {
+        for r in rows.iter().filter(|r| r.objective == agree) {
             figures.push(format!(
                 "leave-one-table-out, held out {}: agreement {:.4} (M <= 1024: {:.4}); always-default {:.4}, always-kernel-0 {:.4}; ceiling {:.4}",
                 r.held_out,
@@ -198,11 +171,11 @@ pub fn run(args: &TunedTrainArgs, budgets: &Budgets, out: Option<&Path>, command
         files.push(GeneratedFile::new(LOTO_CSV, loto_csv(&rows)?));
     }
     let all: Vec<&TunedSet> = sets.iter().collect();
-    let synth = train(&all, &catalog, &limits, args.agree_weight)?;
+    let synth = train(&all, &catalog, &limits, agree)?;
     let _ = writeln!(
         text,
         "\nrule trained on every table ({} objective): {} leaves, depth {}, instances {:?}",
-        args.agree_weight.as_str(),
+        agree.as_str(),
         synth.leaves,
         synth.depth,
         synth.instances
@@ -213,136 +186,85 @@ pub fn run(args: &TunedTrainArgs, budgets: &Budgets, out: Option<&Path>, command
         dataset: tables_text(&sets, sets.iter().map(|s| format!("{} ({} rows)", s.source, s.rows.len()))),
         training: format!(
             "classification against the tuned (kernel, splitK) of all {total} rows, {} agreement objective; agreement is not latency",
-            args.agree_weight.as_str()
+            agree.as_str()
         ),
         figures,
-        command: command.to_string(),
+        command: line.text(),
     };
     let written = write_outputs(&synth.rule, &catalog, &sets, &provenance, out, files)?;
     for f in &written {
-        let _ = writeln!(text, "written: {}", display_path(f));
+        let _ = writeln!(text, "written: {}", canonical_path(f));
     }
-    super::session::emit(&text)
+    super::shared::emit(&text)
 }
 
-/// `synth run` with `--train-tuned`: the run flags that apply (budgets, features, --out).
-pub fn run_from_run(args: &super::run::RunArgs) -> anyhow::Result<()> {
-    let budgets = Budgets {
-        max_depth: args.limits.max_depth,
-        max_leaves: args.limits.max_leaves,
-        max_instances: args.limits.max_instances,
-        features: args.limits.features,
-        exact_depth: args.exact_depth,
-        refine: !args.no_refine,
-        prune_from: args.limits.prune_from,
-    };
-    let mut command = String::from("cargo run --release -- run");
-    for p in &args.tuned_train.train_tuned {
-        command.push_str(&format!(" --train-tuned {}", display_path(p)));
-    }
-    if args.tuned_train.train_device != "gfx942:304" {
-        command.push_str(&format!(" --train-device {}", args.tuned_train.train_device));
-    }
-    if args.tuned_train.agree_weight != AgreeWeight::Uniform {
-        command.push_str(&format!(" --agree-weight {}", args.tuned_train.agree_weight.as_str()));
-    }
-    command.push_str(&format!(" --max-leaves {} --max-depth {}", args.limits.max_leaves, args.limits.max_depth));
-    if let Some(k) = args.limits.max_instances {
-        command.push_str(&format!(" --max-instances {k}"));
-    }
-    if let Some(p) = args.limits.prune_from {
-        command.push_str(&format!(" --prune-from {p}"));
-    }
-    if let Some(v) = clap::ValueEnum::to_possible_value(&args.limits.features) {
-        if args.limits.features != FeatureSet::Machine {
-            command.push_str(&format!(" --features {}", v.get_name()));
-        }
-    }
-    if let Some(out) = &args.out {
-        command.push_str(&format!(" --out {}", display_path(out)));
-    }
-    run(&args.tuned_train, &budgets, args.out.as_deref(), &command)
+/// The line of `synth run --train-tuned`: the tables, the limits and the effort the training used.
+pub fn run_line(job: &TunedJob) -> CommandLine {
+    let mut l = CommandLine::new("run");
+    job.tables.write_line(&mut l);
+    job.limits.write_line(&mut l);
+    job.effort.write_line(&mut l);
+    l
 }
 
-/// `synth search` with `--train-tuned`: the agent loop over rules, scored on the classification cost
-/// matrix of the tables (its "latency" is the summed disagreement cost, so the loop's best rule is the one
-/// that agrees most), then the rule's agreement with each table and the same files as `run --train-tuned`.
-pub fn run_search(args: &super::search::SearchArgs) -> anyhow::Result<()> {
-    use super::search::build_proposers;
-    use crate::engine::{run_loop_with, LoopConfig};
-    use crate::search::task::{RuleReflector, RuleSetup, RuleTask};
-    use std::sync::Arc;
+/// What the agent loop over tuned tables searches: the tables and the classification task built from them.
+pub struct TunedSearch {
+    pub sets: Vec<TunedSet>,
+    pub setup: std::sync::Arc<RuleSetup>,
+    pub catalog: Catalog,
+}
 
-    let Some(out) = args.out.as_deref() else {
-        bail!("--train-tuned writes its rule into --out DIR (generated/ holds the H200 rule); pass --out");
-    };
-    if args.iterations == 0 || args.offspring == 0 {
-        bail!("--iterations and --offspring must be at least 1");
-    }
-    if args.limits.max_leaves == 0 || args.limits.max_instances == Some(0) || args.limits.max_depth == 0 {
-        bail!("--max-leaves, --max-depth and --max-instances must be at least 1");
-    }
-    super::session::check_prune_from(args.limits.prune_from, args.limits.max_leaves)?;
+/// The setup of `synth search --train-tuned`: the rules are scored on the classification cost matrix of the
+/// tables (its "latency" is the summed disagreement cost, so the loop's best rule is the one that agrees
+/// most).
+pub fn search_setup(tables: &TunedTrainArgs, limits: &ResolvedLimits) -> anyhow::Result<TunedSearch> {
     let catalog = Catalog::embedded();
-    let sets = load_sets(&args.tuned_train, &catalog)?;
+    let sets = load_sets(tables, &catalog)?;
     let all: Vec<&TunedSet> = sets.iter().collect();
-    let matrix = crate::tuned::class_matrix(&all, &catalog, args.tuned_train.agree_weight)?;
-    let limits = crate::tuned::class_limits(&Limits {
-        max_depth: args.limits.max_depth,
-        max_leaves: args.limits.max_leaves,
-        max_instances: args.limits.max_instances,
-        features: args.limits.features,
-        prune_from: args.limits.prune_from,
-        ..Limits::default()
-    });
+    let matrix = crate::tuned::class_matrix(&all, &catalog, tables.agree_weight)?;
+    let limits = crate::tuned::class_limits(&Limits { ..limits.limits() });
     let train_idx: Vec<usize> = (0..matrix.shapes.len()).collect();
-    let setup = Arc::new(RuleSetup::new(catalog.clone(), matrix, train_idx, None, limits)?);
-    let proposers = build_proposers(args, &setup)?;
-    let trace = args.trace.clone().unwrap_or_else(|| out.join(super::search::TRACE_FILE));
-    let cfg = LoopConfig {
-        iterations: args.iterations,
-        offspring: args.offspring,
-        repair_limit: args.repair_limit,
-        seed: args.sample.seed,
-        trace: Some(trace),
-        resume: args.resume,
-        threads: args.jobs,
-        patience: args.patience,
-        verbose: !args.quiet,
-        ..LoopConfig::default()
-    };
-    let outcome = run_loop_with(&RuleTask::new(setup.clone()), &proposers, &RuleReflector, &cfg)?;
+    let setup = std::sync::Arc::new(RuleSetup::new(catalog.clone(), matrix, train_idx, None, limits)?);
+    Ok(TunedSearch { sets, setup, catalog })
+}
+
+/// The end of `synth search --train-tuned`: the winner's agreement with each table and the same files as
+/// `run --train-tuned`, into `out`.
+pub fn finish_search(
+    search: &TunedSearch,
+    tables: &TunedTrainArgs,
+    outcome: &LoopOutcome,
+    line: &CommandLine,
+    out: &Path,
+) -> anyhow::Result<()> {
+    let (sets, catalog) = (&search.sets, &search.catalog);
     let Some(best) = &outcome.best else { bail!("no candidate was evaluated successfully") };
-    let rule = crate::rule::parse_any(&best.candidate, &catalog)
+    let rule = crate::rule::parse_any(&best.candidate, catalog)
         .map_err(|e| anyhow::anyhow!("the winning rule no longer parses: {e}"))?;
     let mut text = format!(
         "search over {} tuned tables ({} objective): {} iterations, best attempt {} by {}\n",
         sets.len(),
-        args.tuned_train.agree_weight.as_str(),
+        tables.agree_weight.as_str(),
         outcome.iterations_run,
         best.id,
         best.proposer
     );
-    text.push_str(&rule_outline(&rule, &catalog));
+    text.push_str(&rule_outline(&rule, catalog));
     let mut figures = Vec::new();
-    agreement_lines(&rule, &sets, &catalog, &mut text, &mut figures);
+    agreement_lines(&rule, sets, catalog, &mut text, &mut figures);
     let provenance = Provenance {
-        dataset: tables_text(&sets, sets.iter().map(|s| s.source.clone())),
+        dataset: tables_text(sets, sets.iter().map(|s| s.source.clone())),
         training:
             "agent loop scored by agreement with the tuned (kernel, splitK) of every row; agreement is not latency"
                 .to_string(),
         figures,
-        command: format!(
-            "cargo run --release -- search{} --out {}",
-            sets.iter().map(|s| format!(" --train-tuned {}", s.source)).collect::<String>(),
-            display_path(out)
-        ),
+        command: line.text(),
     };
-    let written = write_outputs(&rule, &catalog, &sets, &provenance, out, Vec::new())?;
+    let written = write_outputs(&rule, catalog, sets, &provenance, out, Vec::new())?;
     for f in &written {
-        let _ = writeln!(text, "written: {}", display_path(f));
+        let _ = writeln!(text, "written: {}", canonical_path(f));
     }
-    super::session::emit(&text)
+    super::shared::emit(&text)
 }
 
 /// Writes a tuned-table rule's outputs into `out`, as `run` writes an H200 rule's: the header, instance
@@ -355,12 +277,8 @@ fn write_outputs(
     out: &Path,
     mut extra: Vec<GeneratedFile>,
 ) -> anyhow::Result<Vec<std::path::PathBuf>> {
-    let mut json = crate::rule::to_json(rule);
-    json.push('\n');
-    extra.push(GeneratedFile::new(RULE_JSON, json));
-    let patch = GeneratedFile::new(crate::aiter::PATCH_FILE, crate::aiter::render_patch(rule, catalog, provenance)?);
-    let rendered = render::generated_files(rule, catalog, &rows_matrix(sets)?, provenance);
-    super::outputs::write_run_files(out, rendered, extra, patch, false)
+    let files = super::outputs::rule_files(rule, catalog, &rows_matrix(sets)?, provenance, std::mem::take(&mut extra))?;
+    super::outputs::write_files(out, &files, false)
 }
 
 /// One line per table: the rule's in-sample agreement with it, to the terminal and the provenance figures.

@@ -14,6 +14,7 @@
 
 pub mod cpp;
 pub(crate) mod csv;
+pub(crate) mod file;
 pub(crate) mod jinja;
 pub(crate) mod outdir;
 pub(crate) mod rust;

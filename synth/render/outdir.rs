@@ -1,53 +1,281 @@
-//! All-or-nothing writes of an output directory. Every file is first written into a temporary directory
-//! inside the target directory (same file system); only when every one of them was written completely are
-//! they renamed into place, so a failure leaves the directory exactly as it was. New files get the mode
-//! the process umask gives (`0666 & !umask`, as any file a program creates); a file that is replaced keeps
-//! the mode it had.
+//! All-or-nothing writes of an output directory.
+//!
+//! Every file of one run goes into one transaction: a staging directory beside the target directory `D`
+//! (same parent, so the same file system; named `.<D>.synth-<pid>-<n>`) receives a replica of `D` — every
+//! entry hard-linked (copied where links are not possible), so nothing of `D` is read twice or changed —
+//! and the new contents of the files that change (subdirectories such as `aiter/` included). Only when all
+//! of them were written completely are the two directories exchanged in one `renameat2(RENAME_EXCHANGE)`
+//! (a new `D` is renamed into place), and the replica of the old state is deleted. A failure before the
+//! exchange leaves `D` exactly as it was; a signal at any moment leaves either the old or the new `D`
+//! (at worst a hidden staging directory beside it, which the next run of the same directory removes).
+//! Where the exchange is not available (not Linux, or a file system without it) the changed files are
+//! renamed into place one by one from the staging directory.
+//!
+//! New files get the mode the process umask gives (`0666 & !umask`, as any file a program creates); a
+//! file that is replaced keeps the mode it had, and `D` keeps its own.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 
-use super::writer::{freshness, Freshness, GeneratedFile};
+use super::file::GeneratedFile;
+
+/// Where [`write_all_with`] may be stopped (by a test standing in for a signal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Every new file is in the staging directory; `D` is unchanged.
+    Staged,
+    /// `D` holds the new state; the replica of the old one is not deleted yet.
+    Swapped,
+}
 
 /// Writes every file of `files` whose contents differ from what `dir` holds (see the module docs);
 /// returns the paths of all `files`. Nothing in `dir` changes when any file cannot be written.
 pub fn write_all(dir: &Path, files: &[GeneratedFile]) -> anyhow::Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create directory {}", dir.display()))?;
+    write_all_with(dir, files, &mut |_| Ok(()))
+}
+
+/// [`write_all`], calling `stop` at each [`Step`]; an error from it ends the write there, as a signal would.
+pub fn write_all_with(
+    dir: &Path,
+    files: &[GeneratedFile],
+    stop: &mut dyn FnMut(Step) -> anyhow::Result<()>,
+) -> anyhow::Result<Vec<PathBuf>> {
+    for f in files {
+        check_name(&f.name)?;
+    }
+    let paths: Vec<PathBuf> = files.iter().map(|f| dir.join(&f.name)).collect();
     let mut changed = Vec::new();
-    for file in files {
-        if freshness(dir, file)? != Freshness::Fresh {
-            changed.push(file);
+    for (file, path) in files.iter().zip(&paths) {
+        if path.is_dir() {
+            bail!("cannot write {}: a directory is in the way", path.display());
+        }
+        match std::fs::read(path) {
+            Ok(bytes) if bytes == file.contents.as_bytes() => {}
+            Ok(_) => changed.push(file),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.kind() == std::io::ErrorKind::NotADirectory => {
+                changed.push(file)
+            }
+            Err(e) => bail!("cannot read {}: {e}", path.display()),
         }
     }
-    if !changed.is_empty() {
-        let staging = tempfile::Builder::new()
-            .prefix(".synth-staging-")
-            .tempdir_in(dir)
-            .with_context(|| format!("cannot create a staging directory in {}", dir.display()))?;
-        for file in &changed {
-            let staged = staging.path().join(&file.name);
-            let target = dir.join(&file.name);
-            // std creates files with 0666 filtered by the umask; tempfile's 0600 is never used here.
-            std::fs::write(&staged, file.contents.as_bytes())
-                .with_context(|| format!("cannot write {}", target.display()))?;
-            if let Ok(meta) = std::fs::metadata(&target) {
-                if meta.is_file() {
-                    std::fs::set_permissions(&staged, meta.permissions())
-                        .with_context(|| format!("cannot set the mode of {}", target.display()))?;
+    if changed.is_empty() {
+        return Ok(paths);
+    }
+    let target = real_target(dir)?;
+    remove_stale_staging(&target);
+    let staging = Staging::create(&target)?;
+    let existed = target.is_dir();
+    if existed {
+        replicate(&target, &staging.path)
+            .with_context(|| format!("cannot stage the new files of {}", dir.display()))?;
+    }
+    for file in &changed {
+        stage_file(&staging.path, &target, file)
+            .with_context(|| format!("cannot write {}", dir.join(&file.name).display()))?;
+    }
+    if existed {
+        let meta = std::fs::metadata(&target).with_context(|| format!("cannot read {}", target.display()))?;
+        std::fs::set_permissions(&staging.path, meta.permissions())
+            .with_context(|| format!("cannot set the mode of {}", target.display()))?;
+    }
+    stop(Step::Staged)?;
+    if !existed {
+        std::fs::rename(&staging.path, &target)
+            .with_context(|| format!("cannot move the new {} into place", target.display()))?;
+        staging.disarm();
+        stop(Step::Swapped)?;
+        return Ok(paths);
+    }
+    match exchange(&staging.path, &target) {
+        Ok(()) => stop(Step::Swapped)?,
+        Err(e) if exchange_unsupported(&e) => {
+            for file in &changed {
+                let to = target.join(&file.name);
+                if let Some(parent) = to.parent() {
+                    std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
                 }
-            }
-            if target.is_dir() {
-                anyhow::bail!("cannot write {}: a directory is in the way", target.display());
+                std::fs::rename(staging.path.join(&file.name), &to)
+                    .with_context(|| format!("cannot move the new {} into place", to.display()))?;
             }
         }
-        for file in &changed {
-            let target = dir.join(&file.name);
-            std::fs::rename(staging.path().join(&file.name), &target)
-                .with_context(|| format!("cannot move the new {} into place", target.display()))?;
+        Err(e) => bail!("cannot move the new {} into place: {e}", target.display()),
+    }
+    Ok(paths)
+}
+
+/// A file name must stay inside the output directory: relative, no `..`, no `.`-only name.
+fn check_name(name: &str) -> anyhow::Result<()> {
+    let p = Path::new(name);
+    if name.is_empty() || !p.components().all(|c| matches!(c, Component::Normal(_))) {
+        bail!("cannot write {name:?}: a generated file's name must be a relative path inside the output directory");
+    }
+    Ok(())
+}
+
+/// The directory the transaction swaps: `dir` with symbolic links resolved (a link to a directory keeps
+/// pointing at the directory it names), created parents included.
+fn real_target(dir: &Path) -> anyhow::Result<PathBuf> {
+    if dir.exists() {
+        if !dir.is_dir() {
+            bail!("cannot write into {}: it is not a directory", dir.display());
+        }
+        return std::fs::canonicalize(dir).with_context(|| format!("cannot read {}", dir.display()));
+    }
+    let abs = if dir.is_absolute() {
+        dir.to_path_buf()
+    } else {
+        std::env::current_dir().context("cannot read the working directory")?.join(dir)
+    };
+    let (Some(parent), Some(_)) = (abs.parent(), abs.file_name()) else {
+        bail!("cannot write into {}: not a directory name", dir.display());
+    };
+    std::fs::create_dir_all(parent).with_context(|| format!("cannot create directory {}", parent.display()))?;
+    let parent = std::fs::canonicalize(parent).with_context(|| format!("cannot read {}", parent.display()))?;
+    Ok(parent.join(abs.file_name().expect("checked above")))
+}
+
+/// The staging directory of one transaction, deleted when dropped unless it became the target.
+struct Staging {
+    path: PathBuf,
+    armed: std::cell::Cell<bool>,
+}
+
+/// The prefix of the staging directories of `target` (hidden, beside it).
+fn staging_prefix(target: &Path) -> String {
+    format!(".{}.synth-", target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
+}
+
+impl Staging {
+    fn create(target: &Path) -> anyhow::Result<Staging> {
+        let parent = target.parent().expect("an absolute directory with a name");
+        let prefix = staging_prefix(target);
+        for n in 0..100u32 {
+            let path = parent.join(format!("{prefix}{}-{n}", std::process::id()));
+            match std::fs::create_dir(&path) {
+                Ok(()) => return Ok(Staging { path, armed: true.into() }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => bail!("cannot create a staging directory in {}: {e}", parent.display()),
+            }
+        }
+        bail!("cannot create a staging directory in {}: every name is taken", parent.display())
+    }
+
+    fn disarm(&self) {
+        self.armed.set(false);
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if self.armed.get() {
+            let _ = std::fs::remove_dir_all(&self.path);
         }
     }
-    Ok(files.iter().map(|f| dir.join(&f.name)).collect())
+}
+
+/// Removes staging directories of `target` left by a run that was killed (their process is gone).
+fn remove_stale_staging(target: &Path) {
+    let (Some(parent), prefix) = (target.parent(), staging_prefix(target)) else { return };
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(&prefix) else { continue };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        if pid != std::process::id() && !process_alive(pid) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// Whether a process with this id exists.
+fn process_alive(pid: u32) -> bool {
+    Path::new("/proc").join(pid.to_string()).exists() || !Path::new("/proc/self").exists()
+}
+
+/// Fills `to` with a replica of `from`: subdirectories recreated (same mode), every other entry
+/// hard-linked (copied when that is not possible), symbolic links recreated as links.
+fn replicate(from: &Path, to: &Path) -> anyhow::Result<()> {
+    for entry in std::fs::read_dir(from).with_context(|| format!("cannot list {}", from.display()))? {
+        let entry = entry.with_context(|| format!("cannot list {}", from.display()))?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type().with_context(|| format!("cannot read {}", src.display()))?;
+        if kind.is_dir() {
+            std::fs::create_dir(&dst).with_context(|| format!("cannot create {}", dst.display()))?;
+            replicate(&src, &dst)?;
+            let mode = std::fs::metadata(&src).with_context(|| format!("cannot read {}", src.display()))?;
+            std::fs::set_permissions(&dst, mode.permissions())
+                .with_context(|| format!("cannot set the mode of {}", dst.display()))?;
+        } else if kind.is_symlink() {
+            let link = std::fs::read_link(&src).with_context(|| format!("cannot read {}", src.display()))?;
+            std::os::unix::fs::symlink(link, &dst).with_context(|| format!("cannot create {}", dst.display()))?;
+        } else if std::fs::hard_link(&src, &dst).is_err() {
+            std::fs::copy(&src, &dst).with_context(|| format!("cannot copy {}", src.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes `file` into the staging directory (its parents created), replacing the replica's link (never
+/// writing through it), with the mode of the file it replaces in `target`.
+fn stage_file(staging: &Path, target: &Path, file: &GeneratedFile) -> anyhow::Result<()> {
+    let staged = staging.join(&file.name);
+    if let Some(parent) = staged.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| {
+            anyhow::anyhow!(
+                "a file is in the way of the directory {}: {e}",
+                target.join(&file.name).parent().unwrap_or(target).display()
+            )
+        })?;
+    }
+    match std::fs::symlink_metadata(&staged) {
+        Ok(m) if m.is_dir() => bail!("a directory is in the way"),
+        Ok(_) => std::fs::remove_file(&staged)?,
+        Err(_) => {}
+    }
+    // std creates files with 0666 filtered by the umask.
+    std::fs::write(&staged, file.contents.as_bytes())?;
+    if let Ok(meta) = std::fs::metadata(target.join(&file.name)) {
+        if meta.is_file() {
+            std::fs::set_permissions(&staged, meta.permissions())?;
+        }
+    }
+    Ok(())
+}
+
+/// Exchanges two directories atomically.
+#[cfg(target_os = "linux")]
+fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let a = std::ffi::CString::new(a.as_os_str().as_bytes())?;
+    let b = std::ffi::CString::new(b.as_os_str().as_bytes())?;
+    // SAFETY: both are valid NUL-terminated paths; renameat2 reads them and nothing else.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn exchange(_a: &Path, _b: &Path) -> std::io::Result<()> {
+    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+}
+
+/// Whether the exchange failed only because the system or file system does not offer it.
+fn exchange_unsupported(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::Unsupported
+        || matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS | libc::EXDEV))
 }
 
 #[cfg(test)]
@@ -65,17 +293,89 @@ mod tests {
         let d = dir.path();
         std::fs::write(d.join("a.txt"), "old a").unwrap();
         std::fs::write(d.join("b.txt"), "old b").unwrap();
+        // The third file's directory is a file: nothing is written, the first two included.
+        std::fs::write(d.join("sub"), "a file").unwrap();
         let files = vec![
             GeneratedFile::new("a.txt", "new a"),
             GeneratedFile::new("b.txt", "new b"),
-            GeneratedFile::new("no/such/dir.txt", "c"),
+            GeneratedFile::new("sub/c.txt", "c"),
         ];
         let err = write_all(d, &files).unwrap_err();
-        assert!(format!("{err:#}").contains("no/such/dir.txt"), "{err:#}");
+        assert!(format!("{err:#}").contains("sub/c.txt"), "{err:#}");
         assert_eq!(std::fs::read_to_string(d.join("a.txt")).unwrap(), "old a");
         assert_eq!(std::fs::read_to_string(d.join("b.txt")).unwrap(), "old b");
         let left: Vec<_> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(left.len(), 2, "no staging directory is left behind: {left:?}");
+        assert_eq!(left.len(), 3, "no staging directory is left behind: {left:?}");
+        assert_eq!(siblings(d), vec![d.file_name().unwrap().to_string_lossy().into_owned()]);
+        let e = write_all(d, &[GeneratedFile::new("../x", "x")]).unwrap_err().to_string();
+        assert!(e.contains("relative path inside the output directory"), "{e}");
+    }
+
+    /// The names in the parent of `d` (the staging directories are created there).
+    fn siblings(d: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(d.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(&*d.file_name().unwrap().to_string_lossy()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Every file under `d` (relative name → contents), links followed.
+    fn tree(d: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+        fn walk(root: &Path, d: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+            for e in std::fs::read_dir(d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    walk(root, &p, out);
+                } else {
+                    out.insert(p.strip_prefix(root).unwrap().display().to_string(), std::fs::read(&p).unwrap());
+                }
+            }
+        }
+        let mut out = std::collections::BTreeMap::new();
+        walk(d, d, &mut out);
+        out
+    }
+
+    #[test]
+    fn a_run_stopped_at_any_step_leaves_the_old_or_the_new_directory() {
+        let base = tempfile::tempdir().unwrap();
+        let d = base.path().join("out");
+        std::fs::create_dir_all(d.join("aiter")).unwrap();
+        std::fs::write(d.join("a.txt"), "old a").unwrap();
+        std::fs::write(d.join("same.txt"), "same").unwrap();
+        std::fs::write(d.join("aiter/p.patch"), "old patch").unwrap();
+        std::fs::write(d.join("notes.md"), "the user's own file").unwrap();
+        let old = tree(&d);
+        let files = vec![
+            GeneratedFile::new("a.txt", "new a"),
+            GeneratedFile::new("same.txt", "same"),
+            GeneratedFile::new("new.txt", "new"),
+            GeneratedFile::new("aiter/p.patch", "new patch"),
+        ];
+        let mut new = old.clone();
+        for f in &files {
+            new.insert(f.name.clone(), f.contents.as_bytes().to_vec());
+        }
+        for at in [Step::Staged, Step::Swapped] {
+            let err = write_all_with(&d, &files, &mut |s| if s == at { anyhow::bail!("killed") } else { Ok(()) });
+            assert!(err.is_err());
+            let now = tree(&d);
+            let expected = if at == Step::Staged { &old } else { &new };
+            assert_eq!(&now, expected, "stopped at {at:?}: the directory is not one run's state");
+            if at == Step::Staged {
+                assert_eq!(siblings(&d), vec!["out"], "the failed run's staging directory is removed");
+            }
+        }
+        // A staging directory of a killed process is removed by the next run of the same directory.
+        let stale = base.path().join(".out.synth-999999999-0");
+        std::fs::create_dir(&stale).unwrap();
+        write_all(&d, &[GeneratedFile::new("a.txt", "newer a")]).unwrap();
+        assert!(!stale.exists());
+        assert_eq!(std::fs::read_to_string(d.join("notes.md")).unwrap(), "the user's own file");
+        assert_eq!(siblings(&d), vec!["out"]);
     }
 
     #[test]

@@ -1,0 +1,224 @@
+//! A dataset manifest (`measurements/h200/datasets.toml`) opened as data: the journals of each (model, TP)
+//! configuration loaded into one latency matrix (the union of their shapes), each configuration's grid and
+//! off-grid shapes, and the training pool the multi-model job and the manifest modes of `compare`,
+//! `search` and `drift` draw from.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use serde::Deserialize;
+
+use crate::catalog::Catalog;
+use crate::compare::report::LayerNames;
+use crate::shapes::{sample_m, Layer};
+use crate::table::multi::{expand_paths, merge_tables, VendorTimes};
+use crate::table::LatencyMatrix;
+
+use super::session::model_layers;
+
+/// The manifest read when `--manifest` is not given, relative to the crate root (embedded in the binary).
+pub const DEFAULT_MANIFEST: &str = super::data::EMBEDDED_MANIFEST.0;
+
+/// The manifest as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestFile {
+    off_grid_m: Vec<u32>,
+    train_pool: Vec<String>,
+    train_configs: usize,
+    #[serde(default)]
+    vendor: Vec<String>,
+    config: Vec<ConfigEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigEntry {
+    name: String,
+    model: String,
+    tp: u32,
+    journals: Vec<String>,
+}
+
+/// One (model, TP) configuration of the loaded data.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Manifest name, e.g. `llama-3.1-8b-tp1`.
+    pub name: String,
+    /// The model's layers at the TP that the data holds.
+    pub layers: Vec<Layer>,
+    /// Grid shapes (matrix indices).
+    pub grid: Vec<usize>,
+    /// Off-grid shapes (matrix indices).
+    pub off_grid: Vec<usize>,
+}
+
+impl Config {
+    /// Every shape of the configuration.
+    pub fn shapes(&self) -> Vec<usize> {
+        let mut v: Vec<usize> = self.grid.iter().chain(&self.off_grid).copied().collect();
+        v.sort_unstable();
+        v
+    }
+
+    pub(crate) fn layer_set(&self) -> BTreeSet<(u32, u32)> {
+        self.layers.iter().map(|l| (l.n, l.k)).collect()
+    }
+}
+
+/// The loaded multi-model data.
+#[derive(Debug, Clone)]
+pub struct MultiData {
+    pub catalog: Catalog,
+    pub manifest: PathBuf,
+    pub journals: Vec<PathBuf>,
+    pub matrix: LatencyMatrix,
+    pub vendor: VendorTimes,
+    pub configs: Vec<Config>,
+    /// Training pool (indices into `configs`), in manifest order.
+    pub pool: Vec<usize>,
+    pub train_configs: usize,
+}
+
+impl MultiData {
+    /// Reads the manifest and every journal it names.
+    pub fn open(manifest: &Path) -> anyhow::Result<MultiData> {
+        let text = if !manifest.exists() && manifest == Path::new(super::data::EMBEDDED_MANIFEST.0) {
+            super::data::EMBEDDED_MANIFEST.1.to_string()
+        } else {
+            crate::input::read_text_capped(manifest, crate::input::MAX_SPEC_BYTES, "dataset manifest")
+                .with_context(|| format!("cannot read the dataset manifest {}", manifest.display()))?
+        };
+        let file: ManifestFile = toml::from_str(&text).map_err(|e| {
+            crate::diag::toml_error(&manifest.display().to_string(), &text, "not a dataset manifest", &e)
+        })?;
+        let dir = manifest.parent().unwrap_or(Path::new("."));
+        let mut names = BTreeSet::new();
+        for c in &file.config {
+            if !names.insert(c.name.as_str()) {
+                bail!("{}: configuration {:?} is listed twice", manifest.display(), c.name);
+            }
+            if c.journals.is_empty() {
+                bail!("{}: configuration {:?} names no journal", manifest.display(), c.name);
+            }
+        }
+        let mut in_pool = BTreeSet::new();
+        if let Some(twice) = file.train_pool.iter().find(|n| !in_pool.insert(n.as_str())) {
+            bail!(
+                "{}: train_pool names {twice:?} twice; list each configuration once (the pool is the order in \
+                 which configurations are drawn for training)",
+                manifest.display()
+            );
+        }
+        let pool: Vec<usize> = file
+            .train_pool
+            .iter()
+            .map(|n| {
+                file.config.iter().position(|c| &c.name == n).with_context(|| {
+                    format!("{}: train_pool names {n:?}, which is not a [[config]] name", manifest.display())
+                })
+            })
+            .collect::<anyhow::Result<_>>()?;
+        if file.train_configs == 0 || file.train_configs >= pool.len() {
+            bail!(
+                "{}: train_configs = {} must be at least 1 and below the pool size {} (leave-one-model-out \
+                 trains on train_configs members other than the held-out one)",
+                manifest.display(),
+                file.train_configs,
+                pool.len()
+            );
+        }
+        let mut journals: Vec<PathBuf> = Vec::new();
+        for j in file.config.iter().flat_map(|c| &c.journals).chain(&file.vendor) {
+            let p = dir.join(j);
+            if !journals.contains(&p) {
+                journals.push(p);
+            }
+        }
+        // A journal is a file (or a directory of them) where one exists, else a dataset embedded in the binary.
+        let on_disk: Vec<PathBuf> = journals.iter().filter(|p| p.exists()).cloned().collect();
+        let mut journals: Vec<PathBuf> = journals.into_iter().filter(|p| !p.exists()).collect();
+        journals.extend(expand_paths(&on_disk).map_err(|e| anyhow::anyhow!("{e}"))?);
+        let catalog = Catalog::embedded();
+        let mut tables = Vec::with_capacity(journals.len());
+        for j in &journals {
+            let source = super::data::Dataset::resolve(Some(j))?;
+            tables.push((PathBuf::from(source.name()), source.rows(&catalog)?));
+        }
+        let (matrix, vendor) = merge_tables(&tables).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let off: BTreeSet<u32> = file.off_grid_m.iter().copied().collect();
+        let have: BTreeSet<(u32, u32)> = matrix.layers().into_iter().collect();
+        let mut configs = Vec::new();
+        for c in &file.config {
+            let (_, layers) = model_layers(&c.model, None, c.tp)
+                .with_context(|| format!("{}: configuration {:?}", manifest.display(), c.name))?;
+            let layers: Vec<Layer> = layers.into_iter().filter(|l| have.contains(&(l.n, l.k))).collect();
+            let set: BTreeSet<(u32, u32)> = layers.iter().map(|l| (l.n, l.k)).collect();
+            let shapes: Vec<usize> =
+                (0..matrix.shapes.len()).filter(|&s| set.contains(&(matrix.shapes[s].n, matrix.shapes[s].k))).collect();
+            if shapes.is_empty() {
+                bail!(
+                    "{}: configuration {:?} ({} TP={}): no shape of its layers in the journals; check `journals`",
+                    manifest.display(),
+                    c.name,
+                    c.model,
+                    c.tp
+                );
+            }
+            let (off_grid, grid): (Vec<usize>, Vec<usize>) =
+                shapes.into_iter().partition(|&s| off.contains(&matrix.shapes[s].m));
+            configs.push(Config { name: c.name.clone(), layers, grid, off_grid });
+        }
+        Ok(MultiData {
+            catalog,
+            manifest: manifest.to_path_buf(),
+            journals,
+            matrix,
+            vendor,
+            configs,
+            pool,
+            train_configs: file.train_configs,
+        })
+    }
+
+    /// The first `train_configs` pool members other than `except`.
+    pub fn training_configs(&self, except: Option<usize>) -> Vec<usize> {
+        self.pool.iter().copied().filter(|&c| Some(c) != except).take(self.train_configs).collect()
+    }
+
+    /// The training sample over `configs`: per configuration, `count` M values stratified over its grid
+    /// M values (seeded) × its layers; shapes whose (N, K) is in `exclude` are left out.
+    pub fn sample(&self, configs: &[usize], exclude: &BTreeSet<(u32, u32)>, count: usize, seed: u64) -> Vec<usize> {
+        let mut out = BTreeSet::new();
+        for &c in configs {
+            let grid: Vec<usize> = self.configs[c]
+                .grid
+                .iter()
+                .copied()
+                .filter(|&s| !exclude.contains(&(self.matrix.shapes[s].n, self.matrix.shapes[s].k)))
+                .collect();
+            let ms: Vec<u32> = grid.iter().map(|&s| self.matrix.shapes[s].m).collect();
+            let picked = sample_m(&ms, count, seed);
+            out.extend(grid.into_iter().filter(|&s| picked.contains(&self.matrix.shapes[s].m)));
+        }
+        out.into_iter().collect()
+    }
+
+    /// Layer names by (N, K): `config:layer`, shared shapes joined with `/`.
+    pub fn names(&self) -> LayerNames {
+        let mut out: LayerNames = BTreeMap::new();
+        for c in &self.configs {
+            for l in &c.layers {
+                let name = format!("{}:{}", c.name, l.name);
+                out.entry((l.n, l.k)).and_modify(|s| *s = format!("{s}/{name}")).or_insert(name);
+            }
+        }
+        out
+    }
+
+    /// Every shape of every configuration, ascending.
+    pub fn all_shapes(&self) -> Vec<usize> {
+        self.configs.iter().flat_map(Config::shapes).collect::<BTreeSet<_>>().into_iter().collect()
+    }
+}

@@ -1,0 +1,210 @@
+//! The single-dataset job of `synth run` (`--dataset`, `--model` or `--spec`): loads the latency table,
+//! keeps the model's layers, draws the training sample (stratified M values × layers), synthesizes a rule
+//! within the limits, writes the rule's files (C++ header, instance list, Rust module, rule JSON, AITER
+//! patch, comparison CSV, SVG and PNG, leaves curve) into `--out` (never the committed `generated/`), and
+//! prints the comparison on every held-out shape against the default, the offline-tuned table built from
+//! the same training shapes, the nearest-tuned-M lookup, the published rule and the oracle.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+
+use crate::compare::{self, Policy, Report};
+use crate::render::{writer::GeneratedFile, Provenance};
+use crate::synthesize::curve::{curve_csv, curve_table, cv_curve, sample_curve, CurvePoint};
+use crate::synthesize::{synthesize_budgets, Limits, Synthesized};
+
+use super::args::RunArgs;
+use super::args::{Effort, ResolvedLimits, STANDARD_LIMITS};
+use super::line::CommandLine;
+use super::session::{summary_figure, Sample, Scope, Session, DEFAULT_MODEL};
+use super::shared::{rule_outline, COMPARE_CSV, CURVE_CSV, SPEEDUP_PNG, SPEEDUP_SVG};
+
+/// Leaf budgets of the curve.
+pub const CURVE_BUDGETS: [usize; 4] = [4, 8, 16, 32];
+/// Folds of the cross-validated curve.
+pub const CV_FOLDS: usize = 5;
+
+/// What the single-dataset job runs with, every option resolved against its defaults.
+#[derive(Debug, Clone)]
+pub struct SingleJob {
+    pub limits: ResolvedLimits,
+    pub synthesis: Limits,
+    pub train_all: bool,
+    pub line: CommandLine,
+}
+
+impl SingleJob {
+    /// The job of `args` on `session`; an error for an option it cannot use.
+    pub fn resolve(args: &RunArgs, session: &Session) -> anyhow::Result<SingleJob> {
+        if args.sample.sample_m == 0 && !args.train_all {
+            bail!("--sample-m must be at least 1 (or pass --train-all)");
+        }
+        let limits = args.limits.resolve(STANDARD_LIMITS)?;
+        let synthesis = effort(args).apply(limits.limits());
+        Ok(SingleJob { line: line(args, session, &limits), limits, synthesis, train_all: args.train_all })
+    }
+}
+
+/// The "Regenerate with" line of the job: every setting it used that differs from its default. The data is
+/// always named (by the name provenance gives it), so the line runs this job and not the multi-model one.
+fn line(args: &RunArgs, session: &Session, limits: &ResolvedLimits) -> CommandLine {
+    let mut l = CommandLine::new("run");
+    for d in &session.dataset_args {
+        l.always("--dataset", d);
+    }
+    match (&args.data.spec, args.data.model.as_deref()) {
+        (Some(spec), _) => {
+            l.path("--spec", spec);
+        }
+        (None, model) => {
+            l.value("--model", model.unwrap_or(DEFAULT_MODEL), DEFAULT_MODEL);
+        }
+    }
+    l.value("--tp", args.data.tp, 2);
+    if !args.train_all {
+        args.sample.write_line(&mut l);
+    }
+    l.flag("--train-all", args.train_all);
+    limits.write_line(&mut l);
+    effort(args).write_line(&mut l);
+    if let Some(t) = &args.tuned {
+        l.path("--tuned", t);
+    }
+    l.flag("--tuned-any-device", args.tuned.is_some() && args.tuned_any_device);
+    l.paths("--rule", &args.rule);
+    l
+}
+
+/// The effort flags of `args`.
+fn effort(args: &RunArgs) -> Effort {
+    Effort::new(args.exact_depth, args.no_refine, args.no_split_k_guards)
+}
+
+/// The rule and what was measured of it.
+struct Outcome {
+    sample: Sample,
+    synth: Synthesized,
+    synth_time: Duration,
+    report: Report,
+    points: Vec<CurvePoint>,
+    curve_time: Duration,
+}
+
+/// Runs the single-dataset job.
+pub fn run(args: &RunArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let session = Session::open(&args.data, Scope::DefaultModel)?;
+    let job = SingleJob::resolve(args, &session)?;
+    let o = synthesize_and_score(args, &session, &job)?;
+    let (catalog, matrix, what) = (&session.catalog, &session.matrix, &session.what);
+    let scope = if job.train_all { "in-sample" } else { "held-out" };
+    let provenance = Provenance {
+        dataset: session.dataset_text(),
+        training: training_text(args, &session, &o.sample, job.limits.weight),
+        figures: vec![o.synth.shape_line(), summary_figure(scope, &o.report, "synthesized")?],
+        command: job.line.text(),
+    };
+    let title = format!("{what} on {} — {scope} shapes", matrix.device.as_deref().unwrap_or(&matrix.gfx));
+    let svg = compare::plot::speedup_svg(&o.report, &session.names, &title)?;
+    let png = compare::raster::svg_to_png(&svg)?;
+    let extra = vec![
+        GeneratedFile::new(COMPARE_CSV, compare::report::csv(&o.report, &session.names)),
+        GeneratedFile::new(SPEEDUP_SVG, svg),
+        GeneratedFile::binary(SPEEDUP_PNG, png),
+        GeneratedFile::new(CURVE_CSV, curve_csv(&o.points)),
+    ];
+    // The single-dataset job never writes the committed generated/ unless --out says so.
+    let target = super::outputs::out_dir(args.out.as_deref(), false, "run")?;
+    let files = super::outputs::rule_files(&o.synth.rule, catalog, matrix, &provenance, extra);
+    let written = files.and_then(|f| super::outputs::write_files(&target.dir, &f, args.check));
+
+    let mut text = super::outputs::run_header(&provenance);
+    let s = &o.synth;
+    let _ = writeln!(
+        text,
+        "rule:     {} leaves ({} split-K guards), depth {}, instances {:?}; its picks sum to {:.3} ms of measured \
+         latency on the training shapes ({} unusable picks); synthesized in {:.2} s\n",
+        s.leaves,
+        s.guards,
+        s.depth,
+        s.instances,
+        s.train_us / 1000.0,
+        s.unusable,
+        o.synth_time.as_secs_f64()
+    );
+    text.push_str(&rule_outline(&s.rule, catalog));
+    let _ = writeln!(text, "\ncomparison on {} {scope} shapes:", o.report.shapes.len());
+    let _ = writeln!(text, "{}", compare::report::table(&o.report, &session.names));
+    if args.curve {
+        let _ = writeln!(text, "leaves versus quality (curve computed in {:.2} s):", o.curve_time.as_secs_f64());
+        let _ = writeln!(text, "{}", curve_table(&o.points));
+    }
+    let end = super::outputs::RunEnd {
+        target: &target,
+        main_job: false,
+        out_given: args.out.is_some(),
+        check: args.check,
+        blank_line: false,
+        started,
+    };
+    super::outputs::finish_run(text, written, &end)
+}
+
+/// The training sample, the rule (one search serves it and the sample curve), its comparison on the
+/// held-out shapes and the curves.
+fn synthesize_and_score(args: &RunArgs, session: &Session, job: &SingleJob) -> anyhow::Result<Outcome> {
+    let (catalog, matrix) = (&session.catalog, &session.matrix);
+    let sample = if job.train_all { session.every_shape() } else { session.sample(&args.sample) };
+    if sample.train.is_empty() {
+        bail!("the training sample is empty");
+    }
+    if sample.heldout.is_empty() {
+        bail!("every shape is in the training sample: nothing is held out; lower --sample-m or pass --train-all");
+    }
+    let weight = job.limits.weight;
+    let weights = weight.weights(matrix, &sample.train);
+    let t0 = Instant::now();
+    let mut budgets = vec![job.synthesis.max_leaves];
+    budgets.extend(CURVE_BUDGETS);
+    let results = synthesize_budgets(matrix, catalog, &sample.train, weights.as_deref(), &job.synthesis, &budgets)?;
+    let synth = results[0].clone();
+    let synth_time = t0.elapsed();
+
+    let mut extra = Vec::new();
+    if let Some(path) = &args.tuned {
+        let (name, table) = session.tuned_file(path, args.tuned_any_device)?;
+        extra.push(Policy::Tuned { name, table });
+    }
+    extra.extend(session.rule_policies(&args.rule)?);
+    let policies = session.standard_policies(&sample.train, extra, ("synthesized", &synth.rule))?;
+    let report = compare::evaluate(matrix, catalog, &policies, &sample.heldout);
+
+    let t1 = Instant::now();
+    let mut points = if job.train_all {
+        Vec::new()
+    } else {
+        sample_curve(matrix, catalog, &sample.train, &sample.heldout, &results[1..], &CURVE_BUDGETS)
+    };
+    points.extend(cv_curve(matrix, catalog, &session.shapes, CV_FOLDS, weight, &job.synthesis, &CURVE_BUDGETS)?);
+    Ok(Outcome { sample, synth, synth_time, report, points, curve_time: t1.elapsed() })
+}
+
+/// The provenance's training line.
+fn training_text(args: &RunArgs, session: &Session, sample: &Sample, weight: crate::synthesize::Weighting) -> String {
+    let what = &session.what;
+    if args.train_all {
+        return format!("all {} shapes of {what} (weight {:?})", sample.train.len(), weight).to_lowercase();
+    }
+    format!(
+        "{} shapes of {what}: M in {:?} (sample_m of {} dataset M values, {} strata, seed {}) × {} layers; weight {}",
+        sample.train.len(),
+        sample.picked,
+        session.matrix.m_values().len(),
+        args.sample.sample_m,
+        args.sample.seed,
+        session.layers.len(),
+        format!("{weight:?}").to_lowercase()
+    )
+}
