@@ -144,7 +144,7 @@ fn preimage(f: impl Fn(u32) -> u32, r: u32, max_m: u32) -> Option<RangeInclusive
     };
     let lo = first(&|q| f(q) >= r);
     let hi = first(&|q| f(q) > r) - 1;
-    (lo <= hi && f(lo as u32) == r).then(|| lo as u32..=hi as u32)
+    (lo <= hi && f(lo as u32) == r).then_some(lo as u32..=hi as u32)
 }
 
 /// One (N, K) of the full table, the lookups [`compress`] compares, computed per query (no per-M table).
