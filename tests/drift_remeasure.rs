@@ -302,3 +302,84 @@ fn aiter_backend_remeasure_with_the_fake_tuner() {
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     assert_eq!(r["verdict"], "drift");
 }
+
+/// Seconds a drift run took and its result.
+fn timed(f: impl FnOnce() -> (Output, serde_json::Value, String)) -> (f64, Output, serde_json::Value, String) {
+    let t = std::time::Instant::now();
+    let (o, r, md) = f();
+    (t.elapsed().as_secs_f64(), o, r, md)
+}
+
+#[test]
+fn the_budget_stops_the_harness_inside_a_batch() {
+    let st = setup();
+    // One batch of every sampled shape, 0.3 s per cell (about 25 s in all): a 2 s budget stops the harness
+    // in the middle of it, and what was measured is compared.
+    let one_batch = ["--batch-shapes", "100", "--budget-s", "2"];
+    let (secs, o, r, md) = timed(|| drift(&st, "slow-cells", 5, &[("FAKE_DELAY_S", "0.3".into())], &one_batch));
+    assert!(matches!(o.status.code(), Some(0) | Some(3)), "{}", text(&o));
+    assert!(secs < 15.0, "{secs} s:\n{}", text(&o));
+    assert_eq!(r["budget_reached"], true, "{}", text(&o));
+    let measured = r["shapes_measured"].as_u64().unwrap();
+    assert!((1..10).contains(&measured), "{measured} shapes measured");
+    assert!(md.contains("(time budget reached)"), "{md}");
+    assert!(text(&o).contains("ran out during batch 1 of 1"), "{}", text(&o));
+    // A harness that hangs on its sixth cell is stopped when the budget runs out, not after --cell-timeout
+    // (30 min by default).
+    let (secs, o, r, _) = timed(|| drift(&st, "hung", 6, &[("FAKE_HANG_AFTER", "5".into())], &one_batch));
+    assert!(matches!(o.status.code(), Some(0) | Some(3)), "{}", text(&o));
+    assert!(secs < 15.0, "{secs} s:\n{}", text(&o));
+    assert_eq!(r["budget_reached"], true);
+    assert!(r["shapes_measured"].as_u64().unwrap() >= 1, "{r}");
+}
+
+#[test]
+fn a_silent_harness_is_stopped_by_the_cell_timeout() {
+    let st = setup();
+    let (secs, o, _, _) =
+        timed(|| drift(&st, "silent", 7, &[("FAKE_HANG_AFTER", "3".into())], &["--cell-timeout", "1"]));
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("--cell-timeout"), "{}", text(&o));
+    assert!(secs < 15.0, "{secs} s");
+    // The three cells it measured are in the journal, to resume from.
+    let journal = std::fs::read_to_string(st.dir.path().join("silent.csv")).unwrap();
+    assert_eq!(journal.lines().count(), 4, "{journal}");
+    // Not a number of seconds, or zero: clap refuses it (exit 2).
+    for bad in ["0", "-1", "soon"] {
+        let (o, _, _) = drift(&st, "bad-timeout", 7, &[], &["--cell-timeout", bad]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", text(&o));
+    }
+}
+
+#[test]
+fn the_baseline_itself_as_the_re_measurement_is_refused() {
+    let st = setup();
+    let copy = st.dir.path().join("copy.csv");
+    std::fs::copy(&st.baseline, &copy).unwrap();
+    let link = st.dir.path().join("link.csv");
+    std::os::unix::fs::symlink(&st.baseline, &link).unwrap();
+    let dotted = st.dir.path().join(".").join("baseline.csv");
+    let before = std::fs::read(&st.baseline).unwrap();
+    for (dataset, what) in [(&st.baseline, "is"), (&link, "is"), (&dotted, "is"), (&copy, "has the same bytes as")] {
+        let o = synth(
+            &s(&[
+                "drift",
+                "--remeasure",
+                "--rule",
+                st.rule.to_str().unwrap(),
+                "--baseline",
+                st.baseline.to_str().unwrap(),
+                "--dataset",
+                dataset.to_str().unwrap(),
+                "--harness",
+                FAKE,
+            ]),
+            &[],
+        );
+        assert_eq!(o.status.code(), Some(1), "{}: {}", dataset.display(), text(&o));
+        assert!(text(&o).contains(&format!("{what} the baseline")), "{}", text(&o));
+        // No verdict: nothing was compared.
+        assert!(o.stdout.is_empty(), "{}", text(&o));
+    }
+    assert_eq!(std::fs::read(&st.baseline).unwrap(), before);
+}
