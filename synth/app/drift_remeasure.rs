@@ -55,27 +55,38 @@ os.execvp(sys.argv[2], sys.argv[2:])
 /// How long past the budget's end the driver waits for the stopped harness's output to close.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
-/// The harness of `args` (`--seed` the sample seed), started under a timer of `left` when given.
-fn harness(args: &RemeasureArgs, left: Option<Duration>) -> Harness {
-    let mut extra = args.harness_args.clone();
-    extra.push(format!("--seed={}", args.sample_seed));
-    let cell_timeout = Duration::from_secs_f64(args.cell_timeout);
-    let Some(left) = left else {
-        return Harness { python: args.python.clone(), script: args.harness.clone(), extra_args: extra, cell_timeout };
-    };
-    let mut wrapped = vec![
+/// The harness of `args` (`--seed` the sample seed), started under a timer of `left`.
+fn harness(args: &RemeasureArgs, left: Duration) -> Harness {
+    let mut extra_args = vec![
         UNDER_TIMER.to_string(),
         format!("{:.3}", left.as_secs_f64().max(0.001)),
         args.python.display().to_string(),
         args.harness.display().to_string(),
     ];
-    wrapped.extend(extra);
+    extra_args.extend(args.harness_args.iter().cloned());
+    extra_args.push(format!("--seed={}", args.sample_seed));
     Harness {
         python: args.python.clone(),
         script: PathBuf::from("-c"),
-        extra_args: wrapped,
-        cell_timeout: cell_timeout.min(left + STOP_GRACE),
+        extra_args,
+        cell_timeout: Duration::from_secs_f64(args.cell_timeout).min(left + STOP_GRACE),
     }
+}
+
+/// The harness's device description; a probe that does not answer within --cell-timeout is stopped.
+fn probe(args: &RemeasureArgs) -> Result<crate::measure::DeviceInfo> {
+    let limit = Duration::from_secs_f64(args.cell_timeout);
+    let started = Instant::now();
+    harness(args, limit).probe().map_err(|e| {
+        if started.elapsed() >= limit {
+            anyhow::anyhow!(
+                "the harness did not describe the device (--probe) within {} s (--cell-timeout) and was stopped",
+                limit.as_secs_f64()
+            )
+        } else {
+            e
+        }
+    })
 }
 
 /// The time budget of a re-measurement.
@@ -135,7 +146,7 @@ fn measure_harness(
     catalog: &Catalog,
     budget: &Budget,
 ) -> Result<(String, bool)> {
-    let dev = harness(args, None).probe()?;
+    let dev = probe(args)?;
     let (mut journal, _) = Journal::open(out, catalog)?;
     let plan_file = tempfile::Builder::new().prefix("synth-drift-plan").suffix(".jsonl").tempfile()?;
     for (i, batch) in batches.iter().enumerate() {
@@ -145,8 +156,7 @@ fn measure_harness(
             continue;
         }
         let before = journal.rows().len();
-        let run =
-            harness(args, Some(left)).run(&cells, plan_file.path(), &mut journal, |_| {}, |line| eprintln!("{line}"));
+        let run = harness(args, left).run(&cells, plan_file.path(), &mut journal, |_| {}, |line| eprintln!("{line}"));
         if let Err(e) = run {
             if !budget.over() {
                 return Err(e);
