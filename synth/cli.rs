@@ -66,7 +66,7 @@ pub fn main_entry() -> anyhow::Result<()> {
         Command::Compare(a) => crate::app::compare::run(a),
         Command::Search(a) => crate::app::search::run(a, &invocation),
         Command::Rewrite(a) => crate::app::rewrite::run(a),
-        Command::Drift(a) => crate::app::drift::run(a),
+        Command::Drift(a) => crate::app::drift::run(a, &invocation),
         Command::Compress(a) => crate::app::compress::run(a),
         Command::Aiter(a) => crate::app::aiter::run(a),
     }

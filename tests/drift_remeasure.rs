@@ -302,3 +302,133 @@ fn aiter_backend_remeasure_with_the_fake_tuner() {
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     assert_eq!(r["verdict"], "drift");
 }
+
+/// Seconds a drift run took and its result.
+fn timed(f: impl FnOnce() -> (Output, serde_json::Value, String)) -> (f64, Output, serde_json::Value, String) {
+    let t = std::time::Instant::now();
+    let (o, r, md) = f();
+    (t.elapsed().as_secs_f64(), o, r, md)
+}
+
+/// Distinct shapes and rows of a journal.
+fn journal_counts(path: &Path) -> (usize, usize) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let rows: Vec<&str> = text.lines().skip(1).collect();
+    let shapes: std::collections::BTreeSet<String> =
+        rows.iter().map(|l| l.split(',').skip(2).take(3).collect::<Vec<_>>().join(",")).collect();
+    (shapes.len(), rows.len())
+}
+
+/// The report's verdict agrees with what was measured: none measured is an error (exit 1), else a verdict.
+fn assert_verdict_of_what_was_measured(o: &Output, r: &serde_json::Value, journal: &Path) {
+    let (shapes, _) = journal_counts(journal);
+    assert_eq!(r["shapes_measured"].as_u64().unwrap() as usize, shapes, "{}", text(o));
+    match shapes {
+        0 => assert_eq!((o.status.code(), r["verdict"].as_str()), (Some(1), Some("error")), "{}", text(o)),
+        _ => assert!(matches!(o.status.code(), Some(0) | Some(3)), "{}", text(o)),
+    }
+}
+
+#[test]
+fn the_budget_stops_the_harness_inside_a_batch() {
+    let st = setup();
+    // One batch of every sampled shape (60 cells), 0.5 s per cell (30 s in all): a 3 s budget stops the
+    // harness in the middle of it, and what was measured is compared.
+    let one_batch = ["--batch-shapes", "100", "--budget-s", "3"];
+    let (secs, o, r, md) = timed(|| drift(&st, "slow-cells", 5, &[("FAKE_DELAY_S", "0.5".into())], &one_batch));
+    assert!(secs < 20.0, "{secs} s:\n{}", text(&o));
+    assert_eq!(r["budget_reached"], true, "{}", text(&o));
+    assert!(r["shapes_measured"].as_u64().unwrap() < 10, "{r}");
+    assert!(md.contains("(time budget reached)"), "{md}");
+    assert!(text(&o).contains("ran out during batch 1 of 1"), "{}", text(&o));
+    let journal = st.dir.path().join("slow-cells.csv");
+    assert!(journal_counts(&journal).1 < 60);
+    assert_verdict_of_what_was_measured(&o, &r, &journal);
+    // A harness that hangs on its sixth cell is stopped when the budget runs out, not after --cell-timeout
+    // (30 min by default).
+    let (secs, o, r, _) = timed(|| drift(&st, "hung", 6, &[("FAKE_HANG_AFTER", "5".into())], &one_batch));
+    assert!(secs < 20.0, "{secs} s:\n{}", text(&o));
+    assert_eq!(r["budget_reached"], true, "{}", text(&o));
+    let journal = st.dir.path().join("hung.csv");
+    assert!(journal_counts(&journal).1 <= 5);
+    assert_verdict_of_what_was_measured(&o, &r, &journal);
+}
+
+#[test]
+fn a_silent_harness_is_stopped_by_the_cell_timeout() {
+    let st = setup();
+    let (secs, o, _, _) =
+        timed(|| drift(&st, "silent", 7, &[("FAKE_HANG_AFTER", "3".into())], &["--cell-timeout", "5"]));
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("produced no result for 5 s (--cell-timeout)"), "{}", text(&o));
+    assert!(secs < 25.0, "{secs} s");
+    // The three cells it measured are in the journal, to resume from.
+    let journal = std::fs::read_to_string(st.dir.path().join("silent.csv")).unwrap();
+    assert_eq!(journal.lines().count(), 4, "{journal}");
+    // Not a number of seconds, or zero: clap refuses it (exit 2).
+    for bad in ["0", "-1", "soon"] {
+        let (o, _, _) = drift(&st, "bad-timeout", 7, &[], &["--cell-timeout", bad]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", text(&o));
+    }
+}
+
+#[test]
+fn the_baseline_itself_as_the_re_measurement_is_refused() {
+    let st = setup();
+    let copy = st.dir.path().join("copy.csv");
+    std::fs::copy(&st.baseline, &copy).unwrap();
+    let link = st.dir.path().join("link.csv");
+    std::os::unix::fs::symlink(&st.baseline, &link).unwrap();
+    let dotted = st.dir.path().join(".").join("baseline.csv");
+    let before = std::fs::read(&st.baseline).unwrap();
+    for (dataset, what) in [(&st.baseline, "is"), (&link, "is"), (&dotted, "is"), (&copy, "has the same bytes as")] {
+        let o = synth(
+            &s(&[
+                "drift",
+                "--remeasure",
+                "--rule",
+                st.rule.to_str().unwrap(),
+                "--baseline",
+                st.baseline.to_str().unwrap(),
+                "--dataset",
+                dataset.to_str().unwrap(),
+                "--harness",
+                FAKE,
+            ]),
+            &[],
+        );
+        assert_eq!(o.status.code(), Some(1), "{}: {}", dataset.display(), text(&o));
+        assert!(text(&o).contains(&format!("{what} the baseline")), "{}", text(&o));
+        // No verdict: nothing was compared.
+        assert!(o.stdout.is_empty(), "{}", text(&o));
+    }
+    assert_eq!(std::fs::read(&st.baseline).unwrap(), before);
+}
+
+#[test]
+fn a_harness_that_never_describes_the_device_is_stopped() {
+    let st = setup();
+    let hang = st.dir.path().join("hang.py");
+    std::fs::write(&hang, "import time\ntime.sleep(600)\n").unwrap();
+    let started = std::time::Instant::now();
+    let o = synth(
+        &s(&[
+            "drift",
+            "--remeasure",
+            "--rule",
+            st.rule.to_str().unwrap(),
+            "--baseline",
+            st.baseline.to_str().unwrap(),
+            "--dataset",
+            st.dir.path().join("never.csv").to_str().unwrap(),
+            "--harness",
+            hang.to_str().unwrap(),
+            "--cell-timeout",
+            "1",
+        ]),
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("(--probe) within 1 s (--cell-timeout)"), "{}", text(&o));
+    assert!(started.elapsed().as_secs() < 15, "{:?}", started.elapsed());
+}

@@ -5,19 +5,20 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
+use anyhow::{anyhow, bail, Context};
 
 use super::run::{rule_outline, RULE_JSON};
 use super::session::display_path;
 use super::tuned::rows_matrix;
 use crate::catalog::Catalog;
+use crate::compare::TunedTable;
+use crate::compress::{compress, per_layer_counts, prove, Proof};
 use crate::render::{self, writer::GeneratedFile, Provenance};
 use crate::rule::Rule;
+use crate::sanitize::shell_word;
 use crate::synthesize::{FeatureSet, Limits};
-use crate::table::{read_aiter_csv, AiterRow, Shape};
+use crate::table::{parse_aiter_csv, AiterRow, Shape};
 use crate::tuned::{parse_device, AgreeWeight, TunedSet};
-
-use crate::compress::{compress, per_layer_counts, prove};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct CompressArgs {
@@ -53,29 +54,30 @@ pub fn residual_name(input: &Path) -> String {
     format!("{stem}.residual.csv")
 }
 
-/// Writes the records of `input` (header and field text as they are) whose row is of another device or
-/// whose shape is in `kept`.
-pub fn write_residual(
-    input: &Path,
-    output: &Path,
+/// The records of `input` (the bytes of the file `file`; header and field text as they are) whose row is
+/// of another device or whose shape is in `kept`, as CSV text, and how many records it holds.
+pub fn residual_csv(
+    input: &[u8],
+    file: &Path,
     device: (&str, u32),
     kept: &BTreeSet<Shape>,
-) -> anyhow::Result<usize> {
-    let bytes = std::fs::read(input).with_context(|| format!("cannot read {}", input.display()))?;
-    let mut rdr = csv::ReaderBuilder::new().has_headers(true).from_reader(bytes.as_slice());
-    let header = rdr.headers()?.clone();
-    let col = |name: &str| {
-        header.iter().position(|h| h == name).ok_or_else(|| anyhow::anyhow!("{}: no column {name}", input.display()))
-    };
+) -> anyhow::Result<(String, usize)> {
+    let shown = || crate::sanitize::shown(&file.display().to_string());
+    let mut rdr = csv::ReaderBuilder::new().has_headers(true).from_reader(input);
+    let header = rdr.headers().with_context(|| format!("cannot read {}", shown()))?.clone();
+    let col =
+        |name: &str| header.iter().position(|h| h == name).ok_or_else(|| anyhow!("{}: no column {name}", shown()));
     let (gi, ci, mi, ni, ki) = (col("gfx")?, col("cu_num")?, col("M")?, col("N")?, col("K")?);
-    let mut w = csv::Writer::from_path(output).with_context(|| format!("cannot write {}", output.display()))?;
+    let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record(&header)?;
     let mut written = 0;
     for rec in rdr.records() {
-        let rec = rec.with_context(|| format!("cannot read {}", input.display()))?;
+        let rec = rec.with_context(|| format!("cannot read {}", shown()))?;
         let num = |i: usize| -> anyhow::Result<u32> {
             let v = rec.get(i).unwrap_or("");
-            v.parse().with_context(|| format!("{}: value \"{v}\" is not a positive integer", input.display()))
+            v.parse().with_context(|| {
+                format!("{}: value \"{}\" is not a positive integer", shown(), crate::sanitize::shown(v))
+            })
         };
         let same_device = rec.get(gi) == Some(device.0) && num(ci)? == device.1;
         if !same_device || kept.contains(&Shape::new(num(mi)?, num(ni)?, num(ki)?)) {
@@ -83,130 +85,196 @@ pub fn write_residual(
             written += 1;
         }
     }
-    w.flush()?;
-    Ok(written)
+    let bytes = w.into_inner().map_err(|e| anyhow!("cannot write the residual table: {e}"))?;
+    Ok((String::from_utf8(bytes).context("the residual table is not UTF-8")?, written))
 }
 
-fn pick_device(rows: &[AiterRow], given: Option<&str>, file: &Path) -> anyhow::Result<(String, u32)> {
+fn pick_device(rows: &[AiterRow], given: Option<&str>, file: &str) -> anyhow::Result<(String, u32)> {
     if let Some(d) = given {
         return parse_device(d);
     }
     let devices: BTreeSet<(String, u32)> = rows.iter().map(|r| (r.gfx.clone(), r.cu_num)).collect();
     match devices.len() {
         1 => Ok(devices.into_iter().next().expect("one device")),
-        0 => bail!("{}: the file has no rows", file.display()),
+        0 => bail!("{file}: the file has no rows"),
         _ => bail!(
-            "{}: rows of several devices ({}); pick one with --device GFX:CU",
-            file.display(),
-            devices.iter().map(|(g, c)| format!("{g}:{c}")).collect::<Vec<_>>().join(", ")
+            "{file}: rows of several devices ({}); pick one with --device GFX:CU",
+            devices.iter().map(|(g, c)| format!("{}:{c}", crate::sanitize::shown(g))).collect::<Vec<_>>().join(", ")
         ),
     }
 }
 
-/// Runs `synth compress`.
-pub fn run(args: CompressArgs) -> anyhow::Result<()> {
-    if args.max_leaves == 0 || args.max_depth == 0 || args.max_instances == Some(0) {
-        bail!("--max-leaves, --max-depth and --max-instances must be at least 1");
-    }
-    let catalog = Catalog::embedded();
-    let rows = read_aiter_csv(&args.tuned, &catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let (gfx, cu) = pick_device(&rows, args.device.as_deref(), &args.tuned)?;
-    let set = TunedSet::from_rows(
-        &args.tuned.file_stem().map_or_else(String::new, |s| s.to_string_lossy().into_owned()),
-        &display_path(&args.tuned),
-        &rows,
-        &catalog,
-        (&gfx, cu),
-    )?;
-    let full = set.table();
-    let (rule, rule_text): (Rule, String) = match &args.rule {
-        Some(p) => (crate::rule::load(p, &catalog).map_err(|e| anyhow::anyhow!("{e}"))?, display_path(p)),
+/// A path as the outputs name it: relative to the crate root when under it, else absolute, so that the
+/// Regenerate line and the provenance do not depend on the working directory.
+fn shown_path(path: &Path) -> String {
+    display_path(&std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()))
+}
+
+/// The command that reproduces the outputs (with `--out`): every option the result depends on, with the
+/// value this run used (the device it compressed, the trained rule's limits), each a shell word.
+pub fn regenerate_line(args: &CompressArgs, device: (&str, u32)) -> String {
+    let mut line = format!("cargo run --release -- compress --tuned {}", shell_word(&shown_path(&args.tuned)));
+    match &args.rule {
+        Some(rule) => line += &format!(" --rule {}", shell_word(&shown_path(rule))),
         None => {
-            let limits = Limits {
-                max_depth: args.max_depth,
-                max_leaves: args.max_leaves,
-                max_instances: args.max_instances,
-                features: FeatureSet::Machine,
-                ..Limits::default()
-            };
-            let targets = TunedSet { rows: crate::compress::target_rows(&full, &catalog), ..set.clone() };
-            let s = crate::tuned::train(&[&targets], &catalog, &limits, AgreeWeight::Time)?;
-            (s.rule, format!("trained on the table's lookup answers ({} leaves at most)", args.max_leaves))
+            line += &format!(" --max-leaves {} --max-depth {}", args.max_leaves, args.max_depth);
+            if let Some(i) = args.max_instances {
+                line += &format!(" --max-instances {i}");
+            }
         }
+    }
+    line + &format!(" --device {}", shell_word(&format!("{}:{}", device.0, device.1)))
+}
+
+/// The rule used on a residual miss: `--rule` (validated as every command validates a rule file), or one
+/// trained on the full table's lookup answers; and how the outputs describe it.
+fn rule_of(
+    args: &CompressArgs,
+    set: &TunedSet,
+    full: &TunedTable,
+    catalog: &Catalog,
+) -> anyhow::Result<(Rule, String)> {
+    if let Some(p) = &args.rule {
+        let rule = crate::rule::load_checked(p, catalog)
+            .with_context(|| format!("cannot use the rule {}", crate::sanitize::shown(&p.display().to_string())))?;
+        return Ok((rule, shown_path(p)));
+    }
+    let limits = Limits {
+        max_depth: args.max_depth,
+        max_leaves: args.max_leaves,
+        max_instances: args.max_instances,
+        features: FeatureSet::Machine,
+        ..Limits::default()
     };
-    let kept = compress(&full, &rule, &catalog);
-    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
-    let residual_path = args.out.join(residual_name(&args.tuned));
-    let written = write_residual(&args.tuned, &residual_path, (&gfx, cu), &kept)?;
+    let targets = TunedSet { rows: crate::compress::target_rows(full, catalog), ..set.clone() };
+    let s = crate::tuned::train(&[&targets], catalog, &limits, AgreeWeight::Time)?;
+    Ok((s.rule, format!("trained on the table's lookup answers ({} leaves at most)", args.max_leaves)))
+}
 
-    // The proof runs on the written file, read back as AITER would read it.
-    let back = read_aiter_csv(&residual_path, &catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let residual = crate::compare::TunedTable::from_rows(&back, &catalog, Some((&gfx, cu)), "residual").0;
-    let proof = prove(&full, &residual, &rule, &catalog);
+/// What a compression found, for the terminal and the provenance.
+struct Outcome {
+    set: TunedSet,
+    device: (String, u32),
+    rule: Rule,
+    rule_text: String,
+    kept: BTreeSet<Shape>,
+    residual_rows: usize,
+    /// The residual file's text and its record count.
+    residual: (String, usize),
+    proof: Proof,
+}
 
+/// Reads the table, picks or trains the rule, compresses, and proves the residual as AITER reads it.
+fn compress_table(args: &CompressArgs, catalog: &Catalog) -> anyhow::Result<Outcome> {
+    let file = crate::sanitize::shown(&args.tuned.display().to_string());
+    let bytes = crate::input::read_bytes_capped(&args.tuned, crate::input::MAX_TABLE_BYTES, "tuned table")
+        .with_context(|| format!("cannot read {file}"))?;
+    let rows = parse_aiter_csv(&bytes, &args.tuned.display().to_string(), catalog).map_err(|e| anyhow!("{e}"))?;
+    let (gfx, cu) = pick_device(&rows, args.device.as_deref(), &file)?;
+    let name = args.tuned.file_stem().map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    let set = TunedSet::from_rows(&name, &shown_path(&args.tuned), &rows, catalog, (&gfx, cu))?;
+    crate::compress::check_max_m(&set.rows, &args.tuned.display().to_string())?;
+    let full = set.table();
+    let (rule, rule_text) = rule_of(args, &set, &full, catalog)?;
+    let kept = compress(&full, &rule, catalog);
+    let residual = residual_csv(&bytes, &args.tuned, (&gfx, cu), &kept)?;
+    // The proof runs on the residual file's text, read back as AITER would read it.
+    let back =
+        parse_aiter_csv(residual.0.as_bytes(), &residual_name(&args.tuned), catalog).map_err(|e| anyhow!("{e}"))?;
+    let table = TunedTable::from_rows(&back, catalog, Some((&gfx, cu)), "residual").0;
+    let proof = prove(&full, &table, &rule, catalog);
+    Ok(Outcome { set, device: (gfx, cu), rule, rule_text, kept, residual_rows: table.len(), residual, proof })
+}
+
+/// The terminal report of a compression (without the written files).
+fn report(args: &CompressArgs, o: &Outcome, catalog: &Catalog) -> String {
+    let (gfx, cu) = (&o.device.0, o.device.1);
+    let rows = o.set.rows.len();
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "table:    {} ({} rows of {gfx}:{cu}, {} of other devices kept as they are)",
-        display_path(&args.tuned),
-        set.rows.len(),
-        set.other_device
+        "table:    {} ({rows} rows of {gfx}:{cu}, {} of other devices kept as they are)",
+        shown_path(&args.tuned),
+        o.set.other_device
     );
-    let _ = writeln!(text, "rule:     {rule_text}: {} leaves, depth {}", rule.num_leaves(), rule.depth());
-    text.push_str(&rule_outline(&rule, &catalog));
-    let share = residual.len() as f64 / set.rows.len() as f64;
+    let _ = writeln!(text, "rule:     {}: {} leaves, depth {}", o.rule_text, o.rule.num_leaves(), o.rule.depth());
+    text.push_str(&rule_outline(&o.rule, catalog));
     let _ = writeln!(
         text,
-        "residual: {} of {} rows ({:.2}%), {} lines written to {}",
-        residual.len(),
-        set.rows.len(),
-        100.0 * share,
-        written,
-        display_path(&residual_path)
+        "residual: {} of {rows} rows ({:.2}%), {} lines in {}",
+        o.residual_rows,
+        100.0 * o.residual_rows as f64 / rows as f64,
+        o.residual.1,
+        residual_name(&args.tuned)
     );
-    let layers: BTreeMap<(u32, u32), (usize, usize)> = per_layer_counts(&full, &kept);
+    let layers: BTreeMap<(u32, u32), (usize, usize)> = per_layer_counts(&o.set.table(), &o.kept);
     for ((n, k), (all, keep)) in &layers {
         let _ = writeln!(text, "  N={n:<6} K={k:<6} {keep:>4} of {all:>4} rows kept");
     }
+    let p = &o.proof;
     let _ = writeln!(
         text,
         "proof:    {} lookups ({} (N, K) x M = 1..={}), residual + rule vs full table: {} mismatches",
-        proof.lookups, proof.layers, proof.max_m, proof.mismatches
+        p.lookups, p.layers, p.max_m, p.mismatches
     );
+    text
+}
+
+/// Every output file: the residual, the rule's header, instance list and Rust module, and its JSON.
+fn output_files(args: &CompressArgs, o: &Outcome, catalog: &Catalog) -> anyhow::Result<Vec<GeneratedFile>> {
+    let (gfx, cu) = (&o.device.0, o.device.1);
+    let rows = o.set.rows.len();
     let provenance = Provenance {
-        dataset: format!("AITER tuned table {} ({gfx}, {cu} CUs, {} rows)", display_path(&args.tuned), set.rows.len()),
-        training: format!("rule used on a miss of the residual table ({rule_text})"),
+        dataset: format!("AITER tuned table {} ({gfx}, {cu} CUs, {rows} rows)", shown_path(&args.tuned)),
+        training: format!("rule used on a miss of the residual table ({})", o.rule_text),
         figures: vec![format!(
-            "residual {} of {} rows; lossless: {} lookups (every (N, K) x M = 1..={}) match AITER's lookup on the full table",
-            residual.len(),
-            set.rows.len(),
-            proof.lookups,
-            proof.max_m
+            "residual {} of {rows} rows; lossless: {} lookups (every (N, K) x M = 1..={}) match AITER's lookup on the full table",
+            o.residual_rows, o.proof.lookups, o.proof.max_m
         )],
-        command: format!("cargo run --release -- compress --tuned {} --out {}", display_path(&args.tuned), display_path(&args.out)),
+        command: regenerate_line(args, (gfx, cu)),
     };
-    let matrix = rows_matrix(std::slice::from_ref(&set))?;
-    let mut files = render::write_generated(&rule, &catalog, &matrix, &provenance, &args.out, false)?;
-    let mut json = crate::rule::to_json(&rule);
+    let matrix = rows_matrix(std::slice::from_ref(&o.set))?;
+    let mut files = vec![GeneratedFile::new(residual_name(&args.tuned), o.residual.0.clone())];
+    files.extend(render::generated_files(&o.rule, catalog, &matrix, &provenance)?);
+    let mut json = crate::rule::to_json(&o.rule);
     json.push('\n');
-    files.extend(render::writer::write_files(&args.out, &[GeneratedFile::new(RULE_JSON, json)], false)?);
-    for f in &files {
-        let _ = writeln!(text, "written:  {}", display_path(f));
+    files.push(GeneratedFile::new(RULE_JSON, json));
+    Ok(files)
+}
+
+fn check_limits(args: &CompressArgs) -> anyhow::Result<()> {
+    if args.max_leaves == 0 || args.max_depth == 0 || args.max_instances == Some(0) {
+        bail!("--max-leaves, --max-depth and --max-instances must be at least 1");
     }
-    super::session::emit(&text)?;
+    Ok(())
+}
+
+/// Runs `synth compress`: the outputs are written all or nothing, and only when the proof holds.
+pub fn run(args: CompressArgs) -> anyhow::Result<()> {
+    check_limits(&args)?;
+    let catalog = Catalog::embedded();
+    let outcome = compress_table(&args, &catalog)?;
+    let mut text = report(&args, &outcome, &catalog);
+    let proof = &outcome.proof;
     if !proof.holds() {
+        super::session::emit(&text)?;
         let first: Vec<String> = proof
             .first_mismatches
             .iter()
             .map(|m| format!("{}: full {} vs compressed {}", m.shape, m.full.0, m.compressed.0))
             .collect();
         bail!(
-            "the compressed table is not lossless: {} mismatches, first {}; where the full table misses (AITER runs \
-             its default kernel) no residual row can help, the rule must return the default there: allow more \
-             leaves (--max-leaves) or pass a --rule that does",
+            "the compressed table is not lossless: {} mismatches, first {}; nothing was written to {}. Where the full \
+             table misses (AITER runs its default kernel) no residual row can help, the rule must return the default \
+             there: allow more leaves (--max-leaves) or pass a --rule that does",
             proof.mismatches,
-            first.join("; ")
+            first.join("; "),
+            crate::sanitize::shown(&args.out.display().to_string())
         );
     }
-    Ok(())
+    let files = output_files(&args, &outcome, &catalog)?;
+    for f in super::outputs::write_files(&args.out, &files, false)? {
+        let _ = writeln!(text, "written:  {}", display_path(&f));
+    }
+    super::session::emit(&text)
 }

@@ -1,9 +1,11 @@
 //! Drift: re-check a committed rule on new measurements (a new driver, ROCm or CUDA release, or another
 //! GPU). The rule is re-scored against the new per-shape oracle; shapes where its choice fell behind and
 //! choices that no longer run correctly are listed, and the command fails past a tolerance so CI can gate
-//! on it. Scoring is `compare`'s: a choice that no longer runs is charged the default's time.
+//! on it. Scoring is `compare`'s: a choice that no longer runs is charged the default's time. With
+//! `--report-md` / `--report-json` the verdict is also written as a markdown summary (for a CI job summary)
+//! and a JSON report ([`report`]).
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use anyhow::{Context, Result};
 
@@ -12,34 +14,14 @@ use crate::compare::{self, Policy, Status};
 use crate::rule::Rule;
 use crate::table::{Cell, LatencyMatrix};
 
+pub use super::drift_args::DriftArgs;
+use super::drift_args::{refuse_remeasure_only, write_reports};
+use super::invocation::Invocation;
 use super::session::load_matrix;
 
-#[derive(Debug, clap::Args)]
-pub struct DriftArgs {
-    /// Rule to re-check (JSON, C++ or Rust form).
-    #[arg(long, default_value = "generated/rule.json")]
-    pub rule: PathBuf,
-    /// New measurements (AITER CSV / gemm-synth measurement file), or a dataset manifest (`.toml`, e.g.
-    /// measurements/h200/datasets.toml) for one row per (model, TP) configuration; with --remeasure, the
-    /// journal the re-measurement is written to (resumable).
-    #[arg(long)]
-    pub dataset: PathBuf,
-    /// Measurements the rule was accepted on; when given, the fraction of oracle is compared with it (per
-    /// configuration when both this and --dataset are manifests).
-    #[arg(long)]
-    pub baseline: Option<PathBuf>,
-    /// Fail when the rule's geomean fraction of oracle on the new data is below this.
-    #[arg(long, default_value_t = 0.85)]
-    pub min_fraction: f64,
-    /// Fail when the fraction of oracle dropped by more than this against the baseline.
-    #[arg(long, default_value_t = 0.05)]
-    pub max_drop: f64,
-    /// List shapes where the rule's choice is this much slower than the new oracle (0.25 = 25%).
-    #[arg(long, default_value_t = 0.25)]
-    pub shape_regret: f64,
-    #[command(flatten)]
-    pub remeasure: super::drift_remeasure::RemeasureArgs,
-}
+mod report;
+
+use report::{ConfigScore, PlainReport, SlowShape, UnusablePick};
 
 /// How a rule does on one latency matrix.
 #[derive(Debug, Clone)]
@@ -102,24 +84,56 @@ fn print_score(label: &str, mat: &LatencyMatrix, score: &RuleScore) {
 }
 
 /// `synth drift`: exit non-zero when the rule no longer holds on the new measurements.
-pub fn run(args: DriftArgs) -> Result<()> {
+pub fn run(args: DriftArgs, invocation: &Invocation) -> Result<()> {
     if args.remeasure.remeasure {
-        return super::drift_remeasure::run(&args);
+        return super::drift_remeasure::run(&args, invocation);
     }
+    refuse_remeasure_only(invocation)?;
     let catalog = Catalog::embedded();
     let rule = crate::rule::load_checked(&args.rule, &catalog)
         .with_context(|| format!("cannot load the rule to re-check from {}", args.rule.display()))?;
-    if let Some(manifest) = super::multi_eval::manifest_of(std::slice::from_ref(&args.dataset)) {
-        return run_manifest(&args, &rule, &manifest);
+    let report = match super::multi_eval::manifest_of(std::slice::from_ref(&args.dataset)) {
+        Some(manifest) => check_manifest(&args, &rule, &manifest)?,
+        None => check_single(&args, &rule, &catalog)?,
+    };
+    write_reports(&args.remeasure, &report::markdown(&report), &report)?;
+    if report.problems.is_empty() {
+        println!("{}", report.ok_line);
+        Ok(())
+    } else {
+        anyhow::bail!("drift detected:\n  - {}\n{}", report.problems.join("\n  - "), report.fix)
     }
-    let new = load_matrix(&args.dataset, &catalog)?;
-    let score = score_rule(&rule, &new, &catalog, args.shape_regret);
-    print_score("new measurements", &new, &score);
+}
 
+/// The report's fields every plain check fills the same way.
+fn plain_report(args: &DriftArgs, problems: Vec<String>, fix: String, ok_line: &str) -> PlainReport {
+    PlainReport {
+        verdict: if problems.is_empty() { "ok" } else { "drift" }.into(),
+        problems,
+        fix,
+        ok_line: ok_line.into(),
+        rule: args.rule.display().to_string(),
+        dataset: args.dataset.display().to_string(),
+        baseline: args.baseline.as_ref().map(|b| b.display().to_string()),
+        min_fraction: args.min_fraction,
+        max_drop: args.max_drop,
+        shape_regret: args.shape_regret,
+        configs: Vec::new(),
+        slower: Vec::new(),
+        unusable: Vec::new(),
+    }
+}
+
+/// The plain check on one latency table (and a baseline table).
+fn check_single(args: &DriftArgs, rule: &Rule, catalog: &Catalog) -> Result<PlainReport> {
+    let new = load_matrix(&args.dataset, catalog)?;
+    let score = score_rule(rule, &new, catalog, args.shape_regret);
+    print_score("new measurements", &new, &score);
     let mut problems = Vec::new();
+    let mut baseline_fraction = None;
     if let Some(base_path) = &args.baseline {
-        let base = load_matrix(base_path, &catalog)?;
-        let base_score = score_rule(&rule, &base, &catalog, args.shape_regret);
+        let base = load_matrix(base_path, catalog)?;
+        let base_score = score_rule(rule, &base, catalog, args.shape_regret);
         print_score("baseline", &base, &base_score);
         let drop = base_score.fraction_of_oracle - score.fraction_of_oracle;
         println!("change in fraction of oracle: {:+.3}", -drop);
@@ -129,6 +143,7 @@ pub fn run(args: DriftArgs) -> Result<()> {
                 base_score.fraction_of_oracle, score.fraction_of_oracle, args.max_drop
             ));
         }
+        baseline_fraction = Some(base_score.fraction_of_oracle);
     }
     if score.fraction_of_oracle < args.min_fraction {
         problems.push(format!(
@@ -154,16 +169,28 @@ pub fn run(args: DriftArgs) -> Result<()> {
             (us / best - 1.0) * 100.0
         );
     }
-    if problems.is_empty() {
-        println!("no drift: the rule holds on the new measurements");
-        Ok(())
-    } else {
-        anyhow::bail!(
-            "drift detected:\n  - {}\nre-run `synth run --dataset {}` to synthesize a rule for the new data",
-            problems.join("\n  - "),
-            args.dataset.display()
-        )
-    }
+    let fix = format!(
+        "re-run `synth run --dataset {}` to synthesize a rule for the new data",
+        crate::sanitize::shell_word(&args.dataset.display().to_string())
+    );
+    let mut report = plain_report(args, problems, fix, "no drift: the rule holds on the new measurements");
+    report.configs.push(ConfigScore {
+        config: "all".into(),
+        shapes: score.shapes,
+        fraction_of_oracle: score.fraction_of_oracle,
+        baseline_fraction_of_oracle: baseline_fraction,
+        unusable: score.unusable.len(),
+    });
+    report.slower = worst
+        .iter()
+        .map(|&(s, c, us, oracle_us)| SlowShape { shape: new.shapes[s], pick: c.to_string(), us, oracle_us })
+        .collect();
+    report.unusable = score
+        .unusable
+        .iter()
+        .map(|(s, c, reason)| UnusablePick { shape: new.shapes[*s], pick: c.to_string(), reason: reason.clone() })
+        .collect();
+    Ok(report)
 }
 
 /// Per-configuration fraction of the oracle of `rule` on a manifest's data (the default and the oracle
@@ -179,11 +206,33 @@ fn manifest_scores(rule: &Rule, data: &super::multi::MultiData) -> Vec<super::mu
     evals
 }
 
+/// A single-file baseline against the whole manifest's data: prints the comparison, returns the problem.
+fn whole_against_baseline(
+    args: &DriftArgs,
+    rule: &Rule,
+    base: &Path,
+    data: &super::multi::MultiData,
+    all: f64,
+) -> Result<(f64, Option<String>)> {
+    let base = load_matrix(base, &data.catalog)?;
+    let score = score_rule(rule, &base, &data.catalog, args.shape_regret);
+    print_score("baseline", &base, &score);
+    let drop = score.fraction_of_oracle - all;
+    println!("change in fraction of oracle: {:+.3}", -drop);
+    let problem = (drop > args.max_drop).then(|| {
+        format!(
+            "fraction of oracle fell by {drop:.3} (from {:.3} to {all:.3}), more than --max-drop {}",
+            score.fraction_of_oracle, args.max_drop
+        )
+    });
+    Ok((score.fraction_of_oracle, problem))
+}
+
 /// `synth drift --dataset MANIFEST.toml`: the rule re-checked on every (model, TP) configuration of the
 /// manifest, one row each; fails when any configuration (or the whole) is below --min-fraction, picks an
 /// unusable cell, or (with a manifest --baseline) fell by more than --max-drop against the same
 /// configuration of the baseline.
-fn run_manifest(args: &DriftArgs, rule: &Rule, manifest: &std::path::Path) -> Result<()> {
+fn check_manifest(args: &DriftArgs, rule: &Rule, manifest: &Path) -> Result<PlainReport> {
     use super::multi_eval::{of_oracle, per_config_table, unusable};
     let data = super::multi_eval::open(manifest)?;
     let evals = manifest_scores(rule, &data);
@@ -199,35 +248,23 @@ fn run_manifest(args: &DriftArgs, rule: &Rule, manifest: &std::path::Path) -> Re
     );
     print!("{}", per_config_table(&evals, RULE_NAME));
     let all = evals.last().expect("the whole data is scored");
-    println!(
-        "  {:<18} {:>6} fraction of oracle {:.3}",
-        "all",
-        all.report.shapes.len(),
-        of_oracle(&all.report, RULE_NAME)
-    );
+    let all_fraction = of_oracle(&all.report, RULE_NAME);
+    println!("  {:<18} {:>6} fraction of oracle {:.3}", "all", all.report.shapes.len(), all_fraction);
     let mut problems = Vec::new();
+    let mut whole_baseline = None;
     let baseline = match &args.baseline {
         Some(b) if super::multi_eval::manifest_of(std::slice::from_ref(b)).is_some() => {
             Some(manifest_scores(rule, &super::multi_eval::open(b)?))
         }
         Some(b) => {
-            let base = load_matrix(b, &data.catalog)?;
-            let score = score_rule(rule, &base, &data.catalog, args.shape_regret);
-            print_score("baseline", &base, &score);
-            let drop = score.fraction_of_oracle - of_oracle(&all.report, RULE_NAME);
-            println!("change in fraction of oracle: {:+.3}", -drop);
-            if drop > args.max_drop {
-                problems.push(format!(
-                    "fraction of oracle fell by {drop:.3} (from {:.3} to {:.3}), more than --max-drop {}",
-                    score.fraction_of_oracle,
-                    of_oracle(&all.report, RULE_NAME),
-                    args.max_drop
-                ));
-            }
+            let (fraction, problem) = whole_against_baseline(args, rule, b, &data, all_fraction)?;
+            problems.extend(problem);
+            whole_baseline = Some(fraction);
             None
         }
         None => None,
     };
+    let mut configs = Vec::new();
     for e in &evals {
         let f = of_oracle(&e.report, RULE_NAME);
         if f < args.min_fraction {
@@ -238,32 +275,39 @@ fn run_manifest(args: &DriftArgs, rule: &Rule, manifest: &std::path::Path) -> Re
         if bad > 0 && e.evaluation == "config" {
             problems.push(format!("{}: {bad} shapes pick a kernel that is not measured or failed", e.config));
         }
+        let mut before = whole_baseline.filter(|_| e.evaluation == "all");
         if let Some(base) = &baseline {
             match base.iter().find(|b| b.config == e.config) {
                 Some(b) => {
-                    let before = of_oracle(&b.report, RULE_NAME);
-                    println!("  {:<18} baseline {before:.3} -> {f:.3} ({:+.3})", e.config, f - before);
-                    if before - f > args.max_drop {
+                    let was = of_oracle(&b.report, RULE_NAME);
+                    println!("  {:<18} baseline {was:.3} -> {f:.3} ({:+.3})", e.config, f - was);
+                    if was - f > args.max_drop {
                         problems.push(format!(
-                            "{}: fraction of oracle fell by {:.3} (from {before:.3} to {f:.3}), more than --max-drop {}",
+                            "{}: fraction of oracle fell by {:.3} (from {was:.3} to {f:.3}), more than --max-drop {}",
                             e.config,
-                            before - f,
+                            was - f,
                             args.max_drop
                         ));
                     }
+                    before = Some(was);
                 }
                 None => println!("  {:<18} not in the baseline", e.config),
             }
         }
+        configs.push(ConfigScore {
+            config: e.config.clone(),
+            shapes: e.report.shapes.len(),
+            fraction_of_oracle: f,
+            baseline_fraction_of_oracle: before,
+            unusable: bad,
+        });
     }
-    if problems.is_empty() {
-        println!("no drift: the rule holds on every configuration of the new measurements");
-        Ok(())
-    } else {
-        anyhow::bail!(
-            "drift detected:\n  - {}\nre-run `synth run --manifest {}` to synthesize a rule for the new data",
-            problems.join("\n  - "),
-            manifest.display()
-        )
-    }
+    let fix = format!(
+        "re-run `synth run --manifest {}` to synthesize a rule for the new data",
+        crate::sanitize::shell_word(&manifest.display().to_string())
+    );
+    let mut report =
+        plain_report(args, problems, fix, "no drift: the rule holds on every configuration of the new measurements");
+    report.configs = configs;
+    Ok(report)
 }

@@ -19,6 +19,7 @@ pub(crate) mod compare;
 pub(crate) mod compress;
 pub(crate) mod data;
 pub mod drift;
+pub mod drift_args;
 pub mod drift_remeasure;
 pub(crate) mod help;
 pub(crate) mod invocation;

@@ -14,7 +14,8 @@
 //! runs two orders per (N, K) — coarse-padding targets (powers of two, and 8192 for N > 4096) last, and
 //! first — and keeps the smaller residual. Layers are independent (a lookup never leaves its (N, K)).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::RangeInclusive;
 
 use rayon::prelude::*;
 
@@ -72,6 +73,25 @@ impl Proof {
     }
 }
 
+/// The largest M of a table that [`compress`], [`prove`] and [`target_rows`] accept: they check every M
+/// from 1 to the table's largest, one at a time (time grows with it, memory does not), and the rule is
+/// trained on one row per fine-padding step up to it. AITER's own tuned tables stop at M = 80000.
+pub const MAX_M: u32 = 1 << 20;
+
+/// Refuses rows whose M is above [`MAX_M`], naming the first one (file and line).
+pub fn check_max_m(rows: &[crate::tuned::TunedRow], file: &str) -> anyhow::Result<()> {
+    match rows.iter().filter(|r| r.shape.m > MAX_M).min_by_key(|r| r.line) {
+        None => Ok(()),
+        Some(r) => anyhow::bail!(
+            "{}:{}: M = {} is above {MAX_M}, the largest M compression proves: every M from 1 to the table's \
+             largest is checked (AITER's tuned tables stop at 80000); leave the row out or split it into its own table",
+            crate::sanitize::shown(file),
+            r.line,
+            r.shape.m
+        ),
+    }
+}
+
 /// (N, K) pairs of a table and its largest M.
 fn layers_and_max_m(table: &TunedTable) -> (Vec<(u32, u32)>, u32) {
     let layers: BTreeSet<(u32, u32)> = table.shapes().map(|s| (s.n, s.k)).collect();
@@ -80,7 +100,7 @@ fn layers_and_max_m(table: &TunedTable) -> (Vec<(u32, u32)>, u32) {
 }
 
 /// Compares AITER's lookup on `full` with the compressed lookup (`residual`, then `rule`) for every (N, K)
-/// of `full` and every M from 1 to its largest M.
+/// of `full` and every M from 1 to its largest M, one M at a time (nothing is kept per M).
 pub fn prove(full: &TunedTable, residual: &TunedTable, rule: &Rule, catalog: &Catalog) -> Proof {
     let (layers, max_m) = layers_and_max_m(full);
     let default = Candidate::new(catalog.default_alias, 0);
@@ -106,45 +126,102 @@ pub fn prove(full: &TunedTable, residual: &TunedTable, rule: &Rule, catalog: &Ca
     Proof { layers: layers.len(), max_m, lookups: layers.len() as u64 * u64::from(max_m), mismatches, first_mismatches }
 }
 
+/// The queries `q` in `1..=max_m` with `f(q) == r`, for a non-decreasing `f` (both paddings are): one range
+/// of M, or none.
+fn preimage(f: impl Fn(u32) -> u32, r: u32, max_m: u32) -> Option<RangeInclusive<u32>> {
+    // The first q in 1..=max_m with pred(q), or max_m + 1 (pred is false, then true, along q).
+    let first = |pred: &dyn Fn(u32) -> bool| {
+        let (mut lo, mut hi) = (1u64, u64::from(max_m) + 1);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if pred(mid as u32) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        lo
+    };
+    let lo = first(&|q| f(q) >= r);
+    let hi = first(&|q| f(q) > r) - 1;
+    (lo <= hi && f(lo as u32) == r).then_some(lo as u32..=hi as u32)
+}
+
+/// One (N, K) of the full table, the lookups [`compress`] compares, computed per query (no per-M table).
+struct Layer<'a> {
+    n: u32,
+    k: u32,
+    max_m: u32,
+    /// The full table's rows of this (N, K).
+    rows: TunedTable,
+    rule: &'a Rule,
+    catalog: &'a Catalog,
+    default: Candidate,
+}
+
+impl Layer<'_> {
+    /// AITER's answer on the full table.
+    fn target(&self, q: u32) -> Choice {
+        full_choice(&self.rows, self.default, q, self.n, self.k)
+    }
+
+    /// The compressed answer with `residual` (the rule on a miss).
+    fn answer(&self, residual: &TunedTable, q: u32) -> Choice {
+        compressed_choice(residual, self.rule, self.catalog, q, self.n, self.k)
+    }
+
+    /// The queries whose padding chain (M, fine(M), coarse(M)) contains the row at `m`: at most three
+    /// ranges of M, disjoint and ascending.
+    fn dependents(&self, m: u32) -> Vec<RangeInclusive<u32>> {
+        let n = self.n;
+        let mut ranges: Vec<RangeInclusive<u32>> = [Some(m..=m), preimage(pad_fine, m, self.max_m)]
+            .into_iter()
+            .chain([preimage(|q| pad_coarse(q, n), m, self.max_m)])
+            .flatten()
+            .collect();
+        ranges.sort_by_key(|r| *r.start());
+        let mut merged: Vec<RangeInclusive<u32>> = Vec::new();
+        for r in ranges {
+            match merged.last_mut() {
+                Some(last) if *r.start() <= last.end().saturating_add(1) => {
+                    *last = *last.start()..=(*last.end()).max(*r.end());
+                }
+                _ => merged.push(r),
+            }
+        }
+        merged
+    }
+
+    /// Whether some query pads coarse to `m` (a power of two, or 8192 for N > 4096).
+    fn is_coarse_target(&self, m: u32) -> bool {
+        preimage(|q| pad_coarse(q, self.n), m, self.max_m).is_some()
+    }
+}
+
 /// The rows (shapes) of `full` to keep so that the residual with `rule` is lossless (see the module
-/// documentation). Every row the rule cannot reproduce on a query that needs it stays.
+/// documentation). Every row the rule cannot reproduce on a query that needs it stays. Memory is
+/// proportional to the rows; time to the rows times the M values their padding serves.
 pub fn compress(full: &TunedTable, rule: &Rule, catalog: &Catalog) -> BTreeSet<Shape> {
     let (layers, max_m) = layers_and_max_m(full);
     let default = Candidate::new(catalog.default_alias, 0);
     let kept: Vec<Vec<Shape>> = layers
         .par_iter()
         .map(|&(n, k)| {
-            let mut layer = TunedTable::new(&full.source);
-            let mut rows: Vec<u32> = Vec::new();
+            let mut rows = TunedTable::new(&full.source);
+            let mut ms: Vec<u32> = Vec::new();
             for s in full.shapes().filter(|s| s.n == n && s.k == k) {
-                layer.insert(s, full.get(s.m, n, k).expect("a shape of the table"));
-                rows.push(s.m);
+                rows.insert(s, full.get(s.m, n, k).expect("a shape of the table"));
+                ms.push(s.m);
             }
-            let target: Vec<Choice> = (0..=max_m).map(|m| full_choice(full, default, m.max(1), n, k)).collect();
-            let rule_at: Vec<Choice> =
-                (0..=max_m).map(|m| (leaf_candidate(&rule.eval(m.max(1), n, k), catalog), true)).collect();
-            // Queries whose padding chain contains each row.
-            let mut deps: HashMap<u32, Vec<u32>> = HashMap::new();
-            for q in 1..=max_m {
-                let mut chain = [q, pad_fine(q), pad_coarse(q, n)];
-                chain.sort_unstable();
-                let mut last = 0;
-                for key in chain {
-                    if key != last && layer.get(key, n, k).is_some() {
-                        deps.entry(key).or_default().push(q);
-                    }
-                    last = key;
-                }
-            }
-            let coarse: BTreeSet<u32> = (1..=max_m).map(|q| pad_coarse(q, n)).collect();
-            let (targets, late): (Vec<u32>, Vec<u32>) = rows.iter().partition(|m| coarse.contains(m));
+            let layer = Layer { n, k, max_m, rows, rule, catalog, default };
+            let (targets, late): (Vec<u32>, Vec<u32>) = ms.iter().partition(|&&m| layer.is_coarse_target(m));
             let orders = [
                 late.iter().chain(&targets).copied().collect::<Vec<u32>>(),
                 targets.iter().chain(&late).copied().collect::<Vec<u32>>(),
             ];
             let mut best: Option<Vec<u32>> = None;
             for order in &orders {
-                let kept = greedy(&layer, order, &deps, n, k, &target, &rule_at);
+                let kept = greedy(&layer, order);
                 if best.as_ref().is_none_or(|b| kept.len() < b.len()) {
                     best = Some(kept);
                 }
@@ -156,22 +233,14 @@ pub fn compress(full: &TunedTable, rule: &Rule, catalog: &Catalog) -> BTreeSet<S
 }
 
 /// Greedy removal over `order` until a pass removes nothing; returns the M values kept.
-fn greedy(
-    layer: &TunedTable,
-    order: &[u32],
-    deps: &HashMap<u32, Vec<u32>>,
-    n: u32,
-    k: u32,
-    target: &[Choice],
-    rule_at: &[Choice],
-) -> Vec<u32> {
-    let mut res = layer.clone();
-    let answer = |res: &TunedTable, q: u32| res.lookup_aiter(q, n, k).map_or(rule_at[q as usize], |(e, _)| choice(e));
+fn greedy(layer: &Layer, order: &[u32]) -> Vec<u32> {
+    let (n, k) = (layer.n, layer.k);
+    let mut res = layer.rows.clone();
     loop {
         let mut changed = false;
         for &m in order {
             let Some(e) = res.remove(Shape::new(m, n, k)) else { continue };
-            let ok = deps.get(&m).is_none_or(|qs| qs.iter().all(|&q| answer(&res, q) == target[q as usize]));
+            let ok = layer.dependents(m).into_iter().flatten().all(|q| layer.answer(&res, q) == layer.target(q));
             if ok {
                 changed = true;
             } else {
@@ -185,6 +254,18 @@ fn greedy(
     res.shapes().map(|s| s.m).collect()
 }
 
+/// The M values AITER's fine padding produces from 1 up to `max_m`, ascending (each once).
+fn fine_grid(max_m: u32) -> Vec<u32> {
+    let mut grid = Vec::new();
+    let mut m = 0;
+    while m < max_m {
+        // Every q in m+1..=pad_fine(m+1) pads to pad_fine(m+1).
+        m = pad_fine(m + 1);
+        grid.push(m);
+    }
+    grid
+}
+
 /// The full table's answers as training rows for a compression rule: for every (N, K) and every M that
 /// AITER's fine padding produces from 1 up to the table's largest M, AITER's answer on the full table (its
 /// row, or the default kernel where the table misses). On a table that holds every fine-padding M these are
@@ -196,7 +277,7 @@ fn greedy(
 pub fn target_rows(full: &TunedTable, catalog: &Catalog) -> Vec<crate::tuned::TunedRow> {
     let (layers, max_m) = layers_and_max_m(full);
     let default = Candidate::new(catalog.default_alias, 0);
-    let grid: BTreeSet<u32> = (1..=max_m).map(pad_fine).collect();
+    let grid = fine_grid(max_m);
     let mut out = Vec::new();
     for (n, k) in layers {
         for &m in &grid {
@@ -234,6 +315,55 @@ mod tests {
 
     fn rule(text: &str) -> Rule {
         crate::rule::parse_any(text, &Catalog::embedded()).unwrap()
+    }
+
+    /// The ranges of M each row serves are exactly the queries whose padding chain holds it, counted one
+    /// M at a time (both coarse rules: N <= 4096 and N > 4096, where M > 8192 pads to 8192).
+    #[test]
+    fn dependents_are_the_queries_whose_chain_holds_the_row() {
+        let cat = Catalog::embedded();
+        let r = rule("return kernel(0);");
+        for (n, max_m) in [(512u32, 300u32), (512, 1), (512, 1025), (5120, 20000), (5120, 8192), (4096, 9000)] {
+            let layer = Layer {
+                n,
+                k: 512,
+                max_m,
+                rows: TunedTable::new("t"),
+                rule: &r,
+                catalog: &cat,
+                default: Candidate::new(cat.default_alias, 0),
+            };
+            let rows = [1u32, 2, 16, 17, 48, 256, 288, 300, 1024, 1088, 4096, 8192, 8193, 16384, 20000];
+            for m in rows.into_iter().filter(|&m| m <= max_m) {
+                let brute: Vec<u32> =
+                    (1..=max_m).filter(|&q| q == m || pad_fine(q) == m || pad_coarse(q, n) == m).collect();
+                let ranges: Vec<u32> = layer.dependents(m).into_iter().flatten().collect();
+                assert_eq!(ranges, brute, "N={n} max M={max_m} row {m}");
+                let coarse = (1..=max_m).any(|q| pad_coarse(q, n) == m);
+                assert_eq!(layer.is_coarse_target(m), coarse, "N={n} max M={max_m} row {m}");
+            }
+        }
+    }
+
+    #[test]
+    fn fine_grid_is_every_fine_padding_once() {
+        for max_m in [0u32, 1, 15, 16, 17, 256, 257, 1024, 1025, 4096, 4097, 20000] {
+            let brute: Vec<u32> = (1..=max_m).map(pad_fine).collect::<BTreeSet<_>>().into_iter().collect();
+            assert_eq!(fine_grid(max_m), brute, "max M {max_m}");
+        }
+    }
+
+    #[test]
+    fn an_m_above_the_limit_is_refused_naming_its_line() {
+        let row = |m: u32, line: usize| crate::tuned::TunedRow {
+            shape: Shape::new(m, 512, 512),
+            entry: entry(0),
+            us: 1.0,
+            line,
+        };
+        assert!(check_max_m(&[row(MAX_M, 2)], "t.csv").is_ok());
+        let err = check_max_m(&[row(16, 2), row(MAX_M + 1, 9), row(1 << 24, 4)], "t.csv").unwrap_err().to_string();
+        assert!(err.starts_with("t.csv:4: M = 16777216 is above 1048576"), "{err}");
     }
 
     /// A hand-made table of one layer (N = 512, K = 512, so coarse padding is the next power of two) with

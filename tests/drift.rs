@@ -1,0 +1,113 @@
+//! The plain `synth drift` check (no re-measurement) in CI: its markdown summary and JSON report are
+//! written like `--remeasure`'s, and the options only `--remeasure` uses are refused by name instead of
+//! being accepted and doing nothing.
+
+mod common;
+
+use common::{strs as s, synth, text};
+
+const DATA: &str = "measurements/h200/qwen3-32b-tp2.csv";
+
+/// The "geomean fraction of oracle X" the check printed for `label`.
+fn printed_fraction(stdout: &str, label: &str) -> f64 {
+    let line = stdout.lines().find(|l| l.starts_with(label)).unwrap_or_else(|| panic!("{stdout}"));
+    let rest = line.split_once("geomean fraction of oracle ").unwrap().1;
+    rest.split(';').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn the_plain_check_writes_its_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("summary.md");
+    let json = dir.path().join("report.json");
+    let run = |extra: &[&str]| {
+        let mut args = s(&[
+            "drift",
+            "--dataset",
+            DATA,
+            "--baseline",
+            DATA,
+            "--report-md",
+            md.to_str().unwrap(),
+            "--report-json",
+            json.to_str().unwrap(),
+        ]);
+        args.extend(s(extra));
+        let o = synth(&args, &[]);
+        let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        (o, r, std::fs::read_to_string(&md).unwrap())
+    };
+    let (o, r, summary) = run(&[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(r["verdict"], "ok");
+    assert!(r["problems"].as_array().unwrap().is_empty());
+    let all = &r["configs"][0];
+    assert_eq!(all["config"], "all");
+    let printed = printed_fraction(&stdout, "new measurements");
+    assert!((all["fraction_of_oracle"].as_f64().unwrap() - printed).abs() < 5e-4, "{all} vs {printed}");
+    assert_eq!(all["fraction_of_oracle"], all["baseline_fraction_of_oracle"]);
+    assert!(all["shapes"].as_u64().unwrap() > 100, "{all}");
+    assert!(summary.starts_with("## gemm-synth drift check: no drift"), "{summary}");
+    assert!(summary.contains(&format!("| all | {} | {printed:.3} | {printed:.3} | 0 |", all["shapes"])), "{summary}");
+
+    // Past a tolerance: exit 1, and the reports say why and what to do.
+    let (o, r, summary) = run(&["--min-fraction", "0.999", "--shape-regret", "0.01"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(r["verdict"], "drift");
+    let problems = r["problems"].as_array().unwrap();
+    assert!(problems.iter().any(|p| p.as_str().unwrap().contains("below --min-fraction 0.999")), "{problems:?}");
+    assert!(r["fix"].as_str().unwrap().contains("synth run --dataset"), "{}", r["fix"]);
+    let slower = r["slower"].as_array().unwrap();
+    assert!(!slower.is_empty());
+    // Slowest first, each beyond the 1% regret.
+    let ratio = |v: &serde_json::Value| v["us"].as_f64().unwrap() / v["oracle_us"].as_f64().unwrap();
+    assert!(slower.windows(2).all(|w| ratio(&w[0]) >= ratio(&w[1])));
+    assert!(slower.iter().all(|v| ratio(v) > 1.01));
+    assert!(summary.starts_with("## gemm-synth drift check: DRIFT") && summary.contains("### Problems"), "{summary}");
+    assert!(summary.contains("### Shapes slower than the new oracle by more than 1%"), "{summary}");
+}
+
+#[test]
+fn the_manifest_check_writes_one_row_per_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let o = synth(
+        &s(&[
+            "drift",
+            "--dataset",
+            "measurements/h200/datasets.toml",
+            "--min-fraction",
+            "0.5",
+            "--report-json",
+            json.to_str().unwrap(),
+        ]),
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let configs = r["configs"].as_array().unwrap();
+    assert!(configs.len() >= 3, "{configs:?}");
+    assert_eq!(configs.last().unwrap()["config"], "all");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let all = stdout.lines().find(|l| l.trim_start().starts_with("all ")).unwrap();
+    let printed: f64 = all.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!((configs.last().unwrap()["fraction_of_oracle"].as_f64().unwrap() - printed).abs() < 5e-4, "{all}");
+}
+
+#[test]
+fn options_of_the_re_measurement_are_refused_by_name_without_it() {
+    for (extra, named) in [
+        (vec!["--budget-s", "60"], "--budget-s only applies"),
+        (vec!["--sample-shapes", "3", "--cell-timeout", "5"], "--sample-shapes, --cell-timeout only apply"),
+        (vec!["--aiter-dir", "x", "--backend", "harness"], "--backend, --aiter-dir only apply"),
+    ] {
+        let mut args = s(&["drift", "--dataset", DATA]);
+        args.extend(s(&extra));
+        let o = synth(&args, &[]);
+        assert_eq!(o.status.code(), Some(1), "{extra:?}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(named) && err.contains("to `drift --remeasure`"), "{extra:?}: {err}");
+        assert!(o.stdout.is_empty(), "{extra:?}: nothing is checked: {}", text(&o));
+    }
+}
