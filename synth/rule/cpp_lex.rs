@@ -1,6 +1,7 @@
 //! Tokenizer for the C++ rule form: identifiers, integer literals (decimal or hex, optional
 //! `u`/`U`/`l`/`L` suffixes), the punctuators the rule grammar uses, `//` and `/* */` comments and
-//! preprocessor lines (skipped).
+//! `#include` / `#pragma` lines (skipped; any other directive is an error). It reads the text after line
+//! splicing ([`super::splice`]).
 
 use std::fmt;
 
@@ -65,13 +66,31 @@ pub(crate) fn tokenize(text: &str) -> Result<Vec<Token>, RuleError> {
             advance(&mut i, &mut line, &mut col, 1);
             continue;
         }
+        // Any Unicode whitespace: rules pasted from web pages carry U+00A0 (g++ rejects those; the canonical
+        // text synth prints has plain spaces).
         if c.is_whitespace() {
             advance(&mut i, &mut line, &mut col, 1);
             continue;
         }
         if c == '#' && at_line_start {
-            // Preprocessor line (e.g. #include): skipped, with backslash continuations.
-            while i < chars.len() && !(chars[i] == '\n' && chars[i - 1] != '\\') {
+            // `#include` and `#pragma` lines are skipped to their end (continuations were spliced before);
+            // any other directive could change what g++ compiles (`#if 0`, `#define kernel ...`).
+            let word: String = chars[i + 1..]
+                .iter()
+                .skip_while(|c| matches!(c, ' ' | '\t'))
+                .take_while(|c| c.is_ascii_alphanumeric() || **c == '_')
+                .collect();
+            if !matches!(word.as_str(), "include" | "pragma" | "") {
+                return Err(RuleError::at(
+                    pos,
+                    format!(
+                        "preprocessor directive `#{word}`: synth does not run the preprocessor, so this line could make \
+                         g++ compile something else than synth reads; remove it (only `#include` and `#pragma` \
+                         lines are skipped)"
+                    ),
+                ));
+            }
+            while i < chars.len() && chars[i] != '\n' {
                 advance(&mut i, &mut line, &mut col, 1);
             }
             continue;
