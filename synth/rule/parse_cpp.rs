@@ -147,7 +147,7 @@ enum Rest {
     /// A leaf.
     Leaf(SNode),
     /// A chain with its branches stored last first, so the guard clause before it prepends in O(1).
-    Chain { rev: Vec<(Pos, Cond, SNode)>, else_pos: Pos, otherwise: Box<SNode> },
+    Chain { rev: Vec<Branch>, else_pos: Pos, otherwise: Box<SNode> },
 }
 
 impl Rest {
@@ -182,11 +182,14 @@ impl Rest {
     }
 }
 
+/// A compiled branch: the position of its `if`, its condition and its node.
+type Branch = (Pos, Cond, SNode);
+
 /// Compiles the branch bodies of an `if`, falling through to `cont`; returns them with their total size.
 fn compile_branches(
     branches: &[(Pos, Cond, Vec<Stmt>)],
     cont: Option<(&SNode, usize)>,
-) -> Result<(Vec<(Pos, Cond, SNode)>, usize), RuleError> {
+) -> Result<(Vec<Branch>, usize), RuleError> {
     let mut total = 0;
     let mut out = Vec::with_capacity(branches.len());
     for (pos, cond, body) in branches {
