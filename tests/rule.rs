@@ -912,7 +912,8 @@ fn gxx_selections(dir: &Path, rules: &[String], ms: &[u32]) -> Vec<Vec<i32>> {
     (0..rules.len()).map(|i| rows.iter().map(|r| r[i]).collect()).collect()
 }
 
-/// Rule texts whose reading depends on translation phases 1 and 2 (and g++'s choices within them).
+/// Rule texts whose reading depends on translation phases 1 and 2 (and g++'s choices within them) or on
+/// how C++ reads a literal.
 fn phase_cases() -> Vec<(&'static str, String)> {
     [
         (
@@ -942,6 +943,10 @@ fn phase_cases() -> Vec<(&'static str, String)> {
         ("a splice runs once", "if (M <= 200) return kernel(1); // x \\\\\n\nreturn kernel(2);\n"),
         ("a byte-order mark", "\u{FEFF}if (M <= 50) return kernel(3);\nreturn kernel(4);\n"),
         ("a backslash not before a line end", "if (M <= 40) return kernel(5); // a \\ b\nreturn kernel(6);\n"),
+        (
+            "a leading 0 makes an octal literal",
+            "if (M <= 0100) return kernel(7);\nif (M <= 0x100ull) return kernel(8);\nreturn kernel(9);\n",
+        ),
     ]
     .into_iter()
     .map(|(what, text)| (what, text.to_string()))
@@ -989,6 +994,21 @@ fn printed_notes_cannot_splice_or_end_the_comment() {
         assert_eq!(got, &want, "{text:?}");
         assert_eq!(parse_cpp(text, cat()).unwrap().root, base.root, "{text:?}");
     }
+}
+
+#[test]
+fn integer_literals_are_read_as_cpp_reads_them() {
+    for (word, value) in [("0", 0), ("0u", 0), ("0100", 64), ("017LL", 15), ("128", 128), ("0x80uLL", 128), ("7llu", 7)]
+    {
+        let rule = parse_cpp(&format!("if (M <= {word}) return kernel(1);\nreturn kernel(2);\n"), cat()).unwrap();
+        assert_eq!(id_at(&rule, value, 1, 1), 1, "{word}");
+        assert_eq!(id_at(&rule, value + 1, 1, 1), 2, "{word}");
+    }
+    for word in ["08", "0129", "1lL", "1lul", "1uu", "0b101"] {
+        let (_, _, message) = cpp_err(&format!("if (M <= {word}) return kernel(1);\nreturn kernel(2);\n"));
+        assert!(message.contains(&format!("invalid integer literal `{word}`")), "{word}: {message}");
+    }
+    assert!(cpp_err("if (M <= 09) return kernel(1);\nreturn kernel(2);\n").2.contains("octal"));
 }
 
 #[test]

@@ -27,6 +27,10 @@
 //!   literal; on anything else it means `0 - x`.
 //!
 //! Every path must end in a `return`: a chain that can fall through is an error at its last `if`.
+//!
+//! The text is read as g++ reads it: after line splicing ([`super::splice`]: a `//` comment ending in
+//! `\` goes on over the next line), with C++'s octal literals (`0100` is 64). A statement sequence of
+//! any length is compiled in a loop; only nesting recurses, bounded by the depth and bracket limits.
 
 use super::cpp_lex::{tokenize, Tok, Token};
 use super::error::{Pos, RuleError};
