@@ -37,8 +37,8 @@ fn push_code_point(out: &mut String, c: char) {
 }
 
 /// `text` as one line safe inside a `//` (C++) or `//!` (Rust) comment: hazard characters (see
-/// [`is_hazard`]) become `<U+XXXX>`, `??` is broken up (no trigraph can form), and a trailing backslash is
-/// written `<U+005C>` so the line cannot splice into the next.
+/// [`is_hazard`]) become `<U+XXXX>`, `??` is broken up (no trigraph can form), and a trailing backslash
+/// (also one followed only by spaces) is written `<U+005C>` so the line cannot splice into the next.
 pub fn comment_line(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut prev_question = false;
@@ -51,9 +51,13 @@ pub fn comment_line(text: &str) -> String {
             prev_question = c == '?';
         }
     }
-    if out.ends_with('\\') {
+    // g++ also splices a backslash followed by spaces and then the line end.
+    let kept = out.trim_end_matches(' ').len();
+    if out[..kept].ends_with('\\') {
+        let spaces = out.split_off(kept);
         out.pop();
         push_code_point(&mut out, '\\');
+        out.push_str(&spaces);
     }
     out
 }
@@ -135,6 +139,7 @@ mod tests {
         }
         assert_eq!(comment_line("x ??/"), "x ?<U+003F>/");
         assert_eq!(comment_line("ends in \\"), "ends in <U+005C>");
+        assert_eq!(comment_line("ends in \\  "), "ends in <U+005C>  ");
         assert_eq!(comment_line("NVIDIA H200 (132 SMs) — ok"), "NVIDIA H200 (132 SMs) — ok");
         assert_eq!(shown_with("a\nb\tc\u{202E}", true), "a\nb\tc<U+202E>");
     }

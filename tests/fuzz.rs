@@ -86,6 +86,15 @@ const CPP_TOKENS: &[&str] = &[
     "\0",
     "```",
     "```cpp",
+    // Line splices (alone, after spaces, before CRLF), form feed, a BOM, preprocessor directives.
+    "\\\n",
+    "\\ \n",
+    "\\\r\n",
+    "\\",
+    "\u{0C}",
+    "\u{FEFF}",
+    "#if 0",
+    "#include <x>",
 ];
 
 const RUST_TOKENS: &[&str] = &[

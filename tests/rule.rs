@@ -735,3 +735,307 @@ fn check_command_prints_the_canonical_form_and_fails_on_errors() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&format!("{}:3:12: unknown variable `batch`", garbage.display())), "{stderr}");
 }
+
+// ---- size and nesting: long rules parse or are refused, never abort ---------------------------------
+
+/// `n` guard clauses `if (M == i) return kernel(i % 19);` and a final `return kernel(7);`.
+fn guard_clauses(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("if (M == {i}) return kernel({});\n", i % 19))
+        .chain(["return kernel(7);\n".into()])
+        .collect()
+}
+
+#[test]
+fn twenty_thousand_flat_guard_clauses_parse_and_the_branch_limit_refuses_them() {
+    let text = guard_clauses(20_000);
+    assert!(text.len() > 600_000 && text.len() < 4 << 20, "{} bytes, under the rule file cap", text.len());
+    let started = std::time::Instant::now();
+    let rule = parse_cpp(&text, cat()).unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!(rule_branches(&rule).len(), 20_000, "guard clauses read as one else-if chain");
+    for mm in [0u32, 1, 18, 19, 12_345, 19_999] {
+        assert_eq!(id_at(&rule, mm, 4096, 4096), (mm % 19) as i32, "M = {mm}");
+    }
+    assert_eq!(id_at(&rule, 20_000, 4096, 4096), 7);
+    // Linear, not quadratic: a quadratic merge took minutes on 20,000 clauses.
+    assert!(elapsed.as_secs() < 10, "parsing took {elapsed:?}");
+    let issues = validate(&rule, cat());
+    assert_eq!(issues.len(), 1, "{issues:?}");
+    assert!(issues[0].severity == Severity::Error && issues[0].message.contains("20000 branches"), "{issues:?}");
+
+    // The same sequence written as an else-if chain and with braces.
+    let chain_text: String = (0..20_000)
+        .map(|i| format!("{}if (M == {i}) {{ return kernel({}); }}\n", if i > 0 { "else " } else { "" }, i % 19))
+        .chain(["else { return kernel(7); }\n".into()])
+        .collect();
+    assert_eq!(parse_cpp(&chain_text, cat()).unwrap(), rule);
+    let braced: String = (0..20_000)
+        .map(|i| format!("if (M == {i}) {{ return kernel({}); }}\n", i % 19))
+        .chain(["return kernel(7);\n".into()])
+        .collect();
+    assert_eq!(parse_cpp(&braced, cat()).unwrap(), rule);
+}
+
+#[test]
+fn guard_clauses_with_fall_through_bodies_keep_their_meaning() {
+    // The first `if` falls through to the clauses after it; nested guards merge into one chain.
+    let text = "if (M > 100) { if (N > 4096) return kernel(1); }\nif (M > 50) return kernel(2);\nreturn kernel(3);\n";
+    let rule = parse_cpp(text, cat()).unwrap();
+    for (mm, nn, want) in [(200, 8192, 1), (200, 1024, 2), (60, 8192, 2), (10, 8192, 3)] {
+        assert_eq!(id_at(&rule, mm, nn, 128), want, "M = {mm}, N = {nn}");
+    }
+    // Inside `M > 100` the copied `M > 50` always holds: the validator sees the copy's dead `else`.
+    let issues = validate_with_source(&rule, cat(), &parse_any_with_source(text, cat()).unwrap().source);
+    assert_eq!(issues.len(), 1, "{issues:?}");
+    assert!(issues[0].severity == Severity::Warning && issues[0].line == Some(3), "{issues:?}");
+    // Fall-through copies that would explode are refused with the expansion limit, at a line.
+    let mut blowup = String::new();
+    for i in 0..40 {
+        blowup.push_str(&format!("if (M > {i}) {{ if (N > {i}) return kernel(1); }}\n"));
+    }
+    blowup.push_str("return kernel(2);\n");
+    let (line, _, message) = cpp_err(&blowup);
+    assert!(message.contains("expands to more than 200000 nodes"), "{message}");
+    assert!((1..=40).contains(&line), "{line}");
+}
+
+#[test]
+fn deeply_nested_rules_are_an_error_naming_the_line_in_every_form() {
+    let depth = 10_000;
+    // Without braces: the parser's nesting limit.
+    let unbraced = format!("{}return kernel(1);\nreturn kernel(2);\n", "if (true)\n".repeat(depth));
+    let (line, _, message) = cpp_err(&unbraced);
+    assert!(message.contains("nests more than 256 levels deep"), "{message}");
+    assert_eq!(line, 256);
+    // With braces (also nested `else { if ... }`): the bracket limit.
+    let braced =
+        format!("{}return kernel(1);\n{}return kernel(2);\n", "if (M > 0) {\n".repeat(depth), "}\n".repeat(depth));
+    let (line, _, message) = cpp_err(&braced);
+    assert!(message.contains("brackets nest more than 48 levels"), "{message}");
+    assert_eq!(line, 49);
+    let elses = format!(
+        "{}return kernel(1);\n{}",
+        "if (M > 0) { return kernel(3); } else {\n".repeat(depth),
+        "}\n".repeat(depth)
+    );
+    assert!(cpp_err(&elses).2.contains("brackets nest more than 48 levels"));
+    // Nesting within the parser's limits but past the JSON form's depth: its own error.
+    let forty = format!("{}return kernel(1);\nreturn kernel(2);\n", "if (true)\n".repeat(40));
+    assert!(cpp_err(&forty).2.contains("nests too deeply"), "{:?}", cpp_err(&forty));
+
+    // Rust: nested blocks hit the bracket limit; a long else-if chain is refused by the `if` count.
+    let rust_nested = format!("{}1{}", "if m > 0 { ".repeat(depth), " } else { 2 }".repeat(depth));
+    assert!(parse_rust(&rust_nested, cat()).unwrap_err().message.contains("brackets nest more than 48"));
+    let rust_chain = |n: usize| -> String {
+        (0..n).map(|i| format!("if m == {i} {{ {} }} else ", i % 19)).chain(["{ 7 }\n".into()]).collect()
+    };
+    let err = parse_rust(&rust_chain(20_000), cat()).unwrap_err();
+    assert!(err.message.contains("at most 2000 `if`s"), "{err}");
+    let at_limit = parse_rust(&rust_chain(2_000), cat()).unwrap();
+    assert_eq!(rule_branches(&at_limit).len(), 2_000);
+    assert_eq!(id_at(&at_limit, 1_234, 128, 128), 1_234 % 19);
+
+    // JSON: deep nesting is serde_json's recursion limit; a flat chain reads, then the branch limit.
+    let deep_json = format!("{}{}", "{\"root\": ".repeat(depth), "}".repeat(depth));
+    assert!(parse_json(&deep_json).is_err());
+    let flat = parse_cpp(&guard_clauses(20_000), cat()).unwrap();
+    let back = parse_json(&to_json(&flat)).unwrap();
+    assert_eq!(back, flat);
+    assert!(validate(&back, cat())[0].message.contains("20000 branches"));
+}
+
+#[test]
+fn check_command_refuses_huge_and_deep_rules_with_exit_code_1() {
+    let bin = env!("CARGO_BIN_EXE_synth");
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("flat.cpp", guard_clauses(20_000), "the rule has 20000 branches"),
+        ("deep.cpp", format!("{}return kernel(1);\nreturn kernel(2);\n", "if (true)\n".repeat(10_000)), ":256:"),
+        ("deep_braces.cpp", format!("{}return kernel(1);\n", "if (M > 0) {\n".repeat(10_000)), ":49:"),
+    ];
+    for (name, text, expected) in cases {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let out = std::process::Command::new(bin).args(["check", path.to_str().unwrap()]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+        assert!(stderr.contains(expected), "{name}: {stderr}");
+        // Every command reads rule files through `load_checked`: the same refusal, as an error.
+        let err = gemm_synth::rule::load_checked(&path, cat()).unwrap_err().to_string();
+        assert!(err.contains(expected) || err.contains("20000 branches"), "{name}: {err}");
+    }
+}
+
+// ---- translation phases 1 and 2: synth reads rule text as g++ does ------------------------------------
+
+/// Compiles each rule text (statements with `kernel(ID)` or instance-name leaves, included byte for byte
+/// as the body of `select(M, N, K)`) with g++, runs it on every M of `ms` and returns the kernelIds.
+fn gxx_selections(dir: &Path, rules: &[String], ms: &[u32]) -> Vec<Vec<i32>> {
+    let ok = std::process::Command::new("g++").arg("--version").output().is_ok_and(|o| o.status.success());
+    assert!(ok, "`g++` is required to check that synth reads rule text as the compiler does; install it and rerun");
+    let mut src = String::from(
+        "#include <cstdio>\nstruct Choice { int id; int split; Choice(int i, int s = 0) : id(i), split(s) {} };\n\
+         static Choice kernel(int id) { return Choice(id); }\nusing DDataType = float;\nusing EDataType = float;\n",
+    );
+    for inst in cat().legacy_candidates() {
+        src.push_str(&format!("template <typename D, typename E> constexpr int {} = {};\n", inst.name, inst.id));
+    }
+    for (i, rule) in rules.iter().enumerate() {
+        std::fs::write(dir.join(format!("rule_{i}.inc")), rule).unwrap();
+        src.push_str(&format!(
+            "static Choice select_{i}(long long M, long long N, long long K) {{\n(void)M; (void)N; (void)K;\n\
+             #include \"rule_{i}.inc\"\n}}\n"
+        ));
+    }
+    let list: Vec<String> = ms.iter().map(u32::to_string).collect();
+    src.push_str(&format!(
+        "int main() {{\n  const long long ms[] = {{{}}};\n  for (long long m : ms) {{\n",
+        list.join(", ")
+    ));
+    for i in 0..rules.len() {
+        src.push_str(&format!("    std::printf(\"%d \", select_{i}(m, 4096, 4096).id);\n"));
+    }
+    src.push_str("    std::printf(\"\\n\");\n  }\n}\n");
+    std::fs::write(dir.join("main.cpp"), src).unwrap();
+    let exe = dir.join("select");
+    let out = std::process::Command::new("g++")
+        .current_dir(dir)
+        .args(["-std=c++17", "-Werror=return-type", "main.cpp", "-o"])
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "g++ failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let out = std::process::Command::new(&exe).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<Vec<i32>> =
+        text.lines().map(|l| l.split_whitespace().map(|v| v.parse().unwrap()).collect()).collect();
+    assert_eq!(rows.len(), ms.len());
+    (0..rules.len()).map(|i| rows.iter().map(|r| r[i]).collect()).collect()
+}
+
+/// Rule texts whose reading depends on translation phases 1 and 2 (and g++'s choices within them) or on
+/// how C++ reads a literal.
+fn phase_cases() -> Vec<(&'static str, String)> {
+    [
+        (
+            "a note ending in `\\` swallows the next line",
+            "// picked by hand \\\nreturn kernel(3);\nif (M <= 128) return kernel(1);\nreturn kernel(2);\n",
+        ),
+        (
+            "a trailing comment ending in `\\`",
+            "if (M <= 128) return kernel(1); // small M \\\nif (M <= 256) return kernel(2);\nreturn kernel(3);\n",
+        ),
+        (
+            "`\\`, spaces and CRLF",
+            "if (M <= 64) return kernel(4); // note \\  \r\nif (M <= 512) return kernel(5);\r\nreturn kernel(6);\r\n",
+        ),
+        ("a splice inside a number and a keyword", "if (M <= 1\\\n28) return kernel(1);\nret\\\nurn kernel(2);\n"),
+        ("a lone CR ends a comment", "// note\rif (M <= 32) return kernel(8);\nreturn kernel(9);\n"),
+        ("form feed and vertical tab are whitespace", "if (M <=\x0c 300)\x0b return kernel(10);\nreturn kernel(11);\n"),
+        (
+            "`*\\` + newline + `/` closes a block comment",
+            "/* block *\\\n/ if (M <= 16) return kernel(12);\nreturn kernel(13);\n",
+        ),
+        (
+            "`/*` inside `//` opens nothing",
+            "// a /* b\nif (M <= 8) return kernel(14);\n// */ return kernel(0);\nreturn kernel(15);\n",
+        ),
+        ("`??/` is no trigraph in C++17", "if (M <= 100) return kernel(16); // what??/\nreturn kernel(17);\n"),
+        ("a splice runs once", "if (M <= 200) return kernel(1); // x \\\\\n\nreturn kernel(2);\n"),
+        ("a byte-order mark", "\u{FEFF}if (M <= 50) return kernel(3);\nreturn kernel(4);\n"),
+        ("a backslash not before a line end", "if (M <= 40) return kernel(5); // a \\ b\nreturn kernel(6);\n"),
+        (
+            "a leading 0 makes an octal literal",
+            "if (M <= 0100) return kernel(7);\nif (M <= 0x100ull) return kernel(8);\nreturn kernel(9);\n",
+        ),
+    ]
+    .into_iter()
+    .map(|(what, text)| (what, text.to_string()))
+    .collect()
+}
+
+const PHASE_MS: [u32; 26] =
+    [1, 8, 9, 16, 17, 28, 32, 33, 40, 41, 50, 51, 64, 65, 100, 101, 128, 129, 200, 201, 256, 257, 300, 301, 512, 513];
+
+#[test]
+fn synth_reads_spliced_lines_and_line_ends_as_gxx_does() {
+    let cases = phase_cases();
+    let texts: Vec<String> = cases.iter().map(|c| c.1.clone()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let compiled = gxx_selections(dir.path(), &texts, &PHASE_MS);
+    let mut printed = Vec::new();
+    for ((what, text), want) in cases.iter().zip(&compiled) {
+        let rule = parse_cpp(text, cat()).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let got: Vec<i32> = PHASE_MS.iter().map(|&mm| id_at(&rule, mm, 4096, 4096)).collect();
+        assert_eq!(&got, want, "{what}: synth's reading differs from g++'s (M = {PHASE_MS:?})");
+        printed.push(rule_to_cpp_text(&rule, cat()));
+    }
+    // What `synth check --format cpp` prints compiles to the same selections.
+    assert_eq!(gxx_selections(dir.path(), &printed, &PHASE_MS), compiled);
+    // Hand-computed for two of them: the spliced lines are comments.
+    assert_eq!(&compiled[0][16..18], &[1, 2], "M = 128, 129");
+    assert_eq!(&compiled[1][17..22], &[3, 3, 3, 3, 3], "M = 129..257 skip the swallowed clause");
+    let note = parse_cpp(&cases[0].1, cat()).unwrap().note;
+    assert_eq!(note.as_deref(), Some("picked by hand return kernel(3);"));
+}
+
+#[test]
+fn printed_notes_cannot_splice_or_end_the_comment() {
+    // A note (from JSON, or a C++ `\\` + empty line) ending in a backslash, with a CR, with `\ ` at the end.
+    let notes = ["ends in \\", "a\rreturn kernel(5);", "ends in \\  ", "x \\\n\\"];
+    let base = parse_cpp("if (M <= 128) return kernel(1);\nreturn kernel(2);\n", cat()).unwrap();
+    let texts: Vec<String> = notes
+        .iter()
+        .map(|n| rule_to_cpp_text(&Rule { root: base.root.clone(), note: Some(n.to_string()) }, cat()))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let compiled = gxx_selections(dir.path(), &texts, &PHASE_MS);
+    let want: Vec<i32> = PHASE_MS.iter().map(|&mm| if mm <= 128 { 1 } else { 2 }).collect();
+    for (text, got) in texts.iter().zip(&compiled) {
+        assert_eq!(got, &want, "{text:?}");
+        assert_eq!(parse_cpp(text, cat()).unwrap().root, base.root, "{text:?}");
+    }
+}
+
+#[test]
+fn integer_literals_are_read_as_cpp_reads_them() {
+    for (word, value) in [("0", 0), ("0u", 0), ("0100", 64), ("017LL", 15), ("128", 128), ("0x80uLL", 128), ("7llu", 7)]
+    {
+        let rule = parse_cpp(&format!("if (M <= {word}) return kernel(1);\nreturn kernel(2);\n"), cat()).unwrap();
+        assert_eq!(id_at(&rule, value, 1, 1), 1, "{word}");
+        assert_eq!(id_at(&rule, value + 1, 1, 1), 2, "{word}");
+    }
+    for word in ["08", "0129", "1lL", "1lul", "1uu", "0b101"] {
+        let (_, _, message) = cpp_err(&format!("if (M <= {word}) return kernel(1);\nreturn kernel(2);\n"));
+        assert!(message.contains(&format!("invalid integer literal `{word}`")), "{word}: {message}");
+    }
+    assert!(cpp_err("if (M <= 09) return kernel(1);\nreturn kernel(2);\n").2.contains("octal"));
+}
+
+#[test]
+fn positions_after_a_splice_name_the_lines_of_the_file() {
+    // `bogus` stands on line 4 of the file (logical line 3).
+    let (line, col, message) = cpp_err("// a \\\nb\nif (M <= \\\n  bogus) return kernel(1);\nreturn kernel(2);\n");
+    assert_eq!((line, col), (4, 3), "{message}");
+    assert!(message.contains("unknown variable `bogus`"), "{message}");
+    let rule = parse_any_with_source("if (M <= 1\\\n28)\n  return kernel(1);\nreturn kernel(2);\n", cat()).unwrap();
+    assert_eq!(rule.source.leaf_line(&[0]), Some(3));
+    assert_eq!(rule.source.leaf_line(&[1]), Some(4));
+}
+
+#[test]
+fn preprocessor_directives_other_than_include_and_pragma_are_errors() {
+    for (text, word) in [
+        ("#if 0\nreturn kernel(3);\n#endif\nreturn kernel(4);\n", "#if"),
+        ("#define kernel(x) kernel(x + 1)\nreturn kernel(3);\n", "#define"),
+        ("  #  ifdef X\nreturn kernel(3);\n", "#ifdef"),
+    ] {
+        let (line, _, message) = cpp_err(text);
+        assert_eq!(line, 1, "{text}");
+        assert!(message.contains(&format!("preprocessor directive `{word}`")), "{message}");
+    }
+    let ok = "#include <cstdint>\n#pragma once\n#\nreturn kernel(3);\n";
+    assert_eq!(id_at(&parse_cpp(ok, cat()).unwrap(), 1, 1, 1), 3);
+}

@@ -1,6 +1,7 @@
 //! Tokenizer for the C++ rule form: identifiers, integer literals (decimal or hex, optional
 //! `u`/`U`/`l`/`L` suffixes), the punctuators the rule grammar uses, `//` and `/* */` comments and
-//! preprocessor lines (skipped).
+//! `#include` / `#pragma` lines (skipped; any other directive is an error). It reads the text after line
+//! splicing ([`super::splice`]).
 
 use std::fmt;
 
@@ -65,13 +66,31 @@ pub(crate) fn tokenize(text: &str) -> Result<Vec<Token>, RuleError> {
             advance(&mut i, &mut line, &mut col, 1);
             continue;
         }
+        // Any Unicode whitespace: rules pasted from web pages carry U+00A0 (g++ rejects those; the canonical
+        // text synth prints has plain spaces).
         if c.is_whitespace() {
             advance(&mut i, &mut line, &mut col, 1);
             continue;
         }
         if c == '#' && at_line_start {
-            // Preprocessor line (e.g. #include): skipped, with backslash continuations.
-            while i < chars.len() && !(chars[i] == '\n' && chars[i - 1] != '\\') {
+            // `#include` and `#pragma` lines are skipped to their end (continuations were spliced before);
+            // any other directive could change what g++ compiles (`#if 0`, `#define kernel ...`).
+            let word: String = chars[i + 1..]
+                .iter()
+                .skip_while(|c| matches!(c, ' ' | '\t'))
+                .take_while(|c| c.is_ascii_alphanumeric() || **c == '_')
+                .collect();
+            if !matches!(word.as_str(), "include" | "pragma" | "") {
+                return Err(RuleError::at(
+                    pos,
+                    format!(
+                        "preprocessor directive `#{word}`: synth does not run the preprocessor, so this line could make \
+                         g++ compile something else than synth reads; remove it (only `#include` and `#pragma` \
+                         lines are skipped)"
+                    ),
+                ));
+            }
+            while i < chars.len() && chars[i] != '\n' {
                 advance(&mut i, &mut line, &mut col, 1);
             }
             continue;
@@ -136,20 +155,36 @@ pub(crate) fn tokenize(text: &str) -> Result<Vec<Token>, RuleError> {
     Ok(out)
 }
 
-/// Value of a C++ integer literal such as `128`, `4096u`, `0x100UL`.
+/// Whether `s` is a C++ integer suffix of the kinds rules use (`u`, `l`, `ll` in either order and case;
+/// `ll` is `ll` or `LL`, never `lL`).
+fn valid_suffix(s: &str) -> bool {
+    let unsigned = |s: &str| matches!(s, "" | "u" | "U");
+    let long = |s: &str| matches!(s, "" | "l" | "L" | "ll" | "LL");
+    (0..=s.len()).any(|i| {
+        s.is_char_boundary(i) && {
+            let (a, b) = s.split_at(i);
+            (unsigned(a) && long(b)) || (long(a) && unsigned(b))
+        }
+    })
+}
+
+/// Value of a C++ integer literal such as `128`, `4096u`, `0x100UL`, or the octal `0100` (64, as in C++).
 fn int_literal(word: &str, pos: Pos) -> Result<u64, RuleError> {
+    let octal = word.len() > 1 && word.starts_with('0') && word.as_bytes()[1].is_ascii_digit();
     let (digits, radix) = match word.strip_prefix("0x").or_else(|| word.strip_prefix("0X")) {
         Some(hex) => (hex, 16),
+        None if octal => (&word[1..], 8),
         None => (word, 10),
     };
     let end = digits.find(|c: char| !c.is_digit(radix)).unwrap_or(digits.len());
     let (num, suffix) = digits.split_at(end);
-    let suffix_ok = suffix.len() <= 3 && suffix.chars().all(|c| matches!(c, 'u' | 'U' | 'l' | 'L'));
-    if num.is_empty() || !suffix_ok {
-        return Err(RuleError::at(
-            pos,
-            format!("invalid integer literal `{word}`: expected digits with an optional u/U/l/L suffix"),
-        ));
+    if num.is_empty() || !valid_suffix(suffix) {
+        let hint = if octal {
+            "a leading `0` makes an octal literal in C++ (digits 0..7); write the number without it"
+        } else {
+            "expected digits with an optional u/U/l/L/ll/LL suffix"
+        };
+        return Err(RuleError::at(pos, format!("invalid integer literal `{word}`: {hint}")));
     }
     u64::from_str_radix(num, radix).ok().filter(|v| *v <= 1u64 << 63).ok_or_else(|| {
         RuleError::at(pos, format!("integer literal `{word}` is out of range: rules compute in 64-bit signed integers"))

@@ -16,6 +16,7 @@ pub mod lower;
 pub mod parse_cpp;
 pub(crate) mod parse_rust;
 pub(crate) mod source;
+pub(crate) mod splice;
 pub mod text;
 pub mod validate;
 

@@ -27,11 +27,16 @@
 //!   literal; on anything else it means `0 - x`.
 //!
 //! Every path must end in a `return`: a chain that can fall through is an error at its last `if`.
+//!
+//! The text is read as g++ reads it: after line splicing ([`super::splice`]: a `//` comment ending in
+//! `\` goes on over the next line), with C++'s octal literals (`0100` is 64). A statement sequence of
+//! any length is compiled in a loop; only nesting recurses, bounded by the depth and bracket limits.
 
 use super::cpp_lex::{tokenize, Tok, Token};
 use super::error::{Pos, RuleError};
 use super::ir::{BinOp, CmpOp, Cond, Expr, Leaf, Rule, Var};
 use super::source::{check_text_limits, split_leading_note, Form, Parsed, SNode};
+use super::splice::logical_text;
 use crate::catalog::{Catalog, InstanceParams};
 
 /// Largest rule (in nodes) that fall-through expansion may produce.
@@ -47,14 +52,20 @@ pub fn parse_cpp(text: &str, catalog: &Catalog) -> Result<Rule, RuleError> {
 }
 
 /// Like [`parse_cpp`], also returning the source position of every branch and leaf.
+/// The text is read after C++'s line splicing ([`super::splice`]), as g++ reads it; positions name the
+/// lines and columns of `text`.
 pub fn parse_cpp_with_source(text: &str, catalog: &Catalog) -> Result<Parsed, RuleError> {
-    let (note, body) = split_leading_note(text);
-    check_text_limits(&body)?;
-    let toks = tokenize(&body)?;
+    let logical = logical_text(text);
+    let (note, body) = split_leading_note(&logical.text);
+    check_text_limits(&body).map_err(|e| logical.file_error(e))?;
+    let mut toks = tokenize(&body).map_err(|e| logical.file_error(e))?;
+    for t in &mut toks {
+        t.pos = logical.physical(t.pos);
+    }
     let mut parser = Parser { toks, i: 0, catalog, depth: 0 };
     let stmts = parser.program()?;
     let end = parser.peek().pos;
-    let node = compile(&stmts, None, end)?;
+    let (node, _) = compile(&stmts, None, end)?;
     node.check_json_depth(1)?;
     let (root, source) = node.into_parts();
     Ok(Parsed { rule: Rule { root, note }, source, form: Form::Cpp })
@@ -132,65 +143,151 @@ fn missing_else(pos: Pos) -> RuleError {
     )
 }
 
-/// Turns statements into a node. `cont` is what runs when the statements fall through (None at the
-/// end of the rule); `blame` is where to report a fall-through with nowhere to go.
-fn compile(stmts: &[Stmt], cont: Option<&SNode>, blame: Pos) -> Result<SNode, RuleError> {
-    let Some((first, rest)) = stmts.split_first() else {
-        return cont.cloned().ok_or_else(|| missing_else(blame));
-    };
-    let node = match first {
-        Stmt::Return { pos, leaf } => {
-            if let Some(next) = rest.first() {
-                return Err(RuleError::at(next.pos(), "this statement is never reached: a `return` comes before it"));
+/// The node of the statements after the one being compiled. A sequence is compiled from its end, so a
+/// run of guard clauses of any length takes neither recursion nor quadratic time.
+enum Rest {
+    /// Nothing follows in this sequence: control goes to the continuation.
+    Cont,
+    /// A leaf.
+    Leaf(SNode),
+    /// A chain with its branches stored last first, so the guard clause before it prepends in O(1).
+    Chain { rev: Vec<Branch>, else_pos: Pos, otherwise: Box<SNode> },
+}
+
+impl Rest {
+    fn from_node(node: SNode) -> Rest {
+        match node {
+            SNode::Chain { mut branches, else_pos, otherwise } => {
+                branches.reverse();
+                Rest::Chain { rev: branches, else_pos, otherwise }
             }
-            SNode::Leaf(*leaf, *pos)
+            leaf => Rest::Leaf(leaf),
         }
-        Stmt::If { branches, else_: Some((else_pos, else_body)) } => {
-            let rest_node = match rest.first() {
-                None => cont.cloned(),
-                Some(next) if !first.falls_through() => {
-                    return Err(RuleError::at(
-                        next.pos(),
-                        "this statement is never reached: the `if`/`else` before it returns on every path",
-                    ))
-                }
-                Some(_) => Some(compile(rest, cont, blame)?),
-            };
-            let rest_node = rest_node.as_ref();
-            let compiled = branches
-                .iter()
-                .map(|(pos, cond, body)| Ok((*pos, cond.clone(), compile(body, rest_node, *pos)?)))
-                .collect::<Result<Vec<_>, RuleError>>()?;
-            let otherwise = compile(else_body, rest_node, *else_pos)?;
-            SNode::Chain { branches: compiled, else_pos: *else_pos, otherwise: Box::new(otherwise) }
-        }
-        Stmt::If { branches, else_: None } => {
-            let last_if = branches.last().map(|b| b.0).unwrap_or(blame);
-            let rest_node = compile(rest, cont, last_if)?;
-            let mut compiled = branches
-                .iter()
-                .map(|(pos, cond, body)| Ok((*pos, cond.clone(), compile(body, Some(&rest_node), *pos)?)))
-                .collect::<Result<Vec<_>, RuleError>>()?;
-            // Guard clauses (`if (a) return x; if (b) return y; ...`) read as one else-if chain.
-            match rest_node {
-                SNode::Chain { branches: more, else_pos, otherwise } => {
-                    compiled.extend(more);
-                    SNode::Chain { branches: compiled, else_pos, otherwise }
-                }
-                leaf => {
-                    let else_pos = rest.first().map(Stmt::pos).unwrap_or(last_if);
-                    SNode::Chain { branches: compiled, else_pos, otherwise: Box::new(leaf) }
-                }
-            }
-        }
-    };
-    if node.size() > MAX_NODES {
-        return Err(RuleError::at(
-            first.pos(),
-            format!("the rule expands to more than {MAX_NODES} nodes (statements after an `if` without `else` are copied into its branches); use explicit `else` branches"),
-        ));
     }
-    Ok(node)
+
+    /// The node (None for [`Rest::Cont`]).
+    fn into_node(self) -> Option<SNode> {
+        match self {
+            Rest::Cont => None,
+            Rest::Leaf(leaf) => Some(leaf),
+            Rest::Chain { mut rev, else_pos, otherwise } => {
+                rev.reverse();
+                Some(SNode::Chain { branches: rev, else_pos, otherwise })
+            }
+        }
+    }
+
+    /// The node with its size: the continuation's copy for [`Rest::Cont`].
+    fn materialize(self, size: usize, cont: Option<(&SNode, usize)>) -> Option<(SNode, usize)> {
+        match self {
+            Rest::Cont => cont.map(|(node, size)| (node.clone(), size)),
+            rest => rest.into_node().map(|node| (node, size)),
+        }
+    }
+}
+
+/// A compiled branch: the position of its `if`, its condition and its node.
+type Branch = (Pos, Cond, SNode);
+
+/// Compiles the branch bodies of an `if`, falling through to `cont`; returns them with their total size.
+fn compile_branches(
+    branches: &[(Pos, Cond, Vec<Stmt>)],
+    cont: Option<(&SNode, usize)>,
+) -> Result<(Vec<Branch>, usize), RuleError> {
+    let mut total = 0;
+    let mut out = Vec::with_capacity(branches.len());
+    for (pos, cond, body) in branches {
+        let (node, size) = compile(body, cont, *pos)?;
+        total += size;
+        out.push((*pos, cond.clone(), node));
+    }
+    Ok((out, total))
+}
+
+/// Turns statements into a node and its size (in nodes). `cont` (with its size) is what runs when the
+/// statements fall through (None at the end of the rule); `blame` is where to report a fall-through with
+/// nowhere to go. Recursion only follows nesting (bounded by the parser); a sequence is a loop.
+fn compile(stmts: &[Stmt], cont: Option<(&SNode, usize)>, blame: Pos) -> Result<(SNode, usize), RuleError> {
+    // Unreachable statements first, in source order: each check needs only the statement before.
+    for pair in stmts.windows(2) {
+        match &pair[0] {
+            Stmt::Return { .. } => {
+                return Err(RuleError::at(pair[1].pos(), "this statement is never reached: a `return` comes before it"))
+            }
+            first @ Stmt::If { else_: Some(_), .. } if !first.falls_through() => {
+                return Err(RuleError::at(
+                    pair[1].pos(),
+                    "this statement is never reached: the `if`/`else` before it returns on every path",
+                ))
+            }
+            _ => {}
+        }
+    }
+    if stmts.is_empty() {
+        return cont.map(|(node, size)| (node.clone(), size)).ok_or_else(|| missing_else(blame));
+    }
+    let (mut rest, mut rest_size) = (Rest::Cont, 0);
+    for (i, stmt) in stmts.iter().enumerate().rev() {
+        let size = match stmt {
+            Stmt::Return { pos, leaf } => {
+                rest = Rest::Leaf(SNode::Leaf(*leaf, *pos));
+                1
+            }
+            Stmt::If { branches, else_: Some((else_pos, else_body)) } => {
+                // Only bodies that fall through need a copy of what follows.
+                let needed = list_falls_through(else_body) || branches.iter().any(|b| list_falls_through(&b.2));
+                let after =
+                    if needed { std::mem::replace(&mut rest, Rest::Cont).materialize(rest_size, cont) } else { None };
+                let after = after.as_ref().map(|(node, size)| (node, *size));
+                let (mut compiled, size) = compile_branches(branches, after)?;
+                let (otherwise, else_size) = compile(else_body, after, *else_pos)?;
+                compiled.reverse();
+                rest = Rest::Chain { rev: compiled, else_pos: *else_pos, otherwise: Box::new(otherwise) };
+                1 + size + else_size
+            }
+            Stmt::If { branches, else_: None } => {
+                let last_if = branches.last().map(|b| b.0).unwrap_or(blame);
+                if matches!(rest, Rest::Cont) {
+                    let (node, size) = cont.ok_or_else(|| missing_else(last_if))?;
+                    rest = Rest::from_node(node.clone());
+                    rest_size = size;
+                }
+                let compiled = if branches.iter().any(|b| list_falls_through(&b.2)) {
+                    let (node, size) =
+                        std::mem::replace(&mut rest, Rest::Cont).materialize(rest_size, None).expect("not Cont");
+                    let compiled = compile_branches(branches, Some((&node, size)))?;
+                    rest = Rest::from_node(node);
+                    compiled
+                } else {
+                    compile_branches(branches, None)?
+                };
+                let (compiled, bodies) = compiled;
+                // Guard clauses (`if (a) return x; if (b) return y; ...`) read as one else-if chain.
+                let (merged, size) = match std::mem::replace(&mut rest, Rest::Cont) {
+                    Rest::Chain { mut rev, else_pos, otherwise } => {
+                        rev.extend(compiled.into_iter().rev());
+                        (Rest::Chain { rev, else_pos, otherwise }, rest_size + bodies)
+                    }
+                    Rest::Leaf(leaf) => {
+                        let else_pos = stmts.get(i + 1).map(Stmt::pos).unwrap_or(last_if);
+                        let rev = compiled.into_iter().rev().collect();
+                        (Rest::Chain { rev, else_pos, otherwise: Box::new(leaf) }, 1 + rest_size + bodies)
+                    }
+                    Rest::Cont => unreachable!("set from the continuation above"),
+                };
+                rest = merged;
+                size
+            }
+        };
+        if size > MAX_NODES {
+            return Err(RuleError::at(
+                stmt.pos(),
+                format!("the rule expands to more than {MAX_NODES} nodes (statements after an `if` without `else` are copied into its branches); use explicit `else` branches"),
+            ));
+        }
+        rest_size = size;
+    }
+    Ok((rest.into_node().expect("a compiled statement"), rest_size))
 }
 
 /// Condition syntax tree before typing into [`Cond`] / [`Expr`].

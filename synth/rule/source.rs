@@ -131,16 +131,6 @@ impl SNode {
         }
         Ok(())
     }
-
-    /// Number of nodes (to bound the growth of C++ fall-through expansion).
-    pub(crate) fn size(&self) -> usize {
-        match self {
-            SNode::Leaf(..) => 1,
-            SNode::Chain { branches, otherwise, .. } => {
-                1 + otherwise.size() + branches.iter().map(|(_, _, n)| n.size()).sum::<usize>()
-            }
-        }
-    }
 }
 
 /// Splits the leading `//` comment block of rule text off as the rule's note.
@@ -174,7 +164,9 @@ pub(crate) fn split_leading_note(text: &str) -> (Option<String>, String) {
     (note, out)
 }
 
-/// Prints `note` as a leading `//` comment block that [`split_leading_note`] reads back.
+/// Prints `note` as a leading `//` comment block that [`split_leading_note`] reads back. Each line goes
+/// through [`crate::sanitize::comment_line`], so no character of the note can end the comment or splice
+/// the next line into it (a trailing `\`, a `\r`): the text stays a comment for g++ and rustc.
 pub(crate) fn note_comment(note: &str) -> String {
     let mut out = String::new();
     for line in note.split('\n') {
@@ -182,7 +174,7 @@ pub(crate) fn note_comment(note: &str) -> String {
             out.push_str("//\n");
         } else {
             out.push_str("// ");
-            out.push_str(line);
+            out.push_str(&crate::sanitize::comment_line(line));
             out.push('\n');
         }
     }
