@@ -71,3 +71,21 @@ pub fn main_entry() -> anyhow::Result<()> {
         Command::Aiter(a) => crate::app::aiter::run(a),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use crate::app::invocation::Invocation;
+    use clap::CommandFactory;
+
+    // Here rather than in `app::invocation`: the command-line definition is `cli`'s, and `app` never imports
+    // `cli` (the layering test checks that).
+    #[test]
+    fn given_flags_in_definition_order() {
+        let cli = Cli::command();
+        let inv = Invocation::parse(&cli, &["run", "--max-leaves", "8", "--tp", "2", "--no-refine"]).unwrap();
+        assert_eq!(inv.given_flags(), ["--tp", "--max-leaves", "--no-refine"]);
+        assert!(inv.given("max_leaves") && !inv.given("seed"));
+        assert!(Invocation::defaults("run").given_flags().is_empty());
+    }
+}

@@ -56,18 +56,3 @@ impl Invocation {
         self.matches.as_ref().is_some_and(|m| m.value_source(id) == Some(ValueSource::CommandLine))
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn given_flags_in_definition_order() {
-        let cli = crate::cli::Cli::command();
-        let inv = Invocation::parse(&cli, &["run", "--max-leaves", "8", "--tp", "2", "--no-refine"]).unwrap();
-        assert_eq!(inv.given_flags(), ["--tp", "--max-leaves", "--no-refine"]);
-        assert!(inv.given("max_leaves") && !inv.given("seed"));
-        assert!(Invocation::defaults("run").given_flags().is_empty());
-    }
-}
