@@ -118,8 +118,14 @@ fn export_layer(
     if let Err(e) = prove(&keys, &want) {
         bail!("internal error: the keys for N={n} K={k} give {:?} at M={} instead of {}", e.got, e.m, e.wanted);
     }
-    let file = GeneratedFile::new(args.runtime.file_name(n, k, device), render_json(&keys));
-    Ok(LayerFile { n, k, file, keys })
+    let name = args.runtime.file_name(n, k, device);
+    let text = render_json(&keys);
+    // The proof again, on the text as written (read back the way the runtime reads it).
+    let read = crate::export::parse_runtime_json(&text, &name).map_err(anyhow::Error::msg)?;
+    if read != keys || prove(&read, &want).is_err() {
+        bail!("internal error: {name} does not read back as the proved keys");
+    }
+    Ok(LayerFile { n, k, file: GeneratedFile::new(name, text), keys })
 }
 
 fn sidecar(args: &ExportArgs, rule: &Rule, rule_name: &str, device: &str, files: &[LayerFile]) -> String {

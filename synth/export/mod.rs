@@ -144,6 +144,76 @@ pub fn choose_keys(wanted: &[TritonConfig]) -> Vec<(u32, TritonConfig)> {
     keys
 }
 
+/// Reads a runtime config file's text: its (M, config) entries in file order (the order the runtimes'
+/// lookup sees). Refused, naming `origin` and the key: a key that is not a decimal integer in
+/// 1..=4294967295 written canonically (no sign, no leading zero), a key written twice (Python would keep
+/// the first position with the last value), a config that is not exactly the six integer fields of a
+/// valid [`TritonConfig`], or anything but one JSON object.
+pub fn parse_runtime_json(text: &str, origin: &str) -> Result<Vec<(u32, TritonConfig)>, String> {
+    let entries: Entries =
+        serde_json::from_str(text).map_err(|e| format!("{origin}: not a JSON object of configs: {e}"))?;
+    let mut out: Vec<(u32, TritonConfig)> = Vec::with_capacity(entries.0.len());
+    for (key, value) in entries.0 {
+        let canonical = !key.is_empty() && key.bytes().all(|b| b.is_ascii_digit()) && !key.starts_with('0');
+        let m =
+            key.parse::<u32>().ok().filter(|_| canonical).ok_or_else(|| {
+                format!("{origin}: key {key:?} is not an M value (a decimal integer in 1..=4294967295)")
+            })?;
+        if out.iter().any(|&(k, _)| k == m) {
+            return Err(format!("{origin}: key \"{m}\" appears twice"));
+        }
+        let obj = value.as_object().ok_or_else(|| format!("{origin}: key \"{m}\": the config is not a JSON object"))?;
+        let mut vals = [0u32; 6];
+        for (i, name) in crate::catalog::triton::RUNTIME_KEYS.iter().enumerate() {
+            vals[i] = obj.get(*name).and_then(|v| v.as_u64()).and_then(|v| u32::try_from(v).ok()).ok_or_else(|| {
+                format!("{origin}: key \"{m}\": field {name} is missing or not a non-negative integer")
+            })?;
+        }
+        if let Some(extra) = obj.keys().find(|k| !crate::catalog::triton::RUNTIME_KEYS.contains(&k.as_str())) {
+            return Err(format!(
+                "{origin}: key \"{m}\": unknown field {extra:?} (the runtime passes every field to the kernel)"
+            ));
+        }
+        let cfg = TritonConfig {
+            block_m: vals[0],
+            block_n: vals[1],
+            block_k: vals[2],
+            group_m: vals[3],
+            num_warps: vals[4],
+            num_stages: vals[5],
+        };
+        cfg.check().map_err(|e| format!("{origin}: key \"{m}\": {e}"))?;
+        out.push((m, cfg));
+    }
+    if out.is_empty() {
+        return Err(format!("{origin}: no configs"));
+    }
+    Ok(out)
+}
+
+/// A JSON object's entries in document order (serde_json's own map sorts its keys).
+struct Entries(Vec<(String, serde_json::Value)>);
+
+impl<'de> serde::Deserialize<'de> for Entries {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct InOrder;
+        impl<'de> serde::de::Visitor<'de> for InOrder {
+            type Value = Entries;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object mapping M to a config")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Entries, A::Error> {
+                let mut out = Vec::new();
+                while let Some(entry) = a.next_entry::<String, serde_json::Value>()? {
+                    out.push(entry);
+                }
+                Ok(Entries(out))
+            }
+        }
+        d.deserialize_map(InOrder)
+    }
+}
+
 /// The file's JSON text: `{"M": {config}, ...}` in key order, 4-space indented like the shipped files.
 pub fn render_json(keys: &[(u32, TritonConfig)]) -> String {
     let body: Vec<String> = keys.iter().map(|(m, c)| format!("    \"{m}\": {}", c.runtime_json(8))).collect();
@@ -228,6 +298,40 @@ mod tests {
             for (i, &want) in wanted.iter().enumerate() {
                 assert_eq!(runtime_pick(&keys, i as u32 + 1), Some(want), "M={}", i + 1);
             }
+        }
+    }
+
+    #[test]
+    fn runtime_files_read_back_in_file_order() {
+        let keys = [(1, VLLM_DEFAULT), (64, SGLANG_DEFAULT), (4096, cfg(9))];
+        assert_eq!(parse_runtime_json(&render_json(&keys), "f.json").unwrap(), keys.to_vec());
+        // Shipped files may list keys in any order; the order decides ties, so it is kept.
+        let d = VLLM_DEFAULT.runtime_json(8);
+        let s = SGLANG_DEFAULT.runtime_json(8);
+        let text = format!("{{\"10\": {s}, \"6\": {s}, \"2\": {d}}}");
+        let read = parse_runtime_json(&text, "f.json").unwrap();
+        assert_eq!(read.iter().map(|e| e.0).collect::<Vec<_>>(), vec![10, 6, 2]);
+        // M = 4 is as near to 6 as to 2: the key written first (6) wins, as in Python's min().
+        assert_eq!(runtime_pick(&read, 4), Some(SGLANG_DEFAULT));
+        assert_eq!(runtime_pick(&read, 3), Some(VLLM_DEFAULT));
+        for (bad, why) in [
+            (format!("{{\"01\": {d}}}"), "not an M value"),
+            (format!("{{\"-3\": {d}}}"), "not an M value"),
+            (format!("{{\"3\": {d}, \"3\": {s}}}"), "appears twice"),
+            ("{\"3\": {\"BLOCK_SIZE_M\": 64}}".to_string(), "field BLOCK_SIZE_N is missing"),
+            (
+                d.replace("\"num_stages\": 2", "\"num_stages\": 2, \"kpack\": 2").replace('{', "{\"5\": {") + "}",
+                "unknown field",
+            ),
+            (
+                d.replace("\"BLOCK_SIZE_K\": 128", "\"BLOCK_SIZE_K\": 256").replace('{', "{\"5\": {") + "}",
+                "BLOCK_SIZE_K 256",
+            ),
+            ("[]".to_string(), "not a JSON object"),
+            ("{}".to_string(), "no configs"),
+        ] {
+            let e = parse_runtime_json(&bad, "f.json").unwrap_err();
+            assert!(e.starts_with("f.json: ") && e.contains(why), "{bad}: {e}");
         }
     }
 
