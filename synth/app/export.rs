@@ -155,6 +155,49 @@ fn sidecar(args: &ExportArgs, rule: &Rule, rule_name: &str, device: &str, files:
     serde_json::to_string_pretty(&doc).expect("JSON values always serialize") + "\n"
 }
 
+/// `vllm-default` / `sglang-default`: the config the runtime runs on a layer without a file.
+pub fn default_policy(runtime: Runtime) -> crate::compare::Policy {
+    let candidate = crate::catalog::Candidate::new(runtime.default_config().kernel_id(), 0);
+    crate::compare::Policy::Fixed { name: format!("{}-default", runtime.as_str()), candidate }
+}
+
+/// `vllm-tuned` / `sglang-tuned`: the runtime's lookup over a directory of its config files for `device`
+/// (e.g. the files vLLM ships), the default config on layers without a file. Files of other devices,
+/// dtypes or block shapes are not the runtime's for this GPU and are left out.
+pub fn tuned_policy(runtime: Runtime, dir: &std::path::Path, device: &str) -> anyhow::Result<crate::compare::Policy> {
+    let device = device_component(device).map_err(anyhow::Error::msg)?;
+    let probe = runtime.file_name(0, 0, &device);
+    let suffix = &probe["N=0,K=0".len()..];
+    let mut files = std::collections::BTreeMap::new();
+    let entries = std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))?;
+    for entry in entries {
+        let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
+        let Some((n, k)) = name
+            .strip_suffix(suffix)
+            .and_then(|nk| nk.strip_prefix("N="))
+            .and_then(|nk| nk.split_once(",K="))
+            .and_then(|(n, k)| Some((n.parse::<u32>().ok()?, k.parse::<u32>().ok()?)))
+            .filter(|&(n, k)| runtime.file_name(n, k, &device) == name)
+        else {
+            continue;
+        };
+        let path = entry.path();
+        let bytes = crate::input::read_bytes_capped(&path, crate::input::MAX_SPEC_BYTES, "runtime config file")
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let text = String::from_utf8(bytes).with_context(|| format!("{}: not UTF-8 text", path.display()))?;
+        let keys =
+            crate::export::parse_runtime_json(&text, &crate::paths::display_path(&path)).map_err(anyhow::Error::msg)?;
+        let keys = keys.into_iter().map(|(m, c)| (m, crate::catalog::Candidate::new(c.kernel_id(), 0))).collect();
+        files.insert((n, k), keys);
+    }
+    if files.is_empty() {
+        bail!("{}: no {} config file for device {device} (names like {probe})", dir.display(), runtime.as_str());
+    }
+    let fallback = crate::catalog::Candidate::new(runtime.default_config().kernel_id(), 0);
+    Ok(crate::compare::Policy::RuntimeFiles { name: format!("{}-tuned", runtime.as_str()), files, fallback })
+}
+
 pub fn run(args: ExportArgs) -> anyhow::Result<()> {
     let device = device_component(&args.device_name).map_err(anyhow::Error::msg)?;
     if !(1..=MAX_MAX_M).contains(&args.max_m) {
@@ -319,6 +362,54 @@ for f in sorted(os.listdir(d)):
         let e = run(a.clone()).unwrap_err().to_string();
         assert!(e.contains("M=9000") && e.contains("kernelId 15"), "{e}");
         assert!(!a.out.exists(), "nothing may be written on an error");
+    }
+
+    #[test]
+    fn runtime_policies_pick_what_the_runtime_would_run() {
+        use crate::compare::Policy;
+        use crate::table::{parse_aiter_csv, LatencyMatrix};
+        let (a, b) = (tuner_space()[3], VLLM_DEFAULT);
+        let row = |m: u32, n: u32, c: TritonConfig, us: f64| {
+            format!("sm_90,132,{m},{n},7168,triton,{},0,{us},{},1,1,0.0", c.kernel_id(), c.name())
+        };
+        let text = format!(
+            "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio\n{}\n",
+            [
+                row(4, 1536, a, 10.0),
+                row(4, 1536, b, 20.0),
+                row(40, 1536, a, 30.0),
+                row(40, 1536, b, 25.0),
+                row(4, 2048, a, 11.0),
+                row(4, 2048, b, 12.0)
+            ]
+            .join("\n")
+        );
+        let rows = parse_aiter_csv(text.as_bytes(), "t.csv", &Catalog::embedded()).unwrap();
+        let matrix = LatencyMatrix::from_rows(&rows).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        // A file for N=1536 only: keys 1 -> a, 64 -> b (M = 40 is nearer 64). Another device's file is ignored.
+        std::fs::write(
+            dir.path().join(Runtime::Vllm.file_name(1536, 7168, "NVIDIA_H200")),
+            render_json(&[(1, a), (64, b)]),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join(Runtime::Vllm.file_name(2048, 7168, "NVIDIA_H100")), "not json").unwrap();
+        let tuned = tuned_policy(Runtime::Vllm, dir.path(), "NVIDIA H200").unwrap();
+        let default = default_policy(Runtime::Vllm);
+        assert_eq!((tuned.name(), default.name()), ("vllm-tuned", "vllm-default"));
+        let pick = |p: &Policy, m: u32, n: u32| {
+            let s = matrix.shapes.iter().position(|x| x.m == m && x.n == n).unwrap();
+            p.pick(&matrix, s, crate::catalog::Candidate::new(7, 0)).candidate.kernel_id
+        };
+        assert_eq!(pick(&tuned, 4, 1536), a.kernel_id());
+        assert_eq!(pick(&tuned, 40, 1536), b.kernel_id());
+        assert_eq!(pick(&tuned, 4, 2048), b.kernel_id(), "no H200 file for N=2048: the default config");
+        assert!([(4, 1536), (40, 1536), (4, 2048)].iter().all(|&(m, n)| pick(&default, m, n) == b.kernel_id()));
+        let e = tuned_policy(Runtime::Sglang, dir.path(), "NVIDIA_H200").unwrap_err().to_string();
+        assert!(e.contains("no sglang config file"), "{e}");
+        std::fs::write(dir.path().join(Runtime::Vllm.file_name(4096, 7168, "NVIDIA_H200")), "{\"x\": 1}").unwrap();
+        let e = tuned_policy(Runtime::Vllm, dir.path(), "NVIDIA_H200").unwrap_err().to_string();
+        assert!(e.contains("N=4096") && e.contains("not an M value"), "{e}");
     }
 
     #[test]

@@ -9,7 +9,7 @@ pub(crate) mod compress;
 pub(crate) mod data;
 pub mod drift;
 pub mod drift_remeasure;
-pub(crate) mod export;
+pub mod export;
 pub(crate) mod help;
 pub(crate) mod invocation;
 pub mod multi;
