@@ -55,10 +55,8 @@ fn a_latency_matrix_holds_one_family() {
     assert_eq!(m.candidates.len(), 1);
     assert_eq!(m.candidates[0].kernel_id, VLLM_DEFAULT.kernel_id());
     let ck = "a8w8_blockscale_1x128x128_256x16x64x256_16x16_16x16_1x1_16x16x1_16x16x1_1x16x1x16_4_1x1_intrawave_v1";
-    let text = format!(
-        "{HEADER}\n{}\nsm_90,132,32,1280,8192,ck,8,0,40.0,{ck},1,1,0.0,ok\n",
-        line("67703222", "0", &name)
-    );
+    let text =
+        format!("{HEADER}\n{}\nsm_90,132,32,1280,8192,ck,8,0,40.0,{ck},1,1,0.0,ok\n", line("67703222", "0", &name));
     let rows = parse_aiter_csv(text.as_bytes(), "j.csv", &Catalog::embedded()).unwrap();
     let e = LatencyMatrix::from_rows(&rows).unwrap_err();
     assert_eq!(e.line, Some(3), "{e}");
