@@ -24,7 +24,7 @@ pub struct ExportArgs {
     /// Runtime whose file names and defaults are used.
     #[arg(value_enum)]
     pub runtime: Runtime,
-    /// Rule whose leaves are `triton` kernelIds (the packed ids of `synth instances`' triton family;
+    /// Rule whose leaves are kernelIds of the triton family (e.g. 67703222 = triton_bm64_bn128_bk128_g32_w4_s2;
     /// JSON form, or any form that gives the ids as numbers), splitK 0.
     #[arg(long)]
     pub rule: PathBuf,

@@ -45,7 +45,10 @@ pub enum TritonError {
     Grammar(String),
     #[error("{name:?}: {reason}")]
     Invalid { name: String, reason: String },
-    #[error("kernelId {0} is not the id of a triton config (ids pack the config's fields; see `synth instances`)")]
+    #[error(
+        "kernelId {0} is not the id of a triton config (an id packs log2(BM)*10^7 + log2(BN)*10^6 + log2(BK)*10^5 \
+         + GROUP_M*100 + log2(warps)*10 + stages, e.g. 67703222 for triton_bm64_bn128_bk128_g32_w4_s2)"
+    )]
     Id(i64),
 }
 
