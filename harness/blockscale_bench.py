@@ -26,12 +26,20 @@ def parse_args(argv):
     p.add_argument("--min-reps", type=int, default=20)
     p.add_argument("--max-reps", type=int, default=100)
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--compile-jobs", type=int, default=1,
+                   help="worker processes compiling the plan's kernel variants before measuring (default 1)")
+    p.add_argument("--slow-cutoff", type=float, default=0.0,
+                   help="time a cell with --slow-reps repetitions when its warm-up estimate exceeds this many "
+                        "times the best median so far on its shape (default 0 = off)")
+    p.add_argument("--slow-reps", type=int, default=5)
     p.add_argument("--no-graph", action="store_true", help="time single launches between events with an L2 flush")
     args = p.parse_args(argv)
     if not args.probe and not args.plan:
         p.error("--plan FILE is required (or --probe)")
     if args.min_reps < 1 or args.max_reps < args.min_reps:
         p.error("need 1 <= --min-reps <= --max-reps")
+    if args.compile_jobs < 1 or args.slow_reps < 1 or args.slow_cutoff < 0:
+        p.error("need --compile-jobs >= 1, --slow-reps >= 1, --slow-cutoff >= 0")
     return args
 
 
@@ -66,7 +74,8 @@ def main(argv=None):
         sys.stderr.write("# L2 size not reported by PyTorch; assuming %d bytes\n" % device["l2_bytes"])
     from bsbench import runner
     opts = runner.Options(mapping, budget_us=args.budget_ms * 1e3, min_reps=args.min_reps, max_reps=args.max_reps,
-                          use_graph=not args.no_graph, seed=args.seed)
+                          use_graph=not args.no_graph, seed=args.seed, compile_jobs=args.compile_jobs,
+                          slow_cutoff=args.slow_cutoff, slow_reps=args.slow_reps)
     r = runner.Runner(device, opts)
 
     def emit(line):

@@ -49,6 +49,8 @@ pub enum Command {
     Compress(crate::app::compress::CompressArgs),
     /// AITER main: write the heuristic patch for a rule, apply/check it on a checkout, or write its check kit.
     Aiter(crate::app::aiter::AiterArgs),
+    /// Write a rule over the triton family as vLLM's or SGLang's block-FP8 config files (proved at every M).
+    Export(crate::app::export::ExportArgs),
 }
 
 pub fn main_entry() -> anyhow::Result<()> {
@@ -69,6 +71,7 @@ pub fn main_entry() -> anyhow::Result<()> {
         Command::Drift(a) => crate::app::drift::run(a, &invocation),
         Command::Compress(a) => crate::app::compress::run(a),
         Command::Aiter(a) => crate::app::aiter::run(a),
+        Command::Export(a) => crate::app::export::run(a),
     }
 }
 

@@ -13,6 +13,7 @@ pub mod compare;
 pub mod compress;
 pub(crate) mod diag;
 pub mod engine;
+pub mod export;
 pub(crate) mod input;
 pub(crate) mod logfile;
 pub mod measure;

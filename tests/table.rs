@@ -164,7 +164,7 @@ fn unknown_kernel_and_contradicting_kernel_id() {
         5,
         "libtype",
         Some("hip"),
-        "\"ck\", \"cktile\" or \"vendor\"",
+        "\"ck\", \"cktile\", \"vendor\" or \"triton\"",
     );
 }
 

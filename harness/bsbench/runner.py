@@ -1,15 +1,16 @@
 """Measures plan cells on the GPU: inputs, fp32 reference, correctness ratio, cold-L2 graph timing."""
 
+import gc
 import math
 import sys
 import time
 
 import torch
 
-from . import config, stats
+from . import config, stats, triton_config, triton_kernel
 from .env import EXIT_DEVICE_LOST, EnvError
 from .kernel import launch
-from .plan import group_by_shape, result_line
+from .plan import TritonCell, group_by_shape, result_line
 
 #: Torch device of every buffer ("cuda" also on ROCm builds).
 DEVICE = "cuda"
@@ -19,7 +20,7 @@ class Options:
     """Timing knobs (defaults are the dataset's)."""
 
     def __init__(self, mapping, budget_us=4000.0, min_reps=20, max_reps=100, min_replay_us=100.0,
-                 use_graph=True, seed=1234, l2_factor=3):
+                 use_graph=True, seed=1234, l2_factor=3, compile_jobs=1, slow_cutoff=0.0, slow_reps=5):
         self.mapping = mapping
         self.budget_us = budget_us
         self.min_reps = min_reps
@@ -28,6 +29,12 @@ class Options:
         self.use_graph = use_graph
         self.seed = seed
         self.l2_factor = l2_factor
+        self.compile_jobs = compile_jobs
+        # A cell whose warm-up estimate exceeds slow_cutoff times the best median measured so far on the
+        # same shape is timed with slow_reps repetitions (0 = off): it cannot be near the best, and at
+        # large shapes the slow corners of a config space would otherwise take most of the run.
+        self.slow_cutoff = slow_cutoff
+        self.slow_reps = slow_reps
 
 
 def log(msg):
@@ -93,6 +100,7 @@ class ShapeContext:
 
     def __init__(self, m, n, k, fp8, n_sets, with_workspace, gen):
         self.m, self.n, self.k = m, n, k
+        self.best_us = None  # lowest median measured on this shape so far
         x, w, xs, ws = make_inputs(m, n, k, fp8, gen)
         self.ref = reference(x, w, xs, ws)
         self.sets = []
@@ -107,6 +115,10 @@ class ShapeContext:
 def make_op(cell, cfg, bufset):
     """The timed operation of a cell on one buffer set (split-K: zero + atomics + cast)."""
     x, w, xs, ws, out, work = bufset
+    if isinstance(cell, TritonCell):
+        def op_triton():
+            triton_kernel.launch(x, w, xs, ws, out, cfg)
+        return op_triton
     if cell.split_k == 0:
         groups = cell.k // config.SCALE_K
 
@@ -136,8 +148,9 @@ def _queue_ahead(us):
         sleep(int(us * 2000))  # cycles at ~2 GHz
 
 
-def time_graph(ops, opts):
-    """Per-launch times (us) from replays of a CUDA/HIP graph cycling through the buffer sets."""
+def time_graph(ops, opts, best_us=None):
+    """Per-launch times (us) from replays of a CUDA/HIP graph cycling through the buffer sets. With
+    ``best_us`` and ``opts.slow_cutoff``, a cell estimated slower than cutoff x best gets slow_reps."""
     n_sets = len(ops)
     e0, e1 = _event(), _event()
     e0.record()
@@ -159,6 +172,8 @@ def time_graph(ops, opts):
     t_replay = max(e0.elapsed_time(e1) * 1e3, 1.0)
     reps = int(opts.budget_us / t_replay)
     reps = max(opts.min_reps, min(opts.max_reps, reps))
+    if opts.slow_cutoff > 0 and best_us is not None and t_est > opts.slow_cutoff * best_us:
+        reps = min(reps, opts.slow_reps)
     starts = [_event() for _ in range(reps)]
     ends = [_event() for _ in range(reps)]
     _queue_ahead(reps * 25.0)
@@ -198,6 +213,32 @@ def check_device():
         raise EnvError(EXIT_DEVICE_LOST, "the GPU stopped working after a failed launch: %s" % e)
 
 
+def variant_key(cell, cfg):
+    """Identity of one compiled kernel variant: a triton config with its M specialization class, or a CK
+    launch config with or without the split-K atomics."""
+    if isinstance(cell, TritonCell):
+        return ("triton", cfg.key(), triton_config.variant_classes(cell.m, cell.n, cell.k))
+    return ("ck", cfg.key(), cell.split_k > 0)
+
+
+def compile_variant(key, cfg, fp8, gen):
+    """Compiles (and runs once) one variant on a tiny problem of its specialization class."""
+    n, k = 256, 1024
+    if key[0] == "triton":
+        m, n, k = triton_config.tiny_shape(key[2])
+        x, w, xs, ws = make_inputs(m, n, k, fp8, gen)
+        out = torch.empty((m, n), device=DEVICE, dtype=torch.bfloat16)
+        triton_kernel.launch(x, w, xs, ws, out, cfg)
+    else:
+        atomic = key[2]
+        x, w, xs, ws = make_inputs(16, n, k, fp8, gen)
+        out = torch.empty((16, n), device=DEVICE, dtype=torch.float32 if atomic else torch.bfloat16)
+        if atomic:
+            out.zero_()
+        launch(x, w, xs, ws, out, cfg, k // config.SCALE_K, 1, atomic)
+    torch.cuda.synchronize()
+
+
 class Runner:
     def __init__(self, device, opts):
         self.device = device
@@ -210,41 +251,50 @@ class Runner:
         self.graph_ok = opts.use_graph
 
     def config_of(self, cell):
+        if isinstance(cell, TritonCell):
+            return cell.config
         return config.launch_config(cell.m_per_block, cell.n_per_block, cell.k_per_block, cell.block_size,
                                     cell.pipeline, self.opts.mapping)
 
     def precompile(self, cells):
-        """Compiles every (config, atomic, even-K) variant of the plan once on a tiny problem; returns
-        the seconds spent. Failures are remembered and their cells fail without launching."""
+        """Compiles every kernel variant of the plan once on a tiny problem; returns the seconds spent.
+        Failures are remembered and their cells fail without launching. With ``compile_jobs > 1`` the
+        variants are first compiled by that many worker processes into Triton's on-disk cache, so the
+        pass here only loads them."""
         t0 = time.time()
+        specs = []
         seen = set()
         for c in cells:
             try:
                 cfg = self.config_of(c)
             except ValueError:
                 continue
-            atomic = c.split_k > 0
-            key = (cfg.key(), atomic)
-            if key in seen:
-                continue
-            seen.add(key)
-            n, k = 256, 1024
+            key = variant_key(c, cfg)
+            if key not in seen:
+                seen.add(key)
+                specs.append((key, cfg))
+        if self.opts.compile_jobs > 1 and len(specs) > 1:
+            from . import compile_pool
+            compile_pool.warm_cache([s[0] for s in specs], self.opts.compile_jobs, self.device["fp8"])
+            log("# %d variants compiled by %d workers in %.1f s" % (len(specs), self.opts.compile_jobs,
+                                                                   time.time() - t0))
+        for key, cfg in specs:
             try:
-                x, w, xs, ws = make_inputs(16, n, k, self.fp8, self.gen)
-                out = torch.empty((16, n), device=DEVICE, dtype=torch.float32 if atomic else torch.bfloat16)
-                if atomic:
-                    out.zero_()
-                launch(x, w, xs, ws, out, cfg, k // config.SCALE_K, 1, atomic)
-                torch.cuda.synchronize()
+                compile_variant(key, cfg, self.fp8, self.gen)
             except Exception as e:
                 reason = classify(e)
                 if reason == "launch":
                     reason = "compile"
                 self.compile_failures[key] = reason
-                log("compile failure %s atomic=%s: %s: %s" % (cfg, atomic, type(e).__name__, str(e)[:300]))
+                log("compile failure %s: %s: %s" % (key, type(e).__name__, str(e)[:300]))
                 check_device()
         dt = time.time() - t0
-        log("# precompiled %d variants in %.1f s (%d failed)" % (len(seen), dt, len(self.compile_failures)))
+        log("# precompiled %d variants in %.1f s (%d failed)" % (len(specs), dt, len(self.compile_failures)))
+        # Every graph capture runs a full garbage collection (torch.cuda.graph does); with a thousand
+        # compiled kernels alive that costs a quarter of a second per cell. What exists now lives until
+        # the end anyway, so it is moved out of the collector's sight.
+        gc.collect()
+        gc.freeze()
         return dt
 
     def measure(self, cell, ctx):
@@ -262,7 +312,7 @@ class Runner:
             return fail("unsupported-params")
         if cell.k % config.SCALE_K != 0:
             return fail("k-not-multiple-of-128")
-        reason = self.compile_failures.get((cfg.key(), cell.split_k > 0))
+        reason = self.compile_failures.get(variant_key(cell, cfg))
         if reason:
             return fail(reason)
         ops = [make_op(cell, cfg, s) for s in ctx.sets]
@@ -282,7 +332,7 @@ class Runner:
         try:
             if self.graph_ok:
                 try:
-                    times = time_graph(ops, self.opts)
+                    times = time_graph(ops, self.opts, ctx.best_us)
                     method = "graph"
                 except Exception as e:
                     if classify(e) == "oom":
@@ -303,6 +353,8 @@ class Runner:
             return fail(classify(e), err)
         summary = stats.summarize(times)
         us = summary["us"]
+        if ctx.best_us is None or us < ctx.best_us:
+            ctx.best_us = us
         return result_line(cell, dev, "ok", timing=summary, err_ratio=err,
                            tflops=stats.tflops(cell.m, cell.n, cell.k, us),
                            bw=stats.gbps(config.moved_bytes(cell.m, cell.n, cell.k), us),

@@ -21,6 +21,7 @@ pub(crate) mod data;
 pub mod drift;
 pub mod drift_args;
 pub mod drift_remeasure;
+pub mod export;
 pub(crate) mod help;
 pub(crate) mod invocation;
 pub mod line;

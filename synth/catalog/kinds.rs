@@ -13,6 +13,8 @@ pub enum Libtype {
     Cktile,
     /// A reference library row (e.g. a vendor BLAS): measured for comparison, never a candidate.
     Vendor,
+    /// A config of the block-FP8 Triton family ([`crate::catalog::triton`]).
+    Triton,
 }
 
 impl Libtype {
@@ -22,6 +24,7 @@ impl Libtype {
             Libtype::Ck => "ck",
             Libtype::Cktile => "cktile",
             Libtype::Vendor => "vendor",
+            Libtype::Triton => "triton",
         }
     }
 
@@ -31,6 +34,7 @@ impl Libtype {
             "ck" => Some(Libtype::Ck),
             "cktile" => Some(Libtype::Cktile),
             "vendor" => Some(Libtype::Vendor),
+            "triton" => Some(Libtype::Triton),
             _ => None,
         }
     }
@@ -74,7 +78,9 @@ mod tests {
 
     #[test]
     fn words_round_trip_through_parse_display_and_serde() {
-        for (t, w) in [(Libtype::Ck, "ck"), (Libtype::Cktile, "cktile"), (Libtype::Vendor, "vendor")] {
+        for (t, w) in
+            [(Libtype::Ck, "ck"), (Libtype::Cktile, "cktile"), (Libtype::Vendor, "vendor"), (Libtype::Triton, "triton")]
+        {
             assert_eq!(Libtype::parse(w), Some(t));
             assert_eq!(t.to_string(), w);
             assert_eq!(serde_json::to_string(&t).unwrap(), format!("\"{w}\""));

@@ -5,6 +5,7 @@ pub mod cmd;
 pub(crate) mod kinds;
 pub(crate) mod load;
 pub mod names;
+pub mod triton;
 
 use serde::{Deserialize, Serialize};
 

@@ -99,7 +99,8 @@ impl Policy {
             Policy::Default => PolicyKind::Default,
             Policy::Tuned { .. } => PolicyKind::Tuned,
             Policy::NearestM { .. } => PolicyKind::NearestM,
-            Policy::Rule { .. } | Policy::TunedRule { .. } => PolicyKind::Rule,
+            Policy::Rule { .. } | Policy::TunedRule { .. } | Policy::Fixed { .. } => PolicyKind::Rule,
+            Policy::RuntimeFiles { .. } => PolicyKind::NearestM,
             Policy::Oracle => PolicyKind::Oracle,
         }
     }

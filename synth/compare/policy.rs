@@ -10,6 +10,10 @@
 //! - [`Policy::TunedRule`]: the same lookup, with a rule instead of the default where it misses.
 //! - [`Policy::Rule`]: a selection rule, evaluated by the rule interpreter.
 //! - [`Policy::Oracle`]: the fastest usable candidate of each shape.
+//! - [`Policy::Fixed`]: one candidate for every shape (`vllm-default`: the config vLLM runs where it has no
+//!   tuned file for the layer).
+//! - [`Policy::RuntimeFiles`]: vLLM's/SGLang's lookup over their per-(N, K) config files (`vllm-tuned`):
+//!   the entry of the nearest M key, ties to the key first in the file; `fallback` where (N, K) has no file.
 
 use std::collections::BTreeMap;
 
@@ -194,6 +198,22 @@ pub enum Policy {
     Rule { name: String, rule: Rule },
     /// The fastest usable candidate per shape.
     Oracle,
+    /// One candidate for every shape.
+    Fixed { name: String, candidate: Candidate },
+    /// Per-(N, K) files of (M key, candidate) entries in file order, looked up by nearest M as vLLM and
+    /// SGLang do; `fallback` for layers without a file.
+    RuntimeFiles { name: String, files: BTreeMap<(u32, u32), Vec<(u32, Candidate)>>, fallback: Candidate },
+}
+
+/// The runtimes' nearest-M pick among file-ordered entries: the first entry with the smallest |key - m|.
+pub fn nearest_in_file_order(entries: &[(u32, Candidate)], m: u32) -> Option<Candidate> {
+    let mut best: Option<(u32, Candidate)> = None;
+    for &(key, c) in entries {
+        if best.is_none_or(|(d, _)| key.abs_diff(m) < d) {
+            best = Some((key.abs_diff(m), c));
+        }
+    }
+    best.map(|(_, c)| c)
 }
 
 /// What a policy picks for one shape.
@@ -215,7 +235,9 @@ impl Policy {
             Policy::Tuned { name, .. }
             | Policy::NearestM { name, .. }
             | Policy::TunedRule { name, .. }
-            | Policy::Rule { name, .. } => name,
+            | Policy::Rule { name, .. }
+            | Policy::Fixed { name, .. }
+            | Policy::RuntimeFiles { name, .. } => name,
             Policy::Oracle => "oracle",
         }
     }
@@ -246,6 +268,13 @@ impl Policy {
                 }
             },
             Policy::Oracle => plain(matrix.best(s).map_or(default, |(c, _)| matrix.candidates[c])),
+            Policy::Fixed { candidate, .. } => plain(*candidate),
+            Policy::RuntimeFiles { files, fallback, .. } => {
+                match files.get(&(n, k)).and_then(|e| nearest_in_file_order(e, m)) {
+                    Some(c) => Pick { candidate: c, legacy: true, lookup: Some(LookupKind::Nearest) },
+                    None => Pick { candidate: *fallback, legacy: true, lookup: Some(LookupKind::Default) },
+                }
+            }
         }
     }
 }

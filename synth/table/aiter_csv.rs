@@ -320,7 +320,9 @@ impl RowReader<'_> {
         let libtype_text = self.get("libtype");
         let libtype = match Libtype::parse(libtype_text) {
             Some(t) => t,
-            _ => return Err(self.err("libtype", libtype_text, "expected \"ck\", \"cktile\" or \"vendor\"")),
+            _ => {
+                return Err(self.err("libtype", libtype_text, "expected \"ck\", \"cktile\", \"vendor\" or \"triton\""))
+            }
         };
         let id_text = self.get("kernelId");
         let kernel_id: i32 = id_text.parse().map_err(|_| self.err("kernelId", id_text, "expected an integer"))?;
@@ -383,6 +385,8 @@ impl RowReader<'_> {
                     "a vendor reference row needs a kernelName, kernelId 0 and splitK 0",
                 ));
             }
+        } else if libtype == Libtype::Triton {
+            self.check_triton(kernel_id, split_k, kernel_name)?;
         } else {
             self.check_kernel(catalog, gfx, libtype, kernel_id, kernel_name)?;
         }
@@ -429,6 +433,23 @@ impl RowReader<'_> {
                     return Err(self.err(col, v, "expected a finite non-negative number of microseconds"));
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// A triton row: the name must be a config of the family, kernelId its packed id, splitK 0.
+    fn check_triton(&self, kernel_id: i32, split_k: u32, name: &str) -> Result<(), TableError> {
+        let cfg = crate::catalog::triton::TritonConfig::parse_name(name)
+            .map_err(|e| self.err("kernelName", name, e.to_string()))?;
+        if cfg.kernel_id() != kernel_id {
+            return Err(self.err(
+                "kernelId",
+                &kernel_id.to_string(),
+                format!("contradicts kernelName, whose kernelId is {}", cfg.kernel_id()),
+            ));
+        }
+        if split_k != 0 {
+            return Err(self.err("splitK", &split_k.to_string(), "a triton config has no split-K (expected 0)"));
         }
         Ok(())
     }

@@ -128,12 +128,15 @@ impl LatencyMatrix {
             *used.first().ok_or_else(|| TableError::at_line(None, "no measurement rows (recheck rows aside)"))?;
         let mut device: Option<&str> = None;
         for r in &used {
-            if r.libtype != crate::catalog::Libtype::Ck {
+            // One family per matrix: CK legacy instances, or configs of the triton family.
+            let family = matches!(first.libtype, crate::catalog::Libtype::Ck | crate::catalog::Libtype::Triton);
+            if r.libtype != first.libtype || !family {
                 return Err(TableError::at_line(
                     Some(r.line),
                     format!(
-                        "libtype {} row ({}): the latency matrix holds CK legacy candidates only; keep CK-tile rows in a separate file",
-                        r.libtype, r.kernel_name
+                        "libtype {} row ({}): the latency matrix holds CK legacy candidates only, or triton configs \
+                         only (this table starts with libtype {} on line {}); keep CK-tile rows in a separate file",
+                        r.libtype, r.kernel_name, first.libtype, first.line
                     ),
                 ));
             }

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Writes a measurement plan of block-FP8 Triton configs x shapes, leaving out cells already measured.
+
+    python3 harness/triton_plan.py --shapes sample.csv --configs space --done results.jsonl --out plan.jsonl
+
+``--shapes``: a CSV with columns N, K, M (more columns are ignored), one shape per row, in measuring order.
+``--configs``: ``space`` (the tuner's 1280 configs), or a file of config names, one per line (``#`` comments).
+``--done``: result files (the harness's JSON lines) whose cells are left out, so a plan can be written again
+after a run stopped and the rerun measures only the rest. Each shape's rechecks (a deterministic
+``--recheck-fraction`` of its configs, chosen by a hash of the cell) follow the shape. Pure Python.
+"""
+
+import argparse
+import csv
+import hashlib
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bsbench import triton_config  # noqa: E402
+from bsbench.plan import triton_cell  # noqa: E402
+
+
+def read_shapes(path):
+    out = []
+    with open(path, newline="", encoding="utf-8") as f:
+        for i, row in enumerate(csv.DictReader(f), start=2):
+            try:
+                n, k, m = int(row["N"]), int(row["K"]), int(row["M"])
+            except (KeyError, TypeError, ValueError):
+                raise ValueError("%s:%d: need integer columns N, K, M, got %r" % (path, i, row))
+            if min(n, k, m) <= 0 or k % triton_config.SCALE_K:
+                raise ValueError("%s:%d: shape N=%d K=%d M=%d: sizes must be positive and K a multiple of %d"
+                                 % (path, i, n, k, m, triton_config.SCALE_K))
+            out.append((m, n, k))
+    return out
+
+
+def read_configs(spec):
+    if spec == "space":
+        return triton_config.tuner_space()
+    out = []
+    with open(spec, encoding="utf-8") as f:
+        for i, line in enumerate(f, start=1):
+            text = line.split("#", 1)[0].strip()
+            if text:
+                try:
+                    out.append(triton_config.parse_name(text))
+                except ValueError as e:
+                    raise ValueError("%s:%d: %s" % (spec, i, e))
+    return out
+
+
+def done_keys(paths):
+    keys = set()
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                line = line.strip()
+                if not line.startswith("{"):
+                    continue
+                try:
+                    r = json.loads(line)
+                    keys.add((r["M"], r["N"], r["K"], r["kernelId"], r["recheck"]))
+                except (ValueError, KeyError):
+                    continue  # a line cut off by a stopped run: its cell is measured again
+    return keys
+
+
+def is_recheck(m, n, k, cfg, fraction):
+    """Deterministic choice of the cells measured twice: a hash of the cell below the fraction."""
+    if fraction <= 0:
+        return False
+    h = hashlib.sha256(("%d,%d,%d,%s" % (m, n, k, cfg.name())).encode()).digest()
+    return int.from_bytes(h[:8], "big") / 2.0 ** 64 < fraction
+
+
+def plan_cells(shapes, configs, done, recheck_fraction, one_class=False):
+    """Cells of every (shape, config) not in ``done``, shape by shape, each shape's rechecks after it.
+
+    With ``one_class``, only the shapes whose integer specialization classes
+    (:func:`triton_config.variant_classes`) equal those of the first shape with cells left: every class
+    compiles every config once more (minutes for the whole space), so a run bounded in time measures one
+    class at a time."""
+    if one_class:
+        for m, n, k in shapes:
+            if plan_cells([(m, n, k)], configs, done, recheck_fraction):
+                want = triton_config.variant_classes(m, n, k)
+                shapes = [s for s in shapes if triton_config.variant_classes(*s) == want]
+                break
+    cells = []
+    for m, n, k in shapes:
+        rechecks = []
+        for cfg in configs:
+            c = triton_cell(m, n, k, cfg)
+            if (m, n, k, c.kernel_id, 0) not in done:
+                cells.append(c)
+            if is_recheck(m, n, k, cfg, recheck_fraction) and (m, n, k, c.kernel_id, 1) not in done:
+                rechecks.append(triton_cell(m, n, k, cfg, recheck=1))
+        cells.extend(rechecks)
+    return cells
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--shapes", required=True)
+    p.add_argument("--configs", default="space")
+    p.add_argument("--done", nargs="*", default=[])
+    p.add_argument("--recheck-fraction", type=float, default=0.02)
+    p.add_argument("--one-class", action="store_true",
+                   help="only the shapes sharing the integer specialization classes of the first shape with cells "
+                        "left (each class compiles every config once more)")
+    p.add_argument("--out", required=True)
+    args = p.parse_args(argv)
+    try:
+        shapes = read_shapes(args.shapes)
+        configs = read_configs(args.configs)
+        done = done_keys([d for d in args.done if os.path.exists(d)])
+    except (OSError, ValueError) as e:
+        sys.stderr.write("error: %s\n" % e)
+        return 2
+    cells = plan_cells(shapes, configs, done, args.recheck_fraction, args.one_class)
+    with open(args.out, "w", encoding="utf-8") as f:
+        for c in cells:
+            f.write(c.to_json() + "\n")
+    sys.stderr.write("# plan: %d cells (%d shapes x %d configs, %d already measured)\n"
+                     % (len(cells), len(shapes), len(configs), len(done)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,424 @@
+//! `synth export vllm|sglang --rule R (--model M --tp T | --shapes N:K,...) --device-name D --out DIR`:
+//! the runtime's block-FP8 Triton config files for a rule over the `triton` family, one per (N, K), with
+//! M keys proved to make the runtime's nearest-M lookup return the rule's config at every M in
+//! `1..=--max-m`, and a provenance sidecar. All files are written or none.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+
+use crate::catalog::triton::TritonConfig;
+use crate::catalog::Catalog;
+use crate::export::{choose_keys, device_component, prove, render_json, Runtime};
+use crate::render::writer::GeneratedFile;
+use crate::rule::Rule;
+
+/// Name of the provenance sidecar (no runtime loads it: it matches neither runtime's file pattern).
+pub const SIDECAR: &str = "synth-export.provenance.json";
+/// Largest --max-m accepted (the proof checks every M up to it, per layer).
+pub const MAX_MAX_M: u32 = 1 << 20;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExportArgs {
+    /// Runtime whose file names and defaults are used.
+    #[arg(value_enum)]
+    pub runtime: Runtime,
+    /// Rule whose leaves are kernelIds of the triton family (e.g. 67703222 = triton_bm64_bn128_bk128_g32_w4_s2;
+    /// JSON form, or any form that gives the ids as numbers), splitK 0.
+    #[arg(long)]
+    pub rule: PathBuf,
+    /// Built-in model whose layers are exported (with --tp).
+    #[arg(long, conflicts_with = "shapes", requires = "tp")]
+    pub model: Option<String>,
+    /// Tensor-parallel degree of --model.
+    #[arg(long, requires = "model")]
+    pub tp: Option<u32>,
+    /// Layers as N:K pairs, comma-separated (instead of --model/--tp).
+    #[arg(long)]
+    pub shapes: Option<String>,
+    /// GPU name as the runtime reports it (spaces become underscores, as the runtimes write it).
+    #[arg(long)]
+    pub device_name: String,
+    /// Output directory (created if missing); nothing is written anywhere else.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Largest M the files are proved for (every M in 1..=max-m).
+    #[arg(long, default_value_t = 16384)]
+    pub max_m: u32,
+}
+
+/// The (N, K) layers to export, sorted and without duplicates.
+pub fn layers(args: &ExportArgs) -> anyhow::Result<Vec<(u32, u32)>> {
+    let mut out = BTreeSet::new();
+    match (&args.shapes, &args.model, args.tp) {
+        (Some(text), None, None) => {
+            for p in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                let (n, k) = p.split_once(':').with_context(|| format!("--shapes: {p:?} is not N:K"))?;
+                let n: u32 = n.trim().parse().with_context(|| format!("--shapes: N in {p:?} is not an integer"))?;
+                let k: u32 = k.trim().parse().with_context(|| format!("--shapes: K in {p:?} is not an integer"))?;
+                if n == 0 || k == 0 {
+                    bail!("--shapes: {p:?} has a zero dimension");
+                }
+                out.insert((n, k));
+            }
+        }
+        (None, Some(model), Some(tp)) => {
+            let spec = crate::shapes::ModelSpec::builtin(model).map_err(|e| anyhow::anyhow!("--model: {e}"))?;
+            for l in spec.layers(tp).map_err(|e| anyhow::anyhow!("--model {model} --tp {tp}: {e}"))? {
+                out.insert((l.n, l.k));
+            }
+        }
+        _ => bail!("give the layers as --shapes N:K,... or as --model NAME --tp T"),
+    }
+    if out.is_empty() {
+        bail!("--shapes: no N:K pair given");
+    }
+    if let Some((n, k)) = out.iter().find(|(_, k)| k % crate::catalog::triton::SCALE_K != 0) {
+        bail!("layer N={n} K={k}: K is not a multiple of 128, so no 128x128 block-FP8 GEMM runs it");
+    }
+    Ok(out.into_iter().collect())
+}
+
+/// The rule's config at every M in 1..=max_m of one layer.
+pub fn wanted(rule: &Rule, rule_name: &str, n: u32, k: u32, max_m: u32) -> anyhow::Result<Vec<TritonConfig>> {
+    (1..=max_m)
+        .map(|m| {
+            let leaf = rule.eval(m, n, k);
+            if leaf.split_k != 0 {
+                bail!(
+                    "{rule_name}: at M={m} N={n} K={k} the rule picks splitK {}; triton configs have none",
+                    leaf.split_k
+                );
+            }
+            TritonConfig::from_kernel_id(i64::from(leaf.kernel_id))
+                .map_err(|e| anyhow::anyhow!("{rule_name}: at M={m} N={n} K={k} the rule picks {e}"))
+        })
+        .collect()
+}
+
+/// One exported layer.
+struct LayerFile {
+    n: u32,
+    k: u32,
+    file: GeneratedFile,
+    keys: Vec<(u32, TritonConfig)>,
+}
+
+fn export_layer(
+    args: &ExportArgs,
+    rule: &Rule,
+    rule_name: &str,
+    device: &str,
+    nk: (u32, u32),
+) -> anyhow::Result<LayerFile> {
+    let (n, k) = nk;
+    let want = wanted(rule, rule_name, n, k, args.max_m)?;
+    let keys = choose_keys(&want);
+    if let Err(e) = prove(&keys, &want) {
+        bail!("internal error: the keys for N={n} K={k} give {:?} at M={} instead of {}", e.got, e.m, e.wanted);
+    }
+    let name = args.runtime.file_name(n, k, device);
+    let text = render_json(&keys);
+    // The proof again, on the text as written (read back the way the runtime reads it).
+    let read = crate::export::parse_runtime_json(&text, &name).map_err(anyhow::Error::msg)?;
+    if read != keys || prove(&read, &want).is_err() {
+        bail!("internal error: {name} does not read back as the proved keys");
+    }
+    Ok(LayerFile { n, k, file: GeneratedFile::new(name, text), keys })
+}
+
+fn sidecar(args: &ExportArgs, rule: &Rule, rule_name: &str, device: &str, files: &[LayerFile]) -> String {
+    let layers: Vec<serde_json::Value> = files
+        .iter()
+        .map(|f| {
+            let distinct: BTreeSet<String> = f.keys.iter().map(|(_, c)| c.name()).collect();
+            serde_json::json!({
+                "file": f.file.name, "N": f.n, "K": f.k, "keys": f.keys.len(),
+                "configs": distinct.into_iter().collect::<Vec<_>>(),
+                "proved": format!("the runtime's nearest-M lookup returns the rule's config at every M in 1..={}", args.max_m),
+            })
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "generator": format!("gemm-synth {} export", env!("CARGO_PKG_VERSION")),
+        "runtime": args.runtime.as_str(),
+        "device_name": device,
+        "rule_file": crate::paths::display_path(&args.rule),
+        "rule": serde_json::from_str::<serde_json::Value>(&crate::rule::to_json(rule)).unwrap_or_default(),
+        "rule_name": rule_name,
+        "max_m": args.max_m,
+        "lookup": "configs[min(configs.keys(), key=lambda x: abs(x - M))]: nearest key, ties to the key first in the file",
+        "beyond_max_m": "the largest key's config",
+        "files": layers,
+    });
+    serde_json::to_string_pretty(&doc).expect("JSON values always serialize") + "\n"
+}
+
+/// `vllm-default` / `sglang-default`: the config the runtime runs on a layer without a file.
+pub fn default_policy(runtime: Runtime) -> crate::compare::Policy {
+    let candidate = crate::catalog::Candidate::new(runtime.default_config().kernel_id(), 0);
+    crate::compare::Policy::Fixed { name: format!("{}-default", runtime.as_str()), candidate }
+}
+
+/// `vllm-tuned` / `sglang-tuned`: the runtime's lookup over a directory of its config files for `device`
+/// (e.g. the files vLLM ships), the default config on layers without a file. Files of other devices,
+/// dtypes or block shapes are not the runtime's for this GPU and are left out.
+pub fn tuned_policy(runtime: Runtime, dir: &std::path::Path, device: &str) -> anyhow::Result<crate::compare::Policy> {
+    let device = device_component(device).map_err(anyhow::Error::msg)?;
+    let probe = runtime.file_name(0, 0, &device);
+    let suffix = &probe["N=0,K=0".len()..];
+    let mut files = std::collections::BTreeMap::new();
+    let entries = std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))?;
+    for entry in entries {
+        let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
+        let Some((n, k)) = name
+            .strip_suffix(suffix)
+            .and_then(|nk| nk.strip_prefix("N="))
+            .and_then(|nk| nk.split_once(",K="))
+            .and_then(|(n, k)| Some((n.parse::<u32>().ok()?, k.parse::<u32>().ok()?)))
+            .filter(|&(n, k)| runtime.file_name(n, k, &device) == name)
+        else {
+            continue;
+        };
+        let path = entry.path();
+        let bytes = crate::input::read_bytes_capped(&path, crate::input::MAX_SPEC_BYTES, "runtime config file")
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let text = String::from_utf8(bytes).with_context(|| format!("{}: not UTF-8 text", path.display()))?;
+        let keys =
+            crate::export::parse_runtime_json(&text, &crate::paths::display_path(&path)).map_err(anyhow::Error::msg)?;
+        let keys = keys.into_iter().map(|(m, c)| (m, crate::catalog::Candidate::new(c.kernel_id(), 0))).collect();
+        files.insert((n, k), keys);
+    }
+    if files.is_empty() {
+        bail!("{}: no {} config file for device {device} (names like {probe})", dir.display(), runtime.as_str());
+    }
+    let fallback = crate::catalog::Candidate::new(runtime.default_config().kernel_id(), 0);
+    Ok(crate::compare::Policy::RuntimeFiles { name: format!("{}-tuned", runtime.as_str()), files, fallback })
+}
+
+pub fn run(args: ExportArgs) -> anyhow::Result<()> {
+    let device = device_component(&args.device_name).map_err(anyhow::Error::msg)?;
+    if !(1..=MAX_MAX_M).contains(&args.max_m) {
+        bail!("--max-m {}: expected 1..={MAX_MAX_M}", args.max_m);
+    }
+    let nks = layers(&args)?;
+    let catalog = Catalog::embedded();
+    let rule = crate::rule::load(&args.rule, &catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let rule_name = crate::paths::display_path(&args.rule);
+    let files = nks
+        .iter()
+        .map(|&nk| export_layer(&args, &rule, &rule_name, &device, nk))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut out: Vec<GeneratedFile> = files.iter().map(|f| f.file.clone()).collect();
+    out.push(GeneratedFile::new(SIDECAR, sidecar(&args, &rule, &rule_name, &device, &files)));
+    crate::render::outdir::write_all(&args.out, &out)?;
+    for f in &files {
+        let distinct: BTreeSet<_> = f.keys.iter().map(|(_, c)| *c).collect();
+        println!("{}: {} keys, {} configs", f.file.name, f.keys.len(), distinct.len());
+    }
+    println!(
+        "{} {} files in {} (+ {SIDECAR}); proved: the runtime's nearest-M lookup returns the rule's config at every \
+         M in 1..={} of every layer",
+        files.len(),
+        args.runtime.as_str(),
+        crate::paths::display_path(&args.out),
+        args.max_m
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::triton::{tuner_space, VLLM_DEFAULT};
+    use crate::rule::{CmpOp, Cond, Expr, Leaf, Node, Var};
+
+    /// M <= 64: space[0]; M <= 2000 (and N >= 4096): space[700]; else the vLLM default.
+    fn test_rule() -> Rule {
+        let le = |v: Var, x: i64| Cond::Cmp { op: CmpOp::Le, lhs: Expr::Var(v), rhs: Expr::Lit(x) };
+        let leaf = |c: TritonConfig| Box::new(Node::Leaf(Leaf::new(c.kernel_id(), 0)));
+        Rule {
+            root: Node::Chain {
+                branches: vec![
+                    (le(Var::M, 64), *leaf(tuner_space()[0])),
+                    (
+                        Cond::And(vec![le(Var::M, 2000), Cond::Not(Box::new(le(Var::N, 4095)))]),
+                        *leaf(tuner_space()[700]),
+                    ),
+                ],
+                otherwise: leaf(VLLM_DEFAULT),
+            },
+            note: None,
+        }
+    }
+
+    fn args(dir: &std::path::Path, runtime: Runtime, shapes: &str) -> ExportArgs {
+        ExportArgs {
+            runtime,
+            rule: dir.join("rule.json"),
+            model: None,
+            tp: None,
+            shapes: Some(shapes.into()),
+            device_name: "NVIDIA H200".into(),
+            out: dir.join("out"),
+            max_m: 16384,
+        }
+    }
+
+    /// Loads every exported file with real python3 `json.load` and applies the runtimes' own lookup
+    /// expression at every M; returns "file M name" lines where the pick changes.
+    fn python_picks(out: &std::path::Path, max_m: u32) -> Vec<String> {
+        let script = r#"
+import json, os, sys
+d, max_m = sys.argv[1], int(sys.argv[2])
+for f in sorted(os.listdir(d)):
+    if not f.startswith("N="):
+        continue
+    with open(os.path.join(d, f)) as fh:
+        configs = {int(key): val for key, val in json.load(fh).items()}
+    prev = None
+    for M in range(1, max_m + 1):
+        c = configs[min(configs.keys(), key=lambda x: abs(x - M))]
+        name = "triton_bm%(BLOCK_SIZE_M)d_bn%(BLOCK_SIZE_N)d_bk%(BLOCK_SIZE_K)d_g%(GROUP_SIZE_M)d_w%(num_warps)d_s%(num_stages)d" % c
+        assert len(c) == 6, c
+        if name != prev:
+            print(f, M, name)
+            prev = name
+"#;
+        let out = std::process::Command::new("python3")
+            .arg("-c")
+            .arg(script)
+            .arg(out)
+            .arg(max_m.to_string())
+            .output()
+            .expect("python3 runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().lines().map(str::to_string).collect()
+    }
+
+    fn rust_picks(runtime: Runtime, rule: &Rule, nks: &[(u32, u32)], max_m: u32) -> Vec<String> {
+        let mut lines = Vec::new();
+        let mut nks = nks.to_vec();
+        nks.sort_by_key(|&(n, k)| runtime.file_name(n, k, "NVIDIA_H200"));
+        for (n, k) in nks {
+            let mut prev = None;
+            for m in 1..=max_m {
+                let c = TritonConfig::from_kernel_id(i64::from(rule.eval(m, n, k).kernel_id)).unwrap();
+                if Some(c) != prev {
+                    lines.push(format!("{} {m} {}", runtime.file_name(n, k, "NVIDIA_H200"), c.name()));
+                    prev = Some(c);
+                }
+            }
+        }
+        lines
+    }
+
+    #[test]
+    fn python_json_load_and_the_runtime_lookup_return_the_rule_at_every_m() {
+        let dir = tempfile::tempdir().unwrap();
+        let rule = test_rule();
+        std::fs::write(dir.path().join("rule.json"), crate::rule::to_json(&rule)).unwrap();
+        for runtime in [Runtime::Vllm, Runtime::Sglang] {
+            let a = args(dir.path(), runtime, "1536:7168, 2048:512,1536:7168");
+            run(a.clone()).unwrap();
+            let names: BTreeSet<String> =
+                std::fs::read_dir(&a.out).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+            let want = runtime.file_name(1536, 7168, "NVIDIA_H200");
+            assert!(names.contains(&want) && names.contains(SIDECAR), "{names:?}");
+            assert_eq!(
+                python_picks(&a.out, a.max_m),
+                rust_picks(runtime, &rule, &[(1536, 7168), (2048, 512)], a.max_m)
+            );
+            let side: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(a.out.join(SIDECAR)).unwrap()).unwrap();
+            assert_eq!(side["files"].as_array().unwrap().len(), 2);
+            std::fs::remove_dir_all(&a.out).unwrap();
+        }
+    }
+
+    #[test]
+    fn bad_input_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rule = test_rule();
+        std::fs::write(dir.path().join("rule.json"), crate::rule::to_json(&rule)).unwrap();
+        let mut a = args(dir.path(), Runtime::Vllm, "1536:7168");
+        a.device_name = "../../etc".into();
+        assert!(run(a.clone()).unwrap_err().to_string().contains("--device-name"));
+        a.device_name = "NVIDIA_H200".into();
+        a.shapes = Some("1536:100".into());
+        assert!(run(a.clone()).unwrap_err().to_string().contains("not a multiple of 128"));
+        a.shapes = Some("1536:7168".into());
+        // A leaf that is a CK instance id, not a triton config: named with the M where it is picked.
+        rule.root = Node::Chain {
+            branches: vec![(
+                Cond::Cmp { op: CmpOp::Ge, lhs: Expr::Var(Var::M), rhs: Expr::Lit(9000) },
+                Node::Leaf(Leaf::new(15, 0)),
+            )],
+            otherwise: Box::new(Node::Leaf(Leaf::new(VLLM_DEFAULT.kernel_id(), 0))),
+        };
+        std::fs::write(dir.path().join("rule.json"), crate::rule::to_json(&rule)).unwrap();
+        let e = run(a.clone()).unwrap_err().to_string();
+        assert!(e.contains("M=9000") && e.contains("kernelId 15"), "{e}");
+        assert!(!a.out.exists(), "nothing may be written on an error");
+    }
+
+    #[test]
+    fn runtime_policies_pick_what_the_runtime_would_run() {
+        use crate::compare::Policy;
+        use crate::table::{parse_aiter_csv, LatencyMatrix};
+        let (a, b) = (tuner_space()[3], VLLM_DEFAULT);
+        let row = |m: u32, n: u32, c: TritonConfig, us: f64| {
+            format!("sm_90,132,{m},{n},7168,triton,{},0,{us},{},1,1,0.0", c.kernel_id(), c.name())
+        };
+        let text = format!(
+            "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio\n{}\n",
+            [
+                row(4, 1536, a, 10.0),
+                row(4, 1536, b, 20.0),
+                row(40, 1536, a, 30.0),
+                row(40, 1536, b, 25.0),
+                row(4, 2048, a, 11.0),
+                row(4, 2048, b, 12.0)
+            ]
+            .join("\n")
+        );
+        let rows = parse_aiter_csv(text.as_bytes(), "t.csv", &Catalog::embedded()).unwrap();
+        let matrix = LatencyMatrix::from_rows(&rows).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        // A file for N=1536 only: keys 1 -> a, 64 -> b (M = 40 is nearer 64). Another device's file is ignored.
+        std::fs::write(
+            dir.path().join(Runtime::Vllm.file_name(1536, 7168, "NVIDIA_H200")),
+            render_json(&[(1, a), (64, b)]),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join(Runtime::Vllm.file_name(2048, 7168, "NVIDIA_H100")), "not json").unwrap();
+        let tuned = tuned_policy(Runtime::Vllm, dir.path(), "NVIDIA H200").unwrap();
+        let default = default_policy(Runtime::Vllm);
+        assert_eq!((tuned.name(), default.name()), ("vllm-tuned", "vllm-default"));
+        let pick = |p: &Policy, m: u32, n: u32| {
+            let s = matrix.shapes.iter().position(|x| x.m == m && x.n == n).unwrap();
+            p.pick(&matrix, s, crate::catalog::Candidate::new(7, 0)).candidate.kernel_id
+        };
+        assert_eq!(pick(&tuned, 4, 1536), a.kernel_id());
+        assert_eq!(pick(&tuned, 40, 1536), b.kernel_id());
+        assert_eq!(pick(&tuned, 4, 2048), b.kernel_id(), "no H200 file for N=2048: the default config");
+        assert!([(4, 1536), (40, 1536), (4, 2048)].iter().all(|&(m, n)| pick(&default, m, n) == b.kernel_id()));
+        let e = tuned_policy(Runtime::Sglang, dir.path(), "NVIDIA_H200").unwrap_err().to_string();
+        assert!(e.contains("no sglang config file"), "{e}");
+        std::fs::write(dir.path().join(Runtime::Vllm.file_name(4096, 7168, "NVIDIA_H200")), "{\"x\": 1}").unwrap();
+        let e = tuned_policy(Runtime::Vllm, dir.path(), "NVIDIA_H200").unwrap_err().to_string();
+        assert!(e.contains("N=4096") && e.contains("not an M value"), "{e}");
+    }
+
+    #[test]
+    fn model_layers_are_deduplicated() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = args(dir.path(), Runtime::Vllm, "");
+        a.shapes = None;
+        a.model = Some("qwen3-32b".into());
+        a.tp = Some(2);
+        assert_eq!(layers(&a).unwrap(), vec![(5120, 4096), (5120, 5120), (5120, 12800), (25600, 5120)]);
+    }
+}
