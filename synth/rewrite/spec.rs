@@ -539,13 +539,11 @@ pub fn parse_spec(text: &str, file: &Path) -> Result<RewriteSpec, SpecError> {
 /// Reads and parses a spec file.
 pub fn load_spec(path: &Path) -> Result<RewriteSpec, SpecError> {
     let text =
-        crate::input::read_text_capped(path, crate::input::MAX_SPEC_BYTES, "task spec").map_err(|e| {
-            SpecError {
-                file: path.to_path_buf(),
-                position: None,
-                key: String::new(),
-                message: format!("cannot read the task spec: {e}"),
-            }
+        crate::input::read_text_capped(path, crate::input::MAX_SPEC_BYTES, "task spec").map_err(|e| SpecError {
+            file: path.to_path_buf(),
+            position: None,
+            key: String::new(),
+            message: format!("cannot read the task spec: {e}"),
         })?;
     parse_spec(&text, path)
 }
