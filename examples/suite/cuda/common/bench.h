@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 inline std::string num(double x) {  // JSON has no inf/nan
@@ -62,17 +63,37 @@ struct Lcg {
     float uniform(float lo, float hi) { return lo + (hi - lo) * ((float)next24() / 16777216.0f); }
 };
 
+// Runs body(i) for i in [0, n) on all cores, in contiguous chunks (chunk c holds indices below chunk c+1's).
+template <typename F>
+void parallel_chunks(long long n, F body) {
+    const long long threads = std::max(1u, std::min(std::thread::hardware_concurrency(), 64u));
+    const long long chunk = (n + threads - 1) / threads;
+    std::vector<std::thread> pool;
+    for (long long t = 0; t < threads && t * chunk < n; ++t)
+        pool.emplace_back([&, t] {
+            for (long long i = t * chunk, end = std::min(n, (t + 1) * chunk); i < end; ++i) body(t, i);
+        });
+    for (auto& th : pool) th.join();
+}
+
+// Uniform float in [lo, hi) for element i of a stream (a hash of seed and index: fills in parallel).
+inline float uniform_at(uint64_t seed, uint64_t i, float lo, float hi) {
+    uint64_t z = seed * 0x9e3779b97f4a7c15ull + i + 1;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return lo + (hi - lo) * ((float)(z >> 40) / 16777216.0f);
+}
+
 inline std::vector<uint16_t> random_bf16(size_t n, uint64_t seed, float lo, float hi) {
-    Lcg g(seed);
     std::vector<uint16_t> v(n);
-    for (auto& x : v) x = float_to_bf16(g.uniform(lo, hi));
+    parallel_chunks((long long)n, [&](long long, long long i) { v[i] = float_to_bf16(uniform_at(seed, i, lo, hi)); });
     return v;
 }
 
 inline std::vector<float> random_f32(size_t n, uint64_t seed, float lo, float hi) {
-    Lcg g(seed);
     std::vector<float> v(n);
-    for (auto& x : v) x = g.uniform(lo, hi);
+    parallel_chunks((long long)n, [&](long long, long long i) { v[i] = uniform_at(seed, i, lo, hi); });
     return v;
 }
 
@@ -116,6 +137,17 @@ struct Errors {
                std::to_string(mismatches) + ", \"checked\": " + std::to_string(checked);
     }
 };
+
+// Runs body(i, errors) for each item i in [0, n) (a row, a group, ...) on all cores and merges the
+// errors in index order, so the first mismatch named is the lowest-indexed one.
+template <typename F>
+Errors par_check(long long n, F body) {
+    std::vector<Errors> part(64);
+    parallel_chunks(n, [&](long long t, long long i) { body(i, part[t]); });
+    Errors all;
+    for (const Errors& e : part) all.merge(e);
+    return all;
+}
 
 // Both shapes' checks; on a mismatch prints the failing result line and exits 1.
 inline void require_correct(Errors odd, const Errors& serving, const std::string& odd_shape,

@@ -22,8 +22,7 @@ static Errors check(int rows, int hidden, uint64_t seed, Dev<uint16_t>* keep_x, 
     CHECK(rmsnorm_launch(rx.p, rw.p, ro.p, rows, hidden, EPS, 0));
     CHECK(GPU(DeviceSynchronize)());
     std::vector<uint16_t> out = ro.download();
-    Errors e;
-    for (int r = 0; r < rows; ++r) {
+    return par_check(rows, [&](long long r, Errors& e) {
         double ss = 0;
         for (int i = 0; i < hidden; ++i) {
             double f = bf16_to_float(x[(size_t)r * hidden + i]);
@@ -35,8 +34,7 @@ static Errors check(int rows, int hidden, uint64_t seed, Dev<uint16_t>* keep_x, 
             double ref = bf16_to_float(x[k]) * inv * bf16_to_float(w[i]);
             e.add("out", (long long)k, bf16_to_float(out[k]), ref, 1e-6, 0x1p-7);
         }
-    }
-    return e;
+    });
 }
 
 int main(int argc, char** argv) {

@@ -27,17 +27,15 @@ static Errors check(int n, int f, uint64_t seed, Dev<float>& dp, Dev<int32_t>& d
     const int gx = (int)std::round((GRID.x_max - GRID.x_min) / GRID.voxel_x);
     const int gy = (int)std::round((GRID.y_max - GRID.y_min) / GRID.voxel_y);
     const int gz = (int)std::round((GRID.z_max - GRID.z_min) / GRID.voxel_z);
-    Errors e;
-    for (int p = 0; p < n; ++p) {
+    return par_check(n, [&](long long p, Errors& e) {
         const float* q = pts.data() + (size_t)p * f;
         int cx = (int)std::floor((q[0] - GRID.x_min) / GRID.voxel_x);
         int cy = (int)std::floor((q[1] - GRID.y_min) / GRID.voxel_y);
         int cz = (int)std::floor((q[2] - GRID.z_min) / GRID.voxel_z);
         int want[3] = {cz, cy, cx};
         if (cx < 0 || cx >= gx || cy < 0 || cy >= gy || cz < 0 || cz >= gz) want[0] = want[1] = want[2] = -1;
-        for (int j = 0; j < 3; ++j) e.add("coors", (long long)p * 3 + j, got[(size_t)p * 3 + j], want[j], 0.0, 0.0);
-    }
-    return e;
+        for (int j = 0; j < 3; ++j) e.add("coors", p * 3 + j, got[(size_t)p * 3 + j], want[j], 0.0, 0.0);
+    });
 }
 
 int main(int argc, char** argv) {

@@ -11,6 +11,7 @@
 #define GPU(name) cuda##name
 #endif
 #include <stdint.h>
+#include <string.h>
 
 typedef GPU(Error_t) gpuError_t;
 typedef GPU(Stream_t) gpuStream_t;
@@ -66,14 +67,14 @@ template <typename E, int N>
 __device__ __forceinline__ void load_vec(E (&dst)[N], const E* src) {
     typedef typename Bits<sizeof(E) * N>::T V;
     V v = *reinterpret_cast<const V*>(src);
-    __builtin_memcpy(dst, &v, sizeof v);
+    memcpy(dst, &v, sizeof v);
 }
 
 template <typename E, int N>
 __device__ __forceinline__ void store_vec(E* dst, const E (&src)[N]) {
     typedef typename Bits<sizeof(E) * N>::T V;
     V v;
-    __builtin_memcpy(&v, src, sizeof v);
+    memcpy(&v, src, sizeof v);
     *reinterpret_cast<V*>(dst) = v;
 }
 

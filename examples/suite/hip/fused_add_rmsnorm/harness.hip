@@ -19,9 +19,8 @@ static Errors check(int rows, int hidden, uint64_t seed, Dev<uint16_t>& dx, Dev<
     CHECK(fused_add_rmsnorm_launch(dx.p, dr.p, dw.p, rows, hidden, EPS, 0));
     CHECK(GPU(DeviceSynchronize)());
     std::vector<uint16_t> out = dx.download(), res_out = dr.download();
-    Errors e;
-    std::vector<float> sum(hidden);
-    for (int r = 0; r < rows; ++r) {
+    return par_check(rows, [&](long long r, Errors& e) {
+        std::vector<float> sum(hidden);
         double ss = 0;
         for (int i = 0; i < hidden; ++i) {
             size_t k = (size_t)r * hidden + i;
@@ -34,8 +33,7 @@ static Errors check(int rows, int hidden, uint64_t seed, Dev<uint16_t>& dx, Dev<
             size_t k = (size_t)r * hidden + i;
             e.add("out", (long long)k, bf16_to_float(out[k]), sum[i] * inv * bf16_to_float(w[i]), 1e-6, 0x1p-7);
         }
-    }
-    return e;
+    });
 }
 
 int main(int argc, char** argv) {

@@ -32,12 +32,10 @@ static Errors check(int tokens, int heads, int hs, int bs, uint64_t seed, bool p
                 vc[(size_t)slots[t] * row + i] = v[(size_t)t * row + i];
             }
     std::vector<uint16_t> gk = dkc.download(), gv = dvc.download();
-    Errors e;
-    for (size_t i = 0; i < gk.size(); ++i) {
-        e.add("key_cache", (long long)i, gk[i], kc[i], 0.0, 0.0);
-        e.add("value_cache", (long long)i, gv[i], vc[i], 0.0, 0.0);
-    }
-    return e;
+    return par_check((long long)gk.size(), [&](long long i, Errors& e) {
+        e.add("key_cache", i, gk[i], kc[i], 0.0, 0.0);
+        e.add("value_cache", i, gv[i], vc[i], 0.0, 0.0);
+    });
 }
 
 int main(int argc, char** argv) {

@@ -26,7 +26,7 @@ static void rotate_ref(const std::vector<uint16_t>& in, std::vector<double>& ref
     const int half = r.hd / 2;
     ref.assign(in.size(), 0);
     mag.assign(in.size(), 0);
-    for (int t = 0; t < r.tokens; ++t)
+    parallel_chunks(r.tokens, [&](long long, long long t) {
         for (int h = 0; h < heads; ++h) {
             size_t base = ((size_t)t * heads + h) * r.hd;
             const float* cs = r.cs.data() + (size_t)r.pos[t] * r.hd;
@@ -37,6 +37,7 @@ static void rotate_ref(const std::vector<uint16_t>& in, std::vector<double>& ref
                 mag[base + i] = mag[base + half + i] = std::fabs(x1) + std::fabs(x2);
             }
         }
+    });
 }
 
 static Errors check(Rope& r, uint64_t seed) {
@@ -66,8 +67,9 @@ static Errors check(Rope& r, uint64_t seed) {
     for (int which = 0; which < 2; ++which) {
         rotate_ref(*ins[which], ref, mag, r, which == 0 ? r.qh : r.kh);
         std::vector<uint16_t> got = devs[which]->download();
-        for (size_t i = 0; i < got.size(); ++i)
-            e.add(names[which], (long long)i, bf16_to_float(got[i]), ref[i], 1e-5 * mag[i], 0x1p-7);
+        e.merge(par_check((long long)got.size(), [&](long long i, Errors& pe) {
+            pe.add(names[which], i, bf16_to_float(got[i]), ref[i], 1e-5 * mag[i], 0x1p-7);
+        }));
     }
     return e;
 }

@@ -13,15 +13,13 @@ static Errors check(int rows, int cols, uint64_t seed, Dev<float>& dx, Dev<float
     CHECK(softmax_launch(dx.p, dy.p, rows, cols, 0));
     CHECK(GPU(DeviceSynchronize)());
     std::vector<float> y = dy.download();
-    Errors e;
-    for (long long r = 0; r < rows; ++r) {
+    return par_check(rows, [&](long long r, Errors& e) {
         const float* xr = x.data() + r * cols;
         double m = -INFINITY, s = 0;
         for (int j = 0; j < cols; ++j) m = std::max(m, (double)xr[j]);
         for (int j = 0; j < cols; ++j) s += std::exp(xr[j] - m);
         for (int j = 0; j < cols; ++j) e.add("y", r * cols + j, y[r * cols + j], std::exp(xr[j] - m) / s, 1e-9, 1e-4);
-    }
-    return e;
+    });
 }
 
 int main(int argc, char** argv) {

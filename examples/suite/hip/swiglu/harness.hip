@@ -12,14 +12,13 @@ static Errors check(int rows, int cols, uint64_t seed, Dev<uint16_t>& din, Dev<u
     CHECK(swiglu_launch(din.p, dout.p, rows, cols, 0));
     CHECK(GPU(DeviceSynchronize)());
     std::vector<uint16_t> out = dout.download();
-    Errors e;
-    for (long long r = 0; r < rows; ++r)
+    return par_check(rows, [&](long long r, Errors& e) {
         for (long long c = 0; c < cols; ++c) {
             float x = bf16_to_float(in[r * 2 * cols + c]), y = bf16_to_float(in[r * 2 * cols + cols + c]);
             float ref = x / (1.0f + std::exp(-x)) * y;
             e.add("out", r * cols + c, bf16_to_float(out[r * cols + c]), ref, 1e-5, 0x1p-7);
         }
-    return e;
+    });
 }
 
 int main(int argc, char** argv) {

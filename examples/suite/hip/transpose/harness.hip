@@ -12,10 +12,9 @@ static Errors check(int rows, int cols, uint64_t seed, Dev<float>& din, Dev<floa
     CHECK(transpose_launch(din.p, dout.p, rows, cols, 0));
     CHECK(GPU(DeviceSynchronize)());
     std::vector<float> out = dout.download();
-    Errors e;
-    for (long long c = 0; c < cols; ++c)
+    return par_check(cols, [&](long long c, Errors& e) {
         for (long long r = 0; r < rows; ++r) e.add("out", c * rows + r, out[c * rows + r], in[r * cols + c], 0.0, 0.0);
-    return e;
+    });
 }
 
 int main(int argc, char** argv) {
