@@ -381,6 +381,7 @@ fn run_suite(args: &RewriteArgs, dir: &Path) -> anyhow::Result<()> {
         }
         prepared.push(Mutex::new(Some(p)));
     }
+    let start = std::time::Instant::now();
     let results: Vec<Mutex<Option<anyhow::Result<Report>>>> = prepared.iter().map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
     std::thread::scope(|scope| {
@@ -423,7 +424,8 @@ fn run_suite(args: &RewriteArgs, dir: &Path) -> anyhow::Result<()> {
         }
     }
     let command: Vec<String> = std::env::args().collect();
-    let summary = summarize(&dir.display().to_string(), &command.join(" "), &args.agents, rows);
+    let elapsed = start.elapsed().as_secs_f64();
+    let summary = summarize(&dir.display().to_string(), &command.join(" "), &args.agents, rows, elapsed);
     let md = render_markdown(&summary);
     let files = [
         ("suite.json", serde_json::to_string_pretty(&summary)? + "\n"),

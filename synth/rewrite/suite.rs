@@ -80,7 +80,11 @@ pub struct SuiteSummary {
     pub candidates: usize,
     pub candidates_built: usize,
     pub candidates_correct: usize,
+    /// Wall time of the tasks, summed (tasks run with `--jobs` overlap, so this can exceed the suite's).
     pub wall_s: f64,
+    /// Wall time of the whole suite run.
+    #[serde(default)]
+    pub suite_wall_s: f64,
 }
 
 fn built_status(s: &str) -> bool {
@@ -109,7 +113,13 @@ pub fn task_row(r: &Report) -> TaskRow {
 }
 
 /// Totals over the rows.
-pub fn summarize(suite: &str, command: &str, agents: &[String], tasks: Vec<TaskRow>) -> SuiteSummary {
+pub fn summarize(
+    suite: &str,
+    command: &str,
+    agents: &[String],
+    tasks: Vec<TaskRow>,
+    suite_wall_s: f64,
+) -> SuiteSummary {
     let speedups: Vec<f64> = tasks.iter().filter_map(|t| t.speedup).filter(|s| *s > 0.0).collect();
     let geomean =
         (!speedups.is_empty()).then(|| (speedups.iter().map(|s| s.ln()).sum::<f64>() / speedups.len() as f64).exp());
@@ -127,6 +137,7 @@ pub fn summarize(suite: &str, command: &str, agents: &[String], tasks: Vec<TaskR
         candidates_built: tasks.iter().map(|t| t.built).sum(),
         candidates_correct: tasks.iter().map(|t| t.correct).sum(),
         wall_s: tasks.iter().map(|t| t.wall_s).sum(),
+        suite_wall_s,
         tasks,
     }
 }
@@ -182,6 +193,7 @@ pub fn render_markdown(s: &SuiteSummary) -> String {
         "| candidates built / correct | {} / {} of {} |",
         s.candidates_built, s.candidates_correct, s.candidates
     );
+    let _ = writeln!(o, "| wall time of the suite | {:.1} s |", s.suite_wall_s);
     let _ = writeln!(o, "| wall time (sum over tasks) | {:.1} s |", s.wall_s);
     o
 }
@@ -287,6 +299,7 @@ mod tests {
                 row("c", Some(1.04), 3, 1),
                 row("d", None, 0, 0),
             ],
+            2.5,
         );
         // (4 * 1 * 1.04)^(1/3)
         assert!((s.geomean_speedup.unwrap() - (4.16f64).powf(1.0 / 3.0)).abs() < 1e-12);
@@ -297,6 +310,7 @@ mod tests {
         let md = render_markdown(&s);
         assert!(md.contains("| a | 4 | 4 | 3 | ok | 10.00 | 2.50 | 4.00× | #3 BLOCK=256 | 1.5 |"), "{md}");
         assert!(md.contains("| tasks ≥ 5% faster | 1 of 4 (25%) |"), "{md}");
+        assert!(md.contains("| wall time of the suite | 2.5 s |\n| wall time (sum over tasks) | 6.0 s |"), "{md}");
         assert!(md.contains("| d | 4 | 0 | 0 | build_error | — | — | — | — | 1.5 |"), "{md}");
         let svg = render_svg(&s).unwrap();
         assert_eq!(svg, render_svg(&s).unwrap(), "the plot is deterministic");
@@ -305,7 +319,7 @@ mod tests {
 
     #[test]
     fn markdown_escapes_names() {
-        let s = summarize("x|y", "c", &[], vec![row("a|b\nc", Some(2.0), 1, 1)]);
+        let s = summarize("x|y", "c", &[], vec![row("a|b\nc", Some(2.0), 1, 1)], 1.0);
         let md = render_markdown(&s);
         assert!(md.contains("| a\\|b c |"), "{md}");
     }

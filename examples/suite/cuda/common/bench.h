@@ -203,7 +203,7 @@ Timing time_launches(F launch, int reps, int warmup = 10) {
 
 // The correct result line: the checks, the timing, bytes moved per launch and their rate.
 inline void print_ok(const Errors& all, const Timing& t, double bytes, const std::string& extra) {
-    GPU(DeviceProp_t) prop;
+    gpuDeviceProp prop;
     CHECK(GPU(GetDeviceProperties)(&prop, 0));
     std::printf("GEMMSYNTH_RESULT {\"correct\": true, %s, \"latency_us\": %s, \"latency_us_min\": %s, "
                 "\"latency_us_mean\": %s, \"latency_us_p90\": %s, \"reps\": %d, \"bytes\": %.0f, \"gbps\": %s, "

@@ -1,15 +1,18 @@
 // The CUDA/HIP common subset every kernel of the suite is written in. Kernel sources and harnesses use
-// gpuError_t, gpuStream_t, gpuSuccess and GPU(Name) (cudaName or hipName), so the CUDA and the HIP tree
+// gpuError_t, gpuStream_t, gpuDeviceProp, gpuSuccess and GPU(Name) (cudaName or hipName), so the CUDA and the HIP tree
 // hold the same text; bf16 travels as raw uint16_t bits (Debian's ROCm 5.2 has no hip_bf16.h) and fp8
 // e4m3 as uint8_t.
 #pragma once
 #if defined(__HIPCC__)
 #include <hip/hip_runtime.h>
 #define GPU(name) hip##name
+typedef hipDeviceProp_t gpuDeviceProp;
 #else
 #include <cuda_runtime.h>
 #define GPU(name) cuda##name
+typedef cudaDeviceProp gpuDeviceProp;
 #endif
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
