@@ -331,7 +331,8 @@ fn output_directory_inside_the_task_is_refused() {
         .arg(tmp.path().join("o2"))
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&run.stderr).contains("expected replay:DIR, cmd:<command> or openai"));
+    assert!(String::from_utf8_lossy(&run.stderr)
+        .contains("expected knobs (or builtin), replay:DIR, cmd:<command> or openai"));
 }
 
 #[test]

@@ -1,21 +1,27 @@
-//! `synth rewrite`: runs the agent loop over a kernel source file described by a task spec and writes
-//! the winner and a report to an output directory (never over the original).
+//! `synth rewrite`: runs the agent loop over a kernel source file described by a task spec (`--task`),
+//! or over every task spec of a directory (`--suite`), and writes the winner and a report to an output
+//! directory (never over the original).
 //!
-//! Output directory contents: `<target file name>` (the winner), `report.json`, `report.txt`,
-//! `trace.jsonl` (every attempt, for `--resume`), `candidates/<id>-<source>.<ext>` (every distinct
-//! candidate text) and `work/cand-NNN/` (working copies kept by the spec's `workdir.keep`).
+//! Output directory contents for one task: `<target file name>` (the winner), `report.json`,
+//! `report.txt`, `trace.jsonl` (every attempt, for `--resume`), `candidates/<id>-<source>.<ext>` (every
+//! distinct candidate text) and `work/cand-NNN/` (working copies kept by the spec's `workdir.keep`). A
+//! suite writes that for each task under `<out>/<task name>/`, then `suite.md`, `suite.json` and
+//! `suite.svg` (see [`crate::rewrite::suite`]).
 
 use crate::engine::proposers::command::CommandProposer;
+use crate::engine::proposers::knobs::KnobProposer;
 use crate::engine::proposers::Checker;
 use crate::engine::{run_loop, Attempt, LoopConfig, Proposer, Rejection};
 use crate::rewrite::replay::ReplayProposer;
 use crate::rewrite::report::{render_text, rows, status_of, Report, Winner};
-use crate::rewrite::spec::load_spec;
+use crate::rewrite::spec::{load_spec, RewriteSpec};
+use crate::rewrite::suite::{render_markdown, render_svg, suite_specs, summarize, task_row};
 use crate::rewrite::task::RewriteTask;
 use anyhow::{bail, Context};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use super::session::{agent_timeout, EndpointArgs};
 
@@ -23,11 +29,20 @@ use super::session::{agent_timeout, EndpointArgs};
 #[derive(Debug, clap::Args)]
 pub struct RewriteArgs {
     /// Task spec (TOML): target file, build and test commands, timeouts, result line.
+    #[arg(long, required_unless_present = "suite", conflicts_with = "suite")]
+    pub task: Option<PathBuf>,
+    /// A directory of task specs (`*.toml`): runs the loop on each (into `<out>/<task name>/`) and
+    /// writes the suite's summary (`suite.md`, `suite.json`, `suite.svg`).
     #[arg(long)]
-    pub task: PathBuf,
-    /// Proposer: `replay:DIR` (pre-written rewrites, in file-name order), `cmd:<shell command>` (the
-    /// request as JSON on stdin, the rewritten file on stdout) or `openai` (an OpenAI-compatible chat
-    /// endpoint). Repeat for several; offspring slot s uses agent s % count.
+    pub suite: Option<PathBuf>,
+    /// Tasks of a suite run at the same time (their builds overlap; test runs stay one at a time
+    /// across all tasks unless a spec sets `test.exclusive = false`).
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
+    /// Proposer: `knobs` (or `builtin`: local search over the `// synth:knob` values the target
+    /// declares, no model needed), `replay:DIR` (pre-written rewrites, in file-name order),
+    /// `cmd:<shell command>` (the request as JSON on stdin, the rewritten file on stdout) or `openai`
+    /// (an OpenAI-compatible chat endpoint). Repeat for several; offspring slot s uses agent s % count.
     #[arg(long = "agent", required = true)]
     pub agents: Vec<String>,
     /// Seconds an agent command or HTTP request may take before it is killed / abandoned.
@@ -77,17 +92,30 @@ fn rewrite_checker() -> Checker {
     })
 }
 
-/// The loop's proposers, and the replay proposers among them (to name their candidates in the report).
-pub type Proposers = (Vec<Box<dyn Proposer>>, Vec<ReplayProposer>);
+/// The loop's proposers, and the replay and knob proposers among them (to name their candidates in the
+/// report).
+pub struct Proposers {
+    pub all: Vec<Box<dyn Proposer>>,
+    pub replays: Vec<ReplayProposer>,
+    pub knobs: Option<KnobProposer>,
+}
 
-/// Builds the proposers named by `--agent` values.
-pub fn make_proposers(args: &RewriteArgs) -> anyhow::Result<Proposers> {
+/// Builds the proposers named by `--agent` values for `task` (the knob proposer reads the target's
+/// knobs; a declaration error names the target's file and line).
+pub fn make_proposers(args: &RewriteArgs, task: &RewriteTask) -> anyhow::Result<Proposers> {
     let timeout = agent_timeout(args.agent_timeout)?;
     let mut proposers: Vec<Box<dyn Proposer>> = Vec::new();
     let mut replays = Vec::new();
+    let mut knobs = None;
     for (i, a) in args.agents.iter().enumerate() {
         let a = a.trim();
-        if let Some(dir) = a.strip_prefix("replay:") {
+        if a == "knobs" || a == "builtin" {
+            let k = KnobProposer::new(task.original())
+                .map_err(|e| anyhow::anyhow!("{}", e.located(&task.spec().target.display().to_string())))
+                .with_context(|| format!("--agent {a} searches the knobs the target declares"))?;
+            knobs = Some(k.clone());
+            proposers.push(Box::new(k));
+        } else if let Some(dir) = a.strip_prefix("replay:") {
             let r = ReplayProposer::from_dir(Path::new(dir), args.offspring, i, args.agents.len())?;
             replays.push(r.clone());
             proposers.push(Box::new(r));
@@ -99,10 +127,10 @@ pub fn make_proposers(args: &RewriteArgs) -> anyhow::Result<Proposers> {
         } else if a == "openai" {
             proposers.push(Box::new(args.endpoint.openai(timeout, rewrite_checker())?));
         } else {
-            bail!("--agent {a}: expected replay:DIR, cmd:<command> or openai");
+            bail!("--agent {a}: expected knobs (or builtin), replay:DIR, cmd:<command> or openai");
         }
     }
-    Ok((proposers, replays))
+    Ok(Proposers { all: proposers, replays, knobs })
 }
 
 /// `path` made absolute with its longest existing prefix resolved (links, `..`), so a directory that
@@ -127,8 +155,8 @@ fn resolve_future(path: &Path) -> anyhow::Result<PathBuf> {
     Ok(out)
 }
 
-/// Refuses output directories that could overwrite or pollute the task (checked before anything is
-/// created), then creates the directory.
+/// Refuses output directories that could overwrite or pollute the task; returns the resolved path.
+/// Creates nothing (a suite checks every task before any directory is made).
 fn check_out_dir(out: &Path, task: &RewriteTask) -> anyhow::Result<PathBuf> {
     let resolved = resolve_future(out)?;
     let root = std::fs::canonicalize(&task.spec().workdir.root)?;
@@ -144,8 +172,7 @@ fn check_out_dir(out: &Path, task: &RewriteTask) -> anyhow::Result<PathBuf> {
     if resolved.join(task.spec().target_file_name()) == target {
         bail!("--out {} would write the winner over the original {}", out.display(), target.display());
     }
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create the output directory {}", out.display()))?;
-    std::fs::canonicalize(out).with_context(|| format!("cannot resolve {}", out.display()))
+    Ok(resolved)
 }
 
 /// File-name-safe label.
@@ -171,24 +198,58 @@ pub fn missing_program(command: &str) -> Option<String> {
     (!found).then(|| word.to_string())
 }
 
-/// Runs `synth rewrite`.
-pub fn run(args: RewriteArgs) -> anyhow::Result<()> {
-    let spec = load_spec(&args.task)?;
+/// Refuses a spec whose build or test program is missing, before anything runs.
+fn check_programs(spec: &RewriteSpec, file: &Path) -> anyhow::Result<()> {
     for (what, step) in [("build", spec.build.as_ref()), ("test", Some(&spec.test))] {
         if let Some(program) = step.and_then(|s| missing_program(&s.command)) {
             bail!(
                 "the {what} command of {} runs `{program}`, which is not on PATH; install it or run on a machine \
                  that has it (the command: {})",
-                args.task.display(),
+                file.display(),
                 step.map_or("", |s| s.command.as_str())
             );
         }
     }
-    let task = RewriteTask::new(spec)?;
-    let out = check_out_dir(&args.out, &task)?;
-    let task = task.with_keep_dir(out.join("work"));
-    let (proposers, replays) = make_proposers(&args)?;
+    Ok(())
+}
 
+/// A task ready for the loop: spec read, programs and output directory checked, proposers built.
+struct Prepared {
+    spec_file: PathBuf,
+    task: RewriteTask,
+    out: PathBuf,
+    proposers: Proposers,
+}
+
+/// Reads `spec_file` and prepares its task; `out` is the task's output directory, or with `suite` set
+/// the suite's, under which the task gets `<task name>/`. `lock` serializes test runs across tasks.
+fn prepare(
+    args: &RewriteArgs,
+    spec_file: &Path,
+    out: &Path,
+    suite: bool,
+    lock: Option<Arc<Mutex<()>>>,
+) -> anyhow::Result<Prepared> {
+    let spec = load_spec(spec_file)?;
+    check_programs(&spec, spec_file)?;
+    let out = if suite { out.join(slug(&spec.name)) } else { out.to_path_buf() };
+    let mut task = RewriteTask::new(spec)?;
+    if let Some(lock) = lock {
+        task = task.with_test_lock(lock);
+    }
+    let out = check_out_dir(&out, &task)?;
+    let task = task.with_keep_dir(out.join("work"));
+    let proposers = make_proposers(args, &task)?;
+    Ok(Prepared { spec_file: spec_file.to_path_buf(), task, out, proposers })
+}
+
+/// Runs the loop on a prepared task and writes its output directory; returns its report.
+fn run_task(args: &RewriteArgs, p: Prepared) -> anyhow::Result<Report> {
+    let Prepared { spec_file, task, out, proposers } = p;
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create the output directory {}", out.display()))?;
+    // The knob search reads the whole history to avoid every setting already tried.
+    let (history_successes, history_failures) =
+        if proposers.knobs.is_some() { (usize::MAX, usize::MAX) } else { (24, 8) };
     let cfg = LoopConfig {
         iterations: args.iterations,
         offspring: args.offspring,
@@ -199,19 +260,24 @@ pub fn run(args: RewriteArgs) -> anyhow::Result<()> {
         threads: args.threads,
         patience: args.patience,
         verbose: !args.quiet,
+        history_successes,
+        history_failures,
         ..LoopConfig::default()
     };
-    let outcome = run_loop(&task, &proposers, &cfg)?;
+    let outcome = run_loop(&task, &proposers.all, &cfg)?;
 
     let original = task.original().to_string();
     let source = |a: &Attempt| -> String {
         if a.candidate == original {
             return "original".into();
         }
-        for r in &replays {
+        for r in &proposers.replays {
             if let Some((name, _)) = r.files().iter().find(|(_, t)| *t == a.candidate) {
                 return name.clone();
             }
+        }
+        if let Some(s) = proposers.knobs.as_ref().and_then(|k| k.setting_of(&a.candidate).map(|s| (k, s))) {
+            return s.0.space().describe(&s.1);
         }
         if a.candidate.is_empty() {
             return format!("({})", a.proposer);
@@ -254,7 +320,7 @@ pub fn run(args: RewriteArgs) -> anyhow::Result<()> {
     let command: Vec<String> = std::env::args().collect();
     let report = Report {
         task: task.spec().name.clone(),
-        spec: args.task.display().to_string(),
+        spec: spec_file.display().to_string(),
         target: task.spec().target_in_root().display().to_string(),
         command: command.join(" "),
         baseline_latency_us,
@@ -268,16 +334,127 @@ pub fn run(args: RewriteArgs) -> anyhow::Result<()> {
     let json_path = out.join("report.json");
     std::fs::write(&json_path, serde_json::to_string_pretty(&report)? + "\n")
         .with_context(|| format!("cannot write {}", json_path.display()))?;
-    let text = render_text(&report);
     let txt_path = out.join("report.txt");
-    std::fs::write(&txt_path, &text).with_context(|| format!("cannot write {}", txt_path.display()))?;
-    print!("{text}");
+    std::fs::write(&txt_path, render_text(&report)).with_context(|| format!("cannot write {}", txt_path.display()))?;
+    Ok(report)
+}
+
+/// Runs `synth rewrite`.
+pub fn run(args: RewriteArgs) -> anyhow::Result<()> {
+    if let Some(dir) = &args.suite {
+        return run_suite(&args, dir);
+    }
+    let Some(spec_file) = args.task.clone() else { bail!("give --task SPEC.toml or --suite DIR") };
+    let prepared = prepare(&args, &spec_file, &args.out, false, None)?;
+    let out = prepared.out.clone();
+    let report = run_task(&args, prepared)?;
+    print!("{}", render_text(&report));
     if report.winner.is_none() {
         bail!(
             "no candidate was correct (the original's status: {}); see {}",
             report.baseline_status,
-            txt_path.display()
+            out.join("report.txt").display()
         );
     }
     Ok(())
+}
+
+/// `synth rewrite --suite DIR`: every task spec of `dir`, `--jobs` at a time, then the summary.
+fn run_suite(args: &RewriteArgs, dir: &Path) -> anyhow::Result<()> {
+    if args.jobs == 0 {
+        bail!("--jobs must be at least 1");
+    }
+    let specs = suite_specs(dir)?;
+    // Every spec is read and checked before anything runs, so a bad one costs no task's time.
+    let lock = Arc::new(Mutex::new(()));
+    let mut prepared = Vec::new();
+    let mut names: HashMap<String, PathBuf> = HashMap::new();
+    for f in &specs {
+        let p = prepare(args, f, &args.out, true, Some(lock.clone()))?;
+        let key = slug(&p.task.spec().name);
+        if let Some(first) = names.insert(key.clone(), f.clone()) {
+            bail!(
+                "{} and {} both name the task \"{key}\" (their output directory); give one a different `name`",
+                first.display(),
+                f.display()
+            );
+        }
+        prepared.push(Mutex::new(Some(p)));
+    }
+    let start = std::time::Instant::now();
+    let results: Vec<Mutex<Option<anyhow::Result<Report>>>> = prepared.iter().map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..args.jobs.min(prepared.len()) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(slot) = prepared.get(i) else { break };
+                let Some(p) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() else { continue };
+                let name = p.task.spec().name.clone();
+                if !args.quiet {
+                    eprintln!("== task {name} ({} of {})", i + 1, prepared.len());
+                }
+                let r = run_task(args, p);
+                if !args.quiet {
+                    match &r {
+                        Ok(rep) => eprintln!("== task {name}: {}", task_line(rep)),
+                        Err(e) => eprintln!("== task {name}: failed: {e:#}"),
+                    }
+                }
+                *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+            });
+        }
+    });
+    let mut rows = Vec::new();
+    let mut problems = Vec::new();
+    for (f, r) in specs.iter().zip(results) {
+        match r.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            Some(Ok(rep)) => {
+                if rep.winner.is_none() {
+                    problems.push(format!(
+                        "{}: no candidate was correct (original: {})",
+                        f.display(),
+                        rep.baseline_status
+                    ));
+                }
+                rows.push(task_row(&rep));
+            }
+            Some(Err(e)) => problems.push(format!("{}: {e:#}", f.display())),
+            None => problems.push(format!("{}: did not run", f.display())),
+        }
+    }
+    let command: Vec<String> = std::env::args().collect();
+    let elapsed = start.elapsed().as_secs_f64();
+    let summary = summarize(&dir.display().to_string(), &command.join(" "), &args.agents, rows, elapsed);
+    let md = render_markdown(&summary);
+    let files = [
+        ("suite.json", serde_json::to_string_pretty(&summary)? + "\n"),
+        ("suite.md", md.clone()),
+        ("suite.svg", render_svg(&summary)?),
+    ];
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create the output directory {}", args.out.display()))?;
+    for (name, text) in files {
+        let p = args.out.join(name);
+        std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    print!("{md}");
+    if !problems.is_empty() {
+        bail!("{} of {} task(s) have no correct candidate:\n  {}", problems.len(), specs.len(), problems.join("\n  "));
+    }
+    Ok(())
+}
+
+/// One line on a finished task.
+fn task_line(r: &Report) -> String {
+    match &r.winner {
+        Some(w) => format!(
+            "best #{} {} at {:.2} us ({})",
+            w.id,
+            w.source,
+            w.latency_us,
+            w.speedup.map(|s| format!("{s:.2}x the original")).unwrap_or_else(|| "no baseline".into())
+        ),
+        None => format!("no correct candidate (original: {})", r.baseline_status),
+    }
 }

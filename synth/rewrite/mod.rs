@@ -8,6 +8,7 @@
 //! - [`task`]: the evaluator ([`crate::engine::Task`]);
 //! - [`replay`]: a proposer replaying pre-written rewrites;
 //! - [`report`]: the per-candidate report and the winner;
+//! - [`suite`]: a directory of task specs and its summary (markdown, JSON, SVG);
 //! - [`cmd`]: `synth rewrite`.
 
 pub(crate) mod diag;
@@ -15,6 +16,7 @@ pub(crate) mod replay;
 pub(crate) mod report;
 pub(crate) mod result;
 pub mod spec;
+pub mod suite;
 pub(crate) mod task;
 pub(crate) mod workcopy;
 

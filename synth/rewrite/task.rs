@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Outcome class of one evaluation (stored in `Evaluation::details["status"]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -66,7 +66,7 @@ pub struct RewriteTask {
     spec: RewriteSpec,
     original: String,
     keep_dir: Option<PathBuf>,
-    test_lock: Mutex<()>,
+    test_lock: Arc<Mutex<()>>,
     seq: AtomicUsize,
     /// Latency of the original once it has been measured (feedback states speedups against it).
     original_us: Mutex<Option<f64>>,
@@ -81,7 +81,7 @@ impl RewriteTask {
             spec,
             original,
             keep_dir: None,
-            test_lock: Mutex::new(()),
+            test_lock: Arc::new(Mutex::new(())),
             seq: AtomicUsize::new(0),
             original_us: Mutex::new(None),
         })
@@ -90,6 +90,13 @@ impl RewriteTask {
     /// Where working copies kept by the spec's `workdir.keep` policy go (`<dir>/cand-NNN/`).
     pub fn with_keep_dir(mut self, dir: PathBuf) -> Self {
         self.keep_dir = Some(dir);
+        self
+    }
+
+    /// Shares `lock` for test runs with other tasks (a suite's tasks time one at a time across all of
+    /// them, not only within each).
+    pub fn with_test_lock(mut self, lock: Arc<Mutex<()>>) -> Self {
+        self.test_lock = lock;
         self
     }
 

@@ -1,9 +1,11 @@
-//! Generator role: proposers the loop can use. [`builtin`] (synthesizer + local search over rules),
-//! [`command`] (an external agent process: JSON on stdin, candidate on stdout) and [`openai`] (an
-//! OpenAI-compatible chat endpoint). The external proposers are task-generic: they render the request
+//! Generator role: proposers the loop can use. [`knobs`] (local search over the tuning knobs a source
+//! declares, no model needed), [`command`] (an external agent process: JSON on stdin, candidate on
+//! stdout) and [`openai`] (an OpenAI-compatible chat endpoint); the rule task's own built-in proposer
+//! lives in `search::builtin`. The external proposers are task-generic: they render the request
 //! with [`build_messages`] / [`agent_input`] and pick the first code block the task's [`Checker`] accepts.
 
 pub mod command;
+pub mod knobs;
 pub mod openai;
 
 use super::run::clip;
