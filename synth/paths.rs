@@ -1,6 +1,7 @@
 //! Paths as the tool shows them: the crate root (where `measurements/` and `generated/` of a checkout live)
 //! and a path relative to it for provenance text. No stage or command keeps its own copy of these rules.
 
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
 /// The crate root (where `measurements/` and `generated/` live), whatever the working directory.
@@ -19,5 +20,25 @@ pub fn display_path(path: &Path) -> String {
     match abs.strip_prefix(root) {
         Ok(rel) => rel.display().to_string(),
         Err(_) => path.display().to_string(),
+    }
+}
+
+/// What `meta` (from `lstat`, so a link is a link) describes, for messages: "a directory", "a FIFO", ...
+pub fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    let t = meta.file_type();
+    if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device file"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_file() {
+        "a regular file"
+    } else {
+        "not a regular file"
     }
 }

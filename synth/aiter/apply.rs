@@ -170,7 +170,7 @@ fn diagnose(dir: &Path, files: &[FilePatch]) -> anyhow::Result<String> {
                     lines.push(format!(
                         "  {}: {} is in the way (the patch adds a regular file here); move it away",
                         f.path,
-                        install::kind_of(&m)
+                        crate::paths::file_kind(&m)
                     ));
                     continue;
                 }

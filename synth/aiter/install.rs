@@ -7,7 +7,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -24,26 +24,6 @@ pub struct Change {
     pub new_file: bool,
     /// The new contents.
     pub contents: Vec<u8>,
-}
-
-/// What `meta` (from `lstat`) describes, for messages: "a directory", "a FIFO", ...
-pub(crate) fn kind_of(meta: &std::fs::Metadata) -> &'static str {
-    let t = meta.file_type();
-    if t.is_symlink() {
-        "a symbolic link"
-    } else if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_char_device() || t.is_block_device() {
-        "a device file"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_file() {
-        "a regular file"
-    } else {
-        "not a regular file"
-    }
 }
 
 fn lstat(path: &Path) -> Result<Option<std::fs::Metadata>> {
@@ -75,7 +55,7 @@ pub fn check_target(root: &Path, path: &str, new_file: bool) -> Result<Vec<PathB
         match lstat(&dir)? {
             None => missing.push(dir.clone()),
             Some(m) if m.is_dir() => {}
-            Some(m) => return Err(in_the_way(&dir, kind_of(&m), "where the patch needs a directory")),
+            Some(m) => return Err(in_the_way(&dir, crate::paths::file_kind(&m), "where the patch needs a directory")),
         }
     }
     if !missing.is_empty() && !new_file {
@@ -87,9 +67,9 @@ pub fn check_target(root: &Path, path: &str, new_file: bool) -> Result<Vec<PathB
         (None, false) => {
             bail!("cannot apply: {} is missing (the patch changes it); nothing was changed", target.display())
         }
-        (Some(m), true) => return Err(in_the_way(&target, kind_of(&m), "where the patch adds a file")),
+        (Some(m), true) => return Err(in_the_way(&target, crate::paths::file_kind(&m), "where the patch adds a file")),
         (Some(m), false) if !m.file_type().is_file() => {
-            return Err(in_the_way(&target, kind_of(&m), "where the patch changes a regular file"))
+            return Err(in_the_way(&target, crate::paths::file_kind(&m), "where the patch changes a regular file"))
         }
         (Some(_), false) => {
             // Opening for writing (no truncation) changes nothing and fails for an immutable file.

@@ -4,7 +4,7 @@
 //! there never blocks the run. The refusal names the path and what is there.
 
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use anyhow::{bail, Result};
@@ -24,22 +24,8 @@ pub enum Mode {
 
 /// What is at `path` when it is not a regular file (for messages), from `lstat`.
 fn what_is_there(path: &Path) -> Option<&'static str> {
-    let t = std::fs::symlink_metadata(path).ok()?.file_type();
-    Some(if t.is_symlink() {
-        "a symbolic link"
-    } else if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_char_device() || t.is_block_device() {
-        "a device file"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_file() {
-        return None;
-    } else {
-        "not a regular file"
-    })
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    (!meta.file_type().is_file()).then(|| crate::paths::file_kind(&meta))
 }
 
 /// Opens the auxiliary file `path` (`what` names it in messages, e.g. "journal lock") in `mode`, refusing
