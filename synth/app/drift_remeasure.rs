@@ -24,7 +24,6 @@ use anyhow::{bail, Context, Result};
 
 use super::aiter_backend::{self, Backend, RowMeta, RunFiles, Tuner};
 use super::drift_args::{DriftArgs, RemeasureArgs};
-use super::invocation::Invocation;
 use crate::catalog::{Candidate, Catalog};
 use crate::measure::{Harness, Journal, PlanCell};
 use crate::table::{matrix::median, recheck_pairs, registry, LatencyMatrix, Shape};
@@ -183,7 +182,8 @@ fn measure_aiter(
     catalog: &Catalog,
     budget: &Budget,
 ) -> Result<(String, bool)> {
-    let tuner = Tuner::from_args(&args.python, &args.aiter, true)?;
+    let tuner = Tuner::from_args(&args.python, &args.aiter, true)?
+        .with_silence_limit(Duration::from_secs_f64(args.cell_timeout));
     let dev = tuner.probe()?;
     let (mut journal, _) = Journal::open(out, catalog)?;
     let dir = aiter_backend::work_dir(out);
@@ -291,16 +291,11 @@ fn backend_name(b: Backend) -> String {
 }
 
 /// `synth drift --remeasure`.
-pub fn run(d: &DriftArgs, invocation: &Invocation) -> Result<()> {
+pub fn run(d: &DriftArgs) -> Result<()> {
     let args = &d.remeasure;
     let started = Instant::now();
     let catalog = Catalog::embedded();
     let base_path = d.baseline.as_ref().expect("clap requires --baseline with --remeasure");
-    if matches!(args.backend, Backend::Aiter) && invocation.given("cell_timeout") {
-        bail!(
-            "--cell-timeout applies to the harness backend; AITER's tuner has its own watchdog: pass --timeout SECONDS"
-        );
-    }
     check_not_the_baseline(&d.dataset, base_path)?;
     let rule = crate::rule::load_checked(&d.rule, &catalog)
         .with_context(|| format!("cannot load the rule to re-check from {}", d.rule.display()))?;
