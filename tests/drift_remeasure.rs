@@ -432,3 +432,82 @@ fn a_harness_that_never_describes_the_device_is_stopped() {
     assert!(text(&o).contains("(--probe) within 1 s (--cell-timeout)"), "{}", text(&o));
     assert!(started.elapsed().as_secs() < 15, "{:?}", started.elapsed());
 }
+
+/// A copy of the fake AITER checkout (tests/fixtures/fake_aiter) whose tuner script is `tuner` (Python).
+fn fake_checkout_with_tuner(tuner: &str) -> tempfile::TempDir {
+    fn copy_tree(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap().flatten() {
+            let dest = to.join(e.file_name());
+            if e.file_type().unwrap().is_dir() {
+                copy_tree(&e.path(), &dest);
+            } else {
+                std::fs::copy(e.path(), &dest).unwrap();
+            }
+        }
+    }
+    let d = tempfile::tempdir().unwrap();
+    copy_tree(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_aiter"), d.path());
+    std::fs::write(d.path().join("csrc/ck_gemm_a8w8_blockscale/gemm_a8w8_blockscale_tune.py"), tuner).unwrap();
+    d
+}
+
+#[test]
+fn a_silent_tuner_is_stopped_by_the_cell_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let baseline = dir.path().join("base.csv");
+    let o = synth(
+        &s(&[
+            "bench",
+            "--backend",
+            "aiter",
+            "--aiter-dir",
+            "tests/fixtures/fake_aiter",
+            "--libtype",
+            "ck",
+            "--m-set",
+            "1,64",
+            "--shapes",
+            "5120:5120",
+            "--recheck-fraction",
+            "0.5",
+            "--out",
+            baseline.to_str().unwrap(),
+        ]),
+        &[("FAKE_TUNER_NOISE", "0.01")],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let rule = dir.path().join("rule.json");
+    std::fs::write(&rule, RULE).unwrap();
+    // The tuner starts, then prints nothing and writes no profile file: --cell-timeout 3 stops it (the
+    // default would wait 30 minutes).
+    let silent = fake_checkout_with_tuner("import time\ntime.sleep(300)\n");
+    let journal = dir.path().join("new.csv");
+    let started = std::time::Instant::now();
+    let o = synth(
+        &s(&[
+            "drift",
+            "--remeasure",
+            "--backend",
+            "aiter",
+            "--aiter-dir",
+            silent.path().to_str().unwrap(),
+            "--libtype",
+            "ck",
+            "--rule",
+            rule.to_str().unwrap(),
+            "--baseline",
+            baseline.to_str().unwrap(),
+            "--dataset",
+            journal.to_str().unwrap(),
+            "--cell-timeout",
+            "3",
+        ]),
+        &[],
+    );
+    let msg = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{msg}");
+    assert!(msg.contains("printed nothing and its profile file did not change for 3 s (--cell-timeout)"), "{msg}");
+    assert!(msg.contains("0 of 2 shapes measured"), "{msg}");
+    assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
+}

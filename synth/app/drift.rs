@@ -17,6 +17,7 @@ use crate::table::{Cell, LatencyMatrix};
 pub use super::drift_args::DriftArgs;
 use super::drift_args::{refuse_remeasure_only, write_reports};
 use super::invocation::Invocation;
+use super::resolve::{dataset_mode, DataMode};
 use super::session::load_matrix;
 
 mod report;
@@ -86,15 +87,16 @@ fn print_score(label: &str, mat: &LatencyMatrix, score: &RuleScore) {
 /// `synth drift`: exit non-zero when the rule no longer holds on the new measurements.
 pub fn run(args: DriftArgs, invocation: &Invocation) -> Result<()> {
     if args.remeasure.remeasure {
-        return super::drift_remeasure::run(&args, invocation);
+        return super::drift_remeasure::run(&args);
     }
     refuse_remeasure_only(invocation)?;
     let catalog = Catalog::embedded();
     let rule = crate::rule::load_checked(&args.rule, &catalog)
         .with_context(|| format!("cannot load the rule to re-check from {}", args.rule.display()))?;
-    let report = match super::multi_eval::manifest_of(std::slice::from_ref(&args.dataset)) {
-        Some(manifest) => check_manifest(&args, &rule, &manifest)?,
-        None => check_single(&args, &rule, &catalog)?,
+    let report = match dataset_mode(&args.dataset)? {
+        DataMode::Manifest(manifest) => check_manifest(&args, &rule, &manifest)?,
+        // `dataset_mode` never names tuned tables (drift has no --train-tuned).
+        DataMode::Single | DataMode::Tuned => check_single(&args, &rule, &catalog)?,
     };
     write_reports(&args.remeasure, &report::markdown(&report), &report)?;
     if report.problems.is_empty() {
@@ -253,7 +255,7 @@ fn check_manifest(args: &DriftArgs, rule: &Rule, manifest: &Path) -> Result<Plai
     let mut problems = Vec::new();
     let mut whole_baseline = None;
     let baseline = match &args.baseline {
-        Some(b) if super::multi_eval::manifest_of(std::slice::from_ref(b)).is_some() => {
+        Some(b) if matches!(dataset_mode(b)?, DataMode::Manifest(_)) => {
             Some(manifest_scores(rule, &super::multi_eval::open(b)?))
         }
         Some(b) => {

@@ -60,8 +60,8 @@ pub struct RemeasureArgs {
     #[arg(long, default_value_t = 1800.0, value_parser = seconds)]
     pub budget_s: f64,
     /// Seconds to wait for each cell's result before the harness is stopped (the run ends with an error and
-    /// keeps every finished cell in --dataset), as `synth bench --cell-timeout`. Harness backend; AITER's
-    /// tuner has its own watchdog (--timeout).
+    /// keeps every finished cell in --dataset), as `synth bench --cell-timeout`; with --backend aiter, the
+    /// longest the tuner may print nothing and add nothing to its profile file before it is stopped.
     #[arg(long, default_value_t = 1800.0, value_parser = positive_seconds)]
     pub cell_timeout: f64,
     /// Shapes per measurement batch (the unit progress is reported and the tuner is run in).

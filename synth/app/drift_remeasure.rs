@@ -11,21 +11,22 @@
 //! `1 ± max(--cell-tolerance, --noise-k * sigma)`; the rule's picks have slowed when their geometric-mean
 //! ratio exceeds `1 + max(--aggregate-tolerance, --noise-k * sigma / sqrt(n))`.
 //!
-//! The budget holds inside a batch too: the harness starts under a timer set to the budget's end, so it
-//! is stopped when the budget runs out even in the middle of a cell, and what was measured is compared.
+//! The budget holds inside a batch too: the harness driver is given the budget's end as its deadline
+//! ([`Harness::run_until`]) and kills the harness's process group at it, even in the middle of a cell;
+//! what was measured is compared.
 //! With `--backend aiter` this runs AITER's tuner (ROCm only; the budget is checked between its batches):
 //! not run on an AMD GPU, tested against a fake tuner.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
 use super::aiter_backend::{self, Backend, RowMeta, RunFiles, Tuner};
 use super::drift_args::{DriftArgs, RemeasureArgs};
-use super::invocation::Invocation;
 use crate::catalog::{Candidate, Catalog};
+use crate::measure::driver::DeadlineReached;
 use crate::measure::{Harness, Journal, PlanCell};
 use crate::table::{matrix::median, recheck_pairs, registry, LatencyMatrix, Shape};
 
@@ -43,33 +44,15 @@ pub const EXIT_DRIFT: i32 = 3;
 #[error("{0}")]
 pub struct DriftDetected(pub String);
 
-/// Python that starts the harness under a real-time timer of `argv[1]` seconds, then replaces itself with
-/// the harness (`argv[2:]`): the timer survives `exec`, so the kernel stops the harness with SIGALRM when
-/// the budget runs out, even while a cell hangs.
-const UNDER_TIMER: &str = "import os, signal, sys
-signal.signal(signal.SIGALRM, signal.SIG_DFL)
-signal.setitimer(signal.ITIMER_REAL, float(sys.argv[1]))
-os.execvp(sys.argv[2], sys.argv[2:])
-";
-
-/// How long past the budget's end the driver waits for the stopped harness's output to close.
-const STOP_GRACE: Duration = Duration::from_secs(5);
-
-/// The harness of `args` (`--seed` the sample seed), started under a timer of `left`.
-fn harness(args: &RemeasureArgs, left: Duration) -> Harness {
-    let mut extra_args = vec![
-        UNDER_TIMER.to_string(),
-        format!("{:.3}", left.as_secs_f64().max(0.001)),
-        args.python.display().to_string(),
-        args.harness.display().to_string(),
-    ];
-    extra_args.extend(args.harness_args.iter().cloned());
+/// The harness of `args` (`--seed` the sample seed).
+fn harness(args: &RemeasureArgs) -> Harness {
+    let mut extra_args = args.harness_args.clone();
     extra_args.push(format!("--seed={}", args.sample_seed));
     Harness {
         python: args.python.clone(),
-        script: PathBuf::from("-c"),
+        script: args.harness.clone(),
         extra_args,
-        cell_timeout: Duration::from_secs_f64(args.cell_timeout).min(left + STOP_GRACE),
+        cell_timeout: Duration::from_secs_f64(args.cell_timeout),
     }
 }
 
@@ -77,7 +60,7 @@ fn harness(args: &RemeasureArgs, left: Duration) -> Harness {
 fn probe(args: &RemeasureArgs) -> Result<crate::measure::DeviceInfo> {
     let limit = Duration::from_secs_f64(args.cell_timeout);
     let started = Instant::now();
-    harness(args, limit).probe().map_err(|e| {
+    harness(args).probe_within(limit).map_err(|e| {
         if started.elapsed() >= limit {
             anyhow::anyhow!(
                 "the harness did not describe the device (--probe) within {} s (--cell-timeout) and was stopped",
@@ -110,8 +93,9 @@ impl Budget {
         Some(left)
     }
 
-    fn over(&self) -> bool {
-        self.started.elapsed() >= self.limit
+    /// When the budget runs out.
+    fn end(&self) -> Instant {
+        self.started + self.limit
     }
 }
 
@@ -150,15 +134,25 @@ fn measure_harness(
     let (mut journal, _) = Journal::open(out, catalog)?;
     let plan_file = tempfile::Builder::new().prefix("synth-drift-plan").suffix(".jsonl").tempfile()?;
     for (i, batch) in batches.iter().enumerate() {
-        let Some(left) = budget.left(i, batches.len()) else { return Ok((dev.name, true)) };
+        if budget.left(i, batches.len()).is_none() {
+            return Ok((dev.name, true));
+        }
         let cells = batch_cells(batch, &journal, catalog)?;
         if cells.is_empty() {
             continue;
         }
         let before = journal.rows().len();
-        let run = harness(args, left).run(&cells, plan_file.path(), &mut journal, |_| {}, |line| eprintln!("{line}"));
+        let deadline = Some(budget.end());
+        let run = harness(args).run_until(
+            &cells,
+            plan_file.path(),
+            &mut journal,
+            deadline,
+            |_| {},
+            |line| eprintln!("{line}"),
+        );
         if let Err(e) = run {
-            if !budget.over() {
+            if e.downcast_ref::<DeadlineReached>().is_none() {
                 return Err(e);
             }
             eprintln!(
@@ -183,7 +177,8 @@ fn measure_aiter(
     catalog: &Catalog,
     budget: &Budget,
 ) -> Result<(String, bool)> {
-    let tuner = Tuner::from_args(&args.python, &args.aiter, true)?;
+    let tuner = Tuner::from_args(&args.python, &args.aiter, true)?
+        .with_silence_limit(Duration::from_secs_f64(args.cell_timeout));
     let dev = tuner.probe()?;
     let (mut journal, _) = Journal::open(out, catalog)?;
     let dir = aiter_backend::work_dir(out);
@@ -291,16 +286,11 @@ fn backend_name(b: Backend) -> String {
 }
 
 /// `synth drift --remeasure`.
-pub fn run(d: &DriftArgs, invocation: &Invocation) -> Result<()> {
+pub fn run(d: &DriftArgs) -> Result<()> {
     let args = &d.remeasure;
     let started = Instant::now();
     let catalog = Catalog::embedded();
     let base_path = d.baseline.as_ref().expect("clap requires --baseline with --remeasure");
-    if matches!(args.backend, Backend::Aiter) && invocation.given("cell_timeout") {
-        bail!(
-            "--cell-timeout applies to the harness backend; AITER's tuner has its own watchdog: pass --timeout SECONDS"
-        );
-    }
     check_not_the_baseline(&d.dataset, base_path)?;
     let rule = crate::rule::load_checked(&d.rule, &catalog)
         .with_context(|| format!("cannot load the rule to re-check from {}", d.rule.display()))?;

@@ -16,7 +16,6 @@ use crate::compare::{self, Policy, Report, TunedTable};
 use super::manifest::MultiData;
 use super::shared::{published_rule, shown, EVALUATIONS_COLUMNS, PUBLISHED_RULE_NAME};
 
-pub use super::resolve::manifest_of;
 pub use super::shared::{of_oracle, unusable};
 
 /// The policies of every evaluation: default, tuned (AITER: lookup, miss → default), nearest-M, tuned→rule,

@@ -1,6 +1,6 @@
 //! The data mode of a command, decided once from its options: a single dataset (or several merged) with a
 //! model's layers, a dataset manifest of (model, TP) configurations, or AITER tuned tables. `run`,
-//! `compare` and `search` take the mode as a value instead of each branching on its own flags; options
+//! `compare`, `search` and `drift` take the mode as a value instead of each branching on its own flags; options
 //! that the chosen mode does not read are one error naming them, never silently ignored (and never in
 //! the "Regenerate with" line).
 
@@ -79,6 +79,14 @@ pub fn data_mode(opts: DataOptions) -> anyhow::Result<DataMode> {
     })
 }
 
+/// The data mode of a command whose only data option is one `--dataset` path (`drift`, and its
+/// `--baseline`): the manifest when it names one, else the single-dataset table; the same decision
+/// [`data_mode`] makes for that `--dataset` alone.
+pub fn dataset_mode(dataset: &Path) -> anyhow::Result<DataMode> {
+    let data = DataArgs { dataset: vec![dataset.to_path_buf()], ..DataArgs::default() };
+    data_mode(DataOptions { data: &data, manifest: None, train_tuned: &[], fallback: Fallback::Single })
+}
+
 /// One error naming the options of `unused` that were given, which the `job` does not read (`hint` says
 /// what to do instead).
 pub fn reject_unused(invocation: &Invocation, unused: &[&str], job: &str, hint: &str) -> anyhow::Result<()> {
@@ -116,5 +124,14 @@ mod tests {
         let e = mode(model, Some("m.toml"), Fallback::DefaultManifest).unwrap_err().to_string();
         assert!(e.contains("--manifest is read by the multi-model job"), "{e}");
         assert_eq!(mode(none, Some("m.toml"), Fallback::DefaultManifest).unwrap(), DataMode::Manifest("m.toml".into()));
+    }
+
+    #[test]
+    fn one_dataset_path_is_a_manifest_or_a_table() {
+        let m = dataset_mode(Path::new("measurements/h200/datasets.toml")).unwrap();
+        assert_eq!(m, DataMode::Manifest("measurements/h200/datasets.toml".into()));
+        for table in ["measurements/h200/qwen3-32b-tp2.csv", "new", "dir/", "a.toml.csv"] {
+            assert_eq!(dataset_mode(Path::new(table)).unwrap(), DataMode::Single, "{table}");
+        }
     }
 }

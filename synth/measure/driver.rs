@@ -1,7 +1,7 @@
 //! Runs the GPU harness as a subprocess: `python3 harness/blockscale_bench.py --plan FILE`, reading one
 //! JSON result per finished cell from its stdout and appending each to the journal at once. The harness
-//! runs through [`crate::process`]: its own process group, a per-cell watchdog, and no wait on a leftover
-//! grandchild that holds its pipes.
+//! runs through [`crate::process`]: its own process group, a per-cell watchdog, an optional deadline for
+//! the whole run ([`Harness::run_until`]), and no wait on a leftover grandchild that holds its pipes.
 
 use super::journal::{CellResult, Journal};
 use super::plan::{CellKey, PlanCell};
@@ -32,6 +32,17 @@ pub struct Harness {
     /// Longest wait for the next result line; past it the harness is killed and the run stops with an
     /// error (finished cells stay in the journal).
     pub cell_timeout: std::time::Duration,
+}
+
+/// The error of a run stopped at its deadline ([`Harness::run_until`]): the harness's process group was
+/// killed; the cells finished before it are in the journal.
+#[derive(Debug, thiserror::Error)]
+#[error("the harness was stopped at its deadline after {appended} of {planned} cells; the finished cells are in the journal")]
+pub struct DeadlineReached {
+    /// Rows appended to the journal by this run.
+    pub appended: usize,
+    /// Cells of the plan.
+    pub planned: usize,
 }
 
 /// What the harness reports about the device (`--probe`).
@@ -95,13 +106,18 @@ impl Harness {
     /// Asks the harness for the device description (also the early check for Python, PyTorch, GPU),
     /// waiting at most [`PROBE_LIMIT`].
     pub fn probe(&self) -> Result<DeviceInfo> {
-        let out = crate::process::run_capture(self.command().arg("--probe"), PROBE_LIMIT, PROBE_CAP)
+        self.probe_within(PROBE_LIMIT)
+    }
+
+    /// [`Harness::probe`], waiting at most `limit` (then the harness's process group is killed).
+    pub fn probe_within(&self, limit: Duration) -> Result<DeviceInfo> {
+        let out = crate::process::run_capture(self.command().arg("--probe"), limit, PROBE_CAP)
             .map_err(|e| self.spawn_error(e))?;
         let Some(status) = out.status else {
             bail!(
                 "harness --probe gave no answer in {} s and was stopped; check that `{}` starts (and that the GPU \
                  is not hung)",
-                PROBE_LIMIT.as_secs(),
+                limit.as_secs_f64(),
                 self.python.display()
             );
         };
@@ -127,6 +143,21 @@ impl Harness {
         cells: &[PlanCell],
         plan_path: &std::path::Path,
         journal: &mut Journal,
+        on_row: impl FnMut(&CellResult),
+        on_log: impl Fn(&str) + Send + 'static,
+    ) -> Result<usize> {
+        self.run_until(cells, plan_path, journal, None, on_row, on_log)
+    }
+
+    /// [`Harness::run`] that also stops at `deadline`: once it passes, the harness's process group is killed
+    /// (also in the middle of a cell) and the error is [`DeadlineReached`] (downcast it to tell it from a
+    /// failure); the cells finished before it are in the journal.
+    pub fn run_until(
+        &self,
+        cells: &[PlanCell],
+        plan_path: &std::path::Path,
+        journal: &mut Journal,
+        deadline: Option<Instant>,
         mut on_row: impl FnMut(&CellResult),
         on_log: impl Fn(&str) + Send + 'static,
     ) -> Result<usize> {
@@ -147,7 +178,12 @@ impl Harness {
         };
         let mut last_result = Instant::now();
         let outcome: Result<ExitStatus> = loop {
-            let ev = match child.next(TICK) {
+            // Checked at every event, so a harness that keeps printing log lines cannot hold it off.
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                break Err(DeadlineReached { appended: st.appended, planned: cells.len() }.into());
+            }
+            let tick = deadline.map_or(TICK, |d| TICK.min(d.saturating_duration_since(Instant::now())));
+            let ev = match child.next(tick) {
                 Ok(ev) => ev,
                 Err(e) => break Err(anyhow!("waiting for the harness: {e}")),
             };
@@ -282,4 +318,37 @@ fn check_against_plan(row: &CellResult, cell: &PlanCell, device: &mut Option<(St
         ),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A harness that prints a log line every 10 ms and never a result: the deadline stops it (the per-cell
+    /// watchdog, an hour here, never fires), its process group is killed, and the error says so.
+    #[test]
+    fn the_deadline_stops_a_harness_that_keeps_logging() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = crate::catalog::Catalog::embedded();
+        let (mut journal, _) = Journal::open(&dir.path().join("j.csv"), &catalog).unwrap();
+        let harness = Harness {
+            python: "python3".into(),
+            script: "-c".into(),
+            extra_args: vec![
+                "import sys, time\nwhile True:\n print('log', file=sys.stderr, flush=True)\n time.sleep(0.01)\n".into(),
+            ],
+            cell_timeout: Duration::from_secs(3600),
+        };
+        let started = Instant::now();
+        let deadline = Some(started + Duration::from_millis(800));
+        let plan = dir.path().join("plan.jsonl");
+        let err = harness.run_until(&[], &plan, &mut journal, deadline, |_| {}, |_| {}).unwrap_err();
+        let reached = err.downcast_ref::<DeadlineReached>().expect("stopped at the deadline");
+        assert_eq!((reached.appended, reached.planned), (0, 0));
+        assert!(started.elapsed() >= Duration::from_millis(800), "{:?}", started.elapsed());
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+        // Without a deadline the same harness exits on its own terms (here: at once, successfully).
+        let quick = Harness { extra_args: vec!["pass".into()], ..harness };
+        assert_eq!(quick.run_until(&[], &plan, &mut journal, None, |_| {}, |_| {}).unwrap(), 0);
+    }
 }
