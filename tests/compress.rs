@@ -125,6 +125,24 @@ fn an_m_beyond_the_exhaustive_proof_is_refused_at_once() {
     assert!(files(&out).is_empty());
 }
 
+#[test]
+fn a_leaf_budget_no_rule_can_hold_is_refused_at_once_as_in_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let tuned = dir.path().join("t.csv");
+    tuned_csv(&tuned, &ROWS);
+    let out = dir.path().join("out");
+    let started = std::time::Instant::now();
+    let o = compress(&tuned, None, &out, &["--max-leaves", "1000000"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("--max-leaves 1000000 is above 2001"), "{}", text(&o));
+    assert!(started.elapsed().as_secs() < 20, "{:?}", started.elapsed());
+    assert!(files(&out).is_empty());
+    // The same message as every other command that trains a rule.
+    let run = synth(&["run", "--model", "qwen3-32b", "--max-leaves", "1000000", "--out", out.to_str().unwrap()]);
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run));
+    assert!(text(&run).contains("--max-leaves 1000000 is above 2001"), "{}", text(&run));
+}
+
 /// The "Regenerate with" line of a written file.
 fn regenerate_line(out: &Path) -> String {
     let rust = std::fs::read_to_string(out.join("dispatch.rs")).unwrap();

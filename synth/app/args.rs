@@ -124,6 +124,22 @@ pub struct ResolvedLimits {
     pub defaults: LimitDefaults,
 }
 
+/// The one check of a rule's size budgets, for every command that trains a rule (`compress`'s own options
+/// included): none zero, and no leaf budget above [`MAX_LEAVES`].
+pub fn check_budgets(max_leaves: usize, max_depth: usize, max_instances: Option<usize>) -> anyhow::Result<()> {
+    if max_leaves == 0 || max_depth == 0 || max_instances == Some(0) {
+        bail!("--max-leaves, --max-depth and --max-instances must be at least 1");
+    }
+    if max_leaves > MAX_LEAVES {
+        bail!(
+            "--max-leaves {max_leaves} is above {MAX_LEAVES}, the most leaves a rule can hold (every rule form is \
+             read with at most {} branches); trees on real data stop far below that (the committed rule has 16)",
+            MAX_LEAVES - 1
+        );
+    }
+    Ok(())
+}
+
 /// `--prune-from` must name more leaves than the budget it prunes back to.
 pub fn check_prune_from(prune_from: Option<usize>, max_leaves: usize) -> anyhow::Result<()> {
     match prune_from {
@@ -154,17 +170,7 @@ impl LimitArgs {
             prune_from: self.prune_from,
             defaults,
         };
-        if r.max_leaves == 0 || r.max_depth == 0 || r.max_instances == Some(0) {
-            bail!("--max-leaves, --max-depth and --max-instances must be at least 1");
-        }
-        if r.max_leaves > MAX_LEAVES {
-            bail!(
-                "--max-leaves {} is above {MAX_LEAVES}, the most leaves a rule can hold (every rule form is read \
-                 with at most {} branches); trees on real data stop far below that (the committed rule has 16)",
-                r.max_leaves,
-                MAX_LEAVES - 1
-            );
-        }
+        check_budgets(r.max_leaves, r.max_depth, r.max_instances)?;
         check_prune_from(r.prune_from, r.max_leaves)?;
         Ok(r)
     }

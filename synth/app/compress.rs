@@ -37,7 +37,7 @@ pub struct CompressArgs {
     /// file's only device.
     #[arg(long)]
     pub device: Option<String>,
-    /// Most leaves of the trained rule.
+    /// Most leaves of the trained rule, at most 2001 (a rule holds at most 2000 branches in every form).
     #[arg(long, default_value_t = 16)]
     pub max_leaves: usize,
     /// Most conditions on the way to a leaf of the trained rule.
@@ -242,16 +242,9 @@ fn output_files(args: &CompressArgs, o: &Outcome, catalog: &Catalog) -> anyhow::
     Ok(files)
 }
 
-fn check_limits(args: &CompressArgs) -> anyhow::Result<()> {
-    if args.max_leaves == 0 || args.max_depth == 0 || args.max_instances == Some(0) {
-        bail!("--max-leaves, --max-depth and --max-instances must be at least 1");
-    }
-    Ok(())
-}
-
 /// Runs `synth compress`: the outputs are written all or nothing, and only when the proof holds.
 pub fn run(args: CompressArgs) -> anyhow::Result<()> {
-    check_limits(&args)?;
+    super::args::check_budgets(args.max_leaves, args.max_depth, args.max_instances)?;
     let catalog = Catalog::embedded();
     let outcome = compress_table(&args, &catalog)?;
     let mut text = report(&args, &outcome, &catalog);
