@@ -277,3 +277,29 @@ fn aiter_patch_reads_are_capped_and_the_default_out_is_gemm_synth_out() {
     assert!(dir.path().join("gemm-synth-out/aiter").join(patch).is_file(), "{}", text(&o));
     assert!(!dir.path().join(patch).exists(), "written into the working directory");
 }
+
+/// `aiter --kit DIR` writes the kit in one transaction: when one file cannot be written (a directory stands
+/// at its path), nothing of DIR changes — the earlier files of the kit are not left behind either.
+#[test]
+fn a_kit_that_cannot_be_written_whole_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let kit = dir.path().join("kit");
+    std::fs::create_dir_all(kit.join("shapes.txt")).unwrap();
+    std::fs::write(kit.join("notes.txt"), "mine\n").unwrap();
+    let rule = root().join("generated/rule.json");
+    let o = synth().arg("aiter").arg("--rule").arg(&rule).arg("--kit").arg(&kit).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let mut left: Vec<String> =
+        std::fs::read_dir(&kit).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    left.sort();
+    assert_eq!(left, ["notes.txt", "shapes.txt"], "{}", text(&o));
+    assert!(kit.join("shapes.txt").is_dir());
+    assert_eq!(std::fs::read_to_string(kit.join("notes.txt")).unwrap(), "mine\n");
+    // Without the obstacle the whole kit is written, next to what was there.
+    std::fs::remove_dir(kit.join("shapes.txt")).unwrap();
+    let o = synth().arg("aiter").arg("--rule").arg(&rule).arg("--kit").arg(&kit).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    for f in ["driver.cpp", "kernels.cpp", "shapes.txt", "expected.txt", "stub/torch/extension.h", "notes.txt"] {
+        assert!(kit.join(f).is_file(), "{f} missing: {}", text(&o));
+    }
+}

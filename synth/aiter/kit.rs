@@ -21,6 +21,7 @@ use super::templates::{
     render_template, COMMON_TEMPLATE, DRIVER_TEMPLATE, KERNELS_TEMPLATE, RECORD_TEMPLATE, TORCH_TEMPLATE,
 };
 use crate::catalog::Catalog;
+use crate::render::file::GeneratedFile;
 use crate::render::resolved;
 use crate::rule::Rule;
 
@@ -86,17 +87,10 @@ pub fn write_kit(rule: &Rule, catalog: &Catalog, dir: &Path, shapes: usize, seed
     files.push(("expected.txt", expected));
     files.push(("heuristic_kernels.txt", kernels.iter().map(|k| format!("{}\n", k.name)).collect()));
     files.push(("default_kernel.txt", format!("{}\n", catalog.default_instance().name)));
-    let mut written = Vec::new();
-    for (name, contents) in files {
-        let path = dir.join(name);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| anyhow::anyhow!("cannot create directory {}: {e}", parent.display()))?;
-        }
-        std::fs::write(&path, contents).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-        written.push(path);
-    }
-    Ok(written)
+    // One transaction for the whole kit: a failed or interrupted write leaves the directory as it was.
+    let files: Vec<GeneratedFile> =
+        files.into_iter().map(|(name, contents)| GeneratedFile::new(name, contents)).collect();
+    crate::render::outdir::write_all(dir, &files)
 }
 
 #[cfg(test)]
