@@ -72,7 +72,7 @@ def main(argv=None):
     sys.stderr.write("# device %s\n" % json.dumps(info))
     if not device["l2_known"]:
         sys.stderr.write("# L2 size not reported by PyTorch; assuming %d bytes\n" % device["l2_bytes"])
-    from bsbench import runner
+    from bsbench import compile_pool, runner
     opts = runner.Options(mapping, budget_us=args.budget_ms * 1e3, min_reps=args.min_reps, max_reps=args.max_reps,
                           use_graph=not args.no_graph, seed=args.seed, compile_jobs=args.compile_jobs,
                           slow_cutoff=args.slow_cutoff, slow_reps=args.slow_reps)
@@ -83,7 +83,7 @@ def main(argv=None):
         sys.stdout.flush()
 
     try:
-        r.precompile(cells)
+        r.precompile(cells, compile_pool.warm_cache)
         r.run(cells, emit)
     except env.EnvError as e:
         sys.stderr.write("error: %s\n" % e)

@@ -256,11 +256,12 @@ class Runner:
         return config.launch_config(cell.m_per_block, cell.n_per_block, cell.k_per_block, cell.block_size,
                                     cell.pipeline, self.opts.mapping)
 
-    def precompile(self, cells):
+    def precompile(self, cells, warm_cache=None):
         """Compiles every kernel variant of the plan once on a tiny problem; returns the seconds spent.
-        Failures are remembered and their cells fail without launching. With ``compile_jobs > 1`` the
-        variants are first compiled by that many worker processes into Triton's on-disk cache, so the
-        pass here only loads them."""
+        Failures are remembered and their cells fail without launching. With ``compile_jobs > 1`` and a
+        ``warm_cache(keys, jobs, fp8_name)`` (``compile_pool.warm_cache``, handed in by the entry point so
+        this module does not import the pool that imports it) the variants are first compiled by that many
+        worker processes into Triton's on-disk cache, so the pass here only loads them."""
         t0 = time.time()
         specs = []
         seen = set()
@@ -273,9 +274,8 @@ class Runner:
             if key not in seen:
                 seen.add(key)
                 specs.append((key, cfg))
-        if self.opts.compile_jobs > 1 and len(specs) > 1:
-            from . import compile_pool
-            compile_pool.warm_cache([s[0] for s in specs], self.opts.compile_jobs, self.device["fp8"])
+        if warm_cache is not None and self.opts.compile_jobs > 1 and len(specs) > 1:
+            warm_cache([s[0] for s in specs], self.opts.compile_jobs, self.device["fp8"])
             log("# %d variants compiled by %d workers in %.1f s" % (len(specs), self.opts.compile_jobs,
                                                                    time.time() - t0))
         for key, cfg in specs:
