@@ -31,8 +31,10 @@ class Options:
         self.l2_factor = l2_factor
         self.compile_jobs = compile_jobs
         # A cell whose warm-up estimate exceeds slow_cutoff times the best median measured so far on the
-        # same shape is timed with slow_reps repetitions (0 = off): it cannot be near the best, and at
-        # large shapes the slow corners of a config space would otherwise take most of the run.
+        # same shape is timed with slow_reps repetitions (cutoff 0 = off): it cannot be near the best, and
+        # at large shapes the slow corners of a config space would otherwise take most of the run. With
+        # slow_reps 0 such a cell keeps its two warm-up launches as its times (timing "estimate"): a
+        # screening figure, good for "more than cutoff x the best" and nothing finer.
         self.slow_cutoff = slow_cutoff
         self.slow_reps = slow_reps
 
@@ -152,15 +154,20 @@ def time_graph(ops, opts, best_us=None):
     """Per-launch times (us) from replays of a CUDA/HIP graph cycling through the buffer sets. With
     ``best_us`` and ``opts.slow_cutoff``, a cell estimated slower than cutoff x best gets slow_reps."""
     n_sets = len(ops)
-    e0, e1 = _event(), _event()
-    e0.record()
+    marks = [_event() for _ in range(3)]
+    _queue_ahead(200.0)  # both launches enqueued before the GPU reaches them: device time, no host gaps
+    marks[0].record()
     for i in range(2):
         ops[i % n_sets]()
-    e1.record()
+        marks[i + 1].record()
     torch.cuda.synchronize()
-    t_est = max(e0.elapsed_time(e1) * 1e3 / 2, 1.0)
+    warm = [max(marks[i].elapsed_time(marks[i + 1]) * 1e3, 1e-3) for i in range(2)]
+    t_est = max(sum(warm) / 2, 1.0)
+    if opts.slow_cutoff > 0 and opts.slow_reps == 0 and best_us is not None and t_est > opts.slow_cutoff * best_us:
+        return warm, "estimate"
     per_replay = n_sets * max(1, math.ceil(opts.min_replay_us / (t_est * n_sets)))
     per_replay = min(per_replay, max(n_sets, 256))
+    e0, e1 = marks[0], marks[1]
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for i in range(per_replay):
@@ -184,7 +191,7 @@ def time_graph(ops, opts, best_us=None):
     torch.cuda.synchronize()
     times = [starts[i].elapsed_time(ends[i]) * 1e3 / per_replay for i in range(reps)]
     del graph
-    return times
+    return times, "graph"
 
 
 def time_events(ops, opts, flush):
@@ -332,10 +339,12 @@ class Runner:
         try:
             if self.graph_ok:
                 try:
-                    times = time_graph(ops, self.opts, ctx.best_us)
-                    method = "graph"
+                    times, method = time_graph(ops, self.opts, ctx.best_us)
                 except Exception as e:
-                    if classify(e) == "oom":
+                    # Only a failure of the runtime (capture unsupported, a driver error) falls back to
+                    # events; anything else is a defect here and stops the run instead of changing the
+                    # timing method of every cell that follows.
+                    if classify(e) == "oom" or not isinstance(e, RuntimeError):
                         raise
                     log("graph capture/replay failed (%s: %s); falling back to events with an L2 flush"
                         % (type(e).__name__, str(e)[:200]))
@@ -353,7 +362,7 @@ class Runner:
             return fail(classify(e), err)
         summary = stats.summarize(times)
         us = summary["us"]
-        if ctx.best_us is None or us < ctx.best_us:
+        if method != "estimate" and (ctx.best_us is None or us < ctx.best_us):
             ctx.best_us = us
         return result_line(cell, dev, "ok", timing=summary, err_ratio=err,
                            tflops=stats.tflops(cell.m, cell.n, cell.k, us),

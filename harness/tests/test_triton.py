@@ -110,6 +110,20 @@ class TritonPlanTest(unittest.TestCase):
         nxt = triton_plan.plan_cells(mixed, cfgs, done_first, 0.0, one_class=True)
         self.assertEqual({c.m for c in nxt}, {1})
 
+    def test_prior_order_is_a_permutation_with_the_likely_best_first(self):
+        space = tc.tuner_space()
+        for m, n in ((1, 5120), (32, 1280), (300, 8192), (16384, 28672)):
+            cells = triton_plan.plan_cells([(m, n, 4096)], space, set(), 0.0, prior=True)
+            self.assertEqual(sorted(c.kernel_id for c in cells), sorted(tc.kernel_id(c) for c in space))
+            first = cells[0].config
+            want_bm = {1: 16, 32: 32, 300: 128, 16384: 128}[m]
+            want_bn = 64 if n <= 2048 else 128
+            self.assertEqual((first.block_m, first.block_n, first.block_k, first.num_stages, first.num_warps,
+                              first.group_m), (want_bm, want_bn, 128, 3, 4, 32))
+        # the given order stays the default
+        given = triton_plan.plan_cells([(16, 5120, 4096)], space[:10], set(), 0.0)
+        self.assertEqual([c.config for c in given], space[:10])
+
     def test_done_file_tolerates_cut_line(self):
         c = plan.triton_cell(16, 5120, 5120, tc.VLLM_DEFAULT)
         row = {"M": 16, "N": 5120, "K": 5120, "kernelId": c.kernel_id, "recheck": 0}
