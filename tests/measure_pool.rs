@@ -653,3 +653,13 @@ fn aiter_shards_split_the_shapes_and_merge_into_one_run() {
     // The fake tuner's times are deterministic: the shards together are the one run, rechecks included.
     assert_eq!(sorted_rows(&m), sorted_rows(&one));
 }
+
+#[test]
+fn a_shard_on_several_gpus_is_that_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let alone = dir.path().join("alone.csv");
+    shard_run(&alone, Some("2/3"), &[]);
+    let spread = dir.path().join("spread.csv");
+    ok(run(&bench_args(&spread, &["--shard", "2/3", "--gpus", "1,3"]), &[("FAKE_DEVICES", "4")]));
+    assert_eq!(sorted_rows(&spread), sorted_rows(&alone));
+}

@@ -213,7 +213,8 @@ fn measure_on_gpus(
     let result = pool.run(todo, journal, |ev| match ev {
         PoolEvent::Started { gpu, cells, shapes } => {
             if !interactive {
-                eprintln!("GPU {gpu}: harness started on {cells} cells ({shapes} shapes)");
+                let s = if shapes == 1 { "" } else { "s" };
+                eprintln!("GPU {gpu}: harness started on {cells} cells ({shapes} shape{s})");
             }
         }
         PoolEvent::Row { row, .. } => {

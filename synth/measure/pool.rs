@@ -248,7 +248,7 @@ impl Pool<'_> {
             Ok(s) => s,
             Err(msg) => return End::Failed(msg),
         };
-        let tail = job.tail.join("\n");
+        let tail = if job.tail.is_empty() { "no output on stderr".to_string() } else { job.tail.join("\n") };
         match status.code() {
             Some(0) => {
                 let left = job.cells.iter().filter(|c| !journal.is_done(&c.key())).count();
