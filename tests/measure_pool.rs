@@ -261,7 +261,9 @@ fn two_workers_killed_mid_run_lose_and_repeat_no_cell() {
         w.cells.iter().filter(|c| killed.contains(&c.1)).map(|c| &c.2).filter(|k| !moved.contains(*k)).collect();
     assert!(finished_by_killed.len() >= 2);
     assert!(finished_by_killed.iter().all(|k| !others.contains(k)), "a finished cell was measured again");
-    assert_eq!(moved_counts(&msg).iter().sum::<usize>() >= moved.len(), true, "{msg}");
+    // Each failure reports what it moved: together at least the cells re-dealt (a cell moved to GPU 2 and then
+    // moved again when GPU 2 died counts twice).
+    assert!(moved_counts(&msg).iter().sum::<usize>() >= moved.len(), "{msg}");
 }
 
 #[test]
@@ -286,7 +288,7 @@ fn a_worker_that_dies_after_three_cells_has_the_rest_of_its_share_redealt() {
     assert_eq!(moved.iter().collect::<BTreeSet<_>>(), first[3..].iter().collect::<BTreeSet<_>>());
     assert!(later.iter().all(|(g, _)| g != "1"));
     assert_eq!(w.plans.iter().filter(|p| p.0 == "1").count(), 1, "a failed GPU takes no more work");
-    assert!(msg.contains(&format!("GPU 1 failed: the harness was killed by a signal")), "{msg}");
+    assert!(msg.contains("GPU 1 failed: the harness was killed by a signal"), "{msg}");
     assert!(msg.contains(&format!("its {want} unfinished cells: re-dealt to GPU ")), "{msg}");
 }
 
