@@ -49,6 +49,9 @@ pub enum Command {
     Compress(crate::app::compress::CompressArgs),
     /// AITER main: write the heuristic patch for a rule, apply/check it on a checkout, or write its check kit.
     Aiter(crate::app::aiter::AiterArgs),
+    /// Merge journals of one device (e.g. the shards of `bench --shard I/N`) into one, refusing conflicts.
+    #[command(after_long_help = crate::app::help::MERGE)]
+    Merge(crate::app::merge::MergeArgs),
     /// Write a rule over the triton family as vLLM's or SGLang's block-FP8 config files (proved at every M).
     Export(crate::app::export::ExportArgs),
 }
@@ -72,6 +75,7 @@ pub fn main_entry() -> anyhow::Result<()> {
         Command::Compress(a) => crate::app::compress::run(a),
         Command::Aiter(a) => crate::app::aiter::run(a),
         Command::Export(a) => crate::app::export::run(a),
+        Command::Merge(a) => crate::app::merge::run(a),
     }
 }
 

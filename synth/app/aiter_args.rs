@@ -45,7 +45,8 @@ pub struct AiterArgs {
     /// Kernel families the tuner measures (its --libtype).
     #[arg(long, value_enum, default_value = "both")]
     pub libtype: TunerLibtype,
-    /// Tuner worker processes, one per GPU (its --mp); default: the tuner's (every visible GPU).
+    /// Tuner worker processes, one per GPU (its --mp); default: the tuner's (every visible GPU), or with
+    /// --gpus the number of GPUs named.
     #[arg(long)]
     pub mp: Option<u32>,
     /// Largest share of wrong output elements a kernel may have (its --errRatio); above it the row is a

@@ -25,6 +25,7 @@ use super::aiter_tuner::{
 use super::bench_args::{bench_grid, print_summary, BenchArgs};
 use crate::catalog::Catalog;
 use crate::measure::journal::Journal;
+use crate::measure::shard::shard_shapes;
 use crate::table::Shape;
 
 /// The `backend` column: the tuner and the checkout's git commit when it is a git work tree.
@@ -62,15 +63,14 @@ pub fn work_dir(out: &Path) -> PathBuf {
     out.with_file_name(name)
 }
 
-/// Measures `shapes` (main pass, then a recheck pass over a seeded sample) into the journal at `out`.
-/// Returns the rows appended.
+/// Measures `shapes` (main pass), then `rechecks` (a recheck pass; [`recheck_shapes`] of the plan's
+/// shapes) into the journal at `out`. Returns the rows appended.
 pub fn measure_shapes(
     tuner: &Tuner,
     device: &AiterDevice,
     shapes: &[Shape],
+    rechecks: &[Shape],
     out: &Path,
-    recheck_fraction: f64,
-    seed: u64,
     catalog: &Catalog,
 ) -> Result<(Journal, usize)> {
     let (mut journal, cut) = Journal::open(out, catalog)?;
@@ -108,9 +108,7 @@ pub fn measure_shapes(
         err_ratio: tuner.err_ratio,
     };
     let mut appended = 0;
-    for (recheck, list, prefix) in
-        [(0u8, shapes.to_vec(), ""), (1u8, recheck_shapes(shapes, recheck_fraction, seed), "recheck-")]
-    {
+    for (recheck, list, prefix) in [(0u8, shapes.to_vec(), ""), (1u8, rechecks.to_vec(), "recheck-")] {
         let files = RunFiles::in_dir(&dir, prefix);
         let meta = RowMeta { recheck, ..meta.clone() };
         // What an interrupted run left in the profile file is imported before deciding what to tune.
@@ -173,8 +171,26 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         .into_iter()
         .collect();
     shapes.sort_by_key(|s| (s.n, s.k, s.m));
-    let tuner = Tuner::from_args(&args.python, &args.aiter, args.split_k == crate::measure::SplitKMode::Auto)?
+    // Rechecks are chosen on the whole plan, so the shards' rechecks together are the plan's.
+    let mut rechecks = recheck_shapes(&shapes, args.recheck_fraction, args.seed);
+    if let Some(shard) = args.scale.shard {
+        let all = shapes.len();
+        shapes = shard_shapes(&shapes, shard);
+        let mine: BTreeSet<Shape> = shapes.iter().copied().collect();
+        rechecks.retain(|s| mine.contains(s));
+        eprintln!("shard {shard}: {} of the plan's {all} shapes ({} recheck shapes)", shapes.len(), rechecks.len());
+    }
+    if args.scale.worker_retries.is_some() {
+        bail!(
+            "--worker-retries applies to --backend harness; with --backend aiter the tuner's own process pool              (--mp) runs the GPUs"
+        );
+    }
+    let mut tuner = Tuner::from_args(&args.python, &args.aiter, args.split_k == crate::measure::SplitKMode::Auto)?
         .with_silence_limit(Duration::from_secs_f64(args.cell_timeout));
+    let gpus = args.scale.gpu_list()?;
+    if let Some(g) = &gpus {
+        tuner = tuner.on_gpus(g)?;
+    }
     if args.dry_run || args.plan_only.is_some() {
         let done: BTreeSet<Shape> = if args.out.exists() {
             crate::measure::read_journal(&args.out, &catalog)?.iter().filter(|r| r.recheck == 0).map(shape_of).collect()
@@ -198,6 +214,16 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         return Ok(());
     }
     let device = tuner.probe()?;
+    if let Some(g) = gpus.as_ref().filter(|g| g.len() as u32 != device.devices) {
+        bail!(
+            "--gpus {} names {} GPUs but PyTorch under `{}` sees {} with HIP_VISIBLE_DEVICES={}; name GPUs that              exist",
+            g.join(","),
+            g.len(),
+            args.python.display(),
+            device.devices,
+            g.join(",")
+        );
+    }
     eprintln!(
         "device: {} ({}, {} CUs, {} GPUs; torch {}, HIP {}); AITER {}",
         device.name,
@@ -209,8 +235,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         tuner.aiter_dir.display()
     );
     let started = Instant::now();
-    let (journal, appended) =
-        measure_shapes(&tuner, &device, &shapes, &args.out, args.recheck_fraction, args.seed, &catalog)?;
+    let (journal, appended) = measure_shapes(&tuner, &device, &shapes, &rechecks, &args.out, &catalog)?;
     print_summary(&journal, appended, started.elapsed().as_secs_f64());
     let by_lib: BTreeMap<&str, usize> = journal.rows().iter().fold(BTreeMap::new(), |mut m, r| {
         *m.entry(r.libtype.as_str()).or_default() += 1;
@@ -326,6 +351,7 @@ mod tests {
             batch: 3,
             extra_args: vec!["--shape_grouped".into()],
             silence_limit: Duration::from_secs(60),
+            visible_devices: None,
         };
         let f = RunFiles::in_dir(Path::new("/w"), "recheck-");
         assert_eq!(

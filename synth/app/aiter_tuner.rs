@@ -72,6 +72,9 @@ pub struct Tuner {
     pub extra_args: Vec<String>,
     /// Longest time the tuner may print nothing and add nothing to its profile file before it is stopped.
     pub silence_limit: Duration,
+    /// The GPUs the tuner (and the probe) may see: `HIP_VISIBLE_DEVICES` and `CUDA_VISIBLE_DEVICES` set to
+    /// this comma list (`synth bench --gpus`); `None` leaves the environment as it is.
+    pub visible_devices: Option<String>,
 }
 
 /// Files of one tuner run inside the work directory (absolute paths).
@@ -367,7 +370,22 @@ impl Tuner {
             batch: a.tuner_batch,
             extra_args: a.tuner_args.clone(),
             silence_limit: DEFAULT_SILENCE,
+            visible_devices: None,
         })
+    }
+
+    /// The same tuner on the GPUs `gpus` (`synth bench --gpus`): only they are visible to it, and its `--mp`
+    /// (the process pool AITER's `mp_tuner` spreads the candidates over, one process per visible GPU) is
+    /// their count. An `--mp` given as well must be that count.
+    pub fn on_gpus(self, gpus: &[String]) -> Result<Tuner> {
+        let n = gpus.len() as u32;
+        if let Some(mp) = self.mp.filter(|&mp| mp != n) {
+            bail!(
+                "--mp {mp} and --gpus {} disagree: with --gpus the tuner runs one process per named GPU (--mp {n});                  leave out --mp",
+                gpus.join(",")
+            );
+        }
+        Ok(Tuner { mp: Some(n), visible_devices: Some(gpus.join(",")), ..self })
     }
 
     /// The same tuner with another watchdog.
@@ -384,6 +402,9 @@ impl Tuner {
             path.push(old);
         }
         c.env("PYTHONPATH", path);
+        if let Some(ids) = &self.visible_devices {
+            c.env("HIP_VISIBLE_DEVICES", ids).env("CUDA_VISIBLE_DEVICES", ids);
+        }
         c
     }
 

@@ -4,9 +4,11 @@
 use super::aiter_args::Backend;
 use super::bench_args::{bench_grid, print_summary};
 use crate::catalog::{Catalog, Instance};
-use crate::measure::driver::{DeviceInfo, Harness};
+use crate::measure::driver::{DeviceInfo, Harness, PROBE_LIMIT};
 use crate::measure::journal::{CellResult, Journal};
 use crate::measure::plan::{build_plan, PlanCell, PlanSpec};
+use crate::measure::pool::{probe_all, Pool, PoolEvent, DEFAULT_RETRIES};
+use crate::measure::shard::{deal_by_shape, shard_plan};
 use crate::table::Shape;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -49,16 +51,16 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let (ms, (layers, unrunnable)) = bench_grid(&args)?;
     let instances = select_instances(&catalog, &args.instances)?;
     let harness = harness_of(&args);
+    let gpus = args.scale.gpu_list()?;
+    if gpus.is_none() && args.scale.worker_retries.is_some() {
+        bail!("--worker-retries applies to --gpus (several GPU workers); one worker stops at its first failure");
+    }
     let mut device: Option<DeviceInfo> = None;
     let cu_num = match args.cu_num {
         Some(0) => bail!("--cu-num 0: the device's CU/SM count is at least 1 (e.g. 304 for MI300X, 132 for H200)"),
         Some(c) => c,
         None => {
-            let d = harness.probe()?;
-            eprintln!(
-                "device: {} ({}, {} CUs/SMs, {}; torch {}, triton {}; {})",
-                d.name, d.gfx, d.cu_num, d.backend, d.torch, d.triton, d.mapping_rule
-            );
+            let d = probe(&harness, gpus.as_deref())?;
             let c = d.cu_num;
             device = Some(d);
             c
@@ -74,6 +76,20 @@ pub fn run(args: BenchArgs) -> Result<()> {
         seed: args.seed,
     };
     let plan = build_plan(&spec)?;
+    let plan = match args.scale.shard {
+        None => plan,
+        Some(shard) => {
+            let part = shard_plan(&plan, shard);
+            eprintln!(
+                "shard {shard}: {} of the plan's {} cells ({} of {} shapes, dealt by shape)",
+                part.len(),
+                plan.len(),
+                shape_count(&part),
+                shape_count(&plan)
+            );
+            part
+        }
+    };
     let only_plan = args.dry_run || args.plan_only.is_some();
     // A dry run or plan export reads an existing journal but creates none.
     let journal = if only_plan && !args.out.exists() {
@@ -96,7 +112,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     eprintln!(
         "plan: {} cells ({} shapes x {} instances with split-K {:?}, {} rechecks); {} already in {}; {} to measure",
         plan.len(),
-        spec.shapes.len(),
+        if args.scale.shard.is_some() { shape_count(&plan) } else { spec.shapes.len() },
         spec.instances.len(),
         args.split_k,
         n_recheck,
@@ -114,6 +130,15 @@ pub fn run(args: BenchArgs) -> Result<()> {
         eprintln!("wrote {} plan cells to {}", todo.len(), path.display());
         return Ok(());
     }
+    if let Some(gpus) = &gpus {
+        let shares = deal_by_shape(&todo, &vec![0; gpus.len()]);
+        let text: Vec<String> = gpus
+            .iter()
+            .zip(&shares)
+            .map(|(g, cells)| format!("GPU {g}: {} cells ({} shapes)", cells.len(), shape_count(cells)))
+            .collect();
+        eprintln!("workers: {}", text.join(", "));
+    }
     if args.dry_run {
         println!("{}", todo.len());
         return Ok(());
@@ -124,9 +149,116 @@ pub fn run(args: BenchArgs) -> Result<()> {
         return Ok(());
     }
     if device.is_none() {
-        harness.probe()?;
+        // The early check for Python, PyTorch and the GPU(s) (--cu-num skipped the first probe).
+        match &gpus {
+            None => drop(harness.probe()?),
+            Some(g) => drop(probe_all(&harness, g, PROBE_LIMIT)?),
+        }
     }
-    measure(&args, &harness, &todo, &mut journal, &unrunnable)
+    match gpus {
+        None => measure(&args, &harness, &todo, &mut journal, &unrunnable),
+        Some(gpus) => {
+            let pool = Pool { harness: &harness, gpus, retries: args.scale.worker_retries.unwrap_or(DEFAULT_RETRIES) };
+            measure_on_gpus(&args, &pool, &todo, &mut journal, &unrunnable)
+        }
+    }
+}
+
+/// Distinct shapes of `cells`.
+fn shape_count(cells: &[PlanCell]) -> usize {
+    cells.iter().map(|c| c.shape()).collect::<std::collections::HashSet<_>>().len()
+}
+
+/// The device description: the harness's probe, or with `--gpus` every GPU's (they must agree); printed.
+fn probe(harness: &Harness, gpus: Option<&[String]>) -> Result<DeviceInfo> {
+    let d = match gpus {
+        None => harness.probe()?,
+        Some(g) => probe_all(harness, g, PROBE_LIMIT)?,
+    };
+    eprintln!(
+        "device: {} ({}, {} CUs/SMs, {}; torch {}, triton {}; {}){}",
+        d.name,
+        d.gfx,
+        d.cu_num,
+        d.backend,
+        d.torch,
+        d.triton,
+        d.mapping_rule,
+        gpus.map(|g| format!(" on GPUs {}", g.join(", "))).unwrap_or_default()
+    );
+    Ok(d)
+}
+
+/// [`measure`] over the GPU workers of `pool`: one progress bar (or a line every 250 cells) and ETA for the
+/// whole plan, each worker failure and where its cells went.
+fn measure_on_gpus(
+    args: &BenchArgs,
+    pool: &Pool,
+    todo: &[PlanCell],
+    journal: &mut Journal,
+    unrunnable: &[String],
+) -> Result<()> {
+    let interactive = std::io::stderr().is_terminal();
+    let pb = if interactive { ProgressBar::new(todo.len() as u64) } else { ProgressBar::hidden() };
+    pb.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} cells  {per_sec}  ETA {eta}  {msg}")
+            .expect("static progress template"),
+    );
+    let started = Instant::now();
+    let total = todo.len();
+    let workers = pool.gpus.len();
+    let mut alive = workers;
+    let mut count = 0usize;
+    let say = |pb: &ProgressBar, line: String| if interactive { pb.println(line) } else { eprintln!("{line}") };
+    let result = pool.run(todo, journal, |ev| match ev {
+        PoolEvent::Started { gpu, cells, shapes } => {
+            if !interactive {
+                let s = if shapes == 1 { "" } else { "s" };
+                eprintln!("GPU {gpu}: harness started on {cells} cells ({shapes} shape{s})");
+            }
+        }
+        PoolEvent::Row { row, .. } => {
+            count += 1;
+            pb.inc(1);
+            pb.set_message(format!("{alive}/{workers} GPUs  M={} N={} K={}", row.m, row.n, row.k));
+            if !interactive && (count.is_multiple_of(250) || count == total) {
+                let el = started.elapsed().as_secs_f64();
+                let rate = count as f64 / el.max(1e-9);
+                eprintln!(
+                    "{count}/{total} cells, {el:.0} s, {rate:.1} cells/s, ETA {:.0} s ({alive} of {workers} GPU workers)",
+                    (total - count) as f64 / rate.max(1e-9)
+                );
+            }
+        }
+        PoolEvent::Log { gpu, line } => {
+            if !interactive {
+                eprintln!("GPU {gpu}| {line}");
+            } else if !line.starts_with('#') {
+                pb.println(format!("GPU {gpu}| {line}"));
+            }
+        }
+        PoolEvent::Failed { gpu, error, moved, to } => {
+            alive -= 1;
+            let dest: Vec<String> = to.iter().map(|(g, n)| format!("GPU {g} ({n})")).collect();
+            let whereto = if dest.is_empty() { "no worker is left".to_string() } else { format!("re-dealt to {}", dest.join(", ")) };
+            say(&pb, format!("GPU {gpu} failed: {error}; its {moved} unfinished cells: {whereto}"));
+        }
+    });
+    pb.finish_and_clear();
+    let elapsed = started.elapsed().as_secs_f64();
+    let measured = journal.rows().len();
+    let appended = match &result {
+        Ok(n) => *n,
+        Err(_) => count,
+    };
+    print_summary(journal, appended, elapsed);
+    result.map(|_| ()).with_context(|| {
+        format!("{} rows are in {} ({} measured this run on {} GPUs)", measured, args.out.display(), appended, workers)
+    })?;
+    if !unrunnable.is_empty() {
+        bail!("the other layers were measured; {}", unrunnable.join("; "));
+    }
+    Ok(())
 }
 
 /// Measures `todo` with the harness into `journal`, with a progress bar on a terminal (a line every 250

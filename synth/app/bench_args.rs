@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use super::aiter_args::{AiterArgs, Backend};
 use crate::measure::journal::{recheck_noise, Journal};
 use crate::measure::plan::SplitKMode;
+use crate::measure::shard::Shard;
 use crate::shapes;
 
 #[derive(Debug, clap::Args)]
@@ -69,7 +70,92 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value = "harness")]
     pub backend: Backend,
     #[command(flatten)]
+    pub scale: ScaleArgs,
+    #[command(flatten)]
     pub aiter: AiterArgs,
+}
+
+/// Where a plan runs: several GPUs of this host (`--gpus`) and one share of a plan split over several runs
+/// (`--shard`), for either backend.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ScaleArgs {
+    /// GPUs of this host to measure on, as CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES name them (comma
+    /// list of indices or UUIDs, e.g. `0,1,2,3`): one harness worker per GPU, cells dealt by shape, every
+    /// result written to the one journal; a failed worker's cells go to the others. With --backend aiter:
+    /// the tuner sees these GPUs and gets --mp with their count. Default: one worker on the GPU the
+    /// harness sees.
+    #[arg(long)]
+    pub gpus: Option<String>,
+    /// Measure only share I of a plan split by shape into N (1 <= I <= N), e.g. `--shard 3/8`: the same
+    /// command with I = 1..N on N machines measures the whole plan once; `synth merge` joins the journals.
+    #[arg(long)]
+    pub shard: Option<Shard>,
+    /// With --gpus: how many times a cell being measured when its worker failed is dealt to another worker
+    /// before the run stops [default: 2].
+    #[arg(long)]
+    pub worker_retries: Option<u32>,
+}
+
+/// Most GPUs of one `--gpus` list.
+pub const MAX_GPUS: usize = 64;
+
+impl ScaleArgs {
+    /// The `--gpus` list, checked against this process's environment ([`check_gpus`]); `None` without it.
+    pub(crate) fn gpu_list(&self) -> Result<Option<Vec<String>>> {
+        match &self.gpus {
+            None => Ok(None),
+            Some(text) => check_gpus(text, |v| std::env::var(v).ok()).map(Some),
+        }
+    }
+}
+
+/// Parses a `--gpus` list: ids of letters, digits and `-_:./` (indices, `GPU-…` and `MIG-…` UUIDs), none
+/// twice, at most [`MAX_GPUS`]. Where the environment (`env`) already limits the GPUs this process may use
+/// (`CUDA_VISIBLE_DEVICES`, `HIP_VISIBLE_DEVICES`), every id must be one it lists; under
+/// `ROCR_VISIBLE_DEVICES` (which HIP numbers from 0) a numeric id must be below its count.
+pub(crate) fn check_gpus(text: &str, env: impl Fn(&str) -> Option<String>) -> Result<Vec<String>> {
+    let ids: Vec<String> = text.split(',').map(|s| s.trim().to_string()).collect();
+    for id in &ids {
+        if id.is_empty() {
+            bail!("--gpus {:?}: an empty entry; name GPUs as a comma list, e.g. --gpus 0,1,2,3", text);
+        }
+        if !id.chars().all(|c| c.is_ascii_alphanumeric() || "-_:./".contains(c)) {
+            bail!(
+                "--gpus: {} is not a GPU id (an index such as 0, or a UUID such as GPU-8932f937…)",
+                crate::sanitize::shown(id)
+            );
+        }
+    }
+    if let Some((i, id)) = ids.iter().enumerate().find(|(i, id)| ids[..*i].contains(id)) {
+        bail!(
+            "--gpus: GPU {id} is named twice (entries {} and {}); one worker per GPU",
+            ids[..i].iter().position(|x| x == id).unwrap() + 1,
+            i + 1
+        );
+    }
+    if ids.len() > MAX_GPUS {
+        bail!("--gpus names {} GPUs; at most {MAX_GPUS} per host", ids.len());
+    }
+    for var in ["CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"] {
+        let Some(value) = env(var) else { continue };
+        let allowed: Vec<&str> = value.split(',').map(str::trim).collect();
+        if let Some(id) = ids.iter().find(|id| !allowed.contains(&id.as_str())) {
+            bail!(
+                "--gpus: GPU {id} is not among the GPUs this environment allows ({var}={}); name GPUs from that list",
+                crate::sanitize::shown(&value)
+            );
+        }
+    }
+    if let Some(value) = env("ROCR_VISIBLE_DEVICES") {
+        let count = value.split(',').filter(|s| !s.trim().is_empty()).count();
+        if let Some(id) = ids.iter().find(|id| id.parse::<usize>().is_ok_and(|n| n >= count)) {
+            bail!(
+                "--gpus: GPU {id} is beyond the {count} GPUs of ROCR_VISIBLE_DEVICES={} (HIP numbers them from 0)",
+                crate::sanitize::shown(&value)
+            );
+        }
+    }
+    Ok(ids)
 }
 
 /// The off-grid M set of `--m-set off-grid`: 20 seeded log-uniform values over 1..=16384 off AITER's grid.
@@ -221,6 +307,34 @@ mod tests {
         assert_eq!(ok, vec![(2560, 8192), (8192, 2048), (14784, 8192)]);
         assert_eq!(bad.len(), 1);
         assert!(bad[0].contains("qwen2.5-72b at TP 4, down_proj: K = 7392 is not a multiple of 128"), "{}", bad[0]);
+    }
+
+    #[test]
+    fn gpu_lists_are_checked_against_the_environment() {
+        let none = |_: &str| None;
+        assert_eq!(check_gpus("0,1, 3", none).unwrap(), ["0", "1", "3"]);
+        assert_eq!(check_gpus("GPU-8932f937-d72c", none).unwrap(), ["GPU-8932f937-d72c"]);
+        for (text, want) in [
+            ("0,,1", "an empty entry"),
+            ("0,1,0", "GPU 0 is named twice (entries 1 and 3)"),
+            ("0;1", "is not a GPU id"),
+            ("", "an empty entry"),
+        ] {
+            let e = check_gpus(text, none).unwrap_err().to_string();
+            assert!(e.contains(want), "{text}: {e}");
+        }
+        let many: Vec<String> = (0..65).map(|i| i.to_string()).collect();
+        assert!(check_gpus(&many.join(","), none).unwrap_err().to_string().contains("at most 64"));
+        let cuda = |v: &str| (v == "CUDA_VISIBLE_DEVICES").then(|| "4,5,6,7".to_string());
+        assert_eq!(check_gpus("5,7", cuda).unwrap(), ["5", "7"]);
+        let e = check_gpus("0,5", cuda).unwrap_err().to_string();
+        assert!(
+            e.contains("GPU 0 is not among the GPUs this environment allows (CUDA_VISIBLE_DEVICES=4,5,6,7)"),
+            "{e}"
+        );
+        let rocr = |v: &str| (v == "ROCR_VISIBLE_DEVICES").then(|| "2,3".to_string());
+        assert_eq!(check_gpus("0,1", rocr).unwrap(), ["0", "1"]);
+        assert!(check_gpus("2", rocr).unwrap_err().to_string().contains("beyond the 2 GPUs of ROCR_VISIBLE_DEVICES"));
     }
 
     #[test]

@@ -37,7 +37,16 @@ Examples (on a machine with a GPU, PyTorch and Triton):
   synth bench --model llama-3.1-8b --tp 1 --m-set decode --out decode.csv
 Without a GPU:
   synth bench --model qwen3-32b --tp 2 --out my.csv --dry-run --cu-num 304   # the plan's size only
+Many GPUs:
+  synth bench --model qwen3-32b --tp 2 --out my.csv --gpus 0,1,2,3            # one worker per GPU, one journal
+  synth bench --model qwen3-32b --tp 2 --out part3.csv --shard 3/8            # share 3 of 8 machines' runs
+  synth merge part*.csv --out my.csv                                          # the shards' journals as one
 Then: synth run --dataset my.csv --model qwen3-32b --tp 2";
+
+pub const MERGE: &str = "\
+Examples:
+  synth merge part1.csv part2.csv part3.csv --out all.csv   # refuses other devices or conflicting cells
+  synth merge all.csv late.csv --out all.csv                # merge into an existing journal";
 
 pub const CHECK: &str = "\
 Examples:

@@ -26,6 +26,7 @@ pub(crate) mod help;
 pub(crate) mod invocation;
 pub mod line;
 pub mod manifest;
+pub(crate) mod merge;
 pub mod multi;
 pub(crate) mod multi_eval;
 pub(crate) mod outputs;

@@ -64,13 +64,23 @@ pub struct DeviceInfo {
 
 impl Harness {
     fn command(&self) -> Command {
+        self.command_on(None)
+    }
+
+    /// The harness command; with `gpu`, its one visible GPU (`CUDA_VISIBLE_DEVICES` and
+    /// `HIP_VISIBLE_DEVICES` both set to the id: CUDA reads the first, ROCm's HIP the second and ignores the
+    /// first when the second is set).
+    pub(crate) fn command_on(&self, gpu: Option<&str>) -> Command {
         let mut c = Command::new(&self.python);
         c.arg(&self.script);
         c.args(&self.extra_args);
+        if let Some(id) = gpu {
+            c.env("CUDA_VISIBLE_DEVICES", id).env("HIP_VISIBLE_DEVICES", id);
+        }
         c
     }
 
-    fn spawn_error(&self, e: std::io::Error) -> anyhow::Error {
+    pub(crate) fn spawn_error(&self, e: std::io::Error) -> anyhow::Error {
         anyhow!(
             "cannot start the harness with Python `{}`: {e}; pass --python with an interpreter that has PyTorch and Triton",
             self.python.display()
@@ -111,7 +121,12 @@ impl Harness {
 
     /// [`Harness::probe`], waiting at most `limit` (then the harness's process group is killed).
     pub fn probe_within(&self, limit: Duration) -> Result<DeviceInfo> {
-        let out = crate::process::run_capture(self.command().arg("--probe"), limit, PROBE_CAP)
+        self.probe_on(None, limit)
+    }
+
+    /// [`Harness::probe_within`] with only `gpu` visible to the harness ([`Harness::command_on`]).
+    pub fn probe_on(&self, gpu: Option<&str>, limit: Duration) -> Result<DeviceInfo> {
+        let out = crate::process::run_capture(self.command_on(gpu).arg("--probe"), limit, PROBE_CAP)
             .map_err(|e| self.spawn_error(e))?;
         let Some(status) = out.status else {
             bail!(
@@ -251,7 +266,7 @@ pub const PROBE_LIMIT: Duration = Duration::from_secs(600);
 /// Most bytes of each probe stream kept.
 const PROBE_CAP: usize = 1 << 20;
 /// Poll interval of the harness loop.
-const TICK: Duration = Duration::from_millis(100);
+pub(crate) const TICK: Duration = Duration::from_millis(100);
 
 /// What a harness run has read so far.
 struct RunState {
@@ -271,22 +286,36 @@ impl RunState {
         journal: &mut Journal,
     ) -> Result<Option<CellResult>> {
         self.line_no += 1;
-        let i = self.line_no;
-        if line.trim().is_empty() {
-            return Ok(None);
+        let row = take_result(line, self.line_no, wanted, &mut self.device, journal)?;
+        if row.is_some() {
+            self.appended += 1;
         }
-        let shown = || crate::sanitize::shown(&line.chars().take(300).collect::<String>());
-        let row: CellResult =
-            serde_json::from_str(line).map_err(|e| anyhow!("harness output line {i}: {e}: {}", shown()))?;
-        let Some(cell) = wanted.get(&row.key()) else {
-            bail!("harness output line {i} is for a cell not in the plan: {}", shown());
-        };
-        check_against_plan(&row, cell, &mut self.device)
-            .map_err(|e| anyhow!("harness output line {i}: {e}; the row was not written: {}", shown()))?;
-        journal.append(row.clone())?;
-        self.appended += 1;
-        Ok(Some(row))
+        Ok(row)
     }
+}
+
+/// Checks stdout line `i` of a harness run against the run's cells (`wanted`) and the journal's device, and
+/// appends its row to the journal; `Ok(None)` for a blank line.
+pub(crate) fn take_result<P: std::borrow::Borrow<PlanCell>>(
+    line: &str,
+    i: usize,
+    wanted: &std::collections::HashMap<CellKey, P>,
+    device: &mut Option<(String, u32, String)>,
+    journal: &mut Journal,
+) -> Result<Option<CellResult>> {
+    if line.trim().is_empty() {
+        return Ok(None);
+    }
+    let shown = || crate::sanitize::shown(&line.chars().take(300).collect::<String>());
+    let row: CellResult =
+        serde_json::from_str(line).map_err(|e| anyhow!("harness output line {i}: {e}: {}", shown()))?;
+    let Some(cell) = wanted.get(&row.key()) else {
+        bail!("harness output line {i} is for a cell not in the plan: {}", shown());
+    };
+    check_against_plan(&row, cell.borrow(), device)
+        .map_err(|e| anyhow!("harness output line {i}: {e}; the row was not written: {}", shown()))?;
+    journal.append(row.clone())?;
+    Ok(Some(row))
 }
 
 /// What a harness row must agree on with its plan cell and the journal before it is written: the

@@ -139,6 +139,11 @@ pub fn read_journal(path: &Path, catalog: &Catalog) -> Result<Vec<CellResult>> {
 }
 
 fn read_journal_bytes(bytes: &[u8], src: &str, catalog: &Catalog) -> Result<Vec<CellResult>> {
+    Ok(read_journal_lines(bytes, src, catalog)?.into_iter().map(|(_, r)| r).collect())
+}
+
+/// Every row of a journal's bytes with its 1-based line, after the header check of [`read_journal`].
+pub(crate) fn read_journal_lines(bytes: &[u8], src: &str, catalog: &Catalog) -> Result<Vec<(usize, CellResult)>> {
     let first = bytes.split(|&b| b == b'\n').next().unwrap_or(&[]);
     let header = String::from_utf8_lossy(first).trim_end_matches('\r').to_string();
     let want = columns().join(",");
@@ -149,7 +154,7 @@ fn read_journal_bytes(bytes: &[u8], src: &str, catalog: &Catalog) -> Result<Vec<
             .into());
     }
     let rows = parse_aiter_csv(bytes, src, catalog)?;
-    Ok(rows.iter().map(CellResult::from_aiter_row).collect())
+    Ok(rows.iter().map(|r| (r.line, CellResult::from_aiter_row(r))).collect())
 }
 
 impl CellResult {
@@ -291,7 +296,7 @@ pub fn lock_path(path: &Path) -> PathBuf {
 /// the process ends however it ends) and records this process in it. A second `synth bench` on the same
 /// journal gets one error naming the holder. The lock file is opened without following links
 /// ([`super::auxfile`]).
-fn lock_journal(path: &Path) -> Result<File> {
+pub(crate) fn lock_journal(path: &Path) -> Result<File> {
     use std::io::Write;
     let lock_path = lock_path(path);
     if let Some(dir) = lock_path.parent().filter(|d| !d.as_os_str().is_empty()) {

@@ -5,12 +5,17 @@
 //! - [`journal`]: the output CSV, read back on start so finished cells are skipped;
 //! - [`auxfile`]: the run's auxiliary files, opened without following links;
 //! - [`driver`]: the harness subprocess protocol (JSON lines in both directions, exit codes);
-//! - [`cmd`]: `synth bench`.
+//! - [`pool`]: one harness worker per GPU of a host, results streamed to the one journal writer;
+//! - [`shard`]: the plan split by shape (over hosts with `--shard I/N`, over a host's GPUs);
+//! - [`merge`]: journals of one device merged into one (`synth merge`).
 
 pub mod auxfile;
 pub(crate) mod driver;
 pub(crate) mod journal;
+pub mod merge;
 pub mod plan;
+pub mod pool;
+pub mod shard;
 
 pub use driver::{DeviceInfo, Harness};
 pub use journal::{read_journal, recheck_noise, CellResult, Journal};
