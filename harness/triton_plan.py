@@ -12,6 +12,7 @@ after a run stopped and the rerun measures only the rest. Each shape's rechecks 
 
 import argparse
 import csv
+import gzip
 import hashlib
 import json
 import os
@@ -53,16 +54,27 @@ def read_configs(spec):
     return out
 
 
-def done_keys(paths):
+def open_text(path):
+    """A journal, plain or gzip-compressed (``.gz``), as text."""
+    if path.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def done_keys(paths, redo_estimates=False):
+    """Cells already in the journals ``paths``; with ``redo_estimates``, a screened cell (``timing``
+    "estimate") does not count as done, so it is measured again."""
     keys = set()
     for path in paths:
-        with open(path, encoding="utf-8") as f:
+        with open_text(path) as f:
             for line in f:
                 line = line.strip()
                 if not line.startswith("{"):
                     continue
                 try:
                     r = json.loads(line)
+                    if redo_estimates and r.get("timing") == "estimate":
+                        continue
                     keys.add((r["M"], r["N"], r["K"], r["kernelId"], r["recheck"]))
                 except (ValueError, KeyError):
                     continue  # a line cut off by a stopped run: its cell is measured again
@@ -124,12 +136,16 @@ def main(argv=None):
                         "left (each class compiles every config once more)")
     p.add_argument("--order", choices=["given", "prior"], default="given",
                    help="configs per shape in the given order, or likely-good first (see prior_key)")
+    p.add_argument("--done-rescreen", nargs="*", default=[],
+                   help="journals whose measured cells are done but whose screened cells (timing \"estimate\") "
+                        "are planned again (screens taken before the harness launched each cell untimed first)")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     try:
         shapes = read_shapes(args.shapes)
         configs = read_configs(args.configs)
         done = done_keys([d for d in args.done if os.path.exists(d)])
+        done |= done_keys([d for d in args.done_rescreen if os.path.exists(d)], redo_estimates=True)
     except (OSError, ValueError) as e:
         sys.stderr.write("error: %s\n" % e)
         return 2

@@ -62,3 +62,18 @@ fn a_latency_matrix_holds_one_family() {
     assert_eq!(e.line, Some(3), "{e}");
     assert!(e.to_string().contains("starts with libtype triton on line 2"), "{e}");
 }
+
+#[test]
+fn a_screening_estimate_is_not_read_as_a_latency() {
+    let name = VLLM_DEFAULT.name();
+    let header = "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio,timing,status";
+    let row =
+        |timing: &str| format!("sm_90,132,32,1280,8192,triton,67703222,0,52.66,{name},12.7,210.3,0.0,{timing},ok");
+    let text = format!("{header}\n{}\n{}\n", row("graph"), row("estimate"));
+    let e = parse_aiter_csv(text.as_bytes(), "j.csv", &Catalog::embedded()).unwrap_err();
+    assert_eq!(e.line, Some(3), "{e}");
+    assert_eq!(e.column.as_deref(), Some("timing"), "{e}");
+    assert!(e.to_string().contains("--done-rescreen"), "{e}");
+    let ok = format!("{header}\n{}\n", row("graph"));
+    assert_eq!(parse_aiter_csv(ok.as_bytes(), "j.csv", &Catalog::embedded()).unwrap().len(), 1);
+}

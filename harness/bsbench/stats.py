@@ -64,3 +64,12 @@ def tflops(m, n, k, us):
 
 def gbps(nbytes, us):
     return nbytes / us / 1e3
+
+
+def screened(warm, best_us, cutoff):
+    """Whether a cell is left unmeasured as slow: even its fastest warm-up launch took more than
+    ``cutoff`` times the best median measured so far on the shape. The fastest launch, not the mean, so
+    that one launch delayed by host work cannot screen out a config that is near the best."""
+    if cutoff <= 0 or best_us is None or not warm:
+        return False
+    return min(warm) > cutoff * best_us

@@ -40,6 +40,16 @@ class StatsTest(unittest.TestCase):
         self.assertAlmostEqual(stats.tflops(4096, 5120, 5120, 320.0), 2 * 4096 * 5120 * 5120 / 320e6)
         self.assertTrue(math.isclose(stats.gbps(1e9, 1e3), 1000.0))
 
+    def test_screen_uses_the_fastest_warm_up(self):
+        # best 10 us, cutoff 2: a cell is screened only when even its fastest launch exceeds 20 us
+        self.assertTrue(stats.screened([21.0, 80.0], 10.0, 2.0))
+        # one launch delayed by host work (80 us) beside a fast one (12 us): measured, not screened
+        self.assertFalse(stats.screened([80.0, 12.0], 10.0, 2.0))
+        self.assertFalse(stats.screened([20.0, 20.0], 10.0, 2.0))  # exactly at the cutoff: measured
+        self.assertFalse(stats.screened([500.0, 500.0], None, 2.0))  # no best yet
+        self.assertFalse(stats.screened([500.0, 500.0], 10.0, 0.0))  # screening off
+        self.assertFalse(stats.screened([], 10.0, 2.0))
+
 
 if __name__ == "__main__":
     unittest.main()

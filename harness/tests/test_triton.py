@@ -133,6 +133,18 @@ class TritonPlanTest(unittest.TestCase):
         self.addCleanup(os.remove, path)
         self.assertEqual(triton_plan.done_keys([path]), {(16, 5120, 5120, c.kernel_id, 0)})
 
+    def test_redo_estimates_plans_screened_cells_again(self):
+        c = plan.triton_cell(16, 5120, 5120, tc.VLLM_DEFAULT)
+        rows = [{"M": 16, "N": 5120, "K": 5120, "kernelId": c.kernel_id, "recheck": 0, "timing": "estimate"},
+                {"M": 32, "N": 5120, "K": 5120, "kernelId": c.kernel_id, "recheck": 0, "timing": "graph"}]
+        fd, path = tempfile.mkstemp()
+        with os.fdopen(fd, "w") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in rows))
+        self.addCleanup(os.remove, path)
+        both = {(16, 5120, 5120, c.kernel_id, 0), (32, 5120, 5120, c.kernel_id, 0)}
+        self.assertEqual(triton_plan.done_keys([path]), both)
+        self.assertEqual(triton_plan.done_keys([path], redo_estimates=True), {(32, 5120, 5120, c.kernel_id, 0)})
+
     def test_shapes_file_errors(self):
         fd, path = tempfile.mkstemp(suffix=".csv")
         with os.fdopen(fd, "w") as f:

@@ -415,6 +415,17 @@ impl RowReader<'_> {
                 return Err(self.err("status", s, "expected \"ok\" or \"fail:<reason>\""));
             }
         }
+        if let Some(t) = extra.get("timing") {
+            if t == "estimate" {
+                // The harness's screening figure (two warm-up launches, `--slow-reps 0`): not a latency.
+                return Err(self.err(
+                    "timing",
+                    t,
+                    "a screening estimate, not a measured latency: measure the cell again (harness \
+                     triton_plan.py --done-rescreen) or drop the row",
+                ));
+            }
+        }
         if let Some(r) = extra.get("recheck") {
             if r != "0" && r != "1" {
                 return Err(self.err("recheck", r, "expected 0 or 1"));

@@ -4,7 +4,8 @@ set -u
 S=measurements/h200/triton-space; C=${SPACE_SCRATCH:-.space-scratch}; T=${1:-540}; OUT=${OUT:-$C/out}; mkdir -p $OUT
 mkdir -p $C/triton; export TRITON_CACHE_DIR=$PWD/$C/triton
 tail -n +2 $S/validate.csv | cat $S/sample.csv - > $C/all.csv
-python3 harness/triton_plan.py --shapes $C/all.csv --done $S/space-*.jsonl --one-class --order prior \
+python3 harness/triton_plan.py --shapes $C/all.csv --done-rescreen $S/space-chunk-[1-5].jsonl.gz \
+  --done $(ls $S/space-*.jsonl.gz | grep -v "space-chunk-[1-5][.]") --one-class --order prior \
   --recheck-fraction 0.02 --out $C/plan.jsonl 2> $OUT/plan.log
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv; python3 -c "import torch,triton,sys;print(torch.__version__,torch.version.cuda,triton.__version__,sys.version.split()[0])"; nproc; uname -r; } > $OUT/device.txt 2>&1
 timeout $T python3 harness/blockscale_bench.py --plan $C/plan.jsonl --compile-jobs 16 --slow-cutoff 2 --slow-reps 0 \

@@ -1,0 +1,181 @@
+"""Smallest set of Triton configs within a tolerance of every sample shape's best (exact set cover).
+
+Reads space-sweep journals (JSON lines of ``blockscale_bench.py``), the sample and validation shape lists,
+and writes what the kept set is and how it does:
+
+    python3 harness/triton_cover.py --space measurements/h200/triton-space/space-*.jsonl.gz \\
+        --sample measurements/h200/triton-space/sample.csv --validate measurements/h200/triton-space/validate.csv \\
+        --tolerance 0.01 --out measurements/h200/triton-space/cover.json
+
+A cell counts only when it is ``ok`` and graph-timed (``timing`` "graph", first measurement, not a
+recheck): a screened cell (``timing`` "estimate") was estimated at more than twice the best median so far
+on its shape, so it can never be within the tolerance and is not a candidate. A shape is complete when
+every config of the space has a row (ok, screened or failed); the cover uses complete shapes only and
+refuses to run if a listed sample shape is incomplete.
+
+The cover is exact: a depth-first branch and bound over the shapes hardest to cover first (fewest
+covering configs), bounded by the best set found so far. Among the smallest sets it keeps the one with the
+lowest geomean loss over the sample (time of the set's best config / the shape's best), ties broken by
+config name, so the result is deterministic.
+"""
+import argparse
+import csv
+import glob
+import json
+import math
+import sys
+
+import triton_plan
+
+
+def read_shapes(path):
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    out = []
+    for i, r in enumerate(rows, start=2):
+        try:
+            out.append((int(r["M"]), int(r["N"]), int(r["K"])))
+        except (KeyError, ValueError) as e:
+            raise ValueError("%s:%d: need integer columns M, N, K (%s)" % (path, i, e))
+    return out
+
+
+def read_space(paths):
+    """{(M, N, K): {config name: us}} of graph-timed ok cells, and {(M, N, K): rows seen}."""
+    times, seen = {}, {}
+    for path in paths:
+        with triton_plan.open_text(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line.startswith("{"):
+                    continue
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue  # a line cut by a stopped run; its cell was measured again
+                if r.get("libtype") != "triton" or r.get("recheck", 0):
+                    continue
+                shape = (r["M"], r["N"], r["K"])
+                seen.setdefault(shape, set()).add(r["kernelName"])
+                if r.get("status") == "ok" and r.get("timing") == "graph":
+                    times.setdefault(shape, {})[r["kernelName"]] = float(r["us"])
+    return times, seen
+
+
+def exact_cover(universe, covers_of, order_key):
+    """Smallest list of sets (keys of ``covers_of``: config -> frozenset of shapes) covering ``universe``;
+    every minimum-size cover is passed to ``order_key`` and the least is returned."""
+    configs = sorted(covers_of)
+    by_shape = {s: [c for c in configs if s in covers_of[c]] for s in universe}
+    for s, cs in by_shape.items():
+        if not cs:
+            raise ValueError("shape %s has no config within the tolerance" % (s,))
+    best = {"size": len(universe) + 1, "sets": []}
+
+    def rec(uncovered, chosen):
+        if not uncovered:
+            if len(chosen) < best["size"]:
+                best["size"], best["sets"] = len(chosen), [list(chosen)]
+            elif len(chosen) == best["size"]:
+                best["sets"].append(list(chosen))
+            return
+        if len(chosen) >= best["size"]:
+            return
+        # lower bound: one more set at least; prune when even that cannot tie
+        if len(chosen) + 1 > best["size"]:
+            return
+        s = min(uncovered, key=lambda x: (len(by_shape[x]), x))
+        for c in by_shape[s]:
+            chosen.append(c)
+            rec(uncovered - covers_of[c], chosen)
+            chosen.pop()
+
+    rec(frozenset(universe), [])
+    uniq = {tuple(sorted(s)) for s in best["sets"]}
+    return min(uniq, key=order_key)
+
+
+def loss(times, shape, kept):
+    best = min(times[shape].values())
+    got = min((times[shape][c] for c in kept if c in times[shape]), default=math.inf)
+    return got / best
+
+
+def geomean(xs):
+    xs = list(xs)
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--space", nargs="+", required=True, help="journals (globs are expanded)")
+    p.add_argument("--sample", required=True)
+    p.add_argument("--validate", required=True)
+    p.add_argument("--space-size", type=int, default=1280)
+    p.add_argument("--tolerance", type=float, default=0.01)
+    p.add_argument("--out", required=True)
+    a = p.parse_args(argv)
+    paths = sorted({q for g in a.space for q in (glob.glob(g) or [g])})
+    try:
+        times, seen = read_space(paths)
+        sample, validate = read_shapes(a.sample), read_shapes(a.validate)
+    except (OSError, ValueError, KeyError) as e:
+        sys.stderr.write("error: %s\n" % e)
+        return 2
+    incomplete = [s for s in sample if len(seen.get(s, ())) < a.space_size]
+    if incomplete:
+        sys.stderr.write("error: sample shapes not measured over the whole space (M, N, K: rows): %s\n"
+                         % ", ".join("%s: %d" % (s, len(seen.get(s, ()))) for s in incomplete))
+        return 2
+    covers_of = {}
+    for s in sample:
+        best = min(times[s].values())
+        for c, t in times[s].items():
+            if t <= best * (1 + a.tolerance):
+                covers_of.setdefault(c, set()).add(s)
+    covers_of = {c: frozenset(v) for c, v in covers_of.items()}
+    kept = exact_cover(sample, covers_of,
+                       lambda cs: (geomean(loss(times, s, cs) for s in sample), cs))
+    val_done = [s for s in validate if len(seen.get(s, ())) >= a.space_size]
+    val_left = [s for s in validate if s not in val_done]
+
+    def rows(shapes):
+        out = []
+        for s in shapes:
+            best_c = min(times[s], key=lambda c: (times[s][c], c))
+            pick = min((c for c in kept if c in times[s]), key=lambda c: (times[s][c], c))
+            out.append({"M": s[0], "N": s[1], "K": s[2], "best": best_c, "best_us": times[s][best_c],
+                        "kept_pick": pick, "kept_us": times[s][pick], "loss": times[s][pick] / times[s][best_c],
+                        "graph_timed": len(times[s]), "rows": len(seen[s])})
+        return out
+
+    srows, vrows = rows(sample), rows(val_done)
+    result = {
+        "tolerance": a.tolerance,
+        "journals": [p.split("/")[-1] for p in paths],
+        "sample_shapes": len(sample),
+        "candidates_within_tolerance": len(covers_of),
+        "kept": list(kept),
+        "sample_loss_geomean": geomean(r["loss"] for r in srows),
+        "sample_loss_max": max(r["loss"] for r in srows),
+        "validation_shapes": len(val_done),
+        "validation_left": [list(s) for s in val_left],
+        "validation_loss_geomean": geomean(r["loss"] for r in vrows) if vrows else None,
+        "validation_loss_max": max((r["loss"] for r in vrows), default=None),
+        "sample": srows,
+        "validation": vrows,
+    }
+    with open(a.out, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+        f.write("\n")
+    print("kept %d configs: %s" % (len(kept), " ".join(kept)))
+    print("sample: %d shapes, loss geomean %.4f max %.4f" % (len(sample), result["sample_loss_geomean"],
+                                                                result["sample_loss_max"]))
+    if vrows:
+        print("validation: %d shapes, loss geomean %.4f max %.4f; left: %s" % (
+            len(vrows), result["validation_loss_geomean"], result["validation_loss_max"], val_left))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
