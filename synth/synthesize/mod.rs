@@ -230,7 +230,7 @@ pub fn synthesize_budgets(
             None => {
                 let mut node = built.node(&front[0].tree);
                 if let (Some(_), Node::Leaf(l)) = (&guards, &node) {
-                    node = Node::Leaf(Leaf::new(l.kernel_id, 0));
+                    node = Node::Leaf(l.with_split(0));
                 }
                 built.finish(node, 0)
             }
@@ -495,7 +495,7 @@ impl<'m> Built<'m> {
             .map(|r| {
                 let sh = self.rows[r].shape;
                 let leaf = root.eval(sh.m, sh.n, sh.k);
-                match self.matrix.candidate_index(&Candidate::new(leaf.kernel_id, leaf.split_k)) {
+                match self.matrix.candidate_index(&leaf.candidate()) {
                     Some(c) => p.cost(r, c),
                     None => p.cost(r, 0).max(1.0) * 1e12,
                 }
@@ -511,7 +511,7 @@ impl<'m> Built<'m> {
             let leaf = root.eval(sh.m, sh.n, sh.k);
             match self
                 .matrix
-                .candidate_index(&Candidate::new(leaf.kernel_id, leaf.split_k))
+                .candidate_index(&leaf.candidate())
                 .and_then(|c| self.matrix.us(s, c))
             {
                 Some(us) => {
@@ -541,7 +541,7 @@ impl<'m> Built<'m> {
         match t {
             Tree::Leaf(c) => {
                 let cand: Candidate = self.matrix.candidates[*c];
-                Node::Leaf(Leaf::new(cand.kernel_id, cand.split_k))
+                Node::Leaf(Leaf::from_candidate(cand))
             }
             Tree::Split { feature, threshold, left, right } => {
                 let cond = Cond::cmp(CmpOp::Le, self.features[*feature].expr.clone(), Expr::Lit(*threshold));
