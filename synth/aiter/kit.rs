@@ -79,9 +79,14 @@ pub fn write_kit(rule: &Rule, catalog: &Catalog, dir: &Path, shapes: usize, seed
     let mut expected = String::new();
     for (m, n, k) in random_shapes(shapes, seed) {
         let leaf = rule.eval(m, n, k);
-        let inst = crate::render::leaf_instance(catalog, &leaf)?;
         shapes_txt += &format!("{m} {n} {k}\n");
-        expected += &format!("{m} {n} {k} {} {}\n", inst.name, 1u64 << leaf.split_k);
+        if leaf.is_ck() {
+            let inst = crate::render::leaf_instance(catalog, &leaf)?;
+            expected += &format!("{m} {n} {k} {} {}\n", inst.name, 1u64 << leaf.split_k);
+        } else {
+            // No CK pick: called from C++ all the same, the dispatch runs the default kernel.
+            expected += &format!("{m} {n} {k} {} 1\n", catalog.default_instance().name);
+        }
     }
     files.push(("shapes.txt", shapes_txt));
     files.push(("expected.txt", expected));

@@ -116,6 +116,44 @@ impl Candidate {
     }
 }
 
+/// A kernel of one backend (its candidates differ only in split-K): what "instances" of a rule count.
+/// Ordered CK legacy first; a CK kernel prints as its kernelId (`7`, as before backends), another
+/// backend's as `vendor#0`, `triton#67703222`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct KernelRef {
+    pub backend: Libtype,
+    pub id: i32,
+}
+
+impl std::fmt::Debug for KernelRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+impl std::fmt::Display for KernelRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.backend {
+            Libtype::Ck => write!(f, "{}", self.id),
+            b => write!(f, "{b}#{}", self.id),
+        }
+    }
+}
+
+/// A CK kernel equals its kernelId.
+impl PartialEq<i32> for KernelRef {
+    fn eq(&self, id: &i32) -> bool {
+        self.backend.is_ck() && self.id == *id
+    }
+}
+
+impl Candidate {
+    /// The kernel of this candidate (backend and id, without the split).
+    pub fn kernel(&self) -> KernelRef {
+        KernelRef { backend: self.backend, id: self.kernel_id }
+    }
+}
+
 impl std::fmt::Display for Candidate {
     /// `#7`, `#4/sk3` for CK legacy (as before backends); `vendor`, `triton:#67703222`, `cktile:#3/sk1`
     /// for the others.

@@ -45,7 +45,8 @@ pub struct ThresholdFit {
 /// backends' defaults (`a` below, `b` from the threshold on) and every threshold among the training M
 /// values (plus "always `b`", M ≥ 0, and "always `a`", M ≥ u32::MAX), the one with the smallest sum of
 /// ln(charged time) — the geomean objective of [`super::evaluate`], a pick of an unusable cell charged
-/// [`fallback_us`]. Ties go to the first in (pair, threshold) order. `None` with fewer than two
+/// [`fallback_us`]. Among equal sums the one with fewer unusable picks wins, then the first in (pair,
+/// threshold) order. `None` with fewer than two
 /// backends that have a default, or no training shape with a usable cell.
 pub fn fit_threshold(
     matrix: &LatencyMatrix,
@@ -60,32 +61,37 @@ pub fn fit_threshold(
         return None;
     }
     let default_col = matrix.candidate_index(&Candidate::new(catalog.default_alias, 0));
-    let charged = |s: usize, c: &Candidate| {
-        matrix.candidate_index(c).and_then(|col| matrix.us(s, col)).unwrap_or_else(|| fallback_us(matrix, s, default_col))
+    // (charged time, whether the pick is unusable there)
+    let charged = |s: usize, c: &Candidate| match matrix.candidate_index(c).and_then(|col| matrix.us(s, col)) {
+        Some(t) => (t, 0usize),
+        None => (fallback_us(matrix, s, default_col), 1),
     };
     let mut thresholds: Vec<u32> = scored.iter().map(|&s| matrix.shapes[s].m).collect();
     thresholds.push(0);
     thresholds.push(u32::MAX);
     thresholds.sort_unstable();
     thresholds.dedup();
-    let mut best: Option<(f64, Candidate, Candidate, u32)> = None;
+    let mut best: Option<(f64, usize, Candidate, Candidate, u32)> = None;
     for (a, ca) in &defaults {
         for (b, cb) in &defaults {
             if a == b {
                 continue;
             }
             for &t in &thresholds {
-                let cost: f64 = scored
-                    .iter()
-                    .map(|&s| charged(s, if matrix.shapes[s].m < t { ca } else { cb }).ln())
-                    .sum();
-                if best.is_none_or(|(c, ..)| cost < c) {
-                    best = Some((cost, *ca, *cb, t));
+                let (mut cost, mut unusable) = (0.0, 0);
+                for &s in &scored {
+                    let (us, bad) = charged(s, if matrix.shapes[s].m < t { ca } else { cb });
+                    cost += us.ln();
+                    unusable += bad;
+                }
+                // Equal cost (a fallback charged the default's time): fewer unusable picks first.
+                if best.is_none_or(|(c, u, ..)| cost < c || (cost == c && unusable < u)) {
+                    best = Some((cost, unusable, *ca, *cb, t));
                 }
             }
         }
     }
-    let (cost, below, above, m) = best?;
+    let (cost, _, below, above, m) = best?;
     let oracle: f64 = scored.iter().map(|&s| matrix.best(s).map_or(0.0, |(_, t)| t.ln())).sum();
     let of_oracle = ((oracle - cost) / scored.len() as f64).exp();
     let text = match m {

@@ -299,6 +299,11 @@ impl Leaf {
         crate::catalog::Candidate::of(self.backend, self.kernel_id, self.split_k)
     }
 
+    /// The kernel of this leaf (backend and id, without the split).
+    pub fn kernel(&self) -> crate::catalog::KernelRef {
+        crate::catalog::KernelRef { backend: self.backend, id: self.kernel_id }
+    }
+
     /// The same kernel with another split-K.
     pub fn with_split(&self, split_k: u32) -> Leaf {
         Leaf { split_k, ..*self }
