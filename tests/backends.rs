@@ -477,7 +477,10 @@ fn the_aiter_patch_routes_triton_leaves_in_python_and_refuses_vendor() {
     assert!(!plain.contains(&format!("diff --git a/{}", patch::OPS_PATH)) && !plain.contains("choice.kernel != nullptr"));
     // Vendor leaves and triton configs AITER's kernel cannot run get no patch.
     let e = patch::render_patch(&mixed_rule(), &catalog, &provenance()).unwrap_err().to_string();
-    assert!(e.contains("no vendor route") && e.contains("BLOCK_SIZE_K"), "{e}");
+    assert!(e.contains("vendor (vendor): AITER's untuned blockscale path has no vendor route"), "{e}");
+    let bk64 = TritonConfig { block_k: 64, ..VLLM_DEFAULT };
+    let e = patch::render_patch(&Rule::new(Node::Leaf(triton(bk64))), &catalog, &provenance()).unwrap_err();
+    assert!(e.to_string().contains("has BLOCK_SIZE_K 64; AITER's Triton blockscale GEMM runs 128 only"), "{e}");
 }
 
 /// The added lines of the `gemm_op_a8w8.py` hunks that define the routing (everything between the
