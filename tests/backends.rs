@@ -66,8 +66,8 @@ fn random_expr(rng: &mut rand_chacha::ChaCha8Rng, depth: u32) -> Expr {
             _ => lit(rng.gen_range(1..=8192)),
         };
     }
-    let op = [BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::CeilDiv, BinOp::Min, BinOp::Max]
-        [rng.gen_range(0..7)];
+    let op =
+        [BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::CeilDiv, BinOp::Min, BinOp::Max][rng.gen_range(0..7)];
     Expr::bin(op, random_expr(rng, depth - 1), random_expr(rng, depth - 1))
 }
 
@@ -380,8 +380,11 @@ fn header_returns_no_ck_pick_for_other_backends_and_rust_names_them() {
         let name = format!("rule_{i}.h");
         std::fs::write(dir.path().join(&name), render::render_cpp(rule, &catalog, &provenance()).unwrap()).unwrap();
         headers.push(cpp::CheckHeader { header: name, ns: Some(format!("rule_{i}")) });
-        std::fs::write(dir.path().join(format!("rule_{i}.rs")), render::render_rust(rule, &catalog, &provenance()).unwrap())
-            .unwrap();
+        std::fs::write(
+            dir.path().join(format!("rule_{i}.rs")),
+            render::render_rust(rule, &catalog, &provenance()).unwrap(),
+        )
+        .unwrap();
         main.push_str(&format!("#[path = \"rule_{i}.rs\"]\nmod rule_{i};\n"));
     }
     std::fs::write(dir.path().join("driver.cpp"), cpp::render_check_driver(&catalog, &headers).unwrap()).unwrap();
@@ -429,7 +432,11 @@ fn header_returns_no_ck_pick_for_other_backends_and_rust_names_them() {
             let (got_id, got_sk) = (cpp_words[2 * r], cpp_words[2 * r + 1]);
             if want.is_ck() {
                 let id = catalog.legacy_by_id(want.kernel_id).unwrap().id;
-                assert_eq!((got_id, got_sk), (id.to_string().as_str(), want.split_k.to_string().as_str()), "C++ rule {r}");
+                assert_eq!(
+                    (got_id, got_sk),
+                    (id.to_string().as_str(), want.split_k.to_string().as_str()),
+                    "C++ rule {r}"
+                );
             } else {
                 assert_eq!(got_id, "no-ck-pick", "C++ rule {r} at {:?}: {want:?}", (a, b, c));
                 no_pick += 1;
@@ -466,7 +473,17 @@ fn the_aiter_patch_routes_triton_leaves_in_python_and_refuses_vendor() {
     let text = patch::render_patch(&ck_triton_rule(), &catalog, &provenance()).unwrap();
     let files = patch::parse_patch(&text).unwrap();
     let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
-    assert_eq!(paths, [patch::HEADER_PATH, patch::KERNELS_PATH, patch::CU_PATH, patch::GEN_INSTANCES_PATH, patch::SELECT_PATH, patch::OPS_PATH]);
+    assert_eq!(
+        paths,
+        [
+            patch::HEADER_PATH,
+            patch::KERNELS_PATH,
+            patch::CU_PATH,
+            patch::GEN_INSTANCES_PATH,
+            patch::SELECT_PATH,
+            patch::OPS_PATH
+        ]
+    );
     assert!(text.contains("+        if(choice.kernel != nullptr)\n"), "the C++ dispatch skips a missing CK pick");
     // The kernel list holds the CK leaves only.
     let kernels = patch::heuristic_kernels(&ck_triton_rule(), &catalog).unwrap();
@@ -474,7 +491,9 @@ fn the_aiter_patch_routes_triton_leaves_in_python_and_refuses_vendor() {
     // A CK-only rule's patch has neither the Python files nor the guard.
     let ck_only = Rule::new(Node::Leaf(Leaf::new(2, 0)));
     let plain = patch::render_patch(&ck_only, &catalog, &provenance()).unwrap();
-    assert!(!plain.contains(&format!("diff --git a/{}", patch::OPS_PATH)) && !plain.contains("choice.kernel != nullptr"));
+    assert!(
+        !plain.contains(&format!("diff --git a/{}", patch::OPS_PATH)) && !plain.contains("choice.kernel != nullptr")
+    );
     // Vendor leaves and triton configs AITER's kernel cannot run get no patch.
     let e = patch::render_patch(&mixed_rule(), &catalog, &provenance()).unwrap_err().to_string();
     assert!(e.contains("vendor (vendor): AITER's untuned blockscale path has no vendor route"), "{e}");
@@ -488,7 +507,8 @@ fn the_aiter_patch_routes_triton_leaves_in_python_and_refuses_vendor() {
 fn routing_source(text: &str) -> String {
     let files = gemm_synth::aiter::patch::parse_patch(text).unwrap();
     let ops = files.iter().find(|f| f.path == gemm_synth::aiter::patch::OPS_PATH).unwrap();
-    let hunk = ops.hunks.iter().find(|h| h.lines.iter().any(|(_, l)| l.starts_with("def _gemm_synth_untuned"))).unwrap();
+    let hunk =
+        ops.hunks.iter().find(|h| h.lines.iter().any(|(_, l)| l.starts_with("def _gemm_synth_untuned"))).unwrap();
     hunk.lines.iter().filter(|(c, _)| *c == '+').map(|(_, l)| format!("{l}\n")).collect()
 }
 
@@ -645,5 +665,3 @@ fn backends_on_the_manifest_jobs_is_an_error() {
     assert!(!o.status.success());
     assert!(text.contains("--backends ck,vendor is read on a single dataset"), "{text}");
 }
-
-

@@ -23,8 +23,8 @@ use serde::Serialize;
 use super::templates::{
     render_template, CU_TEMPLATE, GEN_TEMPLATE, KERNELS_MODULE_TEMPLATE, OPS_TEMPLATE, TAIL_TEMPLATE,
 };
-use crate::catalog::Libtype;
 use crate::catalog::Catalog;
+use crate::catalog::Libtype;
 use crate::render::{self, leaf_instance, resolved, writer, Provenance};
 use crate::rule::Rule;
 

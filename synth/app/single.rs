@@ -200,9 +200,14 @@ fn synthesize_and_score(args: &RunArgs, session: &Session, job: &SingleJob) -> a
             if own.candidates.is_empty() {
                 continue;
             }
-            let rule = synthesize_budgets(&own, catalog, &sample.train, weights.as_deref(), &job.synthesis, &[
-                job.synthesis.max_leaves,
-            ])?
+            let rule = synthesize_budgets(
+                &own,
+                catalog,
+                &sample.train,
+                weights.as_deref(),
+                &job.synthesis,
+                &[job.synthesis.max_leaves],
+            )?
             .remove(0)
             .rule;
             extra.push(Policy::Rule { name: format!("rule[{backend}]"), rule });

@@ -90,7 +90,8 @@ struct TLeaf {
 /// `cktile(ID)` each return no kernel (`nullptr`), so such a leaf is "no CK pick" in C++ and reads back
 /// as the leaf it was.
 fn other_backends(rule: &Rule) -> Vec<&'static str> {
-    let set: BTreeSet<crate::catalog::Libtype> = rule.leaves().iter().filter(|l| !l.is_ck()).map(|l| l.backend).collect();
+    let set: BTreeSet<crate::catalog::Libtype> =
+        rule.leaves().iter().filter(|l| !l.is_ck()).map(|l| l.backend).collect();
     set.into_iter().map(|b| b.as_str()).collect()
 }
 

@@ -164,11 +164,8 @@ pub fn render_python(rule: &Rule, catalog: &Catalog, provenance: &Provenance) ->
         let c = TritonConfig::from_kernel_id(i64::from(leaf.kernel_id))
             .map_err(|e| anyhow::anyhow!("the rule returns {}: {e}", leaf.candidate()))?;
         let values = [c.block_m, c.block_n, c.block_k, c.group_m, c.num_warps, c.num_stages];
-        let fields: Vec<String> = crate::catalog::triton::RUNTIME_KEYS
-            .iter()
-            .zip(values)
-            .map(|(k, v)| format!("\"{k}\": {v}"))
-            .collect();
+        let fields: Vec<String> =
+            crate::catalog::triton::RUNTIME_KEYS.iter().zip(values).map(|(k, v)| format!("\"{k}\": {v}")).collect();
         let _ = writeln!(out, "    {}: {{{}}},", leaf.kernel_id, fields.join(", "));
     }
     out.push_str("}\n\n\n");

@@ -94,7 +94,12 @@ pub(crate) fn backend_call(name: &str) -> Option<Libtype> {
 
 /// Maps the id of a `BACKEND(ID)` leaf to the stored one: CK legacy as [`leaf_id`], the others as
 /// written (in range of i32).
-pub(crate) fn backend_leaf_id(backend: Libtype, id: i64, pos: Pos, catalog: &Catalog) -> Result<(Libtype, i32), RuleError> {
+pub(crate) fn backend_leaf_id(
+    backend: Libtype,
+    id: i64,
+    pos: Pos,
+    catalog: &Catalog,
+) -> Result<(Libtype, i32), RuleError> {
     if backend.is_ck() {
         return leaf_id(id, pos, catalog).map(|id| (backend, id));
     }

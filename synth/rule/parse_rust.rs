@@ -131,15 +131,21 @@ fn selection_leaf(e: &syn::Expr, catalog: &Catalog) -> Result<Leaf, RuleError> {
     let backend = match s.fields.iter().find(|f| matches!(&f.member, syn::Member::Named(i) if i == "backend")) {
         None => Libtype::Ck,
         Some(f) => match &f.expr {
-            syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(b), .. }) => Libtype::parse(&b.value()).ok_or_else(|| {
-                err(&f.expr, format!("backend {:?} is not one of ck, cktile, triton, vendor", b.value()))
-            })?,
+            syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(b), .. }) => {
+                Libtype::parse(&b.value()).ok_or_else(|| {
+                    err(&f.expr, format!("backend {:?} is not one of ck, cktile, triton, vendor", b.value()))
+                })?
+            }
             other => return Err(err(other, format!("expected the backend as a string, found {}", shown(other)))),
         },
     };
     let id_expr = field("kernel_id")?;
-    let (_, kernel_id) =
-        backend_leaf_id(backend, i64::try_from(int("kernel_id")?).unwrap_or(i64::MAX), pos_of(id_expr.span()), catalog)?;
+    let (_, kernel_id) = backend_leaf_id(
+        backend,
+        i64::try_from(int("kernel_id")?).unwrap_or(i64::MAX),
+        pos_of(id_expr.span()),
+        catalog,
+    )?;
     let sk_expr = field("split_k")?;
     let split_k = u32::try_from(int("split_k")?)
         .map_err(|_| err(sk_expr, "split_k is out of range: expected 0..3 (log2 of KBatch)"))?;
@@ -416,7 +422,10 @@ impl Reader<'_> {
                 let Some(backend) = backend else {
                     return Err(err(
                         e,
-                        format!("expected `kernel(ID)` or `cktile(ID)`, `triton(ID)`, `vendor(ID)`, found {}", shown(e)),
+                        format!(
+                            "expected `kernel(ID)` or `cktile(ID)`, `triton(ID)`, `vendor(ID)`, found {}",
+                            shown(e)
+                        ),
                     ));
                 };
                 match signed_literal(&c.args[0]) {

@@ -397,7 +397,8 @@ fn var_cmp(var: Var, op: CmpOp, c: i64) -> Region {
             below.union(Region::var_range(var, c.saturating_add(1), i64::MAX)).unwrap_or_else(Region::all)
         }
     }
-}/// What is wrong with a leaf of a backend other than CK legacy, if anything: a triton leaf must name a
+}
+/// What is wrong with a leaf of a backend other than CK legacy, if anything: a triton leaf must name a
 /// config of the family ([`crate::catalog::triton`]) with split-K 0 (its configs have none), the vendor
 /// leaf is kernel 0 with split-K 0, a CK-tile leaf a kernelId of at least 0 and a split-K in range.
 pub fn other_backend_issue(leaf: &Leaf) -> Option<String> {
@@ -425,5 +426,3 @@ pub fn other_backend_issue(leaf: &Leaf) -> Option<String> {
         Libtype::Cktile => None,
     }
 }
-
-

@@ -509,11 +509,7 @@ impl<'m> Built<'m> {
         for (row, &s) in self.train.iter().enumerate() {
             let sh = self.matrix.shapes[s];
             let leaf = root.eval(sh.m, sh.n, sh.k);
-            match self
-                .matrix
-                .candidate_index(&leaf.candidate())
-                .and_then(|c| self.matrix.us(s, c))
-            {
+            match self.matrix.candidate_index(&leaf.candidate()).and_then(|c| self.matrix.us(s, c)) {
                 Some(us) => {
                     train_us += us;
                     train_cost += us * self.weights[row];
