@@ -147,17 +147,17 @@ ok "an unknown kernelName raises today's error"
 if [ -f "$KIT/python_expected.txt" ]; then
   echo "== 4. the patched aiter/ops/gemm_op_a8w8.py routes each untuned shape to the rule's backend (Python, stubs)"
   grep -q "_gemm_synth_untuned" "$COPY/aiter/ops/gemm_op_a8w8.py" || die "the patch did not change aiter/ops/gemm_op_a8w8.py"
-  PY_SIDE=(env -u AITER_BLOCKSCALE_HEURISTIC PYTHONDONTWRITEBYTECODE=1 "$PYTHON" "$ROOT/scripts/aiter-check/run_python_side.py" "$COPY")
-  "${PY_SIDE[@]}" <"$KIT/shapes.txt" >"$SCRATCH/py_got.txt" || die "the patched gemm_op_a8w8.py failed under the stubs"
+  PY_SIDE=("$PYTHON" "$ROOT/scripts/aiter-check/run_python_side.py" "$COPY")
+  env -u AITER_BLOCKSCALE_HEURISTIC PYTHONDONTWRITEBYTECODE=1 "${PY_SIDE[@]}" <"$KIT/shapes.txt" >"$SCRATCH/py_got.txt" || die "the patched gemm_op_a8w8.py failed under the stubs"
   if ! cmp -s "$SCRATCH/py_got.txt" "$KIT/python_expected.txt"; then
     diff "$KIT/python_expected.txt" "$SCRATCH/py_got.txt" | head -n 10 >&2
     die "the Python side's routes differ from the interpreter (expected < > ran)"
   fi
   ok "$n shapes: AITER's real gemm_a8w8_blockscale (patched) calls the CK module or AITER's Triton GEMM with the rule's config exactly where the interpreter says ($(grep -c '^triton' "$SCRATCH/py_got.txt") triton, $(grep -c '^ck-path' "$SCRATCH/py_got.txt") CK)"
-  (export AITER_BLOCKSCALE_HEURISTIC=0; "${PY_SIDE[@]:3}" <"$KIT/shapes.txt" >"$SCRATCH/py_off.txt") || die "the Python side failed with the switch off"
+  env AITER_BLOCKSCALE_HEURISTIC=0 PYTHONDONTWRITEBYTECODE=1 "${PY_SIDE[@]}" <"$KIT/shapes.txt" >"$SCRATCH/py_off.txt" || die "the Python side failed with the switch off"
   [ "$(grep -vc '^ck-path$' "$SCRATCH/py_off.txt")" -eq 0 ] || die "AITER_BLOCKSCALE_HEURISTIC=0: a shape left the CK default path"
   ok "AITER_BLOCKSCALE_HEURISTIC=0: every shape takes AITER's CK path (its fixed default)"
-  bad=$(echo "64 5120 5120" | AITER_BLOCKSCALE_HEURISTIC=yes PYTHONDONTWRITEBYTECODE=1 "$PYTHON" "$ROOT/scripts/aiter-check/run_python_side.py" "$COPY")
+  bad=$(echo "64 5120 5120" | env AITER_BLOCKSCALE_HEURISTIC=yes PYTHONDONTWRITEBYTECODE=1 "${PY_SIDE[@]}")
   echo "$bad" | grep -q "^error AITER_BLOCKSCALE_HEURISTIC='yes' is not understood" || die "a bad switch value on the Python side: $bad"
   ok "a bad AITER_BLOCKSCALE_HEURISTIC value is an error on the Python side too"
 fi

@@ -47,7 +47,7 @@ def fake_empty(*shape, dtype=None, device=None):
 
 
 # torch (stand-in): the names gemm_op_a8w8.py reads at import and on the blockscale path.
-torch = module("torch", Tensor=FakeTensor, uint8="uint8", empty=fake_empty, float32="float32")
+torch = module("torch", Tensor=FakeTensor, uint8="uint8", empty=fake_empty, float32="float32", device=str)
 torch.dtype = type("dtype", (), {})
 module("torch.nn")
 module("torch.nn.functional")
