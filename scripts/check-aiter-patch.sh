@@ -11,7 +11,11 @@
 #      kernels and a driver calling gemm_a8w8_blockscale with AITER's untuned arguments (splitK 0, empty
 #      kernelName) on random shapes, and the kernel and KBatch it runs must equal the interpreter's choice
 #      for every shape; AITER_BLOCKSCALE_HEURISTIC=0 must give AITER's fixed default, a tuned name must keep
-#      today's path (its kernel, KBatch = 1 << splitK) and an unknown name today's error.
+#      today's path (its kernel, KBatch = 1 << splitK) and an unknown name today's error;
+#   4. for a rule with triton leaves (--backends ck,triton): AITER's real aiter/ops/gemm_op_a8w8.py, patched,
+#      imported under python3 with stand-in modules (scripts/aiter-check/run_python_side.py) takes the
+#      rule's route on the same shapes: the CK module with the untuned arguments, or AITER's Triton
+#      blockscale GEMM with the leaf's config; the switch at 0 and a bad value as on the C++ side.
 # Nothing here runs a GPU kernel: the kernels are stand-ins that record their name and KBatch.
 #
 # Usage: scripts/check-aiter-patch.sh AITER_DIR [SHAPES]
@@ -50,9 +54,10 @@ echo "== 1. the patch applies"
 git -C "$AITER" apply --check "$PATCH" || die "git apply --check failed in $AITER (already patched, or AITER moved: run synth aiter --aiter-dir $AITER --check)"
 ok "git apply --check in $AITER"
 COPY="$SCRATCH/aiter"
-mkdir -p "$COPY/csrc" "$COPY/aiter/jit"
+mkdir -p "$COPY/csrc" "$COPY/aiter/jit" "$COPY/aiter/ops"
 cp -r "$AITER/$MOD" "$COPY/csrc/"
 cp -r "$AITER/aiter/jit/utils" "$COPY/aiter/jit/"
+cp "$AITER/aiter/ops/gemm_op_a8w8.py" "$COPY/aiter/ops/"
 "$SYNTH" aiter --aiter-dir "$COPY" --patch "$PATCH" | tee "$SCRATCH/apply1.txt"
 grep -q "applied to" "$SCRATCH/apply1.txt" || die "synth aiter did not apply the patch to the scratch copy"
 ok "synth aiter applied the patch to a scratch copy"
@@ -139,4 +144,21 @@ ok "a tuned kernelName keeps today's path: $tuned with splitK 2 runs with KBatch
 err=$("$D" error no_such_kernel 64 7168 2048) || die "an unknown kernelName did not raise"
 echo "$err" | grep -q "is not present in the compiled registry" || die "unexpected error text: $err"
 ok "an unknown kernelName raises today's error"
+if [ -f "$KIT/python_expected.txt" ]; then
+  echo "== 4. the patched aiter/ops/gemm_op_a8w8.py routes each untuned shape to the rule's backend (Python, stubs)"
+  grep -q "_gemm_synth_untuned" "$COPY/aiter/ops/gemm_op_a8w8.py" || die "the patch did not change aiter/ops/gemm_op_a8w8.py"
+  PY_SIDE=("$PYTHON" "$ROOT/scripts/aiter-check/run_python_side.py" "$COPY")
+  env -u AITER_BLOCKSCALE_HEURISTIC PYTHONDONTWRITEBYTECODE=1 "${PY_SIDE[@]}" <"$KIT/shapes.txt" >"$SCRATCH/py_got.txt" || die "the patched gemm_op_a8w8.py failed under the stubs"
+  if ! cmp -s "$SCRATCH/py_got.txt" "$KIT/python_expected.txt"; then
+    diff "$KIT/python_expected.txt" "$SCRATCH/py_got.txt" | head -n 10 >&2
+    die "the Python side's routes differ from the interpreter (expected < > ran)"
+  fi
+  ok "$n shapes: AITER's real gemm_a8w8_blockscale (patched) calls the CK module or AITER's Triton GEMM with the rule's config exactly where the interpreter says ($(grep -c '^triton' "$SCRATCH/py_got.txt") triton, $(grep -c '^ck-path' "$SCRATCH/py_got.txt") CK)"
+  env AITER_BLOCKSCALE_HEURISTIC=0 PYTHONDONTWRITEBYTECODE=1 "${PY_SIDE[@]}" <"$KIT/shapes.txt" >"$SCRATCH/py_off.txt" || die "the Python side failed with the switch off"
+  [ "$(grep -vc '^ck-path$' "$SCRATCH/py_off.txt")" -eq 0 ] || die "AITER_BLOCKSCALE_HEURISTIC=0: a shape left the CK default path"
+  ok "AITER_BLOCKSCALE_HEURISTIC=0: every shape takes AITER's CK path (its fixed default)"
+  bad=$(echo "64 5120 5120" | env AITER_BLOCKSCALE_HEURISTIC=yes PYTHONDONTWRITEBYTECODE=1 "${PY_SIDE[@]}")
+  echo "$bad" | grep -q "^error AITER_BLOCKSCALE_HEURISTIC='yes' is not understood" || die "a bad switch value on the Python side: $bad"
+  ok "a bad AITER_BLOCKSCALE_HEURISTIC value is an error on the Python side too"
+fi
 echo "== $passed passed, 0 failed (AITER at $(git -C "$AITER" rev-parse --short=10 HEAD 2>/dev/null || echo '?'); nothing ran on an AMD GPU)"

@@ -77,20 +77,57 @@ pub fn write_kit(rule: &Rule, catalog: &Catalog, dir: &Path, shapes: usize, seed
     ];
     let mut shapes_txt = String::new();
     let mut expected = String::new();
+    // The route the patched gemm_op_a8w8.py takes per shape (rules with triton leaves): what
+    // scripts/aiter-check/run_python_side.py prints.
+    let mixed = crate::aiter::patch::is_mixed(&rule);
+    let mut python_expected = String::new();
     for (m, n, k) in random_shapes(shapes, seed) {
         let leaf = rule.eval(m, n, k);
-        let inst = crate::render::leaf_instance(catalog, &leaf)?;
         shapes_txt += &format!("{m} {n} {k}\n");
-        expected += &format!("{m} {n} {k} {} {}\n", inst.name, 1u64 << leaf.split_k);
+        if mixed {
+            python_expected += &python_route(&leaf)?;
+        }
+        if leaf.is_ck() {
+            let inst = crate::render::leaf_instance(catalog, &leaf)?;
+            expected += &format!("{m} {n} {k} {} {}\n", inst.name, 1u64 << leaf.split_k);
+        } else {
+            // No CK pick: called from C++ all the same, the dispatch runs the default kernel.
+            expected += &format!("{m} {n} {k} {} 1\n", catalog.default_instance().name);
+        }
     }
     files.push(("shapes.txt", shapes_txt));
     files.push(("expected.txt", expected));
     files.push(("heuristic_kernels.txt", kernels.iter().map(|k| format!("{}\n", k.name)).collect()));
     files.push(("default_kernel.txt", format!("{}\n", catalog.default_instance().name)));
+    if mixed {
+        files.push(("python_expected.txt", python_expected));
+    }
     // One transaction for the whole kit: a failed or interrupted write leaves the directory as it was.
     let files: Vec<GeneratedFile> =
         files.into_iter().map(|(name, contents)| GeneratedFile::new(name, contents)).collect();
     crate::render::outdir::write_all(dir, &files)
+}
+
+/// The line `run_python_side.py` prints for `leaf`: `ck-path`, or `triton` and the config it passes to
+/// AITER's Triton GEMM (keys in byte order, as Python's `sorted` orders them).
+fn python_route(leaf: &crate::rule::Leaf) -> anyhow::Result<String> {
+    if leaf.is_ck() {
+        return Ok("ck-path\n".into());
+    }
+    let c = crate::catalog::triton::TritonConfig::from_kernel_id(i64::from(leaf.kernel_id))
+        .map_err(|e| anyhow::anyhow!("the rule returns {}: {e}", leaf.candidate()))?;
+    let mut kv = vec![
+        ("BLOCK_SIZE_M", c.block_m),
+        ("BLOCK_SIZE_N", c.block_n),
+        ("BLOCK_SIZE_K", c.block_k),
+        ("GROUP_SIZE_M", c.group_m),
+        ("num_warps", c.num_warps),
+        ("num_stages", c.num_stages),
+        ("NUM_KSPLIT", 1u32 << leaf.split_k.min(31)),
+    ];
+    kv.sort_by(|a, b| a.0.cmp(b.0));
+    let words: Vec<String> = kv.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    Ok(format!("triton {}\n", words.join(" ")))
 }
 
 #[cfg(test)]

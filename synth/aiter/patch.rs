@@ -8,13 +8,23 @@
 //! - [`CU_PATH`]: an empty kernelName picks kernel and splitK with the heuristic;
 //! - [`GEN_INSTANCES_PATH`]: the codegen calls `add_heuristic_kernels`.
 //!
+//! A rule with leaves of another backend (`--backends ck,triton`) adds two more: [`SELECT_PATH`] (new),
+//! the rule as the Python module of [`crate::render::render_python`], and [`OPS_PATH`]: an untuned shape
+//! whose leaf is triton runs AITER's Triton blockscale GEMM with the leaf's config, a CK leaf goes on to
+//! the C++ heuristic, under the same [`ENV_VAR`]; the header returns no CK kernel (nullptr) for such a
+//! leaf and the dispatch then runs the default kernel. Leaves AITER cannot call there (vendor, CK-tile)
+//! get no patch ([`unroutable`]).
+//!
 //! Hunks of the changed files are written against AITER e4048607a5 with only their old start line; the
 //! renderer computes every `@@ -a,b +c,d @@` header from the lines themselves.
 
 use serde::Serialize;
 
-use super::templates::{render_template, CU_TEMPLATE, GEN_TEMPLATE, KERNELS_MODULE_TEMPLATE, TAIL_TEMPLATE};
+use super::templates::{
+    render_template, CU_TEMPLATE, GEN_TEMPLATE, KERNELS_MODULE_TEMPLATE, OPS_TEMPLATE, TAIL_TEMPLATE,
+};
 use crate::catalog::Catalog;
+use crate::catalog::Libtype;
 use crate::render::{self, leaf_instance, resolved, writer, Provenance};
 use crate::rule::Rule;
 
@@ -31,6 +41,43 @@ pub const KERNELS_PATH: &str = "csrc/ck_gemm_a8w8_blockscale/gemm_a8w8_blockscal
 pub const CU_PATH: &str = "csrc/ck_gemm_a8w8_blockscale/gemm_a8w8_blockscale.cu";
 /// AITER's codegen for the CK blockscale module.
 pub const GEN_INSTANCES_PATH: &str = "csrc/ck_gemm_a8w8_blockscale/gen_instances.py";
+/// AITER's Python entry of the blockscale GEMM (the untuned path chooses the backend there).
+pub const OPS_PATH: &str = "aiter/ops/gemm_op_a8w8.py";
+/// The rule as a Python module inside AITER (next to `gemm_op_a8w8.py`, which imports it).
+pub const SELECT_PATH: &str = "aiter/ops/gemm_a8w8_blockscale_select.py";
+/// BLOCK_SIZE_K AITER's Triton blockscale GEMM runs: it asserts `GROUP_K == BLOCK_SIZE_K`, the 128-wide
+/// scale group (`aiter/ops/triton/gemm/basic/gemm_a8w8_blockscale.py` at e4048607a5).
+pub const AITER_TRITON_BLOCK_K: u32 = 128;
+
+/// Why AITER's untuned path cannot run `rule`'s leaves, if it cannot: a vendor or CK-tile leaf (no
+/// route on that path at e4048607a5), or a triton config AITER's Triton kernel refuses.
+pub fn unroutable(rule: &Rule) -> Option<String> {
+    let mut why = Vec::new();
+    for leaf in rule.instances_used() {
+        match leaf.backend {
+            Libtype::Ck => {}
+            Libtype::Triton => match crate::catalog::triton::TritonConfig::from_kernel_id(i64::from(leaf.kernel_id)) {
+                Ok(c) if c.block_k == AITER_TRITON_BLOCK_K => {}
+                Ok(c) => why.push(format!(
+                    "triton config {} has BLOCK_SIZE_K {}; AITER's Triton blockscale GEMM runs {AITER_TRITON_BLOCK_K} \
+                     only (GROUP_K == BLOCK_SIZE_K)",
+                    c.name(),
+                    c.block_k
+                )),
+                Err(e) => why.push(e.to_string()),
+            },
+            b => why.push(format!("{} ({b}): AITER's untuned blockscale path has no {b} route", leaf.candidate())),
+        }
+    }
+    why.dedup();
+    (!why.is_empty()).then(|| why.join("; "))
+}
+
+/// Whether the rule has leaves of a backend other than CK legacy.
+pub fn is_mixed(rule: &Rule) -> bool {
+    rule.leaves().iter().any(|l| !l.is_ck())
+}
+
 /// Environment variable of the patched AITER: `0` restores AITER's fixed default kernel.
 pub const ENV_VAR: &str = "AITER_BLOCKSCALE_HEURISTIC";
 /// Largest splitK AITER's `gemm_a8w8_blockscale` accepts (KBatch = 1 << splitK).
@@ -50,7 +97,8 @@ pub struct HeuristicKernel {
 pub fn heuristic_kernels(rule: &Rule, catalog: &Catalog) -> anyhow::Result<Vec<HeuristicKernel>> {
     let rule = resolved(rule, catalog)?;
     let mut out: Vec<HeuristicKernel> = Vec::new();
-    for leaf in rule.instances_used() {
+    // Leaves of other backends are no kernel of AITER's CK module (the Python side runs them).
+    for leaf in rule.instances_used().into_iter().filter(|l| l.is_ck()) {
         if leaf.split_k > MAX_SPLIT_K {
             anyhow::bail!(
                 "the rule returns kernelId {} with splitK {}, but AITER's gemm_a8w8_blockscale accepts splitK 0..={} \
@@ -257,13 +305,20 @@ impl FilePatch {
 
 /// The patch's files, in the order they are written.
 pub fn patch_files(rule: &Rule, catalog: &Catalog, provenance: &Provenance) -> anyhow::Result<Vec<FilePatch>> {
+    if let Some(why) = unroutable(rule) {
+        anyhow::bail!("no AITER patch for this rule: {why}; leave those backends out of --backends for AITER");
+    }
+    let mixed = is_mixed(rule);
     let ctx = minijinja::context! {
         header => file_name(HEADER_PATH),
         env_var => ENV_VAR,
         kernels_module => file_name(KERNELS_PATH),
         kernels_module_name => file_name(KERNELS_PATH).trim_end_matches(".py"),
+        mixed => mixed,
+        select_module => file_name(SELECT_PATH),
+        select_module_name => file_name(SELECT_PATH).trim_end_matches(".py"),
     };
-    Ok(vec![
+    let mut files = vec![
         FilePatch::new_file(HEADER_PATH, &render_aiter_header(rule, catalog, provenance)?)?,
         FilePatch::new_file(KERNELS_PATH, &render_kernels_module(rule, catalog, provenance)?)?,
         FilePatch::from_spec(CU_PATH, &render_template(CU_TEMPLATE, &ctx)?, &format!("templates/{CU_TEMPLATE}"))?,
@@ -272,7 +327,17 @@ pub fn patch_files(rule: &Rule, catalog: &Catalog, provenance: &Provenance) -> a
             &render_template(GEN_TEMPLATE, &ctx)?,
             &format!("templates/{GEN_TEMPLATE}"),
         )?,
-    ])
+    ];
+    if mixed {
+        let python = render::render_python(rule, catalog, &aiter_provenance(provenance))?;
+        files.push(FilePatch::new_file(SELECT_PATH, &python)?);
+        files.push(FilePatch::from_spec(
+            OPS_PATH,
+            &render_template(OPS_TEMPLATE, &ctx)?,
+            &format!("templates/{OPS_TEMPLATE}"),
+        )?);
+    }
+    Ok(files)
 }
 
 /// The whole patch: a leading note (which `git apply` ignores) and the files' diffs.

@@ -13,6 +13,7 @@ pub(crate) const TAIL_TEMPLATE: &str = "aiter/gemm_a8w8_blockscale_heuristic_ait
 pub(crate) const KERNELS_MODULE_TEMPLATE: &str = "aiter/gemm_a8w8_blockscale_heuristic_kernels.py.j2";
 pub(crate) const CU_TEMPLATE: &str = "aiter/gemm_a8w8_blockscale.cu.hunks.j2";
 pub(crate) const GEN_TEMPLATE: &str = "aiter/gen_instances.py.hunks.j2";
+pub(crate) const OPS_TEMPLATE: &str = "aiter/gemm_op_a8w8.py.hunks.j2";
 pub(crate) const TORCH_TEMPLATE: &str = "aiter/check/torch_extension.h.j2";
 pub(crate) const COMMON_TEMPLATE: &str = "aiter/check/common.cuh.j2";
 pub(crate) const KERNELS_TEMPLATE: &str = "aiter/check/kernels.cpp.j2";
@@ -31,6 +32,7 @@ pub(crate) fn env() -> &'static Environment<'static> {
             ),
             (CU_TEMPLATE, include_str!("../../templates/aiter/gemm_a8w8_blockscale.cu.hunks.j2")),
             (GEN_TEMPLATE, include_str!("../../templates/aiter/gen_instances.py.hunks.j2")),
+            (OPS_TEMPLATE, include_str!("../../templates/aiter/gemm_op_a8w8.py.hunks.j2")),
             (TORCH_TEMPLATE, include_str!("../../templates/aiter/check/torch_extension.h.j2")),
             (COMMON_TEMPLATE, include_str!("../../templates/aiter/check/common.cuh.j2")),
             (KERNELS_TEMPLATE, include_str!("../../templates/aiter/check/kernels.cpp.j2")),

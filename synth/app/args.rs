@@ -33,6 +33,35 @@ pub struct DataArgs {
     /// Tensor-parallel degree of the model's layers.
     #[arg(long, default_value_t = 2)]
     pub tp: u32,
+    #[command(flatten)]
+    pub backends: BackendArgs,
+}
+
+/// Which backends the target runtime can call (flattened into the data options of `run`, `compare` and
+/// `search`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct BackendArgs {
+    /// Backends the target runtime can call, comma-separated: ck (CK legacy instances), cktile, triton
+    /// (the block-FP8 Triton config family), vendor (cuBLAS / hipBLASLt blockwise FP8). Rows of these
+    /// libtypes are candidates (vendor rows stop being a reference only); rows of any other backend
+    /// are an error, except vendor rows, which stay a reference. Adds each backend's oracle, its own rule
+    /// (run) and the best one-threshold policy over the backends' defaults to the comparison
+    /// [default: CK legacy only, vendor rows a reference]
+    #[arg(long, value_name = "LIST", value_parser = parse_backends)]
+    pub backends: Option<crate::catalog::Backends>,
+}
+
+fn parse_backends(text: &str) -> Result<crate::catalog::Backends, String> {
+    crate::catalog::Backends::parse(text)
+}
+
+impl BackendArgs {
+    /// Writes `--backends` to a "Regenerate with" line when given.
+    pub fn write_line(&self, l: &mut CommandLine) {
+        if let Some(b) = &self.backends {
+            l.always("--backends", b);
+        }
+    }
 }
 
 /// The training sample: M values stratified in log2 M over the dataset's M values, × every layer.

@@ -76,6 +76,8 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     if args.published {
         policies.push(session.published_policy()?);
     }
+    let (backend_policies, backend_notes) = session.backend_policies(&train);
+    policies.extend(backend_policies);
     policies.extend(session.rule_policies(&args.rule)?);
     policies.push(Policy::Oracle);
     let report = evaluate(matrix, catalog, &policies, &scored);
@@ -96,6 +98,16 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         if args.held_out { format!(" (held out from the sample M = {picked:?})") } else { String::new() }
     );
     text.push_str(&crate::compare::report::table(&report, names));
+    if let Some(b) = &session.backends {
+        text.push_str(&format!(
+            "backends {b}: `oracle[B]` is backend B alone at its best, `oracle` the union oracle; the threshold is \
+             fitted on the training sample (--sample-m {}, --seed {})\n",
+            args.sample.sample_m, args.sample.seed
+        ));
+        for n in &backend_notes {
+            text.push_str(&format!("  {n}\n"));
+        }
+    }
     text.push_str(&crate::tuned::agreement_text(matrix, catalog, &policies, &report.shapes));
     if args.rule.is_empty() && tables.is_empty() && !args.published {
         text.push_str(

@@ -432,9 +432,7 @@ pub fn unmeasured_picks(data: &MultiData, rule: &crate::rule::Rule) -> Vec<(crat
         .filter_map(|s| {
             let sh = m.shapes[s];
             let leaf = rule.eval(sh.m, sh.n, sh.k);
-            let ok = m
-                .candidate_index(&crate::catalog::Candidate::new(leaf.kernel_id, leaf.split_k))
-                .is_some_and(|c| matches!(m.cell(s, c), Cell::Ok(_)));
+            let ok = m.candidate_index(&leaf.candidate()).is_some_and(|c| matches!(m.cell(s, c), Cell::Ok(_)));
             (!ok).then_some((sh, leaf))
         })
         .collect()

@@ -72,9 +72,22 @@ pub fn rule_files(
     json.push('\n');
     files.push(GeneratedFile::new(super::shared::RULE_JSON, json));
     files.extend(extra);
-    files.push(patch_file(crate::aiter::render_patch(rule, catalog, provenance)?));
+    match crate::aiter::patch::unroutable(rule) {
+        None => files.push(patch_file(crate::aiter::render_patch(rule, catalog, provenance)?)),
+        // A rule AITER's untuned path cannot run gets a note in place of the patch.
+        Some(why) => files.push(GeneratedFile::new(
+            format!("{}/{}", crate::aiter::GENERATED_SUBDIR, NO_PATCH_NOTE),
+            format!(
+                "No AITER patch was written for this rule: {why}.\nThe patch routes CK legacy leaves (C++ heuristic) \
+                 and triton leaves (AITER's Triton blockscale GEMM); run again with --backends naming only those.\n"
+            ),
+        )),
+    }
     Ok(files)
 }
+
+/// The file written in place of the AITER patch for a rule whose leaves AITER cannot run.
+pub const NO_PATCH_NOTE: &str = "NO-PATCH.txt";
 
 /// The AITER patch as a file of the output directory (`aiter/<patch>`).
 pub fn patch_file(patch: String) -> GeneratedFile {

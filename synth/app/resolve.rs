@@ -53,6 +53,17 @@ pub fn manifest_of(datasets: &[PathBuf]) -> Option<PathBuf> {
 
 /// The data mode of `opts`; an error when the options name two modes at once.
 pub fn data_mode(opts: DataOptions) -> anyhow::Result<DataMode> {
+    let mode = data_mode_of(opts)?;
+    if let (Some(b), DataMode::Manifest(_) | DataMode::Tuned) = (&opts.data.backends.backends, &mode) {
+        bail!(
+            "--backends {b} is read on a single dataset (--dataset FILE, repeated for several journals, with \
+             --model/--tp): the multi-model and tuned-table jobs score CK legacy candidates only"
+        );
+    }
+    Ok(mode)
+}
+
+fn data_mode_of(opts: DataOptions) -> anyhow::Result<DataMode> {
     let d = opts.data;
     if !opts.train_tuned.is_empty() {
         return Ok(DataMode::Tuned);

@@ -201,6 +201,7 @@ fn run_single(args: &SearchArgs, limits: &ResolvedLimits, started: Instant) -> a
             }
         }
         l.value("--tp", args.data.tp, 2);
+        args.data.backends.write_line(l);
     });
     let paths = Paths { out_dir: &out_dir, trace: &trace };
     report_and_render(args, &line, &session, &setup, &outcome, &sample, paths, started)

@@ -70,13 +70,16 @@ pub struct Session {
     pub vendor: VendorTimes,
     /// The `--dataset` values as the "Regenerate with" line writes them ([`dataset_names`]).
     pub dataset_args: Vec<String>,
+    /// `--backends`: which rows are candidates (`None`: CK legacy, vendor rows a reference).
+    pub backends: Option<crate::catalog::Backends>,
 }
 
 impl Session {
     /// Loads the dataset and keeps the shapes of the chosen model's layers.
     pub fn open(data: &DataArgs, scope: Scope) -> anyhow::Result<Session> {
         let catalog = Catalog::embedded();
-        let (source, matrix, vendor) = load_datasets(&data.dataset, &catalog)?;
+        let backends = data.backends.backends.clone();
+        let (source, matrix, vendor) = load_datasets(&data.dataset, &catalog, backends.as_ref())?;
         let dataset_args = dataset_names(&data.dataset);
         let dataset = PathBuf::from(source.name());
         let model = match (&data.model, &data.spec, scope) {
@@ -96,6 +99,7 @@ impl Session {
                 names: LayerNames::new(),
                 shapes,
                 dataset_args,
+                backends,
             });
         };
         let (name, layers) = model_layers(model, data.spec.as_deref(), data.tp)?;
@@ -113,7 +117,7 @@ impl Session {
             )
         })?;
         let names = layer_names(&layers);
-        Ok(Session { catalog, dataset, source, matrix, names, layers, what, shapes, vendor, dataset_args })
+        Ok(Session { catalog, dataset, source, matrix, names, layers, what, shapes, vendor, dataset_args, backends })
     }
 
     /// The training sample of `args` over the session's shapes.
@@ -164,6 +168,29 @@ impl Session {
         policies.push(Policy::Rule { name: candidate.0.to_string(), rule: candidate.1.clone() });
         policies.push(Policy::Oracle);
         Ok(policies)
+    }
+
+    /// With `--backends`: each backend's oracle and the best threshold policy fitted on `train`, with a
+    /// line saying what the threshold is; nothing without `--backends`.
+    pub fn backend_policies(&self, train: &[usize]) -> (Vec<Policy>, Vec<String>) {
+        let Some(backends) = &self.backends else { return (Vec::new(), Vec::new()) };
+        let mut policies = crate::compare::backends::oracle_policies(backends);
+        let mut notes = Vec::new();
+        match crate::compare::backends::fit_threshold(&self.matrix, &self.catalog, backends, train) {
+            Some(fit) => {
+                notes.push(format!("threshold: {}", fit.text));
+                policies.push(fit.policy);
+            }
+            None => notes.push(format!(
+                "threshold: not scored (it needs two of --backends {backends} with a default kernel, and a training \
+                 shape with a usable cell)"
+            )),
+        }
+        let present = self.matrix.backends();
+        for b in backends.iter().filter(|b| !present.contains(b)) {
+            notes.push(format!("{b}: named in --backends but the data has no {b} row"));
+        }
+        (policies, notes)
     }
 
     /// The published rule as a policy.
@@ -297,7 +324,22 @@ pub fn load_tuned(
 /// The latency table of `--dataset` values: none → the default embedded dataset; one file or embedded name;
 /// else several (files, embedded names, directories of `*.csv`) merged into one matrix of one device, the
 /// vendor reference rows kept apart, named `a + b + ...`.
-fn load_datasets(datasets: &[PathBuf], catalog: &Catalog) -> anyhow::Result<(Dataset, LatencyMatrix, VendorTimes)> {
+fn load_datasets(
+    datasets: &[PathBuf],
+    catalog: &Catalog,
+    backends: Option<&crate::catalog::Backends>,
+) -> anyhow::Result<(Dataset, LatencyMatrix, VendorTimes)> {
+    if let (Some(b), [] | [_]) = (backends, datasets) {
+        // One table read for the named backends (every row of them a candidate).
+        let source = Dataset::resolve(datasets.first().map(PathBuf::as_path))?;
+        if datasets.first().is_some_and(|d| d.is_dir()) {
+            return load_many(datasets, catalog, backends);
+        }
+        let tables = [(PathBuf::from(source.name()), source.rows(catalog)?)];
+        let (matrix, vendor) =
+            crate::table::multi::merge_tables_for(&tables, Some(b)).map_err(|e| anyhow::anyhow!("{e}"))?;
+        return Ok((source, matrix, vendor));
+    }
     match datasets {
         [] => {
             let source = Dataset::resolve(None)?;
@@ -309,7 +351,18 @@ fn load_datasets(datasets: &[PathBuf], catalog: &Catalog) -> anyhow::Result<(Dat
             let matrix = source.load(catalog)?;
             Ok((source, matrix, VendorTimes::new()))
         }
-        many => {
+        many => load_many(many, catalog, backends),
+    }
+}
+
+/// Several `--dataset` values (files, embedded names, directories of `*.csv`) as one matrix.
+fn load_many(
+    many: &[PathBuf],
+    catalog: &Catalog,
+    backends: Option<&crate::catalog::Backends>,
+) -> anyhow::Result<(Dataset, LatencyMatrix, VendorTimes)> {
+    {
+        {
             let mut sources = Vec::new();
             for d in many {
                 if d.is_dir() {
@@ -328,7 +381,8 @@ fn load_datasets(datasets: &[PathBuf], catalog: &Catalog) -> anyhow::Result<(Dat
             for s in &sources {
                 tables.push((PathBuf::from(s.name()), s.rows(catalog)?));
             }
-            let (matrix, vendor) = crate::table::multi::merge_tables(&tables).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let (matrix, vendor) =
+                crate::table::multi::merge_tables_for(&tables, backends).map_err(|e| anyhow::anyhow!("{e}"))?;
             let joined = sources.iter().map(Dataset::name).collect::<Vec<_>>().join(" + ");
             Ok((Dataset::File(PathBuf::from(joined)), matrix, vendor))
         }

@@ -53,6 +53,9 @@ pub fn shown(name: &str) -> String {
 /// (splitK is the log2 of AITER's KBatch: the number of K splits).
 pub fn rule_outline(rule: &Rule, catalog: &Catalog) -> String {
     fn leaf_text(leaf: &crate::rule::Leaf, catalog: &Catalog) -> String {
+        if let Some(item) = crate::rule::text::other_backend_item(leaf) {
+            return format!("{} {item}, splitK {}", leaf.backend, leaf.split_k);
+        }
         let tile = catalog.legacy_by_id(leaf.kernel_id).map_or_else(String::new, |inst| {
             let (bm, bn, bk) = inst.tile();
             let v = inst.legacy_params().map_or(String::new(), |p| format!(" v{}", p.pipeline));

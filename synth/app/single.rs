@@ -63,6 +63,7 @@ fn line(args: &RunArgs, session: &Session, limits: &ResolvedLimits) -> CommandLi
         }
     }
     l.value("--tp", args.data.tp, 2);
+    args.data.backends.write_line(&mut l);
     if !args.train_all {
         args.sample.write_line(&mut l);
     }
@@ -90,6 +91,8 @@ struct Outcome {
     report: Report,
     points: Vec<CurvePoint>,
     curve_time: Duration,
+    /// What the backend policies are (`--backends`).
+    notes: Vec<String>,
 }
 
 /// Runs the single-dataset job.
@@ -109,12 +112,17 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let title = format!("{what} on {} — {scope} shapes", matrix.device.as_deref().unwrap_or(&matrix.gfx));
     let svg = compare::plot::speedup_svg(&o.report, &session.names, &title)?;
     let png = compare::raster::svg_to_png(&svg)?;
-    let extra = vec![
+    let mut extra = vec![
         GeneratedFile::new(COMPARE_CSV, compare::report::csv(&o.report, &session.names)),
         GeneratedFile::new(SPEEDUP_SVG, svg),
         GeneratedFile::binary(SPEEDUP_PNG, png),
         GeneratedFile::new(CURVE_CSV, curve_csv(&o.points)),
     ];
+    if session.backends.is_some() {
+        // The rule for a runtime that chooses between backends in Python.
+        let python = crate::render::render_python(&o.synth.rule, catalog, &provenance)?;
+        extra.push(GeneratedFile::new(crate::render::PYTHON_MODULE, python));
+    }
     // The single-dataset job never writes the committed generated/ unless --out says so.
     let target = super::outputs::out_dir(args.out.as_deref(), false, "run")?;
     let files = super::outputs::rule_files(&o.synth.rule, catalog, matrix, &provenance, extra);
@@ -137,6 +145,17 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     text.push_str(&rule_outline(&s.rule, catalog));
     let _ = writeln!(text, "\ncomparison on {} {scope} shapes:", o.report.shapes.len());
     let _ = writeln!(text, "{}", compare::report::table(&o.report, &session.names));
+    if let Some(b) = &session.backends {
+        let _ = writeln!(
+            text,
+            "backends {b}: `synthesized` is the mixed rule, `rule[B]` each backend's own rule, `oracle[B]` its \
+             oracle, `oracle` the union oracle"
+        );
+        for n in &o.notes {
+            let _ = writeln!(text, "  {n}");
+        }
+        let _ = writeln!(text);
+    }
     if args.curve {
         let _ = writeln!(text, "leaves versus quality (curve computed in {:.2} s):", o.curve_time.as_secs_f64());
         let _ = writeln!(text, "{}", curve_table(&o.points));
@@ -173,6 +192,30 @@ fn synthesize_and_score(args: &RunArgs, session: &Session, job: &SingleJob) -> a
     let synth_time = t0.elapsed();
 
     let mut extra = Vec::new();
+    let mut notes = Vec::new();
+    if let Some(backends) = &session.backends {
+        // Each backend alone: its own rule, synthesized on the same training shapes from its candidates.
+        for backend in backends.iter() {
+            let own = matrix.select_candidates(|c| c.backend == backend);
+            if own.candidates.is_empty() {
+                continue;
+            }
+            let rule = synthesize_budgets(
+                &own,
+                catalog,
+                &sample.train,
+                weights.as_deref(),
+                &job.synthesis,
+                &[job.synthesis.max_leaves],
+            )?
+            .remove(0)
+            .rule;
+            extra.push(Policy::Rule { name: format!("rule[{backend}]"), rule });
+        }
+        let (policies, lines) = session.backend_policies(&sample.train);
+        extra.extend(policies);
+        notes.extend(lines);
+    }
     if let Some(path) = &args.tuned {
         let (name, table) = session.tuned_file(path, args.tuned_any_device)?;
         extra.push(Policy::Tuned { name, table });
@@ -188,7 +231,7 @@ fn synthesize_and_score(args: &RunArgs, session: &Session, job: &SingleJob) -> a
         sample_curve(matrix, catalog, &sample.train, &sample.heldout, &results[1..], &CURVE_BUDGETS)
     };
     points.extend(cv_curve(matrix, catalog, &session.shapes, CV_FOLDS, weight, &job.synthesis, &CURVE_BUDGETS)?);
-    Ok(Outcome { sample, synth, synth_time, report, points, curve_time: t1.elapsed() })
+    Ok(Outcome { sample, synth, synth_time, report, points, curve_time: t1.elapsed(), notes })
 }
 
 /// The provenance's training line.

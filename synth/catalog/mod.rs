@@ -88,21 +88,81 @@ impl Instance {
     }
 }
 
-/// A selectable kernel: a legacy instance id with a split-K (`split_k` = log2 of KBatch).
+/// A selectable kernel: a backend (the library that runs it; CK legacy unless said otherwise), its kernel
+/// id there and a split-K (`split_k` = log2 of KBatch). Ids are the backend's: CK legacy 0..18, CK-tile
+/// the catalog's, a triton config's packed id ([`triton::TritonConfig::kernel_id`]), vendor 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Candidate {
+    #[serde(default, skip_serializing_if = "Libtype::is_ck")]
+    pub backend: Libtype,
     pub kernel_id: i32,
     pub split_k: u32,
 }
 
 impl Candidate {
+    /// A CK legacy candidate.
     pub fn new(kernel_id: i32, split_k: u32) -> Self {
-        Candidate { kernel_id, split_k }
+        Candidate { backend: Libtype::Ck, kernel_id, split_k }
+    }
+
+    /// A candidate of `backend`.
+    pub fn of(backend: Libtype, kernel_id: i32, split_k: u32) -> Self {
+        Candidate { backend, kernel_id, split_k }
+    }
+
+    /// The vendor GEMM (one kernel, no split).
+    pub fn vendor() -> Self {
+        Candidate::of(Libtype::Vendor, 0, 0)
+    }
+}
+
+/// A kernel of one backend (its candidates differ only in split-K): what "instances" of a rule count.
+/// Ordered CK legacy first; a CK kernel prints as its kernelId (`7`, as before backends), another
+/// backend's as `vendor#0`, `triton#67703222`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct KernelRef {
+    pub backend: Libtype,
+    pub id: i32,
+}
+
+impl std::fmt::Debug for KernelRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+impl std::fmt::Display for KernelRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.backend {
+            Libtype::Ck => write!(f, "{}", self.id),
+            b => write!(f, "{b}#{}", self.id),
+        }
+    }
+}
+
+/// A CK kernel equals its kernelId.
+impl PartialEq<i32> for KernelRef {
+    fn eq(&self, id: &i32) -> bool {
+        self.backend.is_ck() && self.id == *id
+    }
+}
+
+impl Candidate {
+    /// The kernel of this candidate (backend and id, without the split).
+    pub fn kernel(&self) -> KernelRef {
+        KernelRef { backend: self.backend, id: self.kernel_id }
     }
 }
 
 impl std::fmt::Display for Candidate {
+    /// `#7`, `#4/sk3` for CK legacy (as before backends); `vendor`, `triton:#67703222`, `cktile:#3/sk1`
+    /// for the others.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.backend {
+            Libtype::Ck => {}
+            Libtype::Vendor if self.kernel_id == 0 && self.split_k == 0 => return f.write_str("vendor"),
+            b => write!(f, "{b}:")?,
+        }
         if self.split_k == 0 {
             write!(f, "#{}", self.kernel_id)
         } else {
@@ -122,7 +182,7 @@ pub struct Catalog {
     pub cktile: Vec<Instance>,
 }
 
-pub use kinds::{Libtype, Role};
+pub use kinds::{Backends, Libtype, Role};
 pub use load::{CatalogError, CKTILE_FILE, LEGACY_FILE};
 pub use names::{NameError, ParsedName};
 

@@ -12,6 +12,7 @@
 //!   oracle time / policy time, 1.0 = always the fastest kernel). The tuned baseline is the first
 //!   [`Policy::Tuned`] in the list.
 
+pub mod backends;
 pub mod plot;
 pub(crate) mod policy;
 pub mod raster;
@@ -99,7 +100,11 @@ impl Policy {
             Policy::Default => PolicyKind::Default,
             Policy::Tuned { .. } => PolicyKind::Tuned,
             Policy::NearestM { .. } => PolicyKind::NearestM,
-            Policy::Rule { .. } | Policy::TunedRule { .. } | Policy::Fixed { .. } => PolicyKind::Rule,
+            Policy::Rule { .. }
+            | Policy::TunedRule { .. }
+            | Policy::Fixed { .. }
+            | Policy::OracleOf { .. }
+            | Policy::Threshold { .. } => PolicyKind::Rule,
             Policy::RuntimeFiles { .. } => PolicyKind::NearestM,
             Policy::Oracle => PolicyKind::Oracle,
         }

@@ -12,6 +12,9 @@
 //! - [`Policy::Oracle`]: the fastest usable candidate of each shape.
 //! - [`Policy::Fixed`]: one candidate for every shape (`vllm-default`: the config vLLM runs where it has no
 //!   tuned file for the layer).
+//! - [`Policy::OracleOf`]: the fastest usable candidate of one backend (that backend alone, at its best).
+//! - [`Policy::Threshold`]: one candidate below an M threshold and another from it on (two backends'
+//!   defaults split at one M, as AITER PR #5586 routes untuned shapes; see [`super::backends`]).
 //! - [`Policy::RuntimeFiles`]: vLLM's/SGLang's lookup over their per-(N, K) config files (`vllm-tuned`):
 //!   the entry of the nearest M key, ties to the key first in the file; `fallback` where (N, K) has no file.
 
@@ -200,6 +203,10 @@ pub enum Policy {
     Oracle,
     /// One candidate for every shape.
     Fixed { name: String, candidate: Candidate },
+    /// The fastest usable candidate of one backend per shape (the default where it has none).
+    OracleOf { name: String, backend: crate::catalog::Libtype },
+    /// `below` for M < `m`, `above` for M ≥ `m`.
+    Threshold { name: String, below: Candidate, above: Candidate, m: u32 },
     /// Per-(N, K) files of (M key, candidate) entries in file order, looked up by nearest M as vLLM and
     /// SGLang do; `fallback` for layers without a file.
     RuntimeFiles { name: String, files: BTreeMap<(u32, u32), Vec<(u32, Candidate)>>, fallback: Candidate },
@@ -237,6 +244,8 @@ impl Policy {
             | Policy::TunedRule { name, .. }
             | Policy::Rule { name, .. }
             | Policy::Fixed { name, .. }
+            | Policy::OracleOf { name, .. }
+            | Policy::Threshold { name, .. }
             | Policy::RuntimeFiles { name, .. } => name,
             Policy::Oracle => "oracle",
         }
@@ -258,17 +267,21 @@ impl Policy {
             }
             Policy::Rule { rule, .. } => {
                 let leaf = rule.eval(m, n, k);
-                plain(Candidate::new(leaf.kernel_id, leaf.split_k))
+                plain(leaf.candidate())
             }
             Policy::TunedRule { table, rule, .. } => match table.lookup_aiter(m, n, k) {
                 Some((e, kind)) => Pick { candidate: e.candidate, legacy: e.legacy, lookup: Some(kind) },
                 None => {
                     let leaf = rule.eval(m, n, k);
-                    Pick { candidate: Candidate::new(leaf.kernel_id, leaf.split_k), legacy: true, lookup: None }
+                    Pick { candidate: leaf.candidate(), legacy: true, lookup: None }
                 }
             },
             Policy::Oracle => plain(matrix.best(s).map_or(default, |(c, _)| matrix.candidates[c])),
             Policy::Fixed { candidate, .. } => plain(*candidate),
+            Policy::OracleOf { backend, .. } => {
+                plain(matrix.best_of(s, *backend).map_or(default, |(c, _)| matrix.candidates[c]))
+            }
+            Policy::Threshold { below, above, m: at, .. } => plain(if m < *at { *below } else { *above }),
             Policy::RuntimeFiles { files, fallback, .. } => {
                 match files.get(&(n, k)).and_then(|e| nearest_in_file_order(e, m)) {
                     Some(c) => Pick { candidate: c, legacy: true, lookup: Some(LookupKind::Nearest) },

@@ -83,7 +83,7 @@ pub fn table(report: &Report, names: &LayerNames) -> String {
             opt(s.geomean_vs_tuned, 3),
             format!("{:.3}", s.of_oracle),
             format!("{}", s.missing + s.invalid),
-            format!("{}", s.picks.keys().map(|c| c.kernel_id).collect::<std::collections::BTreeSet<_>>().len()),
+            format!("{}", s.picks.keys().map(|c| c.kernel()).collect::<std::collections::BTreeSet<_>>().len()),
         ]);
     }
     out.push_str(&pad_table(&rows));
@@ -159,7 +159,10 @@ fn csv_rows(report: &Report, names: &LayerNames, vendor: Option<&crate::table::m
                 shape.n.to_string(),
                 shape.k.to_string(),
                 p.name.clone(),
-                o.pick.candidate.kernel_id.to_string(),
+                match o.pick.candidate.backend {
+                    crate::catalog::Libtype::Ck => o.pick.candidate.kernel_id.to_string(),
+                    b => format!("{b}:{}", o.pick.candidate.kernel_id),
+                },
                 o.pick.candidate.split_k.to_string(),
                 lookup,
                 o.status.as_str().to_string(),

@@ -26,6 +26,7 @@
 //! and for each of its chains down to 2 comparisons, where the compiler already selects between the two
 //! leaves without a branch (README.md, "Dispatch cost").
 
+use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
 use minijinja::Environment;
@@ -79,6 +80,19 @@ struct TLeaf {
     name: String,
     kernel_id: i32,
     split_k: u32,
+    /// For a leaf of another backend: `{triton(67703222), 0}`, the `BlockscaleChoice` it returns (no CK
+    /// kernel), and what it names.
+    other: Option<String>,
+    what: Option<String>,
+}
+
+/// The functions a header with leaves of other backends declares: `triton(ID)`, `vendor(ID)`,
+/// `cktile(ID)` each return no kernel (`nullptr`), so such a leaf is "no CK pick" in C++ and reads back
+/// as the leaf it was.
+fn other_backends(rule: &Rule) -> Vec<&'static str> {
+    let set: BTreeSet<crate::catalog::Libtype> =
+        rule.leaves().iter().filter(|l| !l.is_ck()).map(|l| l.backend).collect();
+    set.into_iter().map(|b| b.as_str()).collect()
 }
 
 #[derive(Serialize)]
@@ -104,11 +118,29 @@ struct TParam {
 
 fn template_node(node: &Node, catalog: &Catalog, depth: usize) -> anyhow::Result<TNode> {
     match node {
+        Node::Leaf(leaf) if !leaf.is_ck() => Ok(TNode {
+            depth,
+            leaf: Some(TLeaf {
+                name: String::new(),
+                kernel_id: leaf.kernel_id,
+                split_k: leaf.split_k,
+                other: Some(format!("{{{}({}), {}}}", leaf.backend, leaf.kernel_id, leaf.split_k)),
+                what: Some(crate::sanitize::comment_line(&crate::rule::text::leaf_item_cpp(leaf, catalog))),
+            }),
+            branches: Vec::new(),
+            otherwise: None,
+        }),
         Node::Leaf(leaf) => {
             let inst = leaf_instance(catalog, leaf)?;
             Ok(TNode {
                 depth,
-                leaf: Some(TLeaf { name: inst.name.clone(), kernel_id: inst.id, split_k: leaf.split_k }),
+                leaf: Some(TLeaf {
+                    name: inst.name.clone(),
+                    kernel_id: inst.id,
+                    split_k: leaf.split_k,
+                    other: None,
+                    what: None,
+                }),
                 branches: Vec::new(),
                 otherwise: None,
             })
@@ -311,6 +343,7 @@ pub fn render_cpp(rule: &Rule, catalog: &Catalog, provenance: &Provenance) -> an
             root => root,
             fast => fast,
             comparisons => ["<", "<=", ">", ">=", "==", "!="],
+            other_backends => other_backends(&rule),
         },
     )
 }

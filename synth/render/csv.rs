@@ -45,7 +45,9 @@ pub fn representative_shape(matrix: &LatencyMatrix, candidate: &Candidate) -> Op
 /// default kernel's when no leaf uses it.
 pub fn instance_rows(rule: &Rule, catalog: &Catalog, matrix: &LatencyMatrix) -> anyhow::Result<Vec<InstanceRow>> {
     let mut rows = Vec::new();
-    let leaves = resolved(rule, catalog)?.instances_used();
+    // AITER's generator builds CK kernels: the leaves of other backends (which the AITER patch's Python
+    // side routes, see crate::aiter) have no row here.
+    let leaves: Vec<Leaf> = resolved(rule, catalog)?.instances_used().into_iter().filter(Leaf::is_ck).collect();
     for leaf in &leaves {
         let inst = leaf_instance(catalog, leaf)?;
         let cand = Candidate::new(inst.id, leaf.split_k);
@@ -79,7 +81,7 @@ fn unmeasured(matrix: &LatencyMatrix, cand: &Candidate, why: &str) -> anyhow::Er
 pub fn render_instances_csv(rule: &Rule, catalog: &Catalog, matrix: &LatencyMatrix) -> anyhow::Result<String> {
     let mut rows = Vec::new();
     for row in instance_rows(rule, catalog, matrix)? {
-        let inst = leaf_instance(catalog, &Leaf::new(row.candidate.kernel_id, row.candidate.split_k))?;
+        let inst = leaf_instance(catalog, &Leaf::from_candidate(row.candidate))?;
         let shape: Shape = matrix.shapes[row.shape];
         let (m, n, k) = (f64::from(shape.m), f64::from(shape.n), f64::from(shape.k));
         let round2 = |x: f64| (x * 100.0).round() / 100.0;

@@ -17,6 +17,7 @@ pub(crate) mod csv;
 pub(crate) mod file;
 pub(crate) mod jinja;
 pub(crate) mod outdir;
+pub mod python;
 pub(crate) mod rust;
 pub(crate) mod writer;
 
@@ -30,6 +31,7 @@ use crate::table::LatencyMatrix;
 
 pub use self::cpp::render_cpp;
 pub use self::csv::render_instances_csv;
+pub use self::python::{render_python, PYTHON_MODULE};
 pub use self::rust::render_rust;
 pub use writer::{Freshness, StaleFiles};
 
@@ -82,12 +84,19 @@ pub fn generated_files(
     ])
 }
 
-/// The rule as the renderers emit it: conditions in [`Rule::canonical`] shape and every leaf's kernelId
+/// The rule as the renderers emit it: conditions in [`Rule::canonical`] shape and every CK leaf's kernelId
 /// replaced by its catalog instance's id (the default alias -1 becomes the kernel it names), so equal
-/// kernels are one leaf; an id the catalog does not have is an error.
+/// kernels are one leaf; an id the catalog does not have is an error. Leaves of other backends are kept
+/// as they are once [`crate::rule::validate::other_backend_issue`] finds nothing wrong with them.
 pub(crate) fn resolved(rule: &Rule, catalog: &Catalog) -> anyhow::Result<Rule> {
     fn walk(node: &Node, catalog: &Catalog) -> anyhow::Result<Node> {
         Ok(match node {
+            Node::Leaf(leaf) if !leaf.is_ck() => {
+                if let Some(issue) = crate::rule::validate::other_backend_issue(leaf) {
+                    anyhow::bail!("the rule returns {}: {issue}; fix the rule", leaf.candidate());
+                }
+                Node::Leaf(*leaf)
+            }
             Node::Leaf(leaf) => Node::Leaf(Leaf::new(leaf_instance(catalog, leaf)?.id, leaf.split_k)),
             Node::Chain { branches, otherwise } => Node::Chain {
                 branches: branches
@@ -104,6 +113,13 @@ pub(crate) fn resolved(rule: &Rule, catalog: &Catalog) -> anyhow::Result<Rule> {
 
 /// The catalog instance a leaf selects, or an error naming the leaf.
 pub(crate) fn leaf_instance<'c>(catalog: &'c Catalog, leaf: &Leaf) -> anyhow::Result<&'c Instance> {
+    if !leaf.is_ck() {
+        anyhow::bail!(
+            "the rule returns {} (a {} kernel), which is no CK legacy instance: this output holds CK leaves only",
+            leaf.candidate(),
+            leaf.backend
+        );
+    }
     let inst = catalog.legacy_by_id(leaf.kernel_id).ok_or_else(|| {
         anyhow::anyhow!(
             "the rule returns kernelId {} (splitK {}), which is not a legacy instance of the catalog (ids 0..{}); \

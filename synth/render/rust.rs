@@ -17,19 +17,69 @@ use crate::rule::{BinOp, CmpOp, Cond, Expr, Leaf, Node, Rule, Var};
 /// `pub fn select(m: u32, n: u32, k: u32) -> Selection`, with `provenance` as `//!` comments.
 pub fn render_rust(rule: &Rule, catalog: &Catalog, provenance: &Provenance) -> anyhow::Result<String> {
     let rule = resolved(rule, catalog)?;
+    // A rule over CK only writes the module it always wrote; leaves of other backends add a `backend`
+    // field to `Selection`.
+    let mixed = rule.leaves().iter().any(|l| !l.is_ck());
     let mut consts = Vec::new();
     for leaf in rule.instances_used() {
-        let inst = leaf_instance(catalog, &leaf)?;
         let ident = leaf_ident(&leaf);
-        let id = Literal::i32_unsuffixed(inst.id);
         let split_k = Literal::u32_unsuffixed(leaf.split_k);
-        let name = inst.name.as_str();
-        let doc = format!(" kernelId {}, splitK {} (KBatch {}).", inst.id, leaf.split_k, kbatch(leaf.split_k));
-        consts.push(quote! {
-            #[doc = #doc]
-            const #ident: Selection = Selection { kernel_id: #id, split_k: #split_k, name: #name };
+        let (id, name, backend) = if leaf.is_ck() {
+            let inst = leaf_instance(catalog, &leaf)?;
+            (inst.id, inst.name.clone(), "ck")
+        } else {
+            let item = crate::rule::text::other_backend_item(&leaf).unwrap_or_default();
+            (leaf.kernel_id, item, leaf.backend.as_str())
+        };
+        let lit_id = Literal::i32_unsuffixed(id);
+        let doc = if mixed {
+            format!(" {backend} kernelId {id}, splitK {} (KBatch {}).", leaf.split_k, kbatch(leaf.split_k))
+        } else {
+            format!(" kernelId {id}, splitK {} (KBatch {}).", leaf.split_k, kbatch(leaf.split_k))
+        };
+        let name = name.as_str();
+        consts.push(if mixed {
+            quote! {
+                #[doc = #doc]
+                const #ident: Selection =
+                    Selection { backend: #backend, kernel_id: #lit_id, split_k: #split_k, name: #name };
+            }
+        } else {
+            quote! {
+                #[doc = #doc]
+                const #ident: Selection = Selection { kernel_id: #lit_id, split_k: #split_k, name: #name };
+            }
         });
     }
+    let selection = if mixed {
+        quote! {
+            /// The kernel chosen for a GEMM shape.
+            #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+            pub struct Selection {
+                /// The backend that runs it: `ck` (CK legacy), `cktile`, `triton` or `vendor`.
+                pub backend: &'static str,
+                /// The kernel's id in its backend (AITER kernelId for CK, the packed config id for triton).
+                pub kernel_id: i32,
+                /// log2 of the K split (KBatch = 1 << split_k).
+                pub split_k: u32,
+                /// The kernel's name (the CK instance name, the triton config name, `vendor(0)`).
+                pub name: &'static str,
+            }
+        }
+    } else {
+        quote! {
+            /// The kernel chosen for a GEMM shape.
+            #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+            pub struct Selection {
+                /// AITER kernelId of the CK legacy blockscale instance.
+                pub kernel_id: i32,
+                /// log2 of the K split (KBatch = 1 << split_k).
+                pub split_k: u32,
+                /// The instance's AITER name.
+                pub name: &'static str,
+            }
+        }
+    };
 
     let mut gen = Gen::default();
     let body = gen.node(&rule.root);
@@ -56,16 +106,7 @@ pub fn render_rust(rule: &Rule, catalog: &Catalog, provenance: &Provenance) -> a
     let tokens = quote! {
         #(#![doc = #docs])*
 
-        /// The kernel chosen for a GEMM shape.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub struct Selection {
-            /// AITER kernelId of the CK legacy blockscale instance.
-            pub kernel_id: i32,
-            /// log2 of the K split (KBatch = 1 << split_k).
-            pub split_k: u32,
-            /// The instance's AITER name.
-            pub name: &'static str,
-        }
+        #selection
 
         #(#consts)*
 
@@ -107,6 +148,14 @@ fn kbatch(split_k: u32) -> u64 {
 }
 
 fn leaf_ident(leaf: &Leaf) -> proc_macro2::Ident {
+    if !leaf.is_ck() {
+        let stem = format!("{}_{}", leaf.backend.as_str().to_ascii_uppercase(), leaf.kernel_id.unsigned_abs());
+        return if leaf.split_k == 0 {
+            format_ident!("{}", stem)
+        } else {
+            format_ident!("{}_SPLITK_{}", stem, leaf.split_k)
+        };
+    }
     if leaf.split_k == 0 {
         format_ident!("KERNEL_{}", leaf.kernel_id.unsigned_abs())
     } else {

@@ -13,6 +13,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::catalog::Libtype;
+
 /// A GEMM dimension the rule may read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Var {
@@ -66,11 +68,15 @@ pub enum Cond {
     Const(bool),
 }
 
-/// What a rule returns: a catalog legacy instance (kernelId 0..18; the default alias -1 is resolved to
-/// its target when parsed) and split-K (log2 of KBatch; 0 when the rule text gives none).
+/// What a rule returns: a backend (CK legacy unless said otherwise: a rule over CK only reads and writes
+/// exactly as before backends existed), its kernel (for CK a catalog legacy instance, kernelId 0..18; the
+/// default alias -1 is resolved to its target when parsed) and split-K (log2 of KBatch; 0 when the rule
+/// text gives none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Leaf {
+    #[serde(default, skip_serializing_if = "Libtype::is_ck")]
+    pub backend: Libtype,
     pub kernel_id: i32,
     #[serde(default)]
     pub split_k: u32,
@@ -275,7 +281,37 @@ impl Cond {
 impl Leaf {
     /// A leaf selecting legacy `kernel_id` with `split_k` (log2 of KBatch).
     pub fn new(kernel_id: i32, split_k: u32) -> Leaf {
-        Leaf { kernel_id, split_k }
+        Leaf { backend: Libtype::Ck, kernel_id, split_k }
+    }
+
+    /// A leaf selecting `kernel_id` of `backend` with `split_k`.
+    pub fn of(backend: Libtype, kernel_id: i32, split_k: u32) -> Leaf {
+        Leaf { backend, kernel_id, split_k }
+    }
+
+    /// The leaf returning candidate `c`.
+    pub fn from_candidate(c: crate::catalog::Candidate) -> Leaf {
+        Leaf { backend: c.backend, kernel_id: c.kernel_id, split_k: c.split_k }
+    }
+
+    /// The candidate this leaf returns (the same backend, kernel and split).
+    pub fn candidate(&self) -> crate::catalog::Candidate {
+        crate::catalog::Candidate::of(self.backend, self.kernel_id, self.split_k)
+    }
+
+    /// The kernel of this leaf (backend and id, without the split).
+    pub fn kernel(&self) -> crate::catalog::KernelRef {
+        crate::catalog::KernelRef { backend: self.backend, id: self.kernel_id }
+    }
+
+    /// The same kernel with another split-K.
+    pub fn with_split(&self, split_k: u32) -> Leaf {
+        Leaf { split_k, ..*self }
+    }
+
+    /// Whether the leaf is a CK legacy instance (the only kind AITER's C++ dispatcher can return).
+    pub fn is_ck(&self) -> bool {
+        self.backend.is_ck()
     }
 }
 

@@ -37,7 +37,7 @@ use super::error::{Pos, RuleError};
 use super::ir::{BinOp, CmpOp, Cond, Expr, Leaf, Rule, Var};
 use super::source::{check_text_limits, split_leading_note, Form, Parsed, SNode};
 use super::splice::logical_text;
-use crate::catalog::{Catalog, InstanceParams};
+use crate::catalog::{Catalog, InstanceParams, Libtype};
 
 /// Largest rule (in nodes) that fall-through expansion may produce.
 const MAX_NODES: usize = 200_000;
@@ -72,7 +72,43 @@ pub fn parse_cpp_with_source(text: &str, catalog: &Catalog) -> Result<Parsed, Ru
 }
 
 /// Resolves an instance name to the legacy kernelId a rule leaf stores.
-pub(crate) fn resolve_leaf_name(name: &str, pos: Pos, catalog: &Catalog) -> Result<i32, RuleError> {
+pub(crate) fn resolve_leaf_name(name: &str, pos: Pos, catalog: &Catalog) -> Result<(Libtype, i32), RuleError> {
+    if name.starts_with("triton_") {
+        let cfg = crate::catalog::triton::TritonConfig::parse_name(name)
+            .map_err(|e| RuleError::at(pos, format!("unknown triton config `{name}`: {e}")))?;
+        return Ok((Libtype::Triton, cfg.kernel_id()));
+    }
+    resolve_ck_name(name, pos, catalog).map(|id| (Libtype::Ck, id))
+}
+
+/// The backend a call `NAME(ID)` in a leaf names: `kernel` (CK legacy), `cktile`, `triton`, `vendor`.
+pub(crate) fn backend_call(name: &str) -> Option<Libtype> {
+    match name {
+        "kernel" => Some(Libtype::Ck),
+        "cktile" => Some(Libtype::Cktile),
+        "triton" => Some(Libtype::Triton),
+        "vendor" => Some(Libtype::Vendor),
+        _ => None,
+    }
+}
+
+/// Maps the id of a `BACKEND(ID)` leaf to the stored one: CK legacy as [`leaf_id`], the others as
+/// written (in range of i32).
+pub(crate) fn backend_leaf_id(
+    backend: Libtype,
+    id: i64,
+    pos: Pos,
+    catalog: &Catalog,
+) -> Result<(Libtype, i32), RuleError> {
+    if backend.is_ck() {
+        return leaf_id(id, pos, catalog).map(|id| (backend, id));
+    }
+    let id = i32::try_from(id)
+        .map_err(|_| RuleError::at(pos, format!("{backend} kernelId {id} is out of range (a 32-bit integer)")))?;
+    Ok((backend, id))
+}
+
+fn resolve_ck_name(name: &str, pos: Pos, catalog: &Catalog) -> Result<i32, RuleError> {
     let inst = catalog.resolve_name(name).map_err(|e| RuleError::at(pos, format!("unknown instance `{name}`: {e}")))?;
     match &inst.params {
         InstanceParams::Ck(_) if inst.id == -1 => Ok(catalog.default_alias),
@@ -637,10 +673,11 @@ impl Parser<'_> {
             self.bump();
         }
         if !self.is_punct("{") {
-            return Ok(Leaf { kernel_id: self.item()?, split_k: 0 });
+            let (backend, kernel_id) = self.item()?;
+            return Ok(Leaf::of(backend, kernel_id, 0));
         }
         let open = self.bump().pos;
-        let kernel_id = self.item()?;
+        let (backend, kernel_id) = self.item()?;
         let mut split_k = 0;
         if self.eat_punct(",") && !self.is_punct("}") {
             let t = self.bump();
@@ -659,27 +696,28 @@ impl Parser<'_> {
         if !self.eat_punct("}") {
             return Err(self.unexpected(&format!("`}}` closing the `{{` at {open} (a leaf is `{{kernel, splitK}}`)")));
         }
-        Ok(Leaf { kernel_id, split_k })
+        Ok(Leaf::of(backend, kernel_id, split_k))
     }
 
-    /// An instance name (optionally with template arguments and a leading `&`) or `kernel(ID)`.
-    fn item(&mut self) -> Result<i32, RuleError> {
+    /// An instance name (optionally with template arguments and a leading `&`), a triton config name,
+    /// `kernel(ID)` (CK legacy) or `BACKEND(ID)` (`cktile`, `triton`, `vendor`).
+    fn item(&mut self) -> Result<(Libtype, i32), RuleError> {
         self.eat_punct("&");
         let t = self.peek().clone();
         let Tok::Ident(name) = &t.tok else {
             return Err(self.unexpected("an instance name (a8w8_blockscale_...) or `kernel(ID)`"));
         };
         self.bump();
-        if name == "kernel" && self.is_punct("(") {
+        if let Some(backend) = backend_call(name).filter(|_| self.is_punct("(")) {
             self.bump();
             let neg = self.eat_punct("-");
             let n = self.bump();
             let Tok::Int(v) = n.tok else {
-                return Err(RuleError::at(n.pos, format!("expected a kernelId inside `kernel(...)`, found {}", n.tok)));
+                return Err(RuleError::at(n.pos, format!("expected a kernelId inside `{name}(...)`, found {}", n.tok)));
             };
-            self.expect_punct(")", "closing `kernel(`")?;
+            self.expect_punct(")", &format!("closing `{name}(`"))?;
             let id = if neg { -i128::from(v) } else { i128::from(v) };
-            return leaf_id(i64::try_from(id).unwrap_or(i64::MAX), n.pos, self.catalog);
+            return backend_leaf_id(backend, i64::try_from(id).unwrap_or(i64::MAX), n.pos, self.catalog);
         }
         if self.is_punct("<") {
             let open = self.peek().pos;

@@ -26,14 +26,14 @@ use syn::spanned::Spanned;
 
 use super::error::{Pos, RuleError};
 use super::ir::{BinOp, CmpOp, Cond, Expr, Leaf, Rule, Var};
-use super::parse_cpp::{leaf_id, resolve_leaf_name};
+use super::parse_cpp::{backend_call, backend_leaf_id, leaf_id, resolve_leaf_name};
 use super::source::{check_text_limits, split_leading_note, Form, Parsed, SNode};
 
 /// Deepest recursion of the reader over syn's tree (nested blocks, operators, parentheses).
 const MAX_RECURSION: usize = 128;
 /// Most `if`s the Rust form may hold (syn nests `else if` chains recursively).
 pub const MAX_RUST_IFS: usize = 2000;
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Libtype};
 
 /// Parses the Rust form of a rule, resolving instance names through `catalog`.
 pub fn parse_rust(text: &str, catalog: &Catalog) -> Result<Rule, RuleError> {
@@ -127,8 +127,25 @@ fn selection_leaf(e: &syn::Expr, catalog: &Catalog) -> Result<Leaf, RuleError> {
         signed_literal(v)
             .unwrap_or_else(|| Err(err(v, format!("expected an integer for `{name}`, found {}", shown(v)))))
     };
+    // `backend` is written only by modules of rules with leaves of other backends; absent, it is CK.
+    let backend = match s.fields.iter().find(|f| matches!(&f.member, syn::Member::Named(i) if i == "backend")) {
+        None => Libtype::Ck,
+        Some(f) => match &f.expr {
+            syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(b), .. }) => {
+                Libtype::parse(&b.value()).ok_or_else(|| {
+                    err(&f.expr, format!("backend {:?} is not one of ck, cktile, triton, vendor", b.value()))
+                })?
+            }
+            other => return Err(err(other, format!("expected the backend as a string, found {}", shown(other)))),
+        },
+    };
     let id_expr = field("kernel_id")?;
-    let kernel_id = leaf_id(i64::try_from(int("kernel_id")?).unwrap_or(i64::MAX), pos_of(id_expr.span()), catalog)?;
+    let (_, kernel_id) = backend_leaf_id(
+        backend,
+        i64::try_from(int("kernel_id")?).unwrap_or(i64::MAX),
+        pos_of(id_expr.span()),
+        catalog,
+    )?;
     let sk_expr = field("split_k")?;
     let split_k = u32::try_from(int("split_k")?)
         .map_err(|_| err(sk_expr, "split_k is out of range: expected 0..3 (log2 of KBatch)"))?;
@@ -136,7 +153,22 @@ fn selection_leaf(e: &syn::Expr, catalog: &Catalog) -> Result<Leaf, RuleError> {
     let syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(name), .. }) = name_expr else {
         return Err(err(name_expr, format!("expected the instance name as a string, found {}", shown(name_expr))));
     };
-    let named_id = resolve_leaf_name(&name.value(), pos_of(name.span()), catalog)?;
+    if !backend.is_ck() {
+        let leaf = Leaf::of(backend, kernel_id, split_k);
+        let want = super::text::other_backend_item(&leaf).unwrap_or_default();
+        if name.value() != want {
+            return Err(err(
+                name_expr,
+                format!(
+                    "name {:?} does not match {backend} kernel_id {kernel_id}, whose name is {want:?}; the file was \
+                     edited: regenerate it with `synth run`",
+                    name.value()
+                ),
+            ));
+        }
+        return Ok(leaf);
+    }
+    let (_, named_id) = resolve_leaf_name(&name.value(), pos_of(name.span()), catalog)?;
     if named_id != kernel_id {
         return Err(err(
             name_expr,
@@ -146,7 +178,7 @@ fn selection_leaf(e: &syn::Expr, catalog: &Catalog) -> Result<Leaf, RuleError> {
             ),
         ));
     }
-    Ok(Leaf { kernel_id, split_k })
+    Ok(Leaf::new(kernel_id, split_k))
 }
 
 /// Refuses Rust text with more than [`MAX_RUST_IFS`] `if` keywords (outside `//` comments).
@@ -339,7 +371,7 @@ impl Reader<'_> {
     fn leaf(&self, e: &syn::Expr) -> Result<Leaf, RuleError> {
         match e {
             syn::Expr::Tuple(t) if (1..=2).contains(&t.elems.len()) => {
-                let kernel_id = self.item(&t.elems[0])?;
+                let (backend, kernel_id) = self.item(&t.elems[0])?;
                 let split_k = match t.elems.iter().nth(1) {
                     None => 0,
                     Some(s) => match signed_literal(s) {
@@ -357,30 +389,55 @@ impl Reader<'_> {
                         }
                     },
                 };
-                Ok(Leaf { kernel_id, split_k })
+                Ok(Leaf::of(backend, kernel_id, split_k))
             }
             syn::Expr::Paren(p) => self.leaf(&p.expr),
             syn::Expr::Path(p) if p.path.get_ident().is_some_and(|i| self.named.contains_key(&i.to_string())) => {
                 Ok(self.named[&p.path.get_ident().expect("checked by the guard").to_string()])
             }
-            _ => Ok(Leaf { kernel_id: self.item(e)?, split_k: 0 }),
+            _ => {
+                let (backend, kernel_id) = self.item(e)?;
+                Ok(Leaf::of(backend, kernel_id, 0))
+            }
         }
     }
 
-    /// An instance name, a kernelId or `kernel(ID)`.
-    fn item(&self, e: &syn::Expr) -> Result<i32, RuleError> {
+    /// An instance name, a kernelId, `kernel(ID)`, a triton config name or `BACKEND(ID)` (`cktile`,
+    /// `triton`, `vendor`).
+    fn item(&self, e: &syn::Expr) -> Result<(Libtype, i32), RuleError> {
         if let Some(v) = signed_literal(e) {
-            return leaf_id(i64::try_from(v?).unwrap_or(i64::MAX), pos_of(e.span()), self.catalog);
+            return leaf_id(i64::try_from(v?).unwrap_or(i64::MAX), pos_of(e.span()), self.catalog)
+                .map(|id| (Libtype::Ck, id));
         }
         match e {
             syn::Expr::Path(p) if p.qself.is_none() => match p.path.get_ident() {
                 Some(ident) => resolve_leaf_name(&ident.to_string(), pos_of(ident.span()), self.catalog),
                 None => Err(err(e, format!("expected an instance name, found the path {}", shown(e)))),
             },
-            syn::Expr::Call(c)
-                if matches!(&*c.func, syn::Expr::Path(p) if p.path.is_ident("kernel")) && c.args.len() == 1 =>
-            {
-                self.item(&c.args[0])
+            syn::Expr::Call(c) if c.args.len() == 1 => {
+                let backend = match &*c.func {
+                    syn::Expr::Path(p) => p.path.get_ident().and_then(|i| backend_call(&i.to_string())),
+                    _ => None,
+                };
+                let Some(backend) = backend else {
+                    return Err(err(
+                        e,
+                        format!(
+                            "expected `kernel(ID)` or `cktile(ID)`, `triton(ID)`, `vendor(ID)`, found {}",
+                            shown(e)
+                        ),
+                    ));
+                };
+                match signed_literal(&c.args[0]) {
+                    Some(v) => backend_leaf_id(
+                        backend,
+                        i64::try_from(v?).unwrap_or(i64::MAX),
+                        pos_of(c.args[0].span()),
+                        self.catalog,
+                    ),
+                    None if backend.is_ck() => self.item(&c.args[0]),
+                    None => Err(err(&c.args[0], format!("expected a kernelId, found {}", shown(&c.args[0])))),
+                }
             }
             syn::Expr::Paren(p) => self.item(&p.expr),
             _ => Err(err(

@@ -177,9 +177,28 @@ impl std::fmt::Display for Cond {
     }
 }
 
+/// A leaf of a backend other than CK legacy as both text forms write it: a triton config by its name
+/// (`triton_bm64_bn128_bk128_g32_w4_s2`, or `triton(ID)` for an id that is no config), else
+/// `BACKEND(ID)` (`vendor(0)`, `cktile(3)`). `None` for CK legacy.
+pub fn other_backend_item(leaf: &Leaf) -> Option<String> {
+    use crate::catalog::Libtype;
+    match leaf.backend {
+        Libtype::Ck => None,
+        Libtype::Triton => Some(
+            crate::catalog::triton::TritonConfig::from_kernel_id(i64::from(leaf.kernel_id))
+                .map(|c| c.name())
+                .unwrap_or_else(|_| format!("triton({})", leaf.kernel_id)),
+        ),
+        b => Some(format!("{b}({})", leaf.kernel_id)),
+    }
+}
+
 /// The leaf's instance as C++: `name<DDataType, EDataType>`, or `kernel(ID)` for an id the catalog
 /// does not have.
 pub fn leaf_item_cpp(leaf: &Leaf, catalog: &Catalog) -> String {
+    if let Some(item) = other_backend_item(leaf) {
+        return item;
+    }
     match catalog.legacy_by_id(leaf.kernel_id) {
         Some(inst) if leaf.kernel_id >= 0 => format!("{}<DDataType, EDataType>", inst.name),
         _ => format!("kernel({})", leaf.kernel_id),
@@ -188,6 +207,9 @@ pub fn leaf_item_cpp(leaf: &Leaf, catalog: &Catalog) -> String {
 
 /// The leaf's instance as Rust: the name as an identifier, or the bare id when unknown.
 pub fn leaf_item_rust(leaf: &Leaf, catalog: &Catalog) -> String {
+    if let Some(item) = other_backend_item(leaf) {
+        return item;
+    }
     match catalog.legacy_by_id(leaf.kernel_id) {
         Some(inst) if leaf.kernel_id >= 0 => inst.name.clone(),
         _ => leaf.kernel_id.to_string(),

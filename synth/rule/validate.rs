@@ -158,6 +158,12 @@ impl Validator<'_> {
 
     fn leaf(&mut self, leaf: &Leaf, path: &[usize]) {
         let line = self.source.leaf_line(path);
+        if !leaf.is_ck() {
+            if let Some(message) = other_backend_issue(leaf) {
+                self.push(Severity::Error, line, path, message);
+            }
+            return;
+        }
         let known = leaf.kernel_id >= 0 && self.catalog.legacy_candidates().iter().any(|i| i.id == leaf.kernel_id);
         if leaf.kernel_id == -1 {
             let message =
@@ -390,5 +396,33 @@ fn var_cmp(var: Var, op: CmpOp, c: i64) -> Region {
             let below = Region::var_range(var, i64::MIN, c.saturating_sub(1));
             below.union(Region::var_range(var, c.saturating_add(1), i64::MAX)).unwrap_or_else(Region::all)
         }
+    }
+}
+/// What is wrong with a leaf of a backend other than CK legacy, if anything: a triton leaf must name a
+/// config of the family ([`crate::catalog::triton`]) with split-K 0 (its configs have none), the vendor
+/// leaf is kernel 0 with split-K 0, a CK-tile leaf a kernelId of at least 0 and a split-K in range.
+pub fn other_backend_issue(leaf: &Leaf) -> Option<String> {
+    use crate::catalog::Libtype;
+    match leaf.backend {
+        Libtype::Ck => None,
+        Libtype::Triton => match crate::catalog::triton::TritonConfig::from_kernel_id(i64::from(leaf.kernel_id)) {
+            Err(e) => Some(format!("triton leaf: {e}")),
+            Ok(_) if leaf.split_k != 0 => {
+                Some(format!("triton leaf with split-K {}: a triton config has no split-K (write 0)", leaf.split_k))
+            }
+            Ok(_) => None,
+        },
+        Libtype::Vendor if leaf.kernel_id != 0 || leaf.split_k != 0 => Some(format!(
+            "vendor leaf ({}, {}): the vendor GEMM is one kernel, kernelId 0 with split-K 0",
+            leaf.kernel_id, leaf.split_k
+        )),
+        Libtype::Vendor => None,
+        Libtype::Cktile if leaf.kernel_id < 0 => {
+            Some(format!("cktile leaf: kernelId {} is not a CK-tile candidate id (expected 0 or more)", leaf.kernel_id))
+        }
+        Libtype::Cktile if leaf.split_k > MAX_SPLIT_K => {
+            Some(format!("cktile leaf: split-K {} is out of range: expected 0..={MAX_SPLIT_K}", leaf.split_k))
+        }
+        Libtype::Cktile => None,
     }
 }

@@ -122,7 +122,7 @@ impl BuiltinProposer {
 
     /// Cost of returning `leaf` on training shape `i`.
     fn leaf_cost(&self, i: usize, leaf: Leaf) -> f64 {
-        match self.setup.matrix.candidate_index(&crate::catalog::Candidate::new(leaf.kernel_id, leaf.split_k)) {
+        match self.setup.matrix.candidate_index(&leaf.candidate()) {
             Some(c) => self.cost[i][c],
             None => self.fallback_cost(i),
         }
@@ -139,7 +139,7 @@ impl BuiltinProposer {
         let mut all: Vec<(Leaf, f64)> = cands
             .iter()
             .enumerate()
-            .map(|(c, cand)| (Leaf::new(cand.kernel_id, cand.split_k), shapes.iter().map(|&i| self.cost[i][c]).sum()))
+            .map(|(c, cand)| (Leaf::from_candidate(*cand), shapes.iter().map(|&i| self.cost[i][c]).sum()))
             .collect();
         all.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
         all.truncate(top);

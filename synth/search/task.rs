@@ -411,7 +411,7 @@ impl Task for RuleTask {
         let mut advice_json = Vec::new();
         for a in &advice {
             let saving = a.current - a.best_cost;
-            let current = Candidate::new(a.leaf.kernel_id, a.leaf.split_k);
+            let current = a.leaf.candidate();
             if saving > 1e-9 && a.best != current {
                 let at = source
                     .leaf_line(&a.path)
@@ -428,7 +428,7 @@ impl Task for RuleTask {
             }
             advice_json.push(json!({
                 "path": a.path, "line": source.leaf_line(&a.path), "shapes": a.shapes,
-                "returns": cand_str(Candidate::new(a.leaf.kernel_id, a.leaf.split_k)),
+                "returns": cand_str(a.leaf.candidate()),
                 "cost": a.current, "best": cand_str(a.best), "best_cost": a.best_cost,
             }));
         }

@@ -117,7 +117,7 @@ pub fn for_candidates(set: FeatureSet, candidates: &[Candidate], catalog: &Catal
             let mut kernels = BTreeSet::new();
             for c in candidates {
                 if kernels.insert(c.kernel_id) {
-                    if let Some(inst) = catalog.legacy_by_id(c.kernel_id) {
+                    if let Some(inst) = catalog.legacy_by_id(c.kernel_id).filter(|_| c.backend.is_ck()) {
                         tiles.push(inst.tile());
                     }
                 }

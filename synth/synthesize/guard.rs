@@ -103,15 +103,15 @@ impl<'a> Guards<'a> {
         if leaf.split_k == 0 {
             return Node::Leaf(leaf);
         }
-        let Some(inst) = self.catalog.legacy_by_id(leaf.kernel_id) else {
+        let Some(inst) = self.catalog.legacy_by_id(leaf.kernel_id).filter(|_| leaf.is_ck()) else {
             // Not a catalog instance: no tile to guard with; never measured with a split either.
-            return Node::Leaf(Leaf::new(leaf.kernel_id, 0));
+            return Node::Leaf(leaf.with_split(0));
         };
         let (bm, bn, bk) = inst.tile();
         let cu = self.cu_num;
         *added += 1;
         if depth + 1 > self.max_depth {
-            return Node::Leaf(Leaf::new(leaf.kernel_id, 0));
+            return Node::Leaf(leaf.with_split(0));
         }
         // The top level, then each lower level that a probe failing every higher level would use.
         let mut levels = vec![leaf.split_k];
@@ -131,9 +131,9 @@ impl<'a> Guards<'a> {
         Node::Chain {
             branches: levels
                 .into_iter()
-                .map(|s| (measured_cond(bm, bn, bk, s, cu), Node::Leaf(Leaf::new(leaf.kernel_id, s))))
+                .map(|s| (measured_cond(bm, bn, bk, s, cu), Node::Leaf(leaf.with_split(s))))
                 .collect(),
-            otherwise: Box::new(Node::Leaf(Leaf::new(leaf.kernel_id, 0))),
+            otherwise: Box::new(Node::Leaf(leaf.with_split(0))),
         }
     }
 }

@@ -26,7 +26,7 @@ pub mod tree;
 
 use std::collections::BTreeSet;
 
-use crate::catalog::{Candidate, Catalog};
+use crate::catalog::{Candidate, Catalog, KernelRef};
 use crate::rule::{CmpOp, Cond, Expr, Leaf, Node, Rule};
 use crate::table::{LatencyMatrix, Shape};
 
@@ -116,7 +116,7 @@ pub struct Synthesized {
     /// Depth of the rule (conditions on the longest path).
     pub depth: usize,
     /// Distinct instances (kernel ids) the rule returns.
-    pub instances: BTreeSet<i32>,
+    pub instances: BTreeSet<KernelRef>,
     /// Split-K guards among the leaves ([`guard`]).
     pub guards: usize,
 }
@@ -230,7 +230,7 @@ pub fn synthesize_budgets(
             None => {
                 let mut node = built.node(&front[0].tree);
                 if let (Some(_), Node::Leaf(l)) = (&guards, &node) {
-                    node = Node::Leaf(Leaf::new(l.kernel_id, 0));
+                    node = Node::Leaf(l.with_split(0));
                 }
                 built.finish(node, 0)
             }
@@ -258,7 +258,7 @@ struct Built<'m> {
     /// Feature of each problem feature column (all of the feature set; the search uses the useful ones).
     features: Vec<Feature>,
     /// Distinct kernel ids of the matrix's candidates, ascending.
-    kernels: Vec<i32>,
+    kernels: Vec<KernelRef>,
 }
 
 impl<'m> Built<'m> {
@@ -325,7 +325,7 @@ impl<'m> Built<'m> {
             .collect();
         let problem = Problem::new(rows.len(), nc, cost, values);
         let features = all_features;
-        let kernels = matrix.candidates.iter().map(|c| c.kernel_id).collect::<BTreeSet<_>>().into_iter().collect();
+        let kernels = matrix.candidates.iter().map(|c| c.kernel()).collect::<BTreeSet<_>>().into_iter().collect();
         Ok(Built { matrix, train: train.to_vec(), weights, rows, problem, features, kernels })
     }
 
@@ -347,8 +347,8 @@ impl<'m> Built<'m> {
         self.rows[row].us[col].is_some()
     }
 
-    fn cols_of(&self, kernels: &[i32]) -> Vec<usize> {
-        (0..self.matrix.candidates.len()).filter(|&c| kernels.contains(&self.matrix.candidates[c].kernel_id)).collect()
+    fn cols_of(&self, kernels: &[KernelRef]) -> Vec<usize> {
+        (0..self.matrix.candidates.len()).filter(|&c| kernels.contains(&self.matrix.candidates[c].kernel())).collect()
     }
 
     /// Enforces the instance limit: searches within instance subsets (greedy facility location with
@@ -356,7 +356,7 @@ impl<'m> Built<'m> {
     /// unrestricted trees within each subset; per budget, the cheapest result.
     fn limit_instances(&self, front: Vec<Solution>, k: usize, cfg: &SearchConfig) -> Vec<Solution> {
         let p = &self.problem;
-        let mut subsets: Vec<Vec<i32>> = vec![self.greedy_subset(k)];
+        let mut subsets: Vec<Vec<KernelRef>> = vec![self.greedy_subset(k)];
         let widest = &front[front.len() - 1].tree;
         let thinned = self.thin_subset(widest, k);
         if !subsets.contains(&thinned) {
@@ -383,11 +383,11 @@ impl<'m> Built<'m> {
 
     /// Greedy forward selection of `k` instances minimizing the per-shape best cost, then single swaps
     /// while they help.
-    fn greedy_subset(&self, k: usize) -> Vec<i32> {
-        let eval = |set: &[i32]| self.oracle_cost(&self.cols_of(set));
-        let mut chosen: Vec<i32> = Vec::new();
+    fn greedy_subset(&self, k: usize) -> Vec<KernelRef> {
+        let eval = |set: &[KernelRef]| self.oracle_cost(&self.cols_of(set));
+        let mut chosen: Vec<KernelRef> = Vec::new();
         while chosen.len() < k.min(self.kernels.len()) {
-            let mut best: Option<(f64, i32)> = None;
+            let mut best: Option<(f64, KernelRef)> = None;
             for &kid in &self.kernels {
                 if chosen.contains(&kid) {
                     continue;
@@ -429,12 +429,12 @@ impl<'m> Built<'m> {
 
     /// The instances of `tree`, dropping one at a time the one whose loss (tree re-labelled without it)
     /// costs least, until `k` remain.
-    fn thin_subset(&self, t: &Tree, k: usize) -> Vec<i32> {
+    fn thin_subset(&self, t: &Tree, k: usize) -> Vec<KernelRef> {
         let p = &self.problem;
-        let mut kernels: Vec<i32> = t
+        let mut kernels: Vec<KernelRef> = t
             .leaf_candidates()
             .iter()
-            .map(|&c| self.matrix.candidates[c].kernel_id)
+            .map(|&c| self.matrix.candidates[c].kernel())
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
@@ -465,13 +465,13 @@ impl<'m> Built<'m> {
             if rows.iter().all(|&r| self.usable(r, *col)) {
                 continue;
             }
-            let used: BTreeSet<i32> = leaf_kernels(&t, self.matrix);
+            let used: BTreeSet<KernelRef> = leaf_kernels(&t, self.matrix);
             let mut best: Option<(f64, usize)> = None;
             for c in 0..self.matrix.candidates.len() {
                 if !rows.iter().all(|&r| self.usable(r, c)) {
                     continue;
                 }
-                let kid = self.matrix.candidates[c].kernel_id;
+                let kid = self.matrix.candidates[c].kernel();
                 let count = used.len() + usize::from(!used.contains(&kid));
                 if max_instances.is_some_and(|k| count > k) {
                     continue;
@@ -495,7 +495,7 @@ impl<'m> Built<'m> {
             .map(|r| {
                 let sh = self.rows[r].shape;
                 let leaf = root.eval(sh.m, sh.n, sh.k);
-                match self.matrix.candidate_index(&Candidate::new(leaf.kernel_id, leaf.split_k)) {
+                match self.matrix.candidate_index(&leaf.candidate()) {
                     Some(c) => p.cost(r, c),
                     None => p.cost(r, 0).max(1.0) * 1e12,
                 }
@@ -509,11 +509,7 @@ impl<'m> Built<'m> {
         for (row, &s) in self.train.iter().enumerate() {
             let sh = self.matrix.shapes[s];
             let leaf = root.eval(sh.m, sh.n, sh.k);
-            match self
-                .matrix
-                .candidate_index(&Candidate::new(leaf.kernel_id, leaf.split_k))
-                .and_then(|c| self.matrix.us(s, c))
-            {
+            match self.matrix.candidate_index(&leaf.candidate()).and_then(|c| self.matrix.us(s, c)) {
                 Some(us) => {
                     train_us += us;
                     train_cost += us * self.weights[row];
@@ -522,7 +518,7 @@ impl<'m> Built<'m> {
             }
         }
         let rule = Rule { root, note: None };
-        let instances = rule.root.leaves().iter().map(|l| l.kernel_id).collect();
+        let instances = rule.root.leaves().iter().map(|l| l.kernel()).collect();
         Synthesized {
             leaves: rule.root.leaves().len(),
             depth: rule.root.depth(),
@@ -541,7 +537,7 @@ impl<'m> Built<'m> {
         match t {
             Tree::Leaf(c) => {
                 let cand: Candidate = self.matrix.candidates[*c];
-                Node::Leaf(Leaf::new(cand.kernel_id, cand.split_k))
+                Node::Leaf(Leaf::from_candidate(cand))
             }
             Tree::Split { feature, threshold, left, right } => {
                 let cond = Cond::cmp(CmpOp::Le, self.features[*feature].expr.clone(), Expr::Lit(*threshold));
@@ -570,8 +566,8 @@ fn collect_leaf_sets(t: &Tree, p: &Problem, set: tree::Bits, out: &mut Vec<(tree
     }
 }
 
-fn leaf_kernels(t: &Tree, m: &LatencyMatrix) -> BTreeSet<i32> {
-    t.leaf_candidates().iter().map(|&c| m.candidates[c].kernel_id).collect()
+fn leaf_kernels(t: &Tree, m: &LatencyMatrix) -> BTreeSet<KernelRef> {
+    t.leaf_candidates().iter().map(|&c| m.candidates[c].kernel()).collect()
 }
 
 fn set_leaf(t: &mut Tree, target: usize, col: usize) {

@@ -109,8 +109,9 @@ impl AiterRow {
         Shape::new(self.m, self.n, self.k)
     }
 
+    /// The row's candidate: its libtype is the backend.
     pub fn candidate(&self) -> Candidate {
-        Candidate::new(self.kernel_id, self.split_k)
+        Candidate::of(self.libtype, self.kernel_id, self.split_k)
     }
 
     /// `status` column: absent or `ok` → Ok, `fail:<reason>` → Fail(reason).

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::{Candidate, Catalog};
+use crate::catalog::{Backends, Candidate, Catalog, Libtype};
 
 use super::aiter_csv::{read_aiter_csv, AiterRow, RowStatus, TableError, ERR_RATIO_LIMIT};
 use super::Shape;
@@ -122,15 +122,38 @@ impl LatencyMatrix {
     /// [`recheck_pairs`]); CK-tile rows, rows of several devices and repeated (shape, candidate) rows are
     /// errors naming the row's line.
     pub fn from_rows(rows: &[AiterRow]) -> Result<Self, TableError> {
-        let used: Vec<&AiterRow> =
-            rows.iter().filter(|r| !r.is_recheck() && r.libtype != super::aiter_csv::VENDOR_LIBTYPE).collect();
+        LatencyMatrix::from_rows_for(rows, None)
+    }
+
+    /// [`LatencyMatrix::from_rows`] for a runtime that can call `backends`: every row of a named backend is
+    /// a candidate (several families in one matrix, vendor rows too when `vendor` is named); vendor rows
+    /// of a set without `vendor` stay a reference (left out, as without backends); a row of another
+    /// backend is an error naming its line. `None` keeps the rule of [`LatencyMatrix::from_rows`].
+    pub fn from_rows_for(rows: &[AiterRow], backends: Option<&Backends>) -> Result<Self, TableError> {
+        let vendor_is_candidate = backends.is_some_and(|b| b.contains(Libtype::Vendor));
+        let used: Vec<&AiterRow> = rows
+            .iter()
+            .filter(|r| !r.is_recheck() && (r.libtype != super::aiter_csv::VENDOR_LIBTYPE || vendor_is_candidate))
+            .collect();
         let first =
             *used.first().ok_or_else(|| TableError::at_line(None, "no measurement rows (recheck rows aside)"))?;
         let mut device: Option<&str> = None;
         for r in &used {
-            // One family per matrix: CK legacy instances, or configs of the triton family.
+            if let Some(b) = backends {
+                if !b.contains(r.libtype) {
+                    return Err(TableError::at_line(
+                        Some(r.line),
+                        format!(
+                            "libtype {} row ({}): {} is not among --backends {b}; add it to --backends if the \
+                             runtime can call it, or leave its file out",
+                            r.libtype, r.kernel_name, r.libtype
+                        ),
+                    ));
+                }
+            }
+            // Without backends, one family per matrix: CK legacy instances, or configs of the triton family.
             let family = matches!(first.libtype, crate::catalog::Libtype::Ck | crate::catalog::Libtype::Triton);
-            if r.libtype != first.libtype || !family {
+            if backends.is_none() && (r.libtype != first.libtype || !family) {
                 return Err(TableError::at_line(
                     Some(r.line),
                     format!(
@@ -207,6 +230,37 @@ impl LatencyMatrix {
     pub fn set(&mut self, s: usize, c: usize, cell: Cell) {
         let n = self.candidates.len();
         self.cells[s * n + c] = cell;
+    }
+
+    /// Fastest Ok candidate of shape `s` among those of `backend` (index, time); ties to the lower index.
+    pub fn best_of(&self, s: usize, backend: Libtype) -> Option<(usize, f64)> {
+        let mut best: Option<(usize, f64)> = None;
+        for c in (0..self.candidates.len()).filter(|&c| self.candidates[c].backend == backend) {
+            if let Some(t) = self.us(s, c) {
+                if best.is_none_or(|(_, b)| t < b) {
+                    best = Some((c, t));
+                }
+            }
+        }
+        best
+    }
+
+    /// The backends of the candidates, in order.
+    pub fn backends(&self) -> Vec<Libtype> {
+        self.candidates.iter().map(|c| c.backend).collect::<BTreeSet<_>>().into_iter().collect()
+    }
+
+    /// A matrix with only the candidates `keep` says yes to (shapes and their order kept).
+    pub fn select_candidates(&self, keep: impl Fn(&Candidate) -> bool) -> Self {
+        let cols: Vec<usize> = (0..self.candidates.len()).filter(|&c| keep(&self.candidates[c])).collect();
+        LatencyMatrix {
+            gfx: self.gfx.clone(),
+            cu_num: self.cu_num,
+            device: self.device.clone(),
+            shapes: self.shapes.clone(),
+            candidates: cols.iter().map(|&c| self.candidates[c]).collect(),
+            cells: (0..self.shapes.len()).flat_map(|s| cols.iter().map(move |&c| self.cell(s, c).clone())).collect(),
+        }
     }
 
     /// Time of shape `s`, candidate `c`, if that cell is Ok.

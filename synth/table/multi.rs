@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::catalog::Catalog;
+use crate::catalog::{Backends, Catalog};
 
 use super::aiter_csv::{read_aiter_csv, AiterRow, TableError, VENDOR_LIBTYPE};
 use super::matrix::{Cell, LatencyMatrix};
@@ -62,16 +62,26 @@ pub fn load_many(paths: &[PathBuf], catalog: &Catalog) -> Result<(LatencyMatrix,
 
 /// [`load_many`] over rows already read (each with the name its errors give).
 pub fn merge_tables(tables: &[(PathBuf, Vec<AiterRow>)]) -> Result<(LatencyMatrix, VendorTimes), TableError> {
+    merge_tables_for(tables, None)
+}
+
+/// [`merge_tables`] for a runtime that can call `backends` ([`LatencyMatrix::from_rows_for`]): with
+/// `vendor` among them a file of vendor rows is a part of the matrix like any other.
+pub fn merge_tables_for(
+    tables: &[(PathBuf, Vec<AiterRow>)],
+    backends: Option<&Backends>,
+) -> Result<(LatencyMatrix, VendorTimes), TableError> {
+    let vendor_is_candidate = backends.is_some_and(|b| b.contains(crate::catalog::Libtype::Vendor));
     let paths: Vec<PathBuf> = tables.iter().map(|(p, _)| p.clone()).collect();
     let mut vendor = VendorTimes::new();
     let mut parts: Vec<(&Path, LatencyMatrix)> = Vec::new();
     for (path, rows) in tables {
         let path = path.as_path();
         vendor.extend(vendor_times(rows));
-        if rows.iter().all(|r| r.libtype == VENDOR_LIBTYPE) {
+        if !vendor_is_candidate && rows.iter().all(|r| r.libtype == VENDOR_LIBTYPE) {
             continue;
         }
-        let m = LatencyMatrix::from_rows(rows).map_err(|mut e| {
+        let m = LatencyMatrix::from_rows_for(rows, backends).map_err(|mut e| {
             e.file = path.display().to_string();
             e
         })?;

@@ -72,7 +72,7 @@ pub fn sample_cells(
             let shape = base.shapes[s];
             let mut cells: BTreeMap<Candidate, Roles> = BTreeMap::new();
             let leaf = rule.eval(shape.m, shape.n, shape.k);
-            cells.entry(Candidate::new(leaf.kernel_id, leaf.split_k)).or_default().rule = true;
+            cells.entry(leaf.candidate()).or_default().rule = true;
             let (oc, _) = base.best(s).expect("filtered above");
             cells.entry(base.candidates[oc]).or_default().oracle = true;
             cells.entry(default).or_default().default = true;
@@ -187,7 +187,7 @@ fn score_shape(
     totals: &mut Totals,
 ) -> Option<NewOracle> {
     let leaf = rule.eval(shape.m, shape.n, shape.k);
-    let rc = Candidate::new(leaf.kernel_id, leaf.split_k);
+    let rc = leaf.candidate();
     let bs = base.shape_index(shape).expect("sampled from the baseline");
     let (boc, base_best) = base.best(bs).expect("sampled shapes have a valid cell");
     if let (Some(rule_base), Some((_, new_best)), Some(rule_new)) =
