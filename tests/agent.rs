@@ -438,6 +438,8 @@ fn rule_task_failures_carry_positions_and_limits() {
             parent_id: None,
             guidance: String::new(),
             duplicate_of: None,
+            raw: None,
+            agent: serde_json::Value::Null,
         },
         None,
     );
