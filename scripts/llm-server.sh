@@ -7,7 +7,8 @@
 #                                           until /v1/models answers, run CMD with GEMM_SYNTH_LLM_URL (the base
 #                                           URL, .../v1) and GEMM_SYNTH_LLM_MODEL (the model name) set, stop the
 #                                           server on every exit path; exits with CMD's status
-#   scripts/llm-server.sh serve             the same server in the foreground until interrupted (prints the URL)
+#   scripts/llm-server.sh serve             the same server in the foreground until interrupted (prints the URL); with
+#                                           GEMM_SYNTH_LLM_PARENT_PID set, also until that process exits
 #   scripts/llm-server.sh paths             where the environment and the model file are
 #
 # What it installs, pinned: llama-cpp-python[server] (PyPI; source only, so pip builds llama.cpp with cmake: about
@@ -173,7 +174,15 @@ case "$cmd" in
     install
     start_server
     echo "GEMM_SYNTH_LLM_URL=$GEMM_SYNTH_LLM_URL GEMM_SYNTH_LLM_MODEL=$GEMM_SYNTH_LLM_MODEL (Ctrl-C stops it)"
-    wait "$SERVER_PID" || true
+    # With GEMM_SYNTH_LLM_PARENT_PID (a test process that started it), the server stops once that process is gone.
+    while kill -0 "$SERVER_PID" 2>/dev/null; do
+      if [[ -n "${GEMM_SYNTH_LLM_PARENT_PID:-}" ]] && ! kill -0 "$GEMM_SYNTH_LLM_PARENT_PID" 2>/dev/null; then
+        say "process $GEMM_SYNTH_LLM_PARENT_PID has exited: stopping the server"
+        break
+      fi
+      sleep 1
+    done
+    stop_server
     ;;
   *)
     die "usage: $0 install | run -- COMMAND [ARGS...] | serve | paths"

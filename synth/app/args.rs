@@ -302,7 +302,7 @@ impl EndpointArgs {
                     }
                     Ok(None) => {
                         eprintln!(
-                            "context:  {DEFAULT_CONTEXT_TOKENS} tokens assumed ({}/models does not say;                              --context-tokens sets it)",
+                            "context:  {DEFAULT_CONTEXT_TOKENS} tokens assumed ({}/models does not say; --context-tokens sets it)",
                             p.base_url
                         );
                         DEFAULT_CONTEXT_TOKENS

@@ -6,6 +6,7 @@ pub(crate) mod extract;
 pub(crate) mod process;
 pub mod proposers;
 pub(crate) mod run;
+pub mod stats;
 pub(crate) mod trace;
 
 pub use run::{

@@ -638,7 +638,8 @@ fn rule_prompt(setup: &RuleSetup, example: &str) -> (String, String, serde_json:
     let system = format!(
         "You write kernel-selection rules for FP8 block-scaled GEMMs (Y[M,N] = X[M,K] * W[N,K]^T) on {} \
          ({} compute units). A rule maps the GEMM dimensions M, N, K to one kernel instance and a split-K \
-         (log2 of the K split). Rules are judged by the measured latency of their picks. {REPLY_FORMAT}",
+         (log2 of the K split). Rules are judged by the measured latency of their picks. The reply format \
+         closes the user message.",
         m.device.as_deref().unwrap_or(&m.gfx),
         m.cu_num
     );
@@ -761,4 +762,33 @@ fn spread_order(n: usize) -> Vec<usize> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keep_order_covers_every_layer_and_the_range_of_m_first() {
+        let ms = [1u32, 2, 4, 16, 32, 96, 288, 768, 1408, 3968, 13312];
+        let layers = [(5120u32, 4096u32), (5120, 5120), (25600, 5120)];
+        let shapes: Vec<Shape> =
+            layers.iter().flat_map(|&(n, k)| ms.iter().map(move |&m| Shape::new(m, n, k))).collect();
+        let order = keep_order(&shapes);
+        // A permutation of the rows.
+        let mut sorted = order.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..shapes.len()).collect::<Vec<_>>());
+        // The first round has one row of each layer (its middle M), the next two rounds the smallest and
+        // largest M of each.
+        let layer_of = |i: usize| (shapes[i].n, shapes[i].k);
+        let first: BTreeSet<(u32, u32)> = order[..3].iter().map(|&i| layer_of(i)).collect();
+        assert_eq!(first.len(), 3);
+        assert!(order[..3].iter().all(|&i| shapes[i].m == 96));
+        let ends: BTreeSet<u32> = order[3..9].iter().map(|&i| shapes[i].m).collect();
+        assert_eq!(ends, BTreeSet::from([1, 13312]));
+        assert_eq!(spread_order(1), vec![0]);
+        assert_eq!(spread_order(5), vec![2, 0, 4, 1, 3]);
+        assert!(keep_order(&[]).is_empty());
+    }
 }

@@ -306,3 +306,27 @@ impl Proposer for OpenAiProposer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_limits_are_read_from_the_servers_wordings() {
+        // llama-cpp-python (the OpenAI wording) and vLLM.
+        let llama_cpp_python =
+            "{\"error\":{\"message\":\"This model's maximum context length is 8192 tokens. However, \
+            you requested 8236 tokens (8236 in your prompt; 0 for the completion). Please reduce your prompt; or \
+            completion length.\",\"type\":\"invalid_request_error\"}}";
+        assert_eq!(context_limit_in(llama_cpp_python), Some((8192, Some(8236))));
+        let vllm = "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens";
+        assert_eq!(context_limit_in(vllm), Some((4096, Some(5000))));
+        // llama.cpp's own server.
+        let llama_cpp = "{\"error\":{\"code\":400,\"message\":\"the request exceeds the available context size, try \
+            increasing it\",\"type\":\"exceed_context_size_error\",\"n_prompt_tokens\":9000,\"n_ctx\":8192}}";
+        assert_eq!(context_limit_in(llama_cpp), Some((8192, Some(9000))));
+        assert_eq!(context_limit_in("Requested tokens (5000) exceed context window of 4096"), Some((4096, Some(5000))));
+        assert_eq!(context_limit_in("{\"error\": \"overloaded\"}"), None);
+        assert_eq!(context_limit_in("maximum context length is unknown"), None);
+    }
+}
