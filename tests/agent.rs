@@ -438,6 +438,8 @@ fn rule_task_failures_carry_positions_and_limits() {
             parent_id: None,
             guidance: String::new(),
             duplicate_of: None,
+            raw: None,
+            agent: serde_json::Value::Null,
         },
         None,
     );
@@ -640,7 +642,7 @@ fn openai_proposer_talks_to_a_chat_endpoint() {
     for m in MS {
         assert!(user.contains(&format!("M={m} N=5120 K=5120")), "prompt lacks M={m}: {user}");
     }
-    assert!(user.contains(&name(4)));
+    assert!(user.contains("#4: 16x256x128") && user.contains("kernel(ID)"), "{user}");
     // One slot got the rule, the other the HTTP error as feedback.
     let ok: Vec<_> = out.attempts.iter().filter(|a| a.iteration == 1 && a.eval.score.is_some()).collect();
     let bad: Vec<_> = out.attempts.iter().filter(|a| a.iteration == 1 && a.eval.score.is_none()).collect();
@@ -681,4 +683,101 @@ fn command_agent_leaving_a_background_child_neither_hangs_nor_leaks_it() {
     let ps = std::process::Command::new("ps").args(["-eo", "args"]).output().unwrap();
     let left = String::from_utf8_lossy(&ps.stdout).lines().filter(|l| l.trim() == format!("sleep {marker}")).count();
     assert_eq!(left, 0, "the background child was left running");
+}
+
+/// What a real model and server do, played by a loopback server: an HTTP 400 naming the context length (the
+/// proposal is fitted again within it, once, and later proposals keep to it), an answer cut at the token
+/// limit, and a code block that is not a rule (handed to the task, whose parse error has a position).
+#[test]
+fn openai_proposer_refits_after_a_context_refusal_and_reports_cut_answers_and_near_misses() {
+    use gemm_synth::engine::proposers::prompt::{estimate_tokens, CHAT_OVERHEAD_TOKENS};
+    let setup = setup_all(8);
+    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+    let addr = server.server_addr().to_ip().unwrap();
+    let refusal =
+        "{\"error\":{\"message\":\"This model's maximum context length is 6000 tokens. However, you requested \
+                   6400 tokens (6400 in your prompt; 0 for the completion). Please reduce your prompt; or completion \
+                   length.\",\"type\":\"invalid_request_error\"}}";
+    let cut = "Sure:\n```cpp\nif (M <= 64) {\n    return {kernel(4), 0};\n} else if (N <";
+    let near_miss = "Here is the program:\n```cpp\n#include <cstdio>\nint main() { return 0; }\n```\nIt is fast.";
+    let handle = std::thread::spawn(move || {
+        let mut bodies = Vec::new();
+        for i in 0..3 {
+            let mut req = server.recv().unwrap();
+            let mut body = String::new();
+            req.as_reader().read_to_string(&mut body).unwrap();
+            bodies.push(serde_json::from_str::<serde_json::Value>(&body).unwrap());
+            let (status, text) = match i {
+                0 => (400, refusal.to_string()),
+                1 => (200, serde_json::json!({ "choices": [ { "message": { "content": cut }, "finish_reason": "length" } ],
+                                             "usage": { "prompt_tokens": 900, "completion_tokens": 256 } }).to_string()),
+                _ => (200, serde_json::json!({ "choices": [ { "message": { "content": near_miss }, "finish_reason": "stop" } ] })
+                    .to_string()),
+            };
+            req.respond(tiny_http::Response::from_string(text).with_status_code(status)).unwrap();
+        }
+        bodies
+    });
+    let mut p = OpenAiProposer::new(
+        &format!("http://{addr}/v1"),
+        "small",
+        "GEMM_SYNTH_TEST_NO_KEY",
+        Duration::from_secs(10),
+        gemm_synth::app::search::rule_checker(setup.catalog.clone()),
+    );
+    p.max_tokens = 256;
+    let task = RuleTask::new(setup.clone());
+    let base = task.evaluate(&two_leaf_rule());
+    let history = vec![gemm_synth::engine::Attempt {
+        iteration: 0,
+        lineage: 0,
+        proposer: "baseline".into(),
+        candidate: two_leaf_rule(),
+        eval: base.clone(),
+        reflection: "x".repeat(6000),
+        id: 0,
+        slot: 0,
+        parent_id: None,
+        guidance: String::new(),
+        duplicate_of: None,
+        raw: None,
+        agent: serde_json::Value::Null,
+    }];
+    let req = gemm_synth::engine::ProposalRequest {
+        task_context: task.context(),
+        history: history.clone(),
+        parent: Some(history[0].clone()),
+        guidance: "g".repeat(6000),
+        iteration: 1,
+        offspring_index: 0,
+    };
+    // 1: refused, fitted again within 6000 - (400 + 100) tokens, answered with a cut-off rule.
+    let first = p.propose_traced(&req);
+    let e = first.result.unwrap_err().to_string();
+    assert!(e.contains("cut at the token limit") && e.contains("max_tokens 256"), "{e}");
+    assert_eq!(first.raw.as_deref(), Some(cut), "the cut answer is kept");
+    assert_eq!(first.meta["refused"]["limit"], 6000);
+    assert_eq!(first.meta["refused"]["retry_context"], 5500);
+    assert_eq!(first.meta["finish_reason"], "length");
+    assert_eq!(first.meta["usage"]["prompt_tokens"], 900);
+    assert_eq!(p.effective_context(), 5500);
+    // 2: the next proposal keeps to the learned context; a program instead of a rule is evaluated, so the
+    // task's parse error (with its line) is the feedback.
+    let second = p.propose_traced(&req);
+    let candidate = second.result.unwrap();
+    assert_eq!(candidate, "#include <cstdio>\nint main() { return 0; }\n");
+    assert!(second.meta["near_miss"]["rejected"].as_str().unwrap().contains("no code block"), "{}", second.meta);
+    let eval = task.evaluate(&candidate);
+    assert!(eval.score.is_none() && eval.feedback.contains("parse error at 2:"), "{}", eval.feedback);
+
+    let bodies = handle.join().unwrap();
+    let size = |b: &serde_json::Value| -> usize {
+        b["messages"].as_array().unwrap().iter().map(|m| estimate_tokens(m["content"].as_str().unwrap())).sum()
+    };
+    assert_eq!(bodies[0]["max_tokens"], 256);
+    assert!(size(&bodies[0]) <= 8192 - 256 - CHAT_OVERHEAD_TOKENS);
+    assert!(size(&bodies[0]) > 5500 - 256 - CHAT_OVERHEAD_TOKENS, "the first prompt was already small enough");
+    for b in &bodies[1..] {
+        assert!(size(b) <= 5500 - 256 - CHAT_OVERHEAD_TOKENS, "{}", size(b));
+    }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use crate::engine::proposers::openai::OpenAiProposer;
+use crate::engine::proposers::openai::{reported_context, OpenAiProposer, DEFAULT_CONTEXT_TOKENS, DEFAULT_MAX_TOKENS};
 use crate::engine::proposers::Checker;
 use crate::synthesize::{FeatureSet, Limits, Weighting};
 use crate::tuned::AgreeWeight;
@@ -297,6 +297,14 @@ pub struct EndpointArgs {
     /// Sampling temperature sent to the chat model.
     #[arg(long)]
     pub temperature: Option<f64>,
+    /// The chat model's context window in tokens: prompts are cut to fit it with room for the reply (keeping
+    /// the task, its catalog and features first, then the best and latest candidates, then as many table
+    /// rows as fit) [default: what the server's /models reports, else 8192].
+    #[arg(long, value_name = "TOKENS")]
+    pub context_tokens: Option<usize>,
+    /// Tokens the chat model may write per answer (the request's max_tokens; kept free in the context).
+    #[arg(long, value_name = "TOKENS", default_value_t = DEFAULT_MAX_TOKENS)]
+    pub max_tokens: usize,
 }
 
 impl EndpointArgs {
@@ -305,8 +313,43 @@ impl EndpointArgs {
         let base =
             self.base_url.as_deref().context("--agent openai needs --base-url URL (e.g. https://api.openai.com/v1)")?;
         let model = self.chat_model.as_deref().context("--agent openai needs --chat-model NAME")?;
+        if self.max_tokens == 0 {
+            bail!("--max-tokens must be at least 1");
+        }
         let mut p = OpenAiProposer::new(base, model, &self.api_key_env, timeout, checker);
         p.temperature = self.temperature;
+        p.max_tokens = self.max_tokens;
+        p.context_tokens = match self.context_tokens {
+            Some(n) => n,
+            None => {
+                // One short question to the server; a server without the answer gets the documented default.
+                let ask = timeout.min(Duration::from_secs(30));
+                match reported_context(&p.base_url, model, &self.api_key_env, ask) {
+                    Ok(Some(n)) => {
+                        eprintln!("context:  {n} tokens, as {}/models reports for {model}", p.base_url);
+                        n
+                    }
+                    Ok(None) => {
+                        eprintln!(
+                            "context:  {DEFAULT_CONTEXT_TOKENS} tokens assumed ({}/models does not say; --context-tokens sets it)",
+                            p.base_url
+                        );
+                        DEFAULT_CONTEXT_TOKENS
+                    }
+                    Err(e) => {
+                        eprintln!("context:  {DEFAULT_CONTEXT_TOKENS} tokens assumed ({e}; --context-tokens sets it)");
+                        DEFAULT_CONTEXT_TOKENS
+                    }
+                }
+            }
+        };
+        if p.context_tokens <= p.max_tokens {
+            bail!(
+                "--max-tokens {} leaves no room for a prompt in a context of {} tokens; lower --max-tokens or raise                  --context-tokens",
+                p.max_tokens,
+                p.context_tokens
+            );
+        }
         Ok(p)
     }
 
@@ -322,6 +365,10 @@ impl EndpointArgs {
         if let Some(t) = self.temperature {
             line.always("--temperature", t);
         }
+        if let Some(c) = self.context_tokens {
+            line.always("--context-tokens", c);
+        }
+        line.value("--max-tokens", self.max_tokens, DEFAULT_MAX_TOKENS);
     }
 }
 

@@ -265,6 +265,11 @@ fn run_task(args: &RewriteArgs, p: Prepared) -> anyhow::Result<Report> {
         ..LoopConfig::default()
     };
     let outcome = run_loop(&task, &proposers.all, &cfg)?;
+    if !args.quiet {
+        for s in crate::engine::stats::proposer_stats(&outcome.attempts) {
+            eprintln!("proposer: {s}");
+        }
+    }
 
     let original = task.original().to_string();
     let source = |a: &Attempt| -> String {

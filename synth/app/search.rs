@@ -250,7 +250,11 @@ fn search_loop(
     let cfg = loop_config(args, trace);
     println!("agents:   {}", proposers.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "));
     let task = RuleTask::new(setup.clone());
-    run_loop_with(&task, &proposers, &RuleReflector, &cfg)
+    let outcome = run_loop_with(&task, &proposers, &RuleReflector, &cfg)?;
+    for s in crate::engine::stats::proposer_stats(&outcome.attempts) {
+        println!("proposer: {s}");
+    }
+    Ok(outcome)
 }
 
 /// Where `synth search` writes.

@@ -6,6 +6,7 @@ pub(crate) mod extract;
 pub(crate) mod process;
 pub mod proposers;
 pub(crate) mod run;
+pub mod stats;
 pub(crate) mod trace;
 
 pub use run::{
@@ -68,6 +69,15 @@ pub struct Attempt {
     /// Set when the candidate text equals an earlier attempt's; its evaluation was reused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duplicate_of: Option<usize>,
+    /// What the agent answered, as it answered it (a model's whole reply: prose, fences, a cut-off
+    /// answer), kept whether or not a candidate could be taken from it. None for proposers whose answer
+    /// is the candidate itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<String>,
+    /// How the proposal was made: the seconds it took (`propose_s`) and what the proposer reports (an
+    /// LLM's token counts, finish reason, prompt budget). Null when nothing was recorded.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub agent: serde_json::Value,
 }
 
 /// What a proposer sees each iteration.
@@ -110,9 +120,31 @@ pub enum ProposeError {
 #[error("{0}")]
 pub struct Rejection(pub String);
 
+/// A proposal with what the engine keeps beside it in the trace.
+#[derive(Debug, Clone)]
+pub struct Proposal {
+    /// The candidate, or why there is none.
+    pub result: Result<String, ProposeError>,
+    /// The agent's raw answer ([`Attempt::raw`]).
+    pub raw: Option<String>,
+    /// Details of the call ([`Attempt::agent`]): a JSON object, or null.
+    pub meta: serde_json::Value,
+}
+
+impl From<Result<String, ProposeError>> for Proposal {
+    fn from(result: Result<String, ProposeError>) -> Proposal {
+        Proposal { result, raw: None, meta: serde_json::Value::Null }
+    }
+}
+
 /// Generator role. `propose` may fail (timeout, garbage output); the engine turns that into
 /// reflection feedback, never a crash.
 pub trait Proposer: Send + Sync {
     fn name(&self) -> String;
     fn propose(&self, req: &ProposalRequest) -> Result<String, ProposeError>;
+    /// The proposal with the agent's raw answer and call details; the engine calls this one. Proposers
+    /// that talk to a model override it; the default wraps [`Proposer::propose`].
+    fn propose_traced(&self, req: &ProposalRequest) -> Proposal {
+        self.propose(req).into()
+    }
 }

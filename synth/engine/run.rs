@@ -22,7 +22,7 @@
 //! runs the slots the trace does not hold.
 
 use super::trace::{read_trace, TraceWriter};
-use super::{Attempt, Evaluation, ProposalRequest, ProposeError, Proposer, Task};
+use super::{Attempt, Evaluation, Proposal, ProposalRequest, ProposeError, Proposer, Task};
 use anyhow::{bail, Context};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -285,6 +285,8 @@ pub fn run_loop_with(
                     parent_id: None,
                     guidance: String::new(),
                     duplicate_of: None,
+                    raw: None,
+                    agent: serde_json::Value::Null,
                 };
                 a.reflection = reflector.reflect(&a, None);
                 if let Some(w) = &writer {
@@ -346,10 +348,15 @@ pub fn run_loop_with(
                 iteration: t,
                 offspring_index: p.slot,
             };
-            let proposed = match catch_unwind(AssertUnwindSafe(|| proposer.propose(&req))) {
-                Ok(r) => r,
-                Err(panic) => Err(ProposeError::Failed(format!("proposer panicked: {}", panic_text(&panic)))),
+            let asked = Instant::now();
+            let proposal = match catch_unwind(AssertUnwindSafe(|| proposer.propose_traced(&req))) {
+                Ok(p) => p,
+                Err(panic) => {
+                    Proposal::from(Err(ProposeError::Failed(format!("proposer panicked: {}", panic_text(&panic)))))
+                }
             };
+            let agent = agent_record(proposal.meta, asked.elapsed());
+            let (proposed, raw) = (proposal.result, proposal.raw);
             let (candidate, eval, dup, evaluated) = match proposed {
                 Err(msg) => (
                     String::new(),
@@ -381,6 +388,8 @@ pub fn run_loop_with(
                 parent_id: p.parent,
                 guidance: p.guidance.clone(),
                 duplicate_of: dup,
+                raw,
+                agent,
             };
             a.reflection = reflector.reflect(&a, best_before.as_ref());
             if let Some(prev) = dup {
@@ -394,6 +403,7 @@ pub fn run_loop_with(
             Ok((a, evaluated))
         };
 
+        let iteration_started = Instant::now();
         let results: Vec<anyhow::Result<(Attempt, bool)>> = match &pool {
             Some(pool) => pool.install(|| todo.par_iter().map(run_one).collect()),
             None => todo.par_iter().map(run_one).collect(),
@@ -430,8 +440,10 @@ pub fn run_loop_with(
                 .and_then(|a| a.eval.score.map(|s| format!("{s:.4} (attempt {})", a.id)))
                 .unwrap_or_else(|| "none".into());
             eprintln!(
-                "iteration {t}/{}: {} candidates, {failed} failed, best {best_txt}",
-                cfg.iterations, cfg.offspring
+                "iteration {t}/{}: {} candidates, {failed} failed, best {best_txt} ({:.1} s)",
+                cfg.iterations,
+                cfg.offspring,
+                iteration_started.elapsed().as_secs_f64()
             );
         }
         if let (Some(target), Some(best)) = (cfg.target_score, score_of(&attempts, best_id)) {
@@ -458,6 +470,23 @@ pub fn run_loop_with(
         resumed,
         stop,
     })
+}
+
+/// The attempt's `agent` record: the proposer's details (an object, else kept under `details`) with the
+/// seconds the proposal took as `propose_s`. Null when the proposer reports nothing (the built-in and
+/// replay proposers), so their attempts stay a function of the run's settings.
+fn agent_record(meta: serde_json::Value, took: Duration) -> serde_json::Value {
+    let mut record = match meta {
+        serde_json::Value::Object(m) => m,
+        serde_json::Value::Null => return serde_json::Value::Null,
+        other => {
+            let mut m = serde_json::Map::new();
+            m.insert("details".into(), other);
+            m
+        }
+    };
+    record.insert("propose_s".into(), serde_json::json!((took.as_secs_f64() * 1000.0).round() / 1000.0));
+    serde_json::Value::Object(record)
 }
 
 /// Stable attempt id: 0 for the baseline, then `1 + (iteration - 1) * offspring + slot`.

@@ -117,6 +117,8 @@ mod tests {
             parent_id: None,
             guidance: String::new(),
             duplicate_of: None,
+            raw: None,
+            agent: serde_json::Value::Null,
         }
     }
 

@@ -608,7 +608,7 @@ pub fn rule_context(setup: &RuleSetup) -> serde_json::Value {
         "max_instances": setup.limits.max_instances,
     });
     let example = rule_to_cpp_text(&setup.default_rule(), cat);
-    let (system, user) = rule_prompt(setup, &example);
+    let (system, user, table) = rule_prompt(setup, &format!("return {{kernel({}), 0}};\n", cat.default_alias));
     json!({
         "task": "gemm-selection-rule",
         "device": { "gfx": m.gfx, "cu_num": m.cu_num, "device": m.device },
@@ -621,23 +621,25 @@ pub fn rule_context(setup: &RuleSetup) -> serde_json::Value {
         "training_shapes": shapes,
         "objective": "minimize the total latency (us) of the rule's picks over the training shapes; a pick of an unmeasured or failed cell is charged the default kernel's time",
         "forms": { "cpp": example, "rust": crate::rule::text::rule_to_rust_text(&setup.default_rule(), cat) },
-        "prompt": { "system": system, "user": user, "reply": REPLY_FORMAT },
+        "prompt": { "system": system, "user": user, "table": table, "reply": REPLY_FORMAT },
     })
 }
 
 /// How a proposer must answer.
 pub const REPLY_FORMAT: &str = "Reply with exactly one complete rule in a fenced code block (```cpp ... ```), \
      in the C++ form: nested if / else if / else over M, N, K ending in a final else, every leaf \
-     `return {instance_name<DDataType, EDataType>, splitK};`. Integer arithmetic (+ - * /, cdiv(a, b), \
-     min(a, b), max(a, b)), comparisons and && || ! are allowed in conditions.";
+     `return {kernel(ID), splitK};` with ID an instance id from the list (the instance's full name may stand \
+     for kernel(ID)). Integer arithmetic (+ - * /, cdiv(a, b), min(a, b), max(a, b)), comparisons and \
+     && || ! are allowed in conditions. No function, no main(), no includes: only the if / else chain.";
 
-fn rule_prompt(setup: &RuleSetup, example: &str) -> (String, String) {
+fn rule_prompt(setup: &RuleSetup, example: &str) -> (String, String, serde_json::Value) {
     let m = &setup.matrix;
     let cat = &setup.catalog;
     let system = format!(
         "You write kernel-selection rules for FP8 block-scaled GEMMs (Y[M,N] = X[M,K] * W[N,K]^T) on {} \
          ({} compute units). A rule maps the GEMM dimensions M, N, K to one kernel instance and a split-K \
-         (log2 of the K split). Rules are judged by the measured latency of their picks. {REPLY_FORMAT}",
+         (log2 of the K split). Rules are judged by the measured latency of their picks. The reply format \
+         closes the user message.",
         m.device.as_deref().unwrap_or(&m.gfx),
         m.cu_num
     );
@@ -649,12 +651,16 @@ fn rule_prompt(setup: &RuleSetup, example: &str) -> (String, String) {
         setup.limits.max_depth,
         setup.limits.max_instances.map(|k| format!(", at most {k} distinct instances")).unwrap_or_default()
     );
-    let _ = writeln!(u, "\nInstances (id: tile MxNxK, name):");
+    let _ = writeln!(u, "\nInstances (id: tile MxNxK, pipeline; a leaf returns kernel(ID)):");
     let kernels: BTreeSet<i32> = m.candidates.iter().map(|c| c.kernel_id).collect();
     for id in kernels {
         if let Some(inst) = cat.legacy_by_id(id) {
             let (bm, bn, bk) = inst.tile();
-            let _ = writeln!(u, "  #{id}: {bm}x{bn}x{bk} {}", inst.name);
+            let pipeline = match &inst.params {
+                InstanceParams::Ck(p) => format!(", v{}", p.pipeline),
+                InstanceParams::Cktile(_) => String::new(),
+            };
+            let _ = writeln!(u, "  #{id}: {bm}x{bn}x{bk}{pipeline}");
         }
     }
     let split_ks: BTreeSet<u32> = m.candidates.iter().map(|c| c.split_k).collect();
@@ -663,9 +669,34 @@ fn rule_prompt(setup: &RuleSetup, example: &str) -> (String, String) {
     for f in setup.features.iter().take(24) {
         let _ = writeln!(u, "  {} = {}", f.name, crate::rule::text::expr_to_cpp(&f.expr));
     }
+    // The second example's kernels: the smallest and the largest tile in M (a shape of the rule, not advice).
+    let mut by_tile_m: Vec<(u32, i32)> = m
+        .candidates
+        .iter()
+        .map(|c| c.kernel_id)
+        .collect::<BTreeSet<i32>>()
+        .into_iter()
+        .filter_map(|id| cat.legacy_by_id(id).map(|inst| (inst.tile().0, id)))
+        .collect();
+    by_tile_m.sort();
+    let _ = writeln!(
+        u,
+        "\nExamples of the form: the default kernel everywhere (what AITER runs untuned), and two leaves:\n\
+         ```cpp\n{example}```\n```cpp\nif (M <= 64) {{\n    return {{kernel({small}), 1}};\n}} else {{\n    \
+         return {{kernel({large}), 0}};\n}}\n```",
+        small = by_tile_m.first().map(|x| x.1).unwrap_or(cat.default_alias),
+        large = by_tile_m.last().map(|x| x.1).unwrap_or(cat.default_alias),
+    );
+    (system, u, training_table(setup))
+}
+
+/// The training shapes' latencies as the prompt's table (`prompt.table`): one row per shape in training
+/// order, and the order rows are kept in when the prompt must be cut ([`keep_order`]).
+fn training_table(setup: &RuleSetup) -> serde_json::Value {
+    let m = &setup.matrix;
     let default = setup.default_candidate();
     let default_col = m.candidate_index(&default);
-    let _ = writeln!(u, "\nTraining shapes with their fastest candidates (us; default is {}):", cand_str(default));
+    let mut rows = Vec::with_capacity(setup.train.len());
     for &s in &setup.train {
         let sh = m.shapes[s];
         let mut row: Vec<(Candidate, f64)> =
@@ -673,8 +704,91 @@ fn rule_prompt(setup: &RuleSetup, example: &str) -> (String, String) {
         row.sort_by(|a, b| a.1.total_cmp(&b.1));
         let top: Vec<String> = row.iter().take(6).map(|(c, t)| format!("{} {t:.2}", cand_str(*c))).collect();
         let def = default_col.and_then(|c| m.us(s, c)).map(|t| format!("{t:.2}")).unwrap_or_else(|| "n/a".into());
-        let _ = writeln!(u, "  M={} N={} K={}: default {def}; {}", sh.m, sh.n, sh.k, top.join(", "));
+        rows.push(format!("  M={} N={} K={}: default {def}; {}", sh.m, sh.n, sh.k, top.join(", ")));
     }
-    let _ = writeln!(u, "\nExample of the form (always returns the default kernel):\n```cpp\n{}```", example);
-    (system, u)
+    let shapes: Vec<Shape> = setup.train.iter().map(|&s| m.shapes[s]).collect();
+    json!({
+        "title": format!("Training shapes with their fastest candidates (us; default is {}):", cand_str(default)),
+        "rows": rows,
+        "keep_order": keep_order(&shapes),
+    })
+}
+
+/// The order in which training rows are kept when not all fit: layer by layer in turn (each (N, K) once
+/// per round), and within a layer its M values spread out — the middle, then the ends, then the middles of
+/// the halves, and so on — so any prefix covers every layer and the range of M.
+pub fn keep_order(shapes: &[Shape]) -> Vec<usize> {
+    let mut layers: BTreeMap<(u32, u32), Vec<usize>> = BTreeMap::new();
+    for (i, s) in shapes.iter().enumerate() {
+        layers.entry((s.n, s.k)).or_default().push(i);
+    }
+    let spread: Vec<Vec<usize>> = layers
+        .into_values()
+        .map(|mut idx| {
+            idx.sort_by_key(|&i| (shapes[i].m, i));
+            spread_order(idx.len()).into_iter().map(|j| idx[j]).collect()
+        })
+        .collect();
+    let mut out = Vec::with_capacity(shapes.len());
+    for round in 0..spread.iter().map(Vec::len).max().unwrap_or(0) {
+        out.extend(spread.iter().filter_map(|l| l.get(round).copied()));
+    }
+    out
+}
+
+/// `0..n` with the middle first, then both ends, then the midpoints of the gaps left (breadth first).
+fn spread_order(n: usize) -> Vec<usize> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let mut seen = vec![false; n];
+    let mut out = Vec::with_capacity(n);
+    let mut take = |i: usize, out: &mut Vec<usize>| {
+        if !seen[i] {
+            seen[i] = true;
+            out.push(i);
+        }
+    };
+    take((n - 1) / 2, &mut out);
+    take(0, &mut out);
+    take(n - 1, &mut out);
+    let mut gaps = std::collections::VecDeque::from([(0, (n - 1) / 2), ((n - 1) / 2, n - 1)]);
+    while let Some((a, b)) = gaps.pop_front() {
+        if b > a + 1 {
+            let mid = (a + b) / 2;
+            take(mid, &mut out);
+            gaps.push_back((a, mid));
+            gaps.push_back((mid, b));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keep_order_covers_every_layer_and_the_range_of_m_first() {
+        let ms = [1u32, 2, 4, 16, 32, 96, 288, 768, 1408, 3968, 13312];
+        let layers = [(5120u32, 4096u32), (5120, 5120), (25600, 5120)];
+        let shapes: Vec<Shape> =
+            layers.iter().flat_map(|&(n, k)| ms.iter().map(move |&m| Shape::new(m, n, k))).collect();
+        let order = keep_order(&shapes);
+        // A permutation of the rows.
+        let mut sorted = order.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..shapes.len()).collect::<Vec<_>>());
+        // The first round has one row of each layer (its middle M), the next two rounds the smallest and
+        // largest M of each.
+        let layer_of = |i: usize| (shapes[i].n, shapes[i].k);
+        let first: BTreeSet<(u32, u32)> = order[..3].iter().map(|&i| layer_of(i)).collect();
+        assert_eq!(first.len(), 3);
+        assert!(order[..3].iter().all(|&i| shapes[i].m == 96));
+        let ends: BTreeSet<u32> = order[3..9].iter().map(|&i| shapes[i].m).collect();
+        assert_eq!(ends, BTreeSet::from([1, 13312]));
+        assert_eq!(spread_order(1), vec![0]);
+        assert_eq!(spread_order(5), vec![2, 0, 4, 1, 3]);
+        assert!(keep_order(&[]).is_empty());
+    }
 }

@@ -1,15 +1,32 @@
 //! OpenAI-compatible chat endpoint: POST `{base_url}/chat/completions` with a system and a user message
-//! built by [`super::build_messages`]; the candidate is the first code block of
-//! `choices[0].message.content` that the task's checker accepts. The API key comes from an environment
-//! variable (sent as `Authorization: Bearer ...` when set). HTTP errors, timeouts and malformed replies
-//! become the proposal's error (reflection feedback).
+//! that fit the model's context ([`super::prompt`]: the context less the reply's `max_tokens`); the
+//! candidate is the first code block of `choices[0].message.content` that the task's checker accepts. The
+//! API key comes from an environment variable (sent as `Authorization: Bearer ...` when set).
+//!
+//! What a real model does is feedback, never a crash: HTTP errors and timeouts become the proposal's
+//! error; an HTTP 400 that names the server's context length (a prompt the estimate let through, or a
+//! server whose context is smaller than assumed) is retried once within that length, which later
+//! proposals then use; an answer cut at the token limit (`finish_reason: "length"`) without a complete
+//! candidate says so; when no code block passes the checker, the first fenced block is still handed to
+//! the task, so its evaluation reports the parse error with its position (a near miss gets repaired, not
+//! dropped). The model's whole answer is kept in the trace ([`crate::engine::Attempt::raw`]), with the
+//! token counts, the finish reason and the prompt's budget ([`crate::engine::Attempt::agent`]).
 
-use super::{build_messages, Checker};
+use super::prompt::{fit_messages, Budget, Fitted};
+use super::Checker;
 use crate::engine::clip;
-use crate::engine::extract::pick_candidate;
-use crate::engine::{ProposalRequest, ProposeError, Proposer};
+use crate::engine::extract::{fenced_blocks, pick_candidate};
+use crate::engine::{Proposal, ProposalRequest, ProposeError, Proposer};
 use serde_json::json;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+
+/// The context assumed when neither `--context-tokens` nor the server says (8192 tokens: SmolLM2's, and
+/// the smallest of the usual local models; a larger model is only given less than it could read).
+pub const DEFAULT_CONTEXT_TOKENS: usize = 8192;
+/// Tokens asked for the reply (`max_tokens`) unless set: room for a rule of the default size or a short
+/// kernel file.
+pub const DEFAULT_MAX_TOKENS: usize = 1024;
 
 /// A chat-completions client used as a proposer.
 pub struct OpenAiProposer {
@@ -25,10 +42,17 @@ pub struct OpenAiProposer {
     pub temperature: Option<f64>,
     /// Picks the candidate among the code blocks of the reply.
     pub checker: Checker,
+    /// The model's context window in tokens (prompt and reply).
+    pub context_tokens: usize,
+    /// Tokens asked for the reply (`max_tokens`), kept free in the context.
+    pub max_tokens: usize,
+    /// A smaller context learned from the server's HTTP 400 (0: none yet).
+    learned_context: AtomicUsize,
 }
 
 impl OpenAiProposer {
-    /// A proposer for `model` at `base_url`, key from `api_key_env`.
+    /// A proposer for `model` at `base_url`, key from `api_key_env`, with the default context and reply
+    /// size ([`DEFAULT_CONTEXT_TOKENS`], [`DEFAULT_MAX_TOKENS`]).
     pub fn new(base_url: &str, model: &str, api_key_env: &str, timeout: Duration, checker: Checker) -> OpenAiProposer {
         OpenAiProposer {
             base_url: base_url.trim_end_matches('/').to_string(),
@@ -37,24 +61,146 @@ impl OpenAiProposer {
             timeout,
             temperature: None,
             checker,
+            context_tokens: DEFAULT_CONTEXT_TOKENS,
+            max_tokens: DEFAULT_MAX_TOKENS,
+            learned_context: AtomicUsize::new(0),
         }
     }
 
-    /// The request body for `req`.
-    pub fn body(&self, req: &ProposalRequest) -> serde_json::Value {
-        let (system, user) = build_messages(req);
+    /// The context the next prompt is fitted to: the configured one, or the smaller one a server's
+    /// refusal named.
+    pub fn effective_context(&self) -> usize {
+        match self.learned_context.load(Ordering::Relaxed) {
+            0 => self.context_tokens,
+            learned => learned.min(self.context_tokens),
+        }
+    }
+
+    fn budget(&self) -> Budget {
+        Budget { context_tokens: self.effective_context(), reply_tokens: self.max_tokens }
+    }
+
+    /// The request body for `req` within the current budget (an error when the prompt's fixed part does
+    /// not fit).
+    pub fn body(&self, req: &ProposalRequest) -> Result<serde_json::Value, String> {
+        fit_messages(req, Some(self.budget())).map(|f| self.body_of(&f))
+    }
+
+    fn body_of(&self, f: &Fitted) -> serde_json::Value {
         let mut body = json!({
             "model": self.model,
             "messages": [
-                { "role": "system", "content": system },
-                { "role": "user", "content": user },
+                { "role": "system", "content": f.system },
+                { "role": "user", "content": f.user },
             ],
+            "max_tokens": self.max_tokens,
         });
         if let Some(t) = self.temperature {
             body["temperature"] = json!(t);
         }
         body
     }
+
+    fn agent(&self) -> ureq::Agent {
+        ureq::AgentBuilder::new().timeout(self.timeout).build()
+    }
+
+    fn authorized(&self, request: ureq::Request) -> ureq::Request {
+        match std::env::var(&self.api_key_env) {
+            Ok(key) if !key.is_empty() => request.set("Authorization", &format!("Bearer {key}")),
+            _ => request,
+        }
+    }
+}
+
+/// What one HTTP exchange gave.
+enum Exchange {
+    Reply(serde_json::Value),
+    /// A status other than 2xx, with the body's text.
+    Status(u16, String),
+}
+
+fn exchange(p: &OpenAiProposer, url: &str, body: &serde_json::Value) -> Result<Exchange, ProposeError> {
+    let request = p.authorized(p.agent().post(url).set("Content-Type", "application/json"));
+    match request.send_json(body) {
+        Ok(r) => r
+            .into_json()
+            .map(Exchange::Reply)
+            .map_err(|e| ProposeError::Failed(format!("{url} returned a body that is not JSON: {e}"))),
+        Err(ureq::Error::Status(code, r)) => Ok(Exchange::Status(code, r.into_string().unwrap_or_default())),
+        Err(ureq::Error::Transport(t)) => {
+            let text = t.to_string();
+            if text.contains("timed out") || text.contains("Timeout") {
+                Err(ProposeError::Timeout(format!(
+                    "{url} did not answer within {:.0} s (--agent-timeout): {text}",
+                    p.timeout.as_secs_f64()
+                )))
+            } else {
+                Err(ProposeError::Unavailable(format!(
+                    "request to {url} failed: {text}; is the server running at --base-url {}?",
+                    p.base_url
+                )))
+            }
+        }
+    }
+}
+
+/// The context length and the requested size an HTTP error's text names, from the wordings of OpenAI,
+/// vLLM and llama-cpp-python ("maximum context length is 8192 tokens ... you requested 8236 tokens") and
+/// llama.cpp's ("exceeds the available context size" with `n_ctx`).
+pub fn context_limit_in(text: &str) -> Option<(usize, Option<usize>)> {
+    let lower = text.to_ascii_lowercase();
+    let number_after = |key: &str| -> Option<usize> {
+        let at = lower.find(key)? + key.len();
+        let digits: String =
+            lower[at..].trim_start_matches([' ', ':', '=', '"']).chars().take_while(|c| c.is_ascii_digit()).collect();
+        digits.parse().ok()
+    };
+    let limit = ["maximum context length is", "context window of", "context length of", "\"n_ctx\"", "n_ctx"]
+        .iter()
+        .find_map(|k| number_after(k))?;
+    let requested = ["you requested", "requested tokens (", "\"n_prompt_tokens\""].iter().find_map(|k| number_after(k));
+    Some((limit, requested))
+}
+
+/// What `/v1/models` says about the context of `model` (the entry with its id, or the only entry):
+/// `context_length`, `max_model_len` (vLLM), `n_ctx`, `context_window`, or `meta.n_ctx_train` (llama.cpp).
+/// Ok(None) when the server answers without one; an error when it cannot be asked.
+pub fn reported_context(
+    base_url: &str,
+    model: &str,
+    api_key_env: &str,
+    timeout: Duration,
+) -> Result<Option<usize>, String> {
+    let url = format!("{}/models", base_url.trim_end_matches('/'));
+    let agent = ureq::AgentBuilder::new().timeout(timeout).build();
+    let mut request = agent.get(&url);
+    if let Ok(key) = std::env::var(api_key_env) {
+        if !key.is_empty() {
+            request = request.set("Authorization", &format!("Bearer {key}"));
+        }
+    }
+    let body: serde_json::Value = match request.call() {
+        Ok(r) => r.into_json().map_err(|e| format!("{url} returned a body that is not JSON: {e}"))?,
+        Err(ureq::Error::Status(code, r)) => {
+            return Err(format!(
+                "{url} answered HTTP {code}: {}",
+                clip(r.into_string().unwrap_or_default().trim(), 300)
+            ))
+        }
+        Err(e) => return Err(format!("cannot reach {url}: {e}")),
+    };
+    let models = body.get("data").and_then(|d| d.as_array()).cloned().unwrap_or_default();
+    let entry = models.iter().find(|m| m.get("id").and_then(|i| i.as_str()) == Some(model)).or_else(|| {
+        if models.len() == 1 {
+            models.first()
+        } else {
+            None
+        }
+    });
+    let Some(entry) = entry else { return Ok(None) };
+    let keys = ["/context_length", "/max_model_len", "/n_ctx", "/context_window", "/meta/n_ctx", "/meta/n_ctx_train"];
+    Ok(keys.iter().find_map(|k| entry.pointer(k).and_then(|v| v.as_u64())).map(|v| v as usize).filter(|&v| v > 0))
 }
 
 impl Proposer for OpenAiProposer {
@@ -63,38 +209,124 @@ impl Proposer for OpenAiProposer {
     }
 
     fn propose(&self, req: &ProposalRequest) -> Result<String, ProposeError> {
+        self.propose_traced(req).result
+    }
+
+    fn propose_traced(&self, req: &ProposalRequest) -> Proposal {
         let url = format!("{}/chat/completions", self.base_url);
-        let agent = ureq::AgentBuilder::new().timeout(self.timeout).build();
-        let mut request = agent.post(&url).set("Content-Type", "application/json");
-        match std::env::var(&self.api_key_env) {
-            Ok(key) if !key.is_empty() => request = request.set("Authorization", &format!("Bearer {key}")),
-            _ => {}
-        }
-        let response = match request.send_json(self.body(req)) {
-            Ok(r) => r,
-            Err(ureq::Error::Status(code, r)) => {
-                let text = r.into_string().unwrap_or_default();
-                let hint = if code == 401 || code == 403 {
-                    format!(" (check the API key in ${})", self.api_key_env)
-                } else {
-                    String::new()
-                };
-                return Err(ProposeError::Failed(format!(
-                    "{url} answered HTTP {code}{hint}: {}",
-                    clip(text.trim(), 500)
-                )));
+        let mut meta = json!({ "model": self.model, "max_tokens": self.max_tokens });
+        let fail = |meta: serde_json::Value, e: ProposeError| Proposal { result: Err(e), raw: None, meta };
+        let mut retried = false;
+        loop {
+            let budget = self.budget();
+            let fitted = match fit_messages(req, Some(budget)) {
+                Ok(f) => f,
+                Err(e) => {
+                    meta["context_tokens"] = json!(budget.context_tokens);
+                    return fail(meta, ProposeError::Failed(e));
+                }
+            };
+            meta["context_tokens"] = json!(budget.context_tokens);
+            meta["prompt"] = json!({
+                "estimate": fitted.estimate, "limit": fitted.limit,
+                "rows_kept": fitted.rows_kept, "rows_total": fitted.rows_total,
+                "history_kept": fitted.history_kept, "history_total": fitted.history_total,
+                "guidance_cut": fitted.guidance_cut,
+            });
+            let reply = match exchange(self, &url, &self.body_of(&fitted)) {
+                Err(e) => return fail(meta, e),
+                Ok(Exchange::Reply(r)) => r,
+                Ok(Exchange::Status(code, text)) => {
+                    meta["http_status"] = json!(code);
+                    if let (false, Some((limit, requested))) = (retried, context_limit_in(&text)) {
+                        // The server's context is smaller than assumed, or the estimate let a prompt through
+                        // that its tokenizer counts longer: fit again within what it said, once.
+                        let over = requested.map(|r| r.saturating_sub(limit)).unwrap_or(0);
+                        let shrunk = limit.min(budget.context_tokens).saturating_sub(over + over / 4);
+                        if shrunk < budget.context_tokens && shrunk > self.max_tokens {
+                            self.learned_context.store(shrunk, Ordering::Relaxed);
+                            meta["refused"] =
+                                json!({ "limit": limit, "requested": requested, "retry_context": shrunk });
+                            retried = true;
+                            continue;
+                        }
+                    }
+                    let hint = match code {
+                        401 | 403 => format!(" (check the API key in ${})", self.api_key_env),
+                        400 if context_limit_in(&text).is_some() => format!(
+                            " (the prompt, estimated at {} tokens, and --max-tokens {} do not fit the model's \
+                             context: lower --context-tokens or --max-tokens)",
+                            fitted.estimate, self.max_tokens
+                        ),
+                        _ => String::new(),
+                    };
+                    return fail(
+                        meta,
+                        ProposeError::Failed(format!("{url} answered HTTP {code}{hint}: {}", clip(text.trim(), 500))),
+                    );
+                }
+            };
+            let finish = reply.pointer("/choices/0/finish_reason").and_then(|f| f.as_str()).map(str::to_string);
+            meta["finish_reason"] = json!(finish);
+            if let Some(u) = reply.get("usage") {
+                meta["usage"] = json!({
+                    "prompt_tokens": u.get("prompt_tokens"),
+                    "completion_tokens": u.get("completion_tokens"),
+                });
             }
-            Err(e) => return Err(ProposeError::Unavailable(format!("request to {url} failed: {e}"))),
-        };
-        let reply: serde_json::Value = response
-            .into_json()
-            .map_err(|e| ProposeError::Failed(format!("{url} returned a body that is not JSON: {e}")))?;
-        let content = reply.pointer("/choices/0/message/content").and_then(|c| c.as_str()).ok_or_else(|| {
-            ProposeError::Failed(format!(
-                "{url} returned no choices[0].message.content: {}",
-                clip(&reply.to_string(), 400)
-            ))
-        })?;
-        pick_candidate(content, &*self.checker)
+            let Some(content) = reply.pointer("/choices/0/message/content").and_then(|c| c.as_str()) else {
+                let e = ProposeError::Failed(format!(
+                    "{url} returned no choices[0].message.content: {}",
+                    clip(&reply.to_string(), 400)
+                ));
+                return fail(meta, e);
+            };
+            let raw = Some(content.to_string());
+            let result = match pick_candidate(content, &*self.checker) {
+                Ok(c) => Ok(c),
+                Err(e) => {
+                    let cut = finish.as_deref() == Some("length");
+                    let first = fenced_blocks(content).into_iter().find(|b| !b.code.trim().is_empty());
+                    match first {
+                        // A near miss: the task's evaluation reports where it breaks.
+                        Some(b) if !cut => {
+                            meta["near_miss"] = json!({ "block_line": b.line, "rejected": e.to_string() });
+                            Ok(b.code)
+                        }
+                        _ if cut => Err(ProposeError::NoCandidate(format!(
+                            "the answer was cut at the token limit (max_tokens {}, finish_reason \"length\") before \
+                             it held a complete candidate; write a shorter one. {e}",
+                            self.max_tokens
+                        ))),
+                        _ => Err(e),
+                    }
+                }
+            };
+            return Proposal { result, raw, meta };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_limits_are_read_from_the_servers_wordings() {
+        // llama-cpp-python (the OpenAI wording) and vLLM.
+        let llama_cpp_python =
+            "{\"error\":{\"message\":\"This model's maximum context length is 8192 tokens. However, \
+            you requested 8236 tokens (8236 in your prompt; 0 for the completion). Please reduce your prompt; or \
+            completion length.\",\"type\":\"invalid_request_error\"}}";
+        assert_eq!(context_limit_in(llama_cpp_python), Some((8192, Some(8236))));
+        let vllm = "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens";
+        assert_eq!(context_limit_in(vllm), Some((4096, Some(5000))));
+        // llama.cpp's own server.
+        let llama_cpp = "{\"error\":{\"code\":400,\"message\":\"the request exceeds the available context size, try \
+            increasing it\",\"type\":\"exceed_context_size_error\",\"n_prompt_tokens\":9000,\"n_ctx\":8192}}";
+        assert_eq!(context_limit_in(llama_cpp), Some((8192, Some(9000))));
+        assert_eq!(context_limit_in("Requested tokens (5000) exceed context window of 4096"), Some((4096, Some(5000))));
+        assert_eq!(context_limit_in("{\"error\": \"overloaded\"}"), None);
+        assert_eq!(context_limit_in("maximum context length is unknown"), None);
     }
 }
