@@ -71,7 +71,26 @@ pub fn m_values(set: MSet, max_m: u32, count: usize, seed: u64) -> Vec<u32> {
 }
 
 fn render_table(spec: &ModelSpec, tp: u32, layers: &[Layer], ms: &[u32]) -> String {
-    let mut out = format!("model {} at TP {tp} ({} decoder layers)\n\n", spec.name, spec.num_layers);
+    let mut out = format!("model {} at TP {tp} ({} decoder layers)\n", spec.name, spec.num_layers);
+    // Notes only for what a dense grouped-query spec does not have, so its output keeps its bytes.
+    if let Some(moe) = &spec.moe {
+        out.push_str(&format!(
+            "experts: {} routed ({} per token){}, {} leading decoder layers dense; an expert GEMM's M is the \
+             number of tokens routed to that expert\n",
+            moe.experts,
+            moe.experts_per_token,
+            if moe.shared_experts > 0 { format!(", {} shared", moe.shared_experts) } else { String::new() },
+            moe.dense_layers
+        ));
+    }
+    let replicated = spec.replicated_layers();
+    if !replicated.is_empty() {
+        out.push_str(&format!(
+            "replicated on every TP rank (N and K do not depend on TP): {}\n",
+            replicated.join(", ")
+        ));
+    }
+    out.push('\n');
     let mut t = TextTable::new(vec![left("layer").min(14), right("N").min(8), right("K").min(8)]).gap(0);
     for l in layers {
         t.row([l.name.to_string(), l.n.to_string(), l.k.to_string()]);
