@@ -146,6 +146,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn notes_only_for_experts_and_replicated_layers() {
+        // A dense grouped-query model: the header and the layer table as they always were.
+        let dense = ModelSpec::builtin("llama-3.1-8b").unwrap();
+        let text = render_table(&dense, 1, &dense.layers(1).unwrap(), &[1]);
+        assert!(
+            text.starts_with("model llama-3.1-8b at TP 1 (32 decoder layers)\n\nlayer                N       K\nqkv_proj          6144    4096\n"),
+            "{text}"
+        );
+        let moe = ModelSpec::builtin("deepseek-v2-lite").unwrap();
+        let text = render_table(&moe, 2, &moe.layers(2).unwrap(), &[1]);
+        let head: Vec<&str> = text.lines().take(4).collect();
+        assert_eq!(
+            head,
+            [
+                "model deepseek-v2-lite at TP 2 (27 decoder layers)",
+                "experts: 64 routed (6 per token), 2 shared, 1 leading decoder layers dense; an expert GEMM's M is the \
+                 number of tokens routed to that expert",
+                "replicated on every TP rank (N and K do not depend on TP): kv_a_proj",
+                "",
+            ]
+        );
+        assert!(text.contains("shared_experts.gate_up_proj    2816    2048"), "{text}");
+    }
+
+    #[test]
     fn csv_lists_every_layer_at_every_m_and_quotes_a_comma() {
         let layers =
             vec![Layer { name: "o_proj".into(), n: 7168, k: 2048 }, Layer { name: "odd,name".into(), n: 64, k: 128 }];
