@@ -71,7 +71,26 @@ pub fn m_values(set: MSet, max_m: u32, count: usize, seed: u64) -> Vec<u32> {
 }
 
 fn render_table(spec: &ModelSpec, tp: u32, layers: &[Layer], ms: &[u32]) -> String {
-    let mut out = format!("model {} at TP {tp} ({} decoder layers)\n\n", spec.name, spec.num_layers);
+    let mut out = format!("model {} at TP {tp} ({} decoder layers)\n", spec.name, spec.num_layers);
+    // Notes only for what a dense grouped-query spec does not have, so its output keeps its bytes.
+    if let Some(moe) = &spec.moe {
+        out.push_str(&format!(
+            "experts: {} routed ({} per token){}, {} leading decoder layers dense; an expert GEMM's M is the \
+             number of tokens routed to that expert\n",
+            moe.experts,
+            moe.experts_per_token,
+            if moe.shared_experts > 0 { format!(", {} shared", moe.shared_experts) } else { String::new() },
+            moe.dense_layers
+        ));
+    }
+    let replicated = spec.replicated_layers();
+    if !replicated.is_empty() {
+        out.push_str(&format!(
+            "replicated on every TP rank (N and K do not depend on TP): {}\n",
+            replicated.join(", ")
+        ));
+    }
+    out.push('\n');
     let mut t = TextTable::new(vec![left("layer").min(14), right("N").min(8), right("K").min(8)]).gap(0);
     for l in layers {
         t.row([l.name.to_string(), l.n.to_string(), l.k.to_string()]);
@@ -125,6 +144,31 @@ pub fn run(args: ShapesArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn notes_only_for_experts_and_replicated_layers() {
+        // A dense grouped-query model: the header and the layer table as they always were.
+        let dense = ModelSpec::builtin("llama-3.1-8b").unwrap();
+        let text = render_table(&dense, 1, &dense.layers(1).unwrap(), &[1]);
+        assert!(
+            text.starts_with("model llama-3.1-8b at TP 1 (32 decoder layers)\n\nlayer                N       K\nqkv_proj          6144    4096\n"),
+            "{text}"
+        );
+        let moe = ModelSpec::builtin("deepseek-v2-lite").unwrap();
+        let text = render_table(&moe, 2, &moe.layers(2).unwrap(), &[1]);
+        let head: Vec<&str> = text.lines().take(4).collect();
+        assert_eq!(
+            head,
+            [
+                "model deepseek-v2-lite at TP 2 (27 decoder layers)",
+                "experts: 64 routed (6 per token), 2 shared, 1 leading decoder layers dense; an expert GEMM's M is the \
+                 number of tokens routed to that expert",
+                "replicated on every TP rank (N and K do not depend on TP): kv_a_proj",
+                "",
+            ]
+        );
+        assert!(text.contains("shared_experts.gate_up_proj    2816    2048"), "{text}");
+    }
 
     #[test]
     fn csv_lists_every_layer_at_every_m_and_quotes_a_comma() {

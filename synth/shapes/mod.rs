@@ -1,8 +1,10 @@
-//! GEMM shapes of dense transformer models: model specs (TOML, built-ins embedded from `shapes/`), the four
-//! linear layers' (N, K) at a tensor-parallel degree, and the M sets the tool measures and trains on.
+//! GEMM shapes of decoder-only transformer models: model specs (TOML, built-ins embedded from `shapes/`) with
+//! grouped-query or multi-head latent attention and a dense or mixture-of-experts MLP, every linear layer's
+//! (N, K) at a tensor-parallel degree, and the M sets the tool measures and trains on.
 
 pub mod cmd;
 mod msets;
+mod spec;
 
 use std::path::Path;
 
@@ -15,14 +17,23 @@ pub use msets::{
 };
 
 /// Built-in model specs: (name, TOML text), from `shapes/*.toml`.
-const BUILTINS: [(&str, &str); 6] = [
+const BUILTINS: [(&str, &str); 11] = [
     ("qwen3-32b", include_str!("../../shapes/qwen3-32b.toml")),
     ("llama-3.1-8b", include_str!("../../shapes/llama-3.1-8b.toml")),
     ("llama-3.1-70b", include_str!("../../shapes/llama-3.1-70b.toml")),
     ("qwen2.5-72b", include_str!("../../shapes/qwen2.5-72b.toml")),
     ("qwen2.5-7b", include_str!("../../shapes/qwen2.5-7b.toml")),
     ("llama-3.2-3b", include_str!("../../shapes/llama-3.2-3b.toml")),
+    ("minicpm3-4b", include_str!("../../shapes/minicpm3-4b.toml")),
+    ("deepseek-v2-lite", include_str!("../../shapes/deepseek-v2-lite.toml")),
+    ("qwen3-30b-a3b", include_str!("../../shapes/qwen3-30b-a3b.toml")),
+    ("qwen2.5-0.5b", include_str!("../../shapes/qwen2.5-0.5b.toml")),
+    ("llama-3.1-405b", include_str!("../../shapes/llama-3.1-405b.toml")),
 ];
+
+/// Width of one FP8 block-scale group along K: a layer whose K is not a multiple of it cannot run a
+/// block-scale GEMM (`synth bench` names such layers and measures the others).
+pub const SCALE_K: u32 = 128;
 
 /// Errors from loading a spec or deriving its shapes.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +48,8 @@ pub enum ShapeError {
     Syntax(crate::diag::Located),
     #[error("{path}: field `{field}` must be a positive integer, got {value}")]
     NonPositive { path: String, field: &'static str, value: u32 },
+    #[error("{path}: invalid model spec: field `{field}`: {message}")]
+    Field { path: String, field: &'static str, message: String },
     #[error("tensor-parallel degree must be at least 1, got 0")]
     ZeroTp,
     #[error("{model}: TP {tp} does not divide the {what} ({value}); use a TP that divides {value}")]
@@ -45,34 +58,84 @@ pub enum ShapeError {
     TooLarge { model: String, layer: &'static str, tp: u32, value: u64 },
 }
 
-/// Dimensions of a dense decoder-only transformer (the numbers of its Hugging Face `config.json`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Dimensions of a decoder-only transformer (the numbers of its Hugging Face `config.json`).
+///
+/// Attention is grouped-query (`kv_heads`, `head_dim`) unless `mla` is set (multi-head latent attention);
+/// the MLP is dense (`intermediate`) unless `moe` is set, where the first `moe.dense_layers` decoder layers
+/// keep a dense MLP of `intermediate` and the others run experts of `moe.intermediate`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ModelSpec {
     /// Short model name (`qwen3-32b`).
     pub name: String,
     /// Where the numbers come from.
-    #[serde(default)]
     pub source: Option<String>,
     /// hidden_size.
     pub hidden: u32,
-    /// intermediate_size of the MLP.
+    /// intermediate_size of the dense MLP; 0 when no decoder layer has a dense MLP (every layer is MoE).
     pub intermediate: u32,
     /// num_attention_heads.
     pub heads: u32,
-    /// num_key_value_heads.
+    /// num_key_value_heads of grouped-query attention; 0 with latent attention (`mla`), whose GEMMs it
+    /// does not shape.
     pub kv_heads: u32,
-    /// Per-head dimension.
+    /// Per-head dimension of grouped-query attention; 0 with latent attention (see `mla`).
     pub head_dim: u32,
     /// num_hidden_layers (TOML key `layers`).
     #[serde(rename = "layers")]
     pub num_layers: u32,
+    /// Multi-head latent attention (DeepSeek-V2 style), the TOML table `[mla]`.
+    pub mla: Option<MlaSpec>,
+    /// Mixture-of-experts MLP, the TOML table `[moe]`.
+    pub moe: Option<MoeSpec>,
+}
+
+/// Multi-head latent attention: the query is projected directly (`q_proj`) or through a rank-`q_lora_rank`
+/// bottleneck (`q_a_proj` then `q_b_proj`); keys and values through a rank-`kv_lora_rank` latent
+/// (`kv_a_proj`, which also carries the shared rope key, then `kv_b_proj`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MlaSpec {
+    /// q_lora_rank; absent where the config has `null` (the query is projected from the hidden state).
+    #[serde(default)]
+    pub q_lora_rank: Option<u32>,
+    /// kv_lora_rank.
+    pub kv_lora_rank: u32,
+    /// qk_nope_head_dim.
+    pub qk_nope_head_dim: u32,
+    /// qk_rope_head_dim.
+    pub qk_rope_head_dim: u32,
+    /// v_head_dim.
+    pub v_head_dim: u32,
+    /// With `q_lora_rank`: whether q_a and kv_a run as one GEMM (`fused_qkv_a_proj`, vLLM's DeepseekV2) or as
+    /// two (`q_a_proj`, `kv_a_proj`, vLLM's MiniCPM3); required with `q_lora_rank`, refused without it.
+    #[serde(default)]
+    pub fused_qkv_a: Option<bool>,
+}
+
+/// Mixture-of-experts MLP: routed experts of `intermediate` each, optional shared experts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MoeSpec {
+    /// moe_intermediate_size: one expert's intermediate size.
+    pub intermediate: u32,
+    /// Routed experts (n_routed_experts, num_experts, num_local_experts).
+    pub experts: u32,
+    /// num_experts_per_tok.
+    pub experts_per_token: u32,
+    /// n_shared_experts: run as one MLP of `shared_experts · intermediate` (DeepSeek's layout); 0 for none.
+    #[serde(default)]
+    pub shared_experts: u32,
+    /// first_k_dense_replace: leading decoder layers whose MLP is dense (of the spec's `intermediate`).
+    #[serde(default)]
+    pub dense_layers: u32,
 }
 
 /// One linear layer's weight shape at a TP degree: the GEMM is (M tokens) x K -> N.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Layer {
-    /// `qkv_proj`, `o_proj`, `gate_up_proj` or `down_proj`.
+    /// `qkv_proj`, `o_proj`, `gate_up_proj`, `down_proj`, the latent-attention projections (`q_proj`,
+    /// `fused_qkv_a_proj`, `q_a_proj`, `kv_a_proj`, `q_b_proj`, `kv_b_proj`) or the expert GEMMs
+    /// (`experts.gate_up_proj`, `experts.down_proj`, `shared_experts.gate_up_proj`, `shared_experts.down_proj`).
     pub name: String,
     pub n: u32,
     pub k: u32,
@@ -83,6 +146,34 @@ impl Layer {
     pub fn shape(&self, m: u32) -> Shape {
         Shape::new(m, self.n, self.k)
     }
+
+    /// Whether a block-scale FP8 GEMM can run this layer: K is a whole number of 128-wide scale groups.
+    /// (N has no such condition: the weight scales cover ceil(N / 128) row blocks.)
+    pub fn runs_blockscale(&self) -> bool {
+        self.k.is_multiple_of(SCALE_K)
+    }
+}
+
+/// How tensor parallelism splits a layer (vLLM's linear layers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Parallel {
+    /// Column-parallel: N is divided by TP.
+    Column,
+    /// Row-parallel: K is divided by TP.
+    Row,
+    /// Replicated on every rank: neither dimension depends on TP.
+    Replicated,
+}
+
+impl Parallel {
+    /// `N / TP`, `K / TP` or `replicated`.
+    pub fn rule(self) -> &'static str {
+        match self {
+            Parallel::Column => "N / TP",
+            Parallel::Row => "K / TP",
+            Parallel::Replicated => "replicated",
+        }
+    }
 }
 
 impl ModelSpec {
@@ -91,7 +182,7 @@ impl ModelSpec {
         BUILTINS.iter().map(|(n, _)| *n).collect()
     }
 
-    /// A built-in spec by name (`qwen3-32b`, `llama-3.1-8b`, `llama-3.1-70b`, `qwen2.5-72b`).
+    /// A built-in spec by name (`qwen3-32b`, `llama-3.1-8b`, `llama-3.1-70b`, `qwen2.5-72b`, ...).
     pub fn builtin(name: &str) -> Result<ModelSpec, ShapeError> {
         let (key, text) = BUILTINS.iter().find(|(n, _)| *n == name).ok_or_else(|| ShapeError::UnknownModel {
             name: name.to_string(),
@@ -106,72 +197,6 @@ impl ModelSpec {
         let text = crate::input::read_text_capped(path, crate::input::MAX_SPEC_BYTES, "model spec")
             .map_err(|source| ShapeError::Io { path: shown.clone(), source })?;
         ModelSpec::parse(&text, &shown)
-    }
-
-    /// Parses spec TOML text; `origin` names it in errors.
-    pub fn parse(text: &str, origin: &str) -> Result<ModelSpec, ShapeError> {
-        let spec: ModelSpec = toml::from_str(text)
-            .map_err(|e| ShapeError::Syntax(crate::diag::toml_error(origin, text, "invalid model spec", &e)))?;
-        for (field, value) in [
-            ("hidden", spec.hidden),
-            ("intermediate", spec.intermediate),
-            ("heads", spec.heads),
-            ("kv_heads", spec.kv_heads),
-            ("head_dim", spec.head_dim),
-            ("layers", spec.num_layers),
-        ] {
-            if value == 0 {
-                return Err(ShapeError::NonPositive { path: origin.to_string(), field, value });
-            }
-        }
-        if spec.name.trim().is_empty() {
-            return Err(ShapeError::Parse { path: origin.to_string(), message: "field `name` is empty".into() });
-        }
-        if spec.kv_heads > spec.heads || !spec.heads.is_multiple_of(spec.kv_heads) {
-            return Err(ShapeError::Parse {
-                path: origin.to_string(),
-                message: format!(
-                    "kv_heads = {} must divide heads = {} (each KV head serves a whole group of attention heads)",
-                    spec.kv_heads, spec.heads
-                ),
-            });
-        }
-        Ok(spec)
-    }
-
-    /// The four linear layers at tensor-parallel degree `tp`, in order qkv, o, gate_up, down.
-    ///
-    /// Column-parallel layers split N, row-parallel layers split K:
-    /// qkv N = (heads + 2·kv_heads)·head_dim / tp, K = hidden; o N = hidden, K = heads·head_dim / tp;
-    /// gate_up N = 2·intermediate / tp, K = hidden; down N = hidden, K = intermediate / tp.
-    /// `tp` must divide the head count, the KV head count and the intermediate size.
-    pub fn layers(&self, tp: u32) -> Result<Vec<Layer>, ShapeError> {
-        if tp == 0 {
-            return Err(ShapeError::ZeroTp);
-        }
-        for (what, value) in [
-            ("attention head count", self.heads),
-            ("KV head count", self.kv_heads),
-            ("intermediate size", self.intermediate),
-        ] {
-            if value % tp != 0 {
-                return Err(ShapeError::TpNotDivisor { model: self.name.clone(), tp, what, value });
-            }
-        }
-        let (t, hd) = (u64::from(tp), u64::from(self.head_dim));
-        let fit = |layer: &'static str, v: u64| {
-            u32::try_from(v).map_err(|_| ShapeError::TooLarge { model: self.name.clone(), layer, tp, value: v })
-        };
-        let heads = u64::from(self.heads);
-        let kv = u64::from(self.kv_heads);
-        let inter = u64::from(self.intermediate);
-        let layer = |name: &str, n: u32, k: u32| Layer { name: name.to_string(), n, k };
-        Ok(vec![
-            layer("qkv_proj", fit("qkv_proj", (heads + 2 * kv) * hd / t)?, self.hidden),
-            layer("o_proj", self.hidden, fit("o_proj", heads * hd / t)?),
-            layer("gate_up_proj", fit("gate_up_proj", 2 * inter / t)?, self.hidden),
-            layer("down_proj", self.hidden, fit("down_proj", inter / t)?),
-        ])
     }
 
     /// Every (M, N, K) for the layers at `tp` and the given M values, layer-major.
