@@ -44,21 +44,13 @@ def read_space(paths):
     """{(M, N, K): {config name: us}} of graph-timed ok cells, and {(M, N, K): rows seen}."""
     times, seen = {}, {}
     for path in paths:
-        with triton_plan.open_text(path) as f:
-            for line in f:
-                line = line.strip()
-                if not line.startswith("{"):
-                    continue
-                try:
-                    r = json.loads(line)
-                except ValueError:
-                    continue  # a line cut by a stopped run; its cell was measured again
-                if r.get("libtype") != "triton" or r.get("recheck", 0):
-                    continue
-                shape = (r["M"], r["N"], r["K"])
-                seen.setdefault(shape, set()).add(r["kernelName"])
-                if r.get("status") == "ok" and r.get("timing") == "graph":
-                    times.setdefault(shape, {})[r["kernelName"]] = float(r["us"])
+        for _, r in triton_plan.result_lines(path):
+            if r.get("libtype") != "triton" or r.get("recheck", 0):
+                continue
+            shape = (r["M"], r["N"], r["K"])
+            seen.setdefault(shape, set()).add(r["kernelName"])
+            if r.get("status") == "ok" and r.get("timing") == "graph":
+                times.setdefault(shape, {})[r["kernelName"]] = float(r["us"])
     return times, seen
 
 

@@ -10,7 +10,6 @@ Failed cells (``status`` "fail:...") are kept, with empty times, so a rule never
 """
 import argparse
 import csv
-import json
 import os
 import sys
 
@@ -25,34 +24,26 @@ def read_rows(paths):
     """(rows by cell key in first-seen order, number of screened rows left out)."""
     cells, screened, device = {}, 0, None
     for path in paths:
-        with triton_plan.open_text(path) as f:
-            for lineno, line in enumerate(f, start=1):
-                line = line.strip()
-                if not line.startswith("{"):
-                    continue
-                try:
-                    r = json.loads(line)
-                except ValueError:
-                    continue  # a line cut off by a stopped run; its cell was planned again
-                where = "%s:%d" % (path, lineno)
-                try:
-                    key = (int(r["M"]), int(r["N"]), int(r["K"]), int(r["kernelId"]), int(r.get("splitK", 0)),
-                           int(r.get("recheck", 0)))
-                    status = str(r["status"])
-                except (KeyError, TypeError, ValueError) as e:
-                    raise ValueError("%s: not a harness result line (%s)" % (where, e))
-                if r.get("timing") == "estimate":
-                    screened += 1
-                    continue
-                dev = r.get("device", "")
-                if device is None:
-                    device = dev
-                elif dev != device:
-                    raise ValueError("%s: device %r, but earlier rows are %r: one journal holds one device"
-                                     % (where, dev, device))
-                if status != "ok" and not status.startswith("fail:"):
-                    raise ValueError("%s: status %r is neither ok nor fail:<reason>" % (where, status))
-                cells[key] = r
+        for lineno, r in triton_plan.result_lines(path):
+            where = "%s:%d" % (path, lineno)
+            try:
+                key = (int(r["M"]), int(r["N"]), int(r["K"]), int(r["kernelId"]), int(r.get("splitK", 0)),
+                       int(r.get("recheck", 0)))
+                status = str(r["status"])
+            except (KeyError, TypeError, ValueError) as e:
+                raise ValueError("%s: not a harness result line (%s)" % (where, e))
+            if r.get("timing") == "estimate":
+                screened += 1
+                continue
+            dev = r.get("device", "")
+            if device is None:
+                device = dev
+            elif dev != device:
+                raise ValueError("%s: device %r, but earlier rows are %r: one journal holds one device"
+                                 % (where, dev, device))
+            if status != "ok" and not status.startswith("fail:"):
+                raise ValueError("%s: status %r is neither ok nor fail:<reason>" % (where, status))
+            cells[key] = r
     return cells, screened
 
 

@@ -61,23 +61,32 @@ def open_text(path):
     return open(path, encoding="utf-8")
 
 
+def result_lines(path):
+    """(line number, object) of each harness result line of a journal; other lines and a last line cut off
+    by a stopped run (its cell is planned again) are skipped."""
+    with open_text(path) as f:
+        for lineno, line in enumerate(f, start=1):
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                yield lineno, json.loads(line)
+            except ValueError:
+                continue
+
+
 def done_keys(paths, redo_estimates=False):
     """Cells already in the journals ``paths``; with ``redo_estimates``, a screened cell (``timing``
     "estimate") does not count as done, so it is measured again."""
     keys = set()
     for path in paths:
-        with open_text(path) as f:
-            for line in f:
-                line = line.strip()
-                if not line.startswith("{"):
-                    continue
-                try:
-                    r = json.loads(line)
-                    if redo_estimates and r.get("timing") == "estimate":
-                        continue
-                    keys.add((r["M"], r["N"], r["K"], r["kernelId"], r["recheck"]))
-                except (ValueError, KeyError):
-                    continue  # a line cut off by a stopped run: its cell is measured again
+        for _, r in result_lines(path):
+            if redo_estimates and r.get("timing") == "estimate":
+                continue
+            try:
+                keys.add((r["M"], r["N"], r["K"], r["kernelId"], r["recheck"]))
+            except KeyError:
+                continue
     return keys
 
 
