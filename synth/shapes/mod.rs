@@ -17,7 +17,7 @@ pub use msets::{
 };
 
 /// Built-in model specs: (name, TOML text), from `shapes/*.toml`.
-const BUILTINS: [(&str, &str); 11] = [
+const BUILTINS: [(&str, &str); 12] = [
     ("qwen3-32b", include_str!("../../shapes/qwen3-32b.toml")),
     ("llama-3.1-8b", include_str!("../../shapes/llama-3.1-8b.toml")),
     ("llama-3.1-70b", include_str!("../../shapes/llama-3.1-70b.toml")),
@@ -29,6 +29,7 @@ const BUILTINS: [(&str, &str); 11] = [
     ("qwen3-30b-a3b", include_str!("../../shapes/qwen3-30b-a3b.toml")),
     ("qwen2.5-0.5b", include_str!("../../shapes/qwen2.5-0.5b.toml")),
     ("llama-3.1-405b", include_str!("../../shapes/llama-3.1-405b.toml")),
+    ("mistral-large-2411", include_str!("../../shapes/mistral-large-2411.toml")),
 ];
 
 /// Width of one FP8 block-scale group along K: a layer whose K is not a multiple of it cannot run a
