@@ -116,7 +116,7 @@ fn python_route(leaf: &crate::rule::Leaf) -> anyhow::Result<String> {
     }
     let c = crate::catalog::triton::TritonConfig::from_kernel_id(i64::from(leaf.kernel_id))
         .map_err(|e| anyhow::anyhow!("the rule returns {}: {e}", leaf.candidate()))?;
-    let mut kv = vec![
+    let mut kv = [
         ("BLOCK_SIZE_M", c.block_m),
         ("BLOCK_SIZE_N", c.block_n),
         ("BLOCK_SIZE_K", c.block_k),
