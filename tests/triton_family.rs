@@ -77,3 +77,140 @@ fn a_screening_estimate_is_not_read_as_a_latency() {
     let ok = format!("{header}\n{}\n", row("graph"));
     assert_eq!(parse_aiter_csv(ok.as_bytes(), "j.csv", &Catalog::embedded()).unwrap().len(), 1);
 }
+
+// ---------------------------------------------------------------------------------------------------
+// `synth run --backends triton` on a journal of triton rows only (made from the committed harness result
+// lines of the kept configs on Qwen3-32B TP=2 and other models, the way the README says).
+
+mod common;
+
+/// The journal `harness/triton_journal.py` writes from the committed manifest result lines.
+fn manifest_journal(dir: &std::path::Path) -> std::path::PathBuf {
+    let out = dir.join("triton.csv");
+    let o = std::process::Command::new("python3")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["harness/triton_journal.py", "measurements/h200/triton-manifest/manifest.jsonl.gz", "--out"])
+        .arg(&out)
+        .output()
+        .expect("python3 runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+/// (M, N, K) -> kernelName -> us of the journal's usable, non-recheck rows, read here with the csv crate.
+type Times = std::collections::BTreeMap<(u32, u32, u32), std::collections::BTreeMap<String, f64>>;
+
+fn journal_times(path: &std::path::Path) -> Times {
+    let mut r = csv::Reader::from_path(path).unwrap();
+    let h = r.headers().unwrap().clone();
+    let col = |name: &str| h.iter().position(|x| x == name).unwrap();
+    let (m, n, k, name, us, status, recheck) =
+        (col("M"), col("N"), col("K"), col("kernelName"), col("us"), col("status"), col("recheck"));
+    let mut out = Times::new();
+    for rec in r.records() {
+        let rec = rec.unwrap();
+        if &rec[status] != "ok" || &rec[recheck] != "0" {
+            continue;
+        }
+        let shape = (rec[m].parse().unwrap(), rec[n].parse().unwrap(), rec[k].parse().unwrap());
+        out.entry(shape).or_default().insert(rec[name].to_string(), rec[us].parse().unwrap());
+    }
+    out
+}
+
+/// The runtimes' lookup over a config file as Python's `json.load` keeps it (keys in file order):
+/// `min(keys, key=|key - M|)`, ties to the first key.
+fn runtime_lookup(text: &str, m: u32) -> String {
+    let doc: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text).unwrap();
+    let mut best: Option<(u32, &serde_json::Value)> = None;
+    for (key, c) in &doc {
+        let d = key.parse::<u32>().unwrap().abs_diff(m);
+        if best.is_none_or(|(bd, _)| d < bd) {
+            best = Some((d, c));
+        }
+    }
+    let c = best.unwrap().1;
+    let v = |k: &str| c[k].as_u64().unwrap();
+    format!(
+        "triton_bm{}_bn{}_bk{}_g{}_w{}_s{}",
+        v("BLOCK_SIZE_M"),
+        v("BLOCK_SIZE_N"),
+        v("BLOCK_SIZE_K"),
+        v("GROUP_SIZE_M"),
+        v("num_warps"),
+        v("num_stages")
+    )
+}
+
+#[test]
+fn a_triton_only_run_finishes_with_the_runtime_default_and_the_runtime_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = manifest_journal(dir.path());
+    let out = dir.path().join("out");
+    let args = common::strs(&["run", "--dataset", journal.to_str().unwrap(), "--model", "qwen3-32b", "--tp", "2"]);
+    let mut with = args.clone();
+    with.extend(common::strs(&["--backends", "triton", "--out", out.to_str().unwrap()]));
+    let o = common::synth(&with, &[]);
+    let text = common::text(&o);
+    assert!(o.status.success(), "{text}");
+
+    // What applies is written; the AITER instance CSV is replaced by a note saying why.
+    for f in ["rule.json", "dispatch.rs", "gemm_a8w8_blockscale_heuristic.h", "select_kernel.py", "compare.csv"] {
+        assert!(out.join(f).is_file(), "{f} missing:\n{text}");
+    }
+    assert!(!out.join("gemm_a8w8_blockscale_heuristic_instances.csv").exists());
+    let note = std::fs::read_to_string(out.join("NO-INSTANCES.txt")).unwrap();
+    assert!(note.contains("returns no CK legacy instance") && note.contains("no CK measurement"), "{note}");
+    let header = std::fs::read_to_string(out.join("gemm_a8w8_blockscale_heuristic.h")).unwrap();
+    assert!(header.contains("return BlockscaleChoice{triton("), "every leaf is \"no CK pick\"");
+    assert!(out.join("aiter").join(gemm_synth::aiter::PATCH_FILE).is_file(), "triton leaves with BK 128 route");
+    assert!(!text.contains("published-rule"), "the CK-only published rule is not scored on triton data:\n{text}");
+
+    // `default` is vLLM's default config, and every figure is charged against it: checked per shape
+    // against the journal read here.
+    let times = journal_times(&journal);
+    let mut csv = csv::Reader::from_path(out.join("compare.csv")).unwrap();
+    let mut picks: Vec<(u32, u32, u32, String)> = Vec::new();
+    let mut shapes = 0;
+    for rec in csv.deserialize::<std::collections::HashMap<String, String>>() {
+        let rec = rec.unwrap();
+        let shape: (u32, u32, u32) = (rec["M"].parse().unwrap(), rec["N"].parse().unwrap(), rec["K"].parse().unwrap());
+        let cells = &times[&shape];
+        let oracle = cells.values().copied().fold(f64::INFINITY, f64::min);
+        assert_eq!(rec["oracle_us"], format!("{oracle:.4}"), "{shape:?}");
+        let default =
+            cells.get(&VLLM_DEFAULT.name()).copied().unwrap_or_else(|| cells.values().copied().fold(0.0, f64::max));
+        assert_eq!(rec["default_us"], format!("{default:.4}"), "{shape:?}: the vLLM default's time (else the slowest)");
+        match rec["policy"].as_str() {
+            "default" => {
+                shapes += 1;
+                assert_eq!(rec["kernelId"], format!("triton:{}", VLLM_DEFAULT.kernel_id()));
+            }
+            "synthesized" => {
+                let id: i64 = rec["kernelId"].strip_prefix("triton:").unwrap().parse().unwrap();
+                picks.push((shape.0, shape.1, shape.2, TritonConfig::from_kernel_id(id).unwrap().name()));
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(shapes, 280, "the 80-value grid of 4 layers less the 40 training shapes");
+
+    // The vLLM and SGLang files return the rule's pick at every scored M (read back here).
+    for (runtime, block) in [("vllm", "[128,128]"), ("sglang", "[128, 128]")] {
+        for (m, n, k, name) in &picks {
+            let file = out
+                .join(runtime)
+                .join(format!("N={n},K={k},device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape={block}.json"));
+            let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            assert_eq!(&runtime_lookup(&text, *m), name, "{runtime} M={m} N={n} K={k}");
+        }
+    }
+
+    // Without --backends the same triton-only table is one family too: the same rule, the same default.
+    let out2 = dir.path().join("out2");
+    let mut without = args;
+    without.extend(common::strs(&["--out", out2.to_str().unwrap()]));
+    let o = common::synth(&without, &[]);
+    assert!(o.status.success(), "{}", common::text(&o));
+    assert!(out2.join("NO-INSTANCES.txt").is_file());
+}

@@ -138,9 +138,14 @@ impl Dataset {
         let name = self.name();
         let bytes = self.bytes()?;
         let rows = parse_aiter_csv(&bytes, &name, catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
-        // The C++ dispatcher chooses among CK legacy instances: CK-tile rows are left out, with a note.
+        // The C++ dispatcher chooses among CK legacy instances: CK-tile rows are left out, with a note. A
+        // table with triton rows is the triton family's (the matrix refuses it mixed with another family).
         let rows: Vec<_> = rows.into_iter().filter(|r| r.libtype != crate::catalog::Libtype::Vendor).collect();
-        let (rows, cktile) = crate::table::registry::legacy_rows(rows);
+        let (rows, cktile) = if rows.iter().any(|r| r.libtype == crate::catalog::Libtype::Triton) {
+            (rows, None)
+        } else {
+            crate::table::registry::legacy_rows(rows)
+        };
         if let Some(left) = cktile {
             if rows.is_empty() {
                 anyhow::bail!(

@@ -16,6 +16,8 @@ use crate::rule::Rule;
 
 /// Name of the provenance sidecar (no runtime loads it: it matches neither runtime's file pattern).
 pub const SIDECAR: &str = "synth-export.provenance.json";
+/// The --max-m of `synth export`, and of the files `synth run` writes for a rule over the triton family.
+pub const DEFAULT_MAX_M: u32 = 16384;
 /// Largest --max-m accepted (the proof checks every M up to it, per layer).
 pub const MAX_MAX_M: u32 = 1 << 20;
 
@@ -44,7 +46,7 @@ pub struct ExportArgs {
     #[arg(long)]
     pub out: PathBuf,
     /// Largest M the files are proved for (every M in 1..=max-m).
-    #[arg(long, default_value_t = 16384)]
+    #[arg(long, default_value_t = DEFAULT_MAX_M)]
     pub max_m: u32,
 }
 
@@ -105,20 +107,28 @@ struct LayerFile {
     keys: Vec<(u32, TritonConfig)>,
 }
 
-fn export_layer(
-    args: &ExportArgs,
-    rule: &Rule,
-    rule_name: &str,
-    device: &str,
-    nk: (u32, u32),
-) -> anyhow::Result<LayerFile> {
+/// What one export writes: the runtime's files for a rule on one device.
+pub struct ExportSpec<'a> {
+    pub runtime: Runtime,
+    pub rule: &'a Rule,
+    /// How errors name the rule.
+    pub rule_name: &'a str,
+    /// The rule's file as the provenance sidecar names it.
+    pub rule_file: String,
+    /// The device as file names spell it (through [`device_component`]).
+    pub device: &'a str,
+    /// Every M in 1..=max_m is proved.
+    pub max_m: u32,
+}
+
+fn export_layer(spec: &ExportSpec, nk: (u32, u32)) -> anyhow::Result<LayerFile> {
     let (n, k) = nk;
-    let want = wanted(rule, rule_name, n, k, args.max_m)?;
+    let want = wanted(spec.rule, spec.rule_name, n, k, spec.max_m)?;
     let keys = choose_keys(&want);
     if let Err(e) = prove(&keys, &want) {
         bail!("internal error: the keys for N={n} K={k} give {:?} at M={} instead of {}", e.got, e.m, e.wanted);
     }
-    let name = args.runtime.file_name(n, k, device);
+    let name = spec.runtime.file_name(n, k, spec.device);
     let text = render_json(&keys);
     // The proof again, on the text as written (read back the way the runtime reads it).
     let read = crate::export::parse_runtime_json(&text, &name).map_err(anyhow::Error::msg)?;
@@ -128,7 +138,7 @@ fn export_layer(
     Ok(LayerFile { n, k, file: GeneratedFile::new(name, text), keys })
 }
 
-fn sidecar(args: &ExportArgs, rule: &Rule, rule_name: &str, device: &str, files: &[LayerFile]) -> String {
+fn sidecar(spec: &ExportSpec, files: &[LayerFile]) -> String {
     let layers: Vec<serde_json::Value> = files
         .iter()
         .map(|f| {
@@ -136,18 +146,18 @@ fn sidecar(args: &ExportArgs, rule: &Rule, rule_name: &str, device: &str, files:
             serde_json::json!({
                 "file": f.file.name, "N": f.n, "K": f.k, "keys": f.keys.len(),
                 "configs": distinct.into_iter().collect::<Vec<_>>(),
-                "proved": format!("the runtime's nearest-M lookup returns the rule's config at every M in 1..={}", args.max_m),
+                "proved": format!("the runtime's nearest-M lookup returns the rule's config at every M in 1..={}", spec.max_m),
             })
         })
         .collect();
     let doc = serde_json::json!({
         "generator": format!("gemm-synth {} export", env!("CARGO_PKG_VERSION")),
-        "runtime": args.runtime.as_str(),
-        "device_name": device,
-        "rule_file": crate::paths::display_path(&args.rule),
-        "rule": serde_json::from_str::<serde_json::Value>(&crate::rule::to_json(rule)).unwrap_or_default(),
-        "rule_name": rule_name,
-        "max_m": args.max_m,
+        "runtime": spec.runtime.as_str(),
+        "device_name": spec.device,
+        "rule_file": spec.rule_file,
+        "rule": serde_json::from_str::<serde_json::Value>(&crate::rule::to_json(spec.rule)).unwrap_or_default(),
+        "rule_name": spec.rule_name,
+        "max_m": spec.max_m,
         "lookup": "configs[min(configs.keys(), key=lambda x: abs(x - M))]: nearest key, ties to the key first in the file",
         "beyond_max_m": "the largest key's config",
         "files": layers,
@@ -155,9 +165,32 @@ fn sidecar(args: &ExportArgs, rule: &Rule, rule_name: &str, device: &str, files:
     serde_json::to_string_pretty(&doc).expect("JSON values always serialize") + "\n"
 }
 
+/// The runtime's config file of every layer of `nks` and the provenance sidecar ([`SIDECAR`]), each file
+/// proved (see the module docs); an error names the M where the rule picks no triton config.
+pub fn runtime_files(spec: &ExportSpec, nks: &[(u32, u32)]) -> anyhow::Result<Vec<GeneratedFile>> {
+    let files = nks.iter().map(|&nk| export_layer(spec, nk)).collect::<anyhow::Result<Vec<_>>>()?;
+    let mut out: Vec<GeneratedFile> = files.iter().map(|f| f.file.clone()).collect();
+    out.push(GeneratedFile::new(SIDECAR, sidecar(spec, &files)));
+    Ok(out)
+}
+
+/// Whether a rule can be exported as runtime files: every leaf a triton config with split 0.
+pub fn exportable(rule: &Rule) -> bool {
+    rule.leaves().iter().all(|l| {
+        l.backend == crate::catalog::Libtype::Triton
+            && l.split_k == 0
+            && TritonConfig::from_kernel_id(i64::from(l.kernel_id)).is_ok()
+    })
+}
+
+/// A config of the triton family as a candidate of a latency matrix (libtype `triton`, split 0).
+pub fn triton_candidate(c: TritonConfig) -> crate::catalog::Candidate {
+    crate::catalog::Candidate::of(crate::catalog::Libtype::Triton, c.kernel_id(), 0)
+}
+
 /// `vllm-default` / `sglang-default`: the config the runtime runs on a layer without a file.
 pub fn default_policy(runtime: Runtime) -> crate::compare::Policy {
-    let candidate = crate::catalog::Candidate::new(runtime.default_config().kernel_id(), 0);
+    let candidate = triton_candidate(runtime.default_config());
     crate::compare::Policy::Fixed { name: format!("{}-default", runtime.as_str()), candidate }
 }
 
@@ -188,13 +221,13 @@ pub fn tuned_policy(runtime: Runtime, dir: &std::path::Path, device: &str) -> an
         let text = String::from_utf8(bytes).with_context(|| format!("{}: not UTF-8 text", path.display()))?;
         let keys =
             crate::export::parse_runtime_json(&text, &crate::paths::display_path(&path)).map_err(anyhow::Error::msg)?;
-        let keys = keys.into_iter().map(|(m, c)| (m, crate::catalog::Candidate::new(c.kernel_id(), 0))).collect();
+        let keys = keys.into_iter().map(|(m, c)| (m, triton_candidate(c))).collect();
         files.insert((n, k), keys);
     }
     if files.is_empty() {
         bail!("{}: no {} config file for device {device} (names like {probe})", dir.display(), runtime.as_str());
     }
-    let fallback = crate::catalog::Candidate::new(runtime.default_config().kernel_id(), 0);
+    let fallback = triton_candidate(runtime.default_config());
     Ok(crate::compare::Policy::RuntimeFiles { name: format!("{}-tuned", runtime.as_str()), files, fallback })
 }
 
@@ -207,12 +240,17 @@ pub fn run(args: ExportArgs) -> anyhow::Result<()> {
     let catalog = Catalog::embedded();
     let rule = crate::rule::load(&args.rule, &catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
     let rule_name = crate::paths::display_path(&args.rule);
-    let files = nks
-        .iter()
-        .map(|&nk| export_layer(&args, &rule, &rule_name, &device, nk))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let spec = ExportSpec {
+        runtime: args.runtime,
+        rule: &rule,
+        rule_name: &rule_name,
+        rule_file: rule_name.clone(),
+        device: &device,
+        max_m: args.max_m,
+    };
+    let files = nks.iter().map(|&nk| export_layer(&spec, nk)).collect::<anyhow::Result<Vec<_>>>()?;
     let mut out: Vec<GeneratedFile> = files.iter().map(|f| f.file.clone()).collect();
-    out.push(GeneratedFile::new(SIDECAR, sidecar(&args, &rule, &rule_name, &device, &files)));
+    out.push(GeneratedFile::new(SIDECAR, sidecar(&spec, &files)));
     crate::render::outdir::write_all(&args.out, &out)?;
     for f in &files {
         let distinct: BTreeSet<_> = f.keys.iter().map(|(_, c)| *c).collect();

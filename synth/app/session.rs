@@ -146,8 +146,8 @@ impl Session {
     }
 
     /// The standard policy set: the default, the offline-tuned table and nearest-M lookup built from the
-    /// training shapes, `extra` (more tuned tables, rule files), the published rule, the `candidate`
-    /// rule under its name, and the oracle.
+    /// training shapes, `extra` (more tuned tables, rule files), the published rule (on data with CK
+    /// rows: it returns CK instances), the `candidate` rule under its name, and the oracle.
     pub fn standard_policies(
         &self,
         train: &[usize],
@@ -163,7 +163,10 @@ impl Session {
         let (rules, others): (Vec<Policy>, Vec<Policy>) =
             extra.into_iter().partition(|p| matches!(p, Policy::Rule { .. }));
         policies.extend(others);
-        policies.push(self.published_policy()?);
+        if self.matrix.candidates.iter().any(|c| c.backend == crate::catalog::Libtype::Ck) {
+            // The published rule returns CK instances: on data without CK rows every pick would be unmeasured.
+            policies.push(self.published_policy()?);
+        }
         policies.extend(rules);
         policies.push(Policy::Rule { name: candidate.0.to_string(), rule: candidate.1.clone() });
         policies.push(Policy::Oracle);

@@ -123,6 +123,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         let python = crate::render::render_python(&o.synth.rule, catalog, &provenance)?;
         extra.push(GeneratedFile::new(crate::render::PYTHON_MODULE, python));
     }
+    let export_note = runtime_exports(&o.synth.rule, &session, &mut extra)?;
     // The single-dataset job never writes the committed generated/ unless --out says so.
     let target = super::outputs::out_dir(args.out.as_deref(), false, "run")?;
     let files = super::outputs::rule_files(&o.synth.rule, catalog, matrix, &provenance, extra);
@@ -156,6 +157,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         }
         let _ = writeln!(text);
     }
+    if let Some(note) = &export_note {
+        let _ = writeln!(text, "{note}\n");
+    }
     if args.curve {
         let _ = writeln!(text, "leaves versus quality (curve computed in {:.2} s):", o.curve_time.as_secs_f64());
         let _ = writeln!(text, "{}", curve_table(&o.points));
@@ -169,6 +173,53 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         started,
     };
     super::outputs::finish_run(text, written, &end)
+}
+
+/// Subdirectories of a run's output for the runtimes' config files of a rule over the triton family.
+pub const RUNTIME_DIRS: [(crate::export::Runtime, &str); 2] =
+    [(crate::export::Runtime::Vllm, "vllm"), (crate::export::Runtime::Sglang, "sglang")];
+
+/// A rule whose every leaf is a triton config gets the vLLM and SGLang config files of the model's layers
+/// for the data's device (as `synth export` writes them, in `vllm/` and `sglang/`); returns what the
+/// terminal says about them (`None` for a rule with leaves of other backends, which no runtime file holds).
+fn runtime_exports(
+    rule: &crate::rule::Rule,
+    session: &Session,
+    extra: &mut Vec<GeneratedFile>,
+) -> anyhow::Result<Option<String>> {
+    if !super::export::exportable(rule) {
+        return Ok(None);
+    }
+    let Some(device) = session.matrix.device.as_deref() else {
+        return Ok(Some(
+            "vLLM/SGLang config files: not written, the data names no device (journal column `device`); run \
+             `synth export vllm|sglang --rule rule.json --device-name NAME ...` with the GPU's name"
+                .into(),
+        ));
+    };
+    let device = crate::export::device_component(device).map_err(|e| anyhow::anyhow!("the data's device: {e}"))?;
+    let nks: std::collections::BTreeSet<(u32, u32)> =
+        session.layers.iter().filter(|l| l.k % crate::catalog::triton::SCALE_K == 0).map(|l| (l.n, l.k)).collect();
+    let nks: Vec<(u32, u32)> = nks.into_iter().collect();
+    for (runtime, dir) in RUNTIME_DIRS {
+        let spec = super::export::ExportSpec {
+            runtime,
+            rule,
+            rule_name: super::shared::RULE_JSON,
+            rule_file: format!("../{}", super::shared::RULE_JSON),
+            device: &device,
+            max_m: super::export::DEFAULT_MAX_M,
+        };
+        for f in super::export::runtime_files(&spec, &nks)? {
+            extra.push(GeneratedFile { name: format!("{dir}/{}", f.name), contents: f.contents });
+        }
+    }
+    Ok(Some(format!(
+        "vLLM/SGLang config files: {} layers × 2 runtimes for device {device} in vllm/ and sglang/ (the runtimes' \
+         nearest-M lookup proved to return the rule's config at every M in 1..={})",
+        nks.len(),
+        super::export::DEFAULT_MAX_M
+    )))
 }
 
 /// The training sample, the rule (one search serves it and the sample curve), its comparison on the

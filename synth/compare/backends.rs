@@ -22,6 +22,20 @@ pub fn backend_default(backend: Libtype, catalog: &Catalog) -> Option<Candidate>
     }
 }
 
+/// The kernel "the default" is on `matrix`: where nothing chose a kernel, the runtime runs its backend's
+/// default. CK's legacy default (AITER's untuned kernel) when the matrix holds a CK legacy candidate (every
+/// table before backends existed) or none of a backend with a default; else, in this order, vLLM's default
+/// Triton config (a triton-only matrix: what vLLM runs on a layer without a tuned file) or the vendor GEMM.
+/// Every policy's fallback is charged this kernel's time ([`super::evaluate`]).
+pub fn matrix_default(matrix: &LatencyMatrix, catalog: &Catalog) -> Candidate {
+    let present = matrix.backends();
+    [Libtype::Ck, Libtype::Triton, Libtype::Vendor]
+        .into_iter()
+        .find(|b| present.contains(b))
+        .and_then(|b| backend_default(b, catalog))
+        .unwrap_or_else(|| Candidate::new(catalog.default_alias, 0))
+}
+
 /// Name of a backend's oracle policy (`oracle[vendor]`).
 pub fn oracle_name(backend: Libtype) -> String {
     format!("oracle[{backend}]")
@@ -60,7 +74,7 @@ pub fn fit_threshold(
     if defaults.len() < 2 || scored.is_empty() {
         return None;
     }
-    let default_col = matrix.candidate_index(&Candidate::new(catalog.default_alias, 0));
+    let default_col = matrix.candidate_index(&matrix_default(matrix, catalog));
     // (charged time, whether the pick is unusable there)
     let charged = |s: usize, c: &Candidate| match matrix.candidate_index(c).and_then(|col| matrix.us(s, col)) {
         Some(t) => (t, 0usize),

@@ -6,7 +6,9 @@
 //! - a policy that picks a Missing or Invalid cell (or a kernel that is not a column of the matrix, such
 //!   as a CK-tile row of a tuned table) is counted as a fallback and charged the default kernel's time on
 //!   that shape — what AITER runs when a chosen kernel cannot be used — or, when the default's own cell is
-//!   not usable either, the slowest usable time of the shape;
+//!   not usable either, the slowest usable time of the shape. The default is CK's legacy default on every
+//!   matrix with a CK candidate, vLLM's default Triton config on a triton-only one
+//!   ([`backends::matrix_default`]);
 //! - per policy: total time and its ratio to the default's and the tuned baseline's totals (total-time
 //!   speed-up), geometric-mean speed-up against both, and the fraction of the oracle (geomean of
 //!   oracle time / policy time, 1.0 = always the fastest kernel). The tuned baseline is the first
@@ -221,7 +223,7 @@ pub fn fallback_us(matrix: &LatencyMatrix, s: usize, default_col: Option<usize>)
 /// Scores `policies` on the `shapes` of `matrix` (indices; duplicates are scored twice). See the module
 /// documentation for the rules.
 pub fn evaluate(matrix: &LatencyMatrix, catalog: &Catalog, policies: &[Policy], shapes: &[usize]) -> Report {
-    let default = Candidate::new(catalog.default_alias, 0);
+    let default = backends::matrix_default(matrix, catalog);
     let mut scored = Vec::new();
     let mut unscorable = Vec::new();
     for &s in shapes {

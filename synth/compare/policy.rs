@@ -1,7 +1,8 @@
 //! Selection policies: how each contender picks a candidate for a shape.
 //!
 //! - [`Policy::Default`]: AITER without a tuned row — the legacy default kernel (kernelId -1, the same
-//!   kernel as id 7), split-K 0, for every shape.
+//!   kernel as id 7), split-K 0, for every shape; on a matrix without CK candidates the default of its
+//!   backend (vLLM's default Triton config on a triton-only matrix, [`super::backends::matrix_default`]).
 //! - [`Policy::Tuned`]: AITER's offline-tuned lookup over a [`TunedTable`]: the exact (M, N, K) row; else
 //!   M padded fine ([`pad_fine`]); else M padded coarse ([`pad_coarse`]); else the default.
 //! - [`Policy::NearestM`]: the vLLM/SGLang lookup over the same kind of table: among the tuned rows of

@@ -77,11 +77,39 @@ pub fn generated_files(
     matrix: &LatencyMatrix,
     provenance: &Provenance,
 ) -> anyhow::Result<Vec<writer::GeneratedFile>> {
+    let instances = match no_instances_reason(rule, catalog, matrix)? {
+        None => writer::GeneratedFile::new(INSTANCES_CSV, render_instances_csv(rule, catalog, matrix)?),
+        Some(why) => writer::GeneratedFile::new(NO_INSTANCES_NOTE, why),
+    };
     Ok(vec![
         writer::GeneratedFile::new(CPP_HEADER, render_cpp(rule, catalog, provenance)?),
-        writer::GeneratedFile::new(INSTANCES_CSV, render_instances_csv(rule, catalog, matrix)?),
+        instances,
         writer::GeneratedFile::new(RUST_MODULE, render_rust(rule, catalog, provenance)?),
     ])
+}
+
+/// The file written in place of [`INSTANCES_CSV`] when a rule has no CK leaf to build.
+pub const NO_INSTANCES_NOTE: &str = "NO-INSTANCES.txt";
+
+/// Why no instance CSV is written for `rule` on `matrix`, as the text of [`NO_INSTANCES_NOTE`]; `None` when
+/// it is written. It is not when the rule returns no CK legacy instance and the matrix holds no CK
+/// candidate (a triton-only run): AITER's generator would have nothing to build but its default, and
+/// the default's row needs a CK measurement the data does not have.
+pub fn no_instances_reason(rule: &Rule, catalog: &Catalog, matrix: &LatencyMatrix) -> anyhow::Result<Option<String>> {
+    let ck_leaves = resolved(rule, catalog)?.instances_used().into_iter().filter(Leaf::is_ck).count();
+    let ck_rows = matrix.candidates.iter().any(|c| c.backend == crate::catalog::Libtype::Ck);
+    if ck_leaves > 0 || ck_rows {
+        return Ok(None);
+    }
+    let backends: std::collections::BTreeSet<String> = rule.leaves().iter().map(|l| l.backend.to_string()).collect();
+    Ok(Some(format!(
+        "No AITER instance CSV ({INSTANCES_CSV}) was written for this rule: it returns no CK legacy instance \
+         (its leaves are {} kernels) and the latency data holds no CK measurement, so AITER's kernel \
+         generator has nothing of the rule's to build and no measured row for its default kernel.\n\
+         The C++ header returns \"no CK pick\" (nullptr) at every leaf, where AITER runs its default kernel; the \
+         rule's picks are in rule.json, dispatch.rs and, with --backends, select_kernel.py.\n",
+        backends.into_iter().collect::<Vec<_>>().join(", ")
+    )))
 }
 
 /// The rule as the renderers emit it: conditions in [`Rule::canonical`] shape and every CK leaf's kernelId

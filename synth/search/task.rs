@@ -71,9 +71,10 @@ impl RuleSetup {
         Ok(RuleSetup { catalog, matrix, train, weights, limits, features })
     }
 
-    /// The default kernel as a candidate (split-K 0).
+    /// The default kernel as a candidate (split-K 0): CK's on a matrix with CK candidates, else its
+    /// backend's ([`crate::compare::backends::matrix_default`]).
     pub fn default_candidate(&self) -> Candidate {
-        Candidate::new(self.catalog.default_alias, 0)
+        crate::compare::backends::matrix_default(&self.matrix, &self.catalog)
     }
 
     /// Weight of training shape `s` (a matrix index).
@@ -86,7 +87,7 @@ impl RuleSetup {
 
     /// The rule that always returns the default kernel (AITER's behaviour without a tuned table).
     pub fn default_rule(&self) -> Rule {
-        Rule::new(Node::Leaf(Leaf::new(self.catalog.default_alias, 0)))
+        Rule::new(Node::Leaf(Leaf::from_candidate(self.default_candidate())))
     }
 }
 
