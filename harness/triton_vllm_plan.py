@@ -10,7 +10,6 @@ comes before the first off-grid cell, so a run cut short by its time limit has t
 and ``--done-rescreen`` skip cells already measured, as in ``triton_plan.py``.
 """
 import argparse
-import json
 import os
 import re
 import sys
@@ -35,16 +34,7 @@ def read_config_files(folder):
         if not m:
             continue
         path = os.path.join(folder, name)
-        with open(path, encoding="utf-8") as f:
-            try:
-                d = json.load(f)
-            except ValueError as e:
-                raise ValueError("%s: not JSON (%s)" % (path, e))
-        if not isinstance(d, dict) or not d:
-            raise ValueError("%s: expected an object mapping M to a config" % path)
-        names = set()
-        for key, v in d.items():
-            names.add(triton_config.from_runtime_dict(v, "%s, M key %r" % (path, key)).name())
+        names = {cfg.name() for _, cfg in triton_config.read_runtime_file(path)}
         nk = (int(m.group(1)), int(m.group(2)))
         out[nk] = sorted(names | set(out.get(nk, ())))
     if not out:

@@ -19,7 +19,6 @@ A *policy* picks, for every GEMM (M, N, K) of a decoder layer, one of the kernel
 
 import csv
 import importlib.util
-import json
 import math
 import os
 import re
@@ -376,22 +375,10 @@ def vllm_file_name(n, k, device=VLLM_DEVICE):
 
 def read_vllm_file(path):
     """[(M key, TritonConfig)] in file order; LayerError naming the file and the key."""
-    with open(path, encoding="utf-8") as f:
-        try:
-            d = json.load(f)
-        except ValueError as e:
-            raise LayerError("%s: not JSON (%s)" % (path, e))
-    if not isinstance(d, dict) or not d:
-        raise LayerError("%s: expected an object mapping M to a config" % path)
-    out = []
-    for key, v in d.items():
-        if not re.fullmatch(r"[0-9]+", key.strip()):
-            raise LayerError("%s: M key %r is not an integer" % (path, key))
-        try:
-            out.append((int(key), triton_config.from_runtime_dict(v, "%s, M key %r" % (path, key))))
-        except ValueError as e:
-            raise LayerError(str(e))
-    return out
+    try:
+        return triton_config.read_runtime_file(path)
+    except ValueError as e:
+        raise LayerError(str(e))
 
 
 def nearest_key(entries, m):

@@ -6,6 +6,7 @@ same fields (:func:`kernel_id`), so a journal row names its config twice and the
 against each other.
 """
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -98,6 +99,24 @@ def parse_name(name):
     except ValueError as e:
         raise ValueError("%r: %s" % (name, e))
     return cfg
+
+
+def read_runtime_file(path):
+    """[(M key, config)] of one vLLM/SGLang config file, in file order (the runtimes' nearest-M lookup breaks
+    ties by that order); ValueError naming the file and the M key of anything that is not such a file."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            d = json.load(f)
+        except ValueError as e:
+            raise ValueError("%s: not JSON (%s)" % (path, e))
+    if not isinstance(d, dict) or not d:
+        raise ValueError("%s: expected an object mapping M to a config" % path)
+    out = []
+    for key, v in d.items():
+        if not re.fullmatch(r"[0-9]+", key.strip()):
+            raise ValueError("%s: M key %r is not an integer" % (path, key))
+        out.append((int(key), from_runtime_dict(v, "%s, M key %r" % (path, key))))
+    return out
 
 
 def from_runtime_dict(d, where):
