@@ -214,3 +214,195 @@ fn a_triton_only_run_finishes_with_the_runtime_default_and_the_runtime_files() {
     assert!(o.status.success(), "{}", common::text(&o));
     assert!(out2.join("NO-INSTANCES.txt").is_file());
 }
+
+// ---------------------------------------------------------------------------------------------------
+// `synth compare` with the runtimes' own policies: vLLM's and SGLang's default configs and a directory of
+// vLLM config files, next to a rule and the family's oracle, on a hand-written journal.
+
+/// Configs of the hand-written journal: the two runtime defaults, two small tiles, and one config that a
+/// vLLM file names but the journal never measured.
+const B: TritonConfig =
+    TritonConfig { block_m: 16, block_n: 64, block_k: 128, group_m: 1, num_warps: 4, num_stages: 3 };
+const C: TritonConfig =
+    TritonConfig { block_m: 32, block_n: 64, block_k: 128, group_m: 1, num_warps: 4, num_stages: 3 };
+const U: TritonConfig =
+    TritonConfig { block_m: 128, block_n: 128, block_k: 128, group_m: 16, num_warps: 8, num_stages: 4 };
+
+/// (M, N, K) and the times of A (vLLM's default), S (SGLang's), B and C; `None` is a failed cell.
+const TIMES: [((u32, u32, u32), [Option<f64>; 4]); 7] = [
+    ((1, 1536, 7168), [Some(20.0), Some(22.0), Some(10.0), Some(12.0)]),
+    ((16, 1536, 7168), [Some(24.0), Some(20.0), Some(16.0), Some(15.0)]),
+    ((64, 1536, 7168), [Some(30.0), Some(28.0), Some(40.0), Some(25.0)]),
+    ((200, 1536, 7168), [Some(50.0), Some(45.0), Some(90.0), Some(60.0)]),
+    ((1, 2048, 512), [Some(8.0), Some(9.0), Some(5.0), Some(6.0)]),
+    ((64, 2048, 512), [Some(10.0), Some(12.0), Some(11.0), Some(9.0)]),
+    ((16, 3072, 1536), [Some(14.0), None, Some(7.0), Some(10.0)]),
+];
+
+fn hand_journal() -> String {
+    let configs = [VLLM_DEFAULT, gemm_synth::catalog::triton::SGLANG_DEFAULT, B, C];
+    let mut text = format!("{HEADER}\n");
+    for ((m, n, k), times) in TIMES {
+        for (c, us) in configs.iter().zip(times) {
+            let (id, name) = (c.kernel_id(), c.name());
+            text.push_str(&match us {
+                Some(us) => format!("sm_90,132,{m},{n},{k},triton,{id},0,{us},{name},1,1,0.0,ok\n"),
+                None => format!("sm_90,132,{m},{n},{k},triton,{id},0,,{name},,,0.5,fail:errRatio\n"),
+            });
+        }
+    }
+    text
+}
+
+/// A vLLM config file: `keys` in this order.
+fn vllm_file(keys: &[(u32, TritonConfig)]) -> String {
+    let body: Vec<String> = keys
+        .iter()
+        .map(|(m, c)| {
+            format!(
+                "\"{m}\": {{\"BLOCK_SIZE_M\": {}, \"BLOCK_SIZE_N\": {}, \"BLOCK_SIZE_K\": {}, \"GROUP_SIZE_M\": {}, \
+                 \"num_warps\": {}, \"num_stages\": {}}}",
+                c.block_m, c.block_n, c.block_k, c.group_m, c.num_warps, c.num_stages
+            )
+        })
+        .collect();
+    format!("{{{}}}\n", body.join(", "))
+}
+
+/// Geometric mean of num[i] / den[i].
+fn geomean(num: &[f64], den: &[f64]) -> f64 {
+    (num.iter().zip(den).map(|(a, b)| (a / b).ln()).sum::<f64>() / num.len() as f64).exp()
+}
+
+#[test]
+fn compare_scores_the_runtime_defaults_and_tuned_files_by_hand() {
+    use gemm_synth::rule::ir::build::{lit, m};
+    use gemm_synth::rule::{CmpOp, Cond, Leaf, Node, Rule};
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("j.csv");
+    std::fs::write(&journal, hand_journal()).unwrap();
+    let configs = dir.path().join("configs");
+    std::fs::create_dir(&configs).unwrap();
+    let name =
+        |n: u32, k: u32| format!("N={n},K={k},device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json");
+    // N=1536: M 1 and 16 -> key 1 (B; 16 is 15 from 1, 16 from 32), 64 -> key 32 (C), 200 -> key 128 (A).
+    std::fs::write(configs.join(name(1536, 7168)), vllm_file(&[(1, B), (32, C), (128, VLLM_DEFAULT)])).unwrap();
+    // N=2048: M 1 -> key 32 (B); M 64 is 32 from both keys: the first in the file, 96, whose U is unmeasured.
+    std::fs::write(configs.join(name(2048, 512)), vllm_file(&[(96, U), (32, B)])).unwrap();
+    // N=3072 has no file: vLLM's default config.
+    let rule = Rule::new(Node::Chain {
+        branches: vec![(Cond::cmp(CmpOp::Le, m(), lit(16)), Node::Leaf(Leaf::of(Libtype::Triton, B.kernel_id(), 0)))],
+        otherwise: Box::new(Node::Leaf(Leaf::of(Libtype::Triton, C.kernel_id(), 0))),
+    });
+    let rule_path = dir.path().join("rule.json");
+    std::fs::write(&rule_path, gemm_synth::rule::to_json(&rule)).unwrap();
+    let out_csv = dir.path().join("cmp.csv");
+    let args: Vec<String> = [
+        "compare",
+        "--dataset",
+        journal.to_str().unwrap(),
+        "--backends",
+        "triton",
+        "--runtime-default",
+        "vllm,sglang",
+        "--runtime-tuned",
+        &format!("vllm={}", configs.display()),
+        "--device-name",
+        "NVIDIA H200",
+        "--rule",
+        rule_path.to_str().unwrap(),
+        "--csv",
+        out_csv.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let o = common::synth(&args, &[]);
+    let text = common::text(&o);
+    assert!(o.status.success(), "{text}");
+
+    // The charged time of each policy per shape, by hand (TIMES order). A pick of a failed or unmeasured cell
+    // is charged the default's time, vLLM's default config here (--backends triton, no CK row).
+    let oracle = [10.0, 15.0, 25.0, 45.0, 5.0, 9.0, 7.0];
+    let default = [20.0, 24.0, 30.0, 50.0, 8.0, 10.0, 14.0];
+    let sglang = [22.0, 20.0, 28.0, 45.0, 9.0, 12.0, 14.0]; // S failed on the last shape
+    let tuned = [10.0, 16.0, 25.0, 50.0, 5.0, 10.0, 14.0]; // U unmeasured at M=64 N=2048
+    let by_rule = [10.0, 16.0, 25.0, 60.0, 5.0, 9.0, 7.0];
+    let rule_name = |p: &str| p.ends_with("rule.json");
+    let want: [(&str, &[f64; 7], usize); 6] = [
+        ("default", &default, 0),
+        ("oracle[triton]", &oracle, 0),
+        ("vllm-default", &default, 0),
+        ("sglang-default", &sglang, 1),
+        ("vllm-tuned", &tuned, 1),
+        ("rule.json", &by_rule, 0),
+    ];
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("policy "))
+        .skip(2)
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let names: Vec<&str> = rows.iter().map(|r| r[0]).collect();
+    assert_eq!(names.len(), 7, "{text}");
+    assert_eq!(&names[..5], ["default", "oracle[triton]", "vllm-default", "sglang-default", "vllm-tuned"], "{text}");
+    assert!(rule_name(names[5]) && names[6] == "oracle", "{text}");
+    for (policy, times, fallbacks) in want {
+        let row = rows.iter().find(|r| r[0] == policy || (policy == "rule.json" && rule_name(r[0]))).unwrap();
+        // policy, total ms, x default (total), x default (geo), x tuned x2, of oracle, fallbacks, kernels
+        let total: f64 = times.iter().sum();
+        assert_eq!(row[1], format!("{:.3}", total / 1000.0), "{policy} total:\n{text}");
+        assert_eq!(row[3], format!("{:.3}", geomean(&default, times)), "{policy} x default:\n{text}");
+        assert_eq!(row[6], format!("{:.3}", geomean(&oracle, times)), "{policy} of oracle:\n{text}");
+        assert_eq!(row[7], fallbacks.to_string(), "{policy} fallbacks:\n{text}");
+    }
+    assert_eq!(format!("{:.3}", geomean(&oracle, &tuned)), "0.871");
+    assert_eq!(format!("{:.3}", geomean(&oracle, &by_rule)), "0.951");
+    assert!(text.contains("vllm-tuned: 2 files (5 M keys) for NVIDIA_H200"), "{text}");
+
+    // The CSV names each pick, how the lookup found it and whether its cell was usable.
+    let mut found = std::collections::BTreeMap::new();
+    for rec in csv::Reader::from_path(&out_csv).unwrap().deserialize::<std::collections::HashMap<String, String>>() {
+        let r = rec.unwrap();
+        let key = (r["policy"].clone(), r["M"].parse::<u32>().unwrap(), r["N"].parse::<u32>().unwrap());
+        found.insert(key, (r["kernelId"].clone(), r["lookup"].clone(), r["status"].clone()));
+    }
+    let id = |c: TritonConfig| format!("triton:{}", c.kernel_id());
+    let pick = |p: &str, m: u32, n: u32| found[&(p.to_string(), m, n)].clone();
+    assert_eq!(pick("vllm-tuned", 16, 1536), (id(B), "nearest".into(), "ok".into()));
+    assert_eq!(pick("vllm-tuned", 64, 1536), (id(C), "nearest".into(), "ok".into()));
+    assert_eq!(pick("vllm-tuned", 200, 1536), (id(VLLM_DEFAULT), "nearest".into(), "ok".into()));
+    assert_eq!(pick("vllm-tuned", 64, 2048), (id(U), "nearest".into(), "missing".into()));
+    assert_eq!(pick("vllm-tuned", 16, 3072), (id(VLLM_DEFAULT), "default".into(), "ok".into()));
+    let sglang_default = gemm_synth::catalog::triton::SGLANG_DEFAULT;
+    assert_eq!(pick("sglang-default", 16, 3072), (id(sglang_default), String::new(), "invalid".into()));
+    assert_eq!(pick("default", 16, 3072), (id(VLLM_DEFAULT), String::new(), "ok".into()));
+}
+
+#[test]
+fn runtime_policies_need_the_triton_backend_and_a_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("j.csv");
+    std::fs::write(&journal, hand_journal()).unwrap();
+    let j = journal.to_str().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let tuned = format!("vllm={d}");
+    let cases: [(Vec<&str>, &str); 5] = [
+        (vec!["--runtime-default", "vllm"], "add triton to --backends"),
+        (vec!["--backends", "triton", "--runtime-tuned", &tuned], "--runtime-tuned needs --device-name"),
+        (vec!["--backends", "triton", "--device-name", "NVIDIA_H200"], "--device-name is read with --runtime-tuned"),
+        (vec!["--backends", "triton", "--runtime-default", "sglang,sglang"], "names sglang twice"),
+        (
+            vec!["--backends", "triton", "--runtime-tuned", &tuned, "--device-name", "NVIDIA_H200"],
+            "no vllm config file for device NVIDIA_H200",
+        ),
+    ];
+    for (extra, words) in cases {
+        let mut args = common::strs(&["compare", "--dataset", j]);
+        args.extend(common::strs(&extra));
+        let o = common::synth(&args, &[]);
+        let text = common::text(&o);
+        assert!(!o.status.success() && text.contains(words), "{extra:?}: {text}");
+    }
+}

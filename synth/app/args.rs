@@ -64,6 +64,49 @@ impl BackendArgs {
     }
 }
 
+/// The runtimes' own choices over the triton family, scored as policies (`compare`): the default config
+/// and a directory of the runtime's shipped config files ([`super::export::runtime_policies`]).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RuntimeArgs {
+    /// Also score the runtime's default Triton config on every shape, as `vllm-default` / `sglang-default`
+    /// (vLLM: triton_bm64_bn128_bk128_g32_w4_s2; SGLang: the same with 3 stages); repeat it or give a comma
+    /// list. Needs --backends naming triton.
+    #[arg(long, value_name = "RUNTIME", value_enum, value_delimiter = ',')]
+    pub runtime_default: Vec<crate::export::Runtime>,
+    /// Also score a directory of the runtime's block-FP8 config files (e.g. the ones vLLM ships), as
+    /// `vllm-tuned` / `sglang-tuned`: the file of the shape's (N, K) for --device-name, its nearest M key (ties
+    /// to the key first in the file), the runtime's default config on a layer without a file. `vllm=DIR` or
+    /// `sglang=DIR`, repeatable. Needs --backends naming triton, and --device-name.
+    #[arg(long, value_name = "RUNTIME=DIR", value_parser = parse_runtime_dir)]
+    pub runtime_tuned: Vec<(crate::export::Runtime, PathBuf)>,
+    /// GPU name in the config files' names, as the runtime reports it (spaces become underscores, as
+    /// `synth export` writes it), e.g. NVIDIA_H200; read with --runtime-tuned.
+    #[arg(long)]
+    pub device_name: Option<String>,
+}
+
+fn parse_runtime_dir(text: &str) -> Result<(crate::export::Runtime, PathBuf), String> {
+    let (runtime, dir) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not RUNTIME=DIR (e.g. vllm=path/to/configs or sglang=path/to/configs)"))?;
+    let runtime = match runtime.trim() {
+        "vllm" => crate::export::Runtime::Vllm,
+        "sglang" => crate::export::Runtime::Sglang,
+        other => return Err(format!("{other:?} is not a runtime: expected vllm=DIR or sglang=DIR")),
+    };
+    if dir.is_empty() {
+        return Err(format!("{text:?} names no directory after '='"));
+    }
+    Ok((runtime, PathBuf::from(dir)))
+}
+
+impl RuntimeArgs {
+    /// Whether any runtime policy was asked for.
+    pub fn is_empty(&self) -> bool {
+        self.runtime_default.is_empty() && self.runtime_tuned.is_empty() && self.device_name.is_none()
+    }
+}
+
 /// The training sample: M values stratified in log2 M over the dataset's M values, × every layer.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SampleArgs {

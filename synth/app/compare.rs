@@ -6,7 +6,7 @@ use anyhow::bail;
 
 use crate::compare::{evaluate, Policy, TunedTable};
 
-use super::args::{DataArgs, SampleArgs};
+use super::args::{DataArgs, RuntimeArgs, SampleArgs};
 use super::line::canonical_path;
 use super::manifest::MultiData;
 use super::multi_eval;
@@ -34,6 +34,9 @@ pub struct CompareArgs {
     /// tuner would from the same measurements.
     #[arg(long)]
     pub tuned_sample: bool,
+    /// The runtimes' own choices over the triton family (--backends with triton).
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
     /// The training sample (for --tuned-sample and --held-out).
     #[command(flatten)]
     pub sample: SampleArgs,
@@ -54,6 +57,9 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     if let DataMode::Manifest(manifest) = data_mode(opts)? {
         return run_manifest(&args, &manifest);
     }
+    // Checked before the data is read: a missing --backends triton or --device-name is named at once.
+    let (runtime_policies, runtime_notes) =
+        super::export::runtime_policies(&args.runtime, args.data.backends.backends.as_ref())?;
     let session = Session::open(&args.data, Scope::EveryShape)?;
     let (catalog, matrix, what, names) = (&session.catalog, &session.matrix, &session.what, &session.names);
     let shapes = &session.shapes;
@@ -78,6 +84,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     }
     let (backend_policies, backend_notes) = session.backend_policies(&train);
     policies.extend(backend_policies);
+    policies.extend(runtime_policies);
     policies.extend(session.rule_policies(&args.rule)?);
     policies.push(Policy::Oracle);
     let report = evaluate(matrix, catalog, &policies, &scored);
@@ -108,8 +115,14 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
             text.push_str(&format!("  {n}\n"));
         }
     }
+    if !runtime_notes.is_empty() {
+        text.push_str("runtime policies (a pick of a config without a usable row counts as a fallback):\n");
+        for n in &runtime_notes {
+            text.push_str(&format!("  {n}\n"));
+        }
+    }
     text.push_str(&crate::tuned::agreement_text(matrix, catalog, &policies, &report.shapes));
-    if args.rule.is_empty() && tables.is_empty() && !args.published {
+    if args.rule.is_empty() && tables.is_empty() && !args.published && args.runtime.is_empty() {
         text.push_str(
             "hint: only the default and the oracle were scored; add --rule FILE, --tuned FILE, --tuned-sample or \
              --published to score more, and --held-out to score outside the training sample\n",
@@ -155,6 +168,13 @@ fn write_all(text: &mut String, files: Vec<(PathBuf, Vec<u8>, &str)>) -> anyhow:
 /// manifest, one row per configuration, and on every shape; `--tuned-sample` builds the tuned table from
 /// the main job's training sample (`--sample-m` M values × the layers of each training configuration).
 fn run_manifest(args: &CompareArgs, manifest: &Path) -> anyhow::Result<()> {
+    if !args.runtime.is_empty() {
+        bail!(
+            "--runtime-default, --runtime-tuned and --device-name score triton configs on a single dataset (with \
+             --backends naming triton); a manifest ({}) holds CK configurations",
+            manifest.display()
+        );
+    }
     if args.data.model.is_some() || args.data.spec.is_some() || args.held_out {
         bail!(
             "--dataset {} is a manifest of (model, TP) configurations: leave out --model, --spec and --held-out \

@@ -231,6 +231,78 @@ pub fn tuned_policy(runtime: Runtime, dir: &std::path::Path, device: &str) -> an
     Ok(crate::compare::Policy::RuntimeFiles { name: format!("{}-tuned", runtime.as_str()), files, fallback })
 }
 
+/// The policies `--runtime-default` and `--runtime-tuned` ask for, each with a line saying what it is.
+/// They score triton configs, so `backends` must name triton; `--runtime-tuned` needs `--device-name`
+/// (normalized as `synth export` does), and a runtime named twice is an error.
+pub fn runtime_policies(
+    args: &super::args::RuntimeArgs,
+    backends: Option<&crate::catalog::Backends>,
+) -> anyhow::Result<(Vec<crate::compare::Policy>, Vec<String>)> {
+    use crate::compare::Policy;
+    if args.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let asked: Vec<String> = args
+        .runtime_default
+        .iter()
+        .map(|r| format!("--runtime-default {}", r.as_str()))
+        .chain(args.runtime_tuned.iter().map(|(r, d)| format!("--runtime-tuned {}={}", r.as_str(), d.display())))
+        .collect();
+    let Some(first) = asked.first() else {
+        bail!("--device-name is read with --runtime-tuned (the GPU name in the config files' names); add --runtime-tuned vllm=DIR or leave it out");
+    };
+    if !backends.is_some_and(|b| b.contains(crate::catalog::Libtype::Triton)) {
+        let now = backends.map_or_else(|| "no --backends (CK legacy only)".to_string(), |b| format!("--backends {b}"));
+        bail!(
+            "{first} scores triton configs, but {now} leaves the triton rows out: add triton to --backends \
+             (--backends triton for a journal of triton rows, e.g. --backends ck,triton for one with both)"
+        );
+    }
+    let mut policies = Vec::new();
+    let mut notes = Vec::new();
+    let mut seen = BTreeSet::new();
+    for &runtime in &args.runtime_default {
+        if !seen.insert(format!("{}-default", runtime.as_str())) {
+            bail!("--runtime-default names {} twice", runtime.as_str());
+        }
+        policies.push(default_policy(runtime));
+        notes.push(format!(
+            "{}-default: {} on every shape (the config {} runs on a layer without a tuned file)",
+            runtime.as_str(),
+            runtime.default_config().name(),
+            runtime.as_str()
+        ));
+    }
+    if !args.runtime_tuned.is_empty() && args.device_name.is_none() {
+        bail!(
+            "--runtime-tuned needs --device-name: the GPU name in the config files' names, as the runtime reports it \
+             (e.g. --device-name NVIDIA_H200)"
+        );
+    }
+    for (runtime, dir) in &args.runtime_tuned {
+        if !seen.insert(format!("{}-tuned", runtime.as_str())) {
+            bail!("--runtime-tuned names {} twice; give one directory per runtime", runtime.as_str());
+        }
+        let device = args.device_name.as_deref().unwrap_or_default();
+        let policy = tuned_policy(*runtime, dir, device)
+            .with_context(|| format!("--runtime-tuned {}={}", runtime.as_str(), dir.display()))?;
+        if let Policy::RuntimeFiles { files, .. } = &policy {
+            let entries: usize = files.values().map(Vec::len).sum();
+            notes.push(format!(
+                "{}-tuned: {} files ({entries} M keys) for {} in {}, the nearest M key of the shape's (N, K) file \
+                 (ties to the key first in the file); {} on a layer without a file",
+                runtime.as_str(),
+                files.len(),
+                device_component(device).map_err(anyhow::Error::msg)?,
+                crate::paths::display_path(dir),
+                runtime.default_config().name()
+            ));
+        }
+        policies.push(policy);
+    }
+    Ok((policies, notes))
+}
+
 pub fn run(args: ExportArgs) -> anyhow::Result<()> {
     let device = device_component(&args.device_name).map_err(anyhow::Error::msg)?;
     if !(1..=MAX_MAX_M).contains(&args.max_m) {

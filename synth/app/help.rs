@@ -58,7 +58,11 @@ pub const COMPARE: &str = "\
 Examples:
   synth compare --rule generated/rule.json --published --tuned-sample --held-out
   synth compare --dataset my.csv --model qwen3-32b --tp 2 --rule a.cpp --rule b.rs --csv cmp.csv --svg cmp.svg
-  synth compare --tuned aiter_tuned.csv       # AITER's lookup with a tuned CSV (one row per shape)";
+  synth compare --tuned aiter_tuned.csv       # AITER's lookup with a tuned CSV (one row per shape)
+  synth compare --dataset triton.csv --backends triton --rule rule.json --runtime-default vllm,sglang \\
+      --runtime-tuned vllm=measurements/h200/vllm-h200-configs --device-name NVIDIA_H200
+                                              # a rule over the triton family against vLLM's and SGLang's default
+                                              # configs and vLLM's shipped config files";
 
 pub const SEARCH: &str = "\
 Examples:

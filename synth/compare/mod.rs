@@ -91,6 +91,8 @@ pub enum PolicyKind {
     Default,
     Tuned,
     NearestM,
+    /// A rule, or another policy drawn like one (one candidate, a backend's oracle, a threshold, a runtime's
+    /// config files): each gets a colour of its own in the plot.
     Rule,
     Oracle,
 }
@@ -106,8 +108,8 @@ impl Policy {
             | Policy::TunedRule { .. }
             | Policy::Fixed { .. }
             | Policy::OracleOf { .. }
-            | Policy::Threshold { .. } => PolicyKind::Rule,
-            Policy::RuntimeFiles { .. } => PolicyKind::NearestM,
+            | Policy::Threshold { .. }
+            | Policy::RuntimeFiles { .. } => PolicyKind::Rule,
             Policy::Oracle => PolicyKind::Oracle,
         }
     }
