@@ -280,3 +280,163 @@ fn committed_h200_dataset_matches_the_plan() {
         assert_eq!(got, want, "M={m} N={n} K={k} id={id}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------------
+// `--family triton`: configs of the block-FP8 Triton family, planned for the same harness.
+
+/// `synth bench --family triton` over M in {16, 1}, N=5120, K=4096, two configs, with the fake harness.
+fn triton_args(out: &Path, extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "bench",
+        "--family",
+        "triton",
+        "--m-set",
+        "16,1",
+        "--shapes",
+        "5120:4096",
+        "--configs",
+        "triton_bm64_bn128_bk128_g32_w4_s2, triton_bm16_bn32_bk128_g1_w4_s5",
+        "--recheck-fraction",
+        "0",
+        "--python",
+        "python3",
+        "--harness",
+        FAKE,
+        "--out",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.push(out.display().to_string());
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+/// The plan lines of [`triton_args`], written out by hand: shapes by (N, K, M), each shape's configs in the
+/// order given, the line `harness/triton_plan.py` writes for each cell (ids: log2(BM)·10^7 + log2(BN)·10^6 +
+/// log2(BK)·10^5 + G·100 + log2(W)·10 + S).
+const TRITON_PLAN: [&str; 4] = [
+    r#"{"libtype": "triton", "M": 1, "N": 5120, "K": 4096, "kernelId": 67703222, "splitK": 0, "kernelName": "triton_bm64_bn128_bk128_g32_w4_s2", "BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32, "num_warps": 4, "num_stages": 2, "recheck": 0}"#,
+    r#"{"libtype": "triton", "M": 1, "N": 5120, "K": 4096, "kernelId": 45700125, "splitK": 0, "kernelName": "triton_bm16_bn32_bk128_g1_w4_s5", "BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 5, "recheck": 0}"#,
+    r#"{"libtype": "triton", "M": 16, "N": 5120, "K": 4096, "kernelId": 67703222, "splitK": 0, "kernelName": "triton_bm64_bn128_bk128_g32_w4_s2", "BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32, "num_warps": 4, "num_stages": 2, "recheck": 0}"#,
+    r#"{"libtype": "triton", "M": 16, "N": 5120, "K": 4096, "kernelId": 45700125, "splitK": 0, "kernelName": "triton_bm16_bn32_bk128_g1_w4_s5", "BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 5, "recheck": 0}"#,
+];
+
+#[test]
+fn triton_family_sends_the_plan_lines_and_journals_triton_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("j.csv");
+    let copy = dir.path().join("sent.jsonl");
+    let o = run(&triton_args(&out, &[]), &[("FAKE_PLAN_COPY", copy.to_str().unwrap())]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stderr.contains("plan: 4 cells (2 shapes x 2 triton configs, no split-K, 0 rechecks)"), "{stderr}");
+    let sent = std::fs::read_to_string(&copy).unwrap();
+    assert_eq!(sent.lines().collect::<Vec<_>>(), TRITON_PLAN);
+
+    // The real harness's plan reader takes every line as a triton cell of its config.
+    let check = "import sys\nsys.path.insert(0, 'harness')\nfrom bsbench import plan\n\
+                 cells = plan.read_plan(sys.argv[1])\n\
+                 print(' '.join('%s:%d:%s' % (c.libtype, c.m, c.config.name()) for c in cells))";
+    let py = Command::new("python3")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["-c", check, copy.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(py.status.success(), "{}", String::from_utf8_lossy(&py.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&py.stdout).trim(),
+        "triton:1:triton_bm64_bn128_bk128_g32_w4_s2 triton:1:triton_bm16_bn32_bk128_g1_w4_s5 \
+         triton:16:triton_bm64_bn128_bk128_g32_w4_s2 triton:16:triton_bm16_bn32_bk128_g1_w4_s5"
+    );
+
+    // The journal holds libtype triton rows the table reader accepts, with the fake harness's times:
+    // 1 + M·N·K/1e9 + BM/100 + stages/10 (M=1, bm64 s2: 1 + 0.02097152 + 0.64 + 0.2).
+    let rows = gemm_synth::table::read_aiter_csv(&out, &gemm_synth::Catalog::embedded()).unwrap();
+    assert_eq!(rows.len(), 4);
+    assert!(rows.iter().all(|r| r.libtype == gemm_synth::catalog::Libtype::Triton && r.split_k == 0));
+    let first = rows.iter().find(|r| r.m == 1 && r.kernel_id == 67703222).unwrap();
+    assert_eq!(first.us, Some(1.8610));
+    assert_eq!(first.kernel_name, "triton_bm64_bn128_bk128_g32_w4_s2");
+
+    // A rerun resumes: nothing is left to measure.
+    let o = run(&triton_args(&out, &[]), &[("FAKE_PLAN_COPY", copy.to_str().unwrap())]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && stderr.contains("4 already in") && stderr.contains("0 to measure"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&copy).unwrap(), sent, "no cell was sent again");
+
+    // Two GPU workers: the same cells, dealt by shape, in the one journal.
+    let out2 = dir.path().join("j2.csv");
+    let copy2 = dir.path().join("sent2.jsonl");
+    let o = run(
+        &triton_args(&out2, &["--gpus", "0,1"]),
+        &[("FAKE_DEVICES", "2"), ("FAKE_PLAN_COPY", copy2.to_str().unwrap())],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut sent2: Vec<String> = std::fs::read_to_string(&copy2).unwrap().lines().map(str::to_string).collect();
+    sent2.sort();
+    let mut want: Vec<String> = TRITON_PLAN.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    assert_eq!(sent2, want);
+    assert_eq!(journal_keys(&out2), journal_keys(&out));
+}
+
+#[test]
+fn triton_family_plans_the_kept_set_and_rechecks_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("j.csv");
+    // The kept set (8 configs of the cover and vLLM's default) on one shape.
+    let mut args = triton_args(&out, &["--dry-run"]);
+    let at = args.iter().position(|a| a == "--configs").unwrap();
+    args.drain(at..at + 2);
+    let o = run(&args, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "18", "2 shapes x 9 kept configs");
+    assert!(!out.exists());
+    // Rechecks: round(4 x 0.5) = 2 cells of the plan again, with recheck 1, after it.
+    let plan = dir.path().join("plan.jsonl");
+    let mut args = triton_args(&out, &["--plan-only", plan.to_str().unwrap()]);
+    let at = args.iter().position(|a| a == "--recheck-fraction").unwrap();
+    args[at + 1] = "0.5".into();
+    let o = run(&args, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let lines: Vec<String> = std::fs::read_to_string(&plan).unwrap().lines().map(str::to_string).collect();
+    assert_eq!(&lines[..4], TRITON_PLAN);
+    assert_eq!(lines.len(), 6);
+    for l in &lines[4..] {
+        let main = l.replace("\"recheck\": 1}", "\"recheck\": 0}");
+        assert!(l.ends_with("\"recheck\": 1}") && TRITON_PLAN.contains(&main.as_str()), "{l}");
+    }
+}
+
+#[test]
+fn triton_family_options_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("j.csv");
+    let configs = dir.path().join("configs.txt");
+    std::fs::write(&configs, "# kept\ntriton_bm64_bn128_bk128_g32_w4_s2\ntriton_bm64_bn128_bk256_g32_w4_s2\n").unwrap();
+    let file = format!("--configs={}", configs.display());
+    let cases: [(Vec<&str>, &str); 6] = [
+        (vec!["--instances", "7"], "--instances 7 names CK kernelIds"),
+        (vec!["--split-k", "auto"], "the triton kernel has no split-K"),
+        (vec!["--cu-num", "132"], "--family triton plans every config at split-K 0"),
+        (vec!["--configs", "triton_bm64_bn128"], "\"triton_bm64_bn128\" is not a triton config name"),
+        (vec![file.as_str()], "configs.txt:3: \"triton_bm64_bn128_bk256_g32_w4_s2\": BLOCK_SIZE_K 256"),
+        (vec!["--backend", "aiter"], "--family triton and --configs apply to --backend harness"),
+    ];
+    for (extra, words) in cases {
+        let mut args = triton_args(&out, &["--dry-run"]);
+        if extra[0].starts_with("--configs") {
+            let at = args.iter().position(|a| a == "--configs").unwrap();
+            args.drain(at..at + 2);
+        }
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let o = run(&args, &[]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && stderr.contains(words), "{extra:?}: {stderr}");
+    }
+    // --configs belongs to the triton family.
+    let o = run(&bench_args(&out, &["--dry-run", "--configs", "kept"]), &[]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("add --family triton"));
+    assert!(!out.exists(), "nothing is written on an error");
+}

@@ -228,8 +228,10 @@ const C: TritonConfig =
 const U: TritonConfig =
     TritonConfig { block_m: 128, block_n: 128, block_k: 128, group_m: 16, num_warps: 8, num_stages: 4 };
 
-/// (M, N, K) and the times of A (vLLM's default), S (SGLang's), B and C; `None` is a failed cell.
-const TIMES: [((u32, u32, u32), [Option<f64>; 4]); 7] = [
+/// A shape (M, N, K) and the times of A (vLLM's default), S (SGLang's), B and C; `None` is a failed cell.
+type ShapeTimes = ((u32, u32, u32), [Option<f64>; 4]);
+
+const TIMES: [ShapeTimes; 7] = [
     ((1, 1536, 7168), [Some(20.0), Some(22.0), Some(10.0), Some(12.0)]),
     ((16, 1536, 7168), [Some(24.0), Some(20.0), Some(16.0), Some(15.0)]),
     ((64, 1536, 7168), [Some(30.0), Some(28.0), Some(40.0), Some(25.0)]),

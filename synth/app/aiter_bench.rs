@@ -151,10 +151,16 @@ pub fn measure_shapes(
 /// `synth bench --backend aiter`.
 pub fn bench(args: &BenchArgs) -> Result<()> {
     let catalog = Catalog::embedded();
-    if args.instances != "all" {
+    if let Some(instances) = args.instances.as_deref().filter(|i| *i != "all") {
         bail!(
-            "--instances {}: AITER's tuner measures every candidate of --libtype; --instances applies to --backend harness",
-            args.instances
+            "--instances {instances}: AITER's tuner measures every candidate of --libtype; --instances applies to \
+             --backend harness"
+        );
+    }
+    if args.family != super::bench_args::Family::Ck || args.configs.is_some() {
+        bail!(
+            "--family triton and --configs apply to --backend harness (the Triton harness measures the triton \
+             family); AITER's tuner measures CK kernels"
         );
     }
     if !args.harness_args.is_empty() {
@@ -185,8 +191,12 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             "--worker-retries applies to --backend harness; with --backend aiter the tuner's own process pool              (--mp) runs the GPUs"
         );
     }
-    let mut tuner = Tuner::from_args(&args.python, &args.aiter, args.split_k == crate::measure::SplitKMode::Auto)?
-        .with_silence_limit(Duration::from_secs_f64(args.cell_timeout));
+    let mut tuner = Tuner::from_args(
+        &args.python,
+        &args.aiter,
+        args.split_k.unwrap_or(crate::measure::SplitKMode::Auto) == crate::measure::SplitKMode::Auto,
+    )?
+    .with_silence_limit(Duration::from_secs_f64(args.cell_timeout));
     let gpus = args.scale.gpu_list()?;
     if let Some(g) = &gpus {
         tuner = tuner.on_gpus(g)?;

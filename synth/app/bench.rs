@@ -1,12 +1,13 @@
-//! `synth bench`: measure every legacy instance (with split-K where it can matter) on a model's GEMM
-//! shapes with the GPU harness, appending to a resumable journal.
+//! `synth bench`: measure every legacy instance (with split-K where it can matter), or with `--family
+//! triton` every config of a set of the block-FP8 Triton family, on a model's GEMM shapes with the GPU
+//! harness, appending to a resumable journal.
 
 use super::aiter_args::Backend;
-use super::bench_args::{bench_grid, print_summary};
+use super::bench_args::{bench_grid, parse_configs, print_summary, Family};
 use crate::catalog::{Catalog, Instance};
 use crate::measure::driver::{DeviceInfo, Harness, PROBE_LIMIT};
 use crate::measure::journal::{CellResult, Journal};
-use crate::measure::plan::{build_plan, PlanCell, PlanSpec};
+use crate::measure::plan::{build_plan, build_triton_plan, PlanCell, PlanSpec, SplitKMode, TritonPlanSpec};
 use crate::measure::pool::{probe_all, Pool, PoolEvent, DEFAULT_RETRIES};
 use crate::measure::shard::{deal_by_shape, shard_plan};
 use crate::table::Shape;
@@ -49,33 +50,63 @@ pub fn run(args: BenchArgs) -> Result<()> {
     }
     let catalog = Catalog::embedded();
     let (ms, (layers, unrunnable)) = bench_grid(&args)?;
-    let instances = select_instances(&catalog, &args.instances)?;
     let harness = harness_of(&args);
     let gpus = args.scale.gpu_list()?;
     if gpus.is_none() && args.scale.worker_retries.is_some() {
         bail!("--worker-retries applies to --gpus (several GPU workers); one worker stops at its first failure");
     }
+    let shapes: Vec<Shape> = layers.iter().flat_map(|&(n, k)| ms.iter().map(move |&m| Shape::new(m, n, k))).collect();
+    let n_shapes = shapes.len();
     let mut device: Option<DeviceInfo> = None;
-    let cu_num = match args.cu_num {
-        Some(0) => bail!("--cu-num 0: the device's CU/SM count is at least 1 (e.g. 304 for MI300X, 132 for H200)"),
-        Some(c) => c,
-        None => {
-            let d = probe(&harness, gpus.as_deref())?;
-            let c = d.cu_num;
-            device = Some(d);
-            c
+    let (plan, what) = match args.family {
+        Family::Ck => {
+            if args.configs.is_some() {
+                bail!("--configs names configs of the triton family: add --family triton, or give CK kernelIds with --instances");
+            }
+            let instances = select_instances(&catalog, args.instances.as_deref().unwrap_or("all"))?;
+            let split_k = args.split_k.unwrap_or(SplitKMode::Auto);
+            let cu_num = match args.cu_num {
+                Some(0) => {
+                    bail!("--cu-num 0: the device's CU/SM count is at least 1 (e.g. 304 for MI300X, 132 for H200)")
+                }
+                Some(c) => c,
+                None => {
+                    let d = probe(&harness, gpus.as_deref())?;
+                    let c = d.cu_num;
+                    device = Some(d);
+                    c
+                }
+            };
+            let spec = PlanSpec {
+                shapes,
+                instances,
+                split_k,
+                cu_num,
+                recheck_fraction: args.recheck_fraction,
+                seed: args.seed,
+            };
+            let what = format!("{} instances with split-K {:?}", spec.instances.len(), split_k);
+            (build_plan(&spec)?, what)
+        }
+        Family::Triton => {
+            if let Some(i) = &args.instances {
+                bail!("--instances {i} names CK kernelIds; with --family triton name the configs with --configs");
+            }
+            if args.split_k == Some(SplitKMode::Auto) {
+                bail!("--split-k auto: the triton kernel has no split-K; leave --split-k out (or give none) with --family triton");
+            }
+            if let Some(c) = args.cu_num {
+                bail!(
+                    "--cu-num {c} is read by the CK split-K rule; --family triton plans every config at split-K 0 \
+                     without it (a dry run needs no GPU): leave it out"
+                );
+            }
+            let configs = parse_configs(args.configs.as_deref())?;
+            let distinct = configs.iter().collect::<std::collections::BTreeSet<_>>().len();
+            let spec = TritonPlanSpec { shapes, configs, recheck_fraction: args.recheck_fraction, seed: args.seed };
+            (build_triton_plan(&spec)?, format!("{distinct} triton configs, no split-K"))
         }
     };
-    let shapes: Vec<Shape> = layers.iter().flat_map(|&(n, k)| ms.iter().map(move |&m| Shape::new(m, n, k))).collect();
-    let spec = PlanSpec {
-        shapes,
-        instances,
-        split_k: args.split_k,
-        cu_num,
-        recheck_fraction: args.recheck_fraction,
-        seed: args.seed,
-    };
-    let plan = build_plan(&spec)?;
     let plan = match args.scale.shard {
         None => plan,
         Some(shard) => {
@@ -110,11 +141,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
     };
     let n_recheck = plan.iter().filter(|c| c.recheck != 0).count();
     eprintln!(
-        "plan: {} cells ({} shapes x {} instances with split-K {:?}, {} rechecks); {} already in {}; {} to measure",
+        "plan: {} cells ({} shapes x {what}, {} rechecks); {} already in {}; {} to measure",
         plan.len(),
-        if args.scale.shard.is_some() { shape_count(&plan) } else { spec.shapes.len() },
-        spec.instances.len(),
-        args.split_k,
+        if args.scale.shard.is_some() { shape_count(&plan) } else { n_shapes },
         n_recheck,
         plan.len() - todo.len(),
         args.out.display(),
@@ -149,10 +178,12 @@ pub fn run(args: BenchArgs) -> Result<()> {
         return Ok(());
     }
     if device.is_none() {
-        // The early check for Python, PyTorch and the GPU(s) (--cu-num skipped the first probe).
-        match &gpus {
-            None => drop(harness.probe()?),
-            Some(g) => drop(probe_all(&harness, g, PROBE_LIMIT)?),
+        // The early check for Python, PyTorch and the GPU(s) (--cu-num or --family triton skipped the first
+        // probe); a triton plan shows the device here.
+        match (&gpus, args.family) {
+            (_, Family::Triton) => drop(probe(&harness, gpus.as_deref())?),
+            (None, Family::Ck) => drop(harness.probe()?),
+            (Some(g), Family::Ck) => drop(probe_all(&harness, g, PROBE_LIMIT)?),
         }
     }
     match gpus {

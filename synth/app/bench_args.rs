@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::aiter_args::{AiterArgs, Backend};
+use crate::catalog::triton::TritonConfig;
 use crate::measure::journal::{recheck_noise, Journal};
 use crate::measure::plan::SplitKMode;
 use crate::measure::shard::Shard;
@@ -26,12 +27,23 @@ pub struct BenchArgs {
     /// (N,K) pairs to measure instead of the model's layers, e.g. `5120:5120,25600:5120`.
     #[arg(long)]
     pub shapes: Option<String>,
-    /// Legacy kernelIds to measure (comma list), or `all` (the 19 candidates).
-    #[arg(long, default_value = "all")]
-    pub instances: String,
-    /// Split-K levels: `auto` (1..3 where the grid is smaller than the CU count) or `none`.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub split_k: SplitKMode,
+    /// Kernel family to measure: `ck` (the CK legacy instances, realized in the Triton harness) or `triton`
+    /// (configs of the block-FP8 Triton GEMM vLLM and SGLang run, libtype triton; see --configs).
+    #[arg(long, value_enum, default_value = "ck")]
+    pub family: Family,
+    /// Legacy kernelIds to measure (comma list), or `all` (the 19 candidates) [default: all]; --family ck.
+    #[arg(long)]
+    pub instances: Option<String>,
+    /// With --family triton, the configs to measure: `kept` (the 8 configs kept by the set cover of
+    /// measurements/h200/triton-space/ and vLLM's default, embedded), `space` (the tuner's 1280 configs), a
+    /// file of config names (one per line, `#` comments: the format of triton-space/kept.txt), or a comma
+    /// list of names such as triton_bm64_bn128_bk128_g32_w4_s2 [default: kept].
+    #[arg(long)]
+    pub configs: Option<String>,
+    /// Split-K levels: `auto` (1..3 where the grid is smaller than the CU count) or `none` [default: auto;
+    /// --family triton: none, the kernel has no split-K].
+    #[arg(long, value_enum)]
+    pub split_k: Option<SplitKMode>,
     /// Share of cells measured a second time at the end (noise estimate).
     #[arg(long, default_value_t = 0.05)]
     pub recheck_fraction: f64,
@@ -60,7 +72,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1800.0, value_parser = positive_seconds)]
     pub cell_timeout: f64,
     /// Print the plan size (total, already in the journal, to measure) and stop. Without a GPU (or
-    /// PyTorch), also pass --cu-num.
+    /// PyTorch), also pass --cu-num (--family ck; a triton plan needs no device).
     #[arg(long)]
     pub dry_run: bool,
     /// Write the cells still to measure as a plan file (JSON lines) and stop.
@@ -73,6 +85,64 @@ pub struct BenchArgs {
     pub scale: ScaleArgs,
     #[command(flatten)]
     pub aiter: AiterArgs,
+}
+
+/// The kernel family `synth bench` plans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Family {
+    /// CK legacy instances (kernelIds 0..18, split-K where it can matter).
+    Ck,
+    /// Configs of the block-FP8 Triton family (libtype triton, no split-K).
+    Triton,
+}
+
+/// The kept configs of `measurements/h200/triton-space/kept.txt` (the default of `--family triton`).
+pub const KEPT_CONFIGS: &str = include_str!("../../measurements/h200/triton-space/kept.txt");
+
+/// The configs of `--configs` ([`BenchArgs::configs`]): `kept`, `space`, a file of names (`#` comments),
+/// or a comma list of names. An error names the file and line, or the list entry, and the bad name.
+pub(crate) fn parse_configs(text: Option<&str>) -> Result<Vec<TritonConfig>> {
+    let text = text.unwrap_or("kept");
+    let from_lines = |body: &str, origin: &str| -> Result<Vec<TritonConfig>> {
+        let mut out = Vec::new();
+        for (i, line) in body.lines().enumerate() {
+            let name = line.split('#').next().unwrap_or_default().trim();
+            if name.is_empty() {
+                continue;
+            }
+            out.push(TritonConfig::parse_name(name).map_err(|e| anyhow::anyhow!("--configs {origin}:{}: {e}", i + 1))?);
+        }
+        if out.is_empty() {
+            bail!("--configs {origin}: no config name (one per line, e.g. triton_bm64_bn128_bk128_g32_w4_s2)");
+        }
+        Ok(out)
+    };
+    match text {
+        "kept" => from_lines(KEPT_CONFIGS, "kept (measurements/h200/triton-space/kept.txt)"),
+        "space" => Ok(crate::catalog::triton::tuner_space()),
+        _ if std::path::Path::new(text).is_file() => {
+            let bytes = crate::input::read_bytes_capped(
+                std::path::Path::new(text),
+                crate::input::MAX_SPEC_BYTES,
+                "--configs file",
+            )
+            .with_context(|| format!("--configs {text}: cannot read it"))?;
+            let body = String::from_utf8(bytes).with_context(|| format!("--configs {text}: not UTF-8 text"))?;
+            from_lines(&body, text)
+        }
+        list => list
+            .split(',')
+            .map(|name| {
+                TritonConfig::parse_name(name.trim()).map_err(|e| {
+                    anyhow::anyhow!(
+                        "--configs: {e}; give `kept`, `space`, a file of config names or a comma list of names \
+                         ({} is not a file either)",
+                        crate::sanitize::shown(list)
+                    )
+                })
+            })
+            .collect(),
+    }
 }
 
 /// Where a plan runs: several GPUs of this host (`--gpus`) and one share of a plan split over several runs

@@ -35,13 +35,16 @@ pub const BENCH: &str = "\
 Examples (on a machine with a GPU, PyTorch and Triton):
   synth bench --model qwen3-32b --tp 2 --out my.csv      # interrupt and rerun to resume
   synth bench --model llama-3.1-8b --tp 1 --m-set decode --out decode.csv
+  synth bench --family triton --model qwen3-32b --tp 2 --out triton.csv
+                                                         # the kept block-FP8 Triton configs (--configs space,
+                                                         # a file of names, or a comma list of names)
 Without a GPU:
   synth bench --model qwen3-32b --tp 2 --out my.csv --dry-run --cu-num 304   # the plan's size only
 Many GPUs:
   synth bench --model qwen3-32b --tp 2 --out my.csv --gpus 0,1,2,3            # one worker per GPU, one journal
   synth bench --model qwen3-32b --tp 2 --out part3.csv --shard 3/8            # share 3 of 8 machines' runs
   synth merge part*.csv --out my.csv                                          # the shards' journals as one
-Then: synth run --dataset my.csv --model qwen3-32b --tp 2";
+Then: synth run --dataset my.csv --model qwen3-32b --tp 2   (a triton journal: add --backends triton)";
 
 pub const MERGE: &str = "\
 Examples:

@@ -319,7 +319,7 @@ pub(crate) fn take_result<P: std::borrow::Borrow<PlanCell>>(
 }
 
 /// What a harness row must agree on with its plan cell and the journal before it is written: the
-/// kernel name the plan sent, libtype `ck`, and one device (gfx, CU count, device name) per journal.
+/// kernel name and libtype the plan sent, a measured time (no screening estimate), and one device (gfx, CU count, device name) per journal.
 fn check_against_plan(row: &CellResult, cell: &PlanCell, device: &mut Option<(String, u32, String)>) -> Result<()> {
     use crate::sanitize::shown;
     if row.kernel_name != cell.kernel_name {
@@ -330,8 +330,14 @@ fn check_against_plan(row: &CellResult, cell: &PlanCell, device: &mut Option<(St
             cell.kernel_id
         );
     }
-    if row.libtype != crate::catalog::Libtype::Ck {
-        bail!("libtype \"{}\" is not \"ck\"", row.libtype);
+    if row.libtype != cell.libtype() {
+        bail!("libtype \"{}\" is not the plan's \"{}\"", row.libtype, cell.libtype());
+    }
+    if row.timing == "estimate" {
+        bail!(
+            "timing \"estimate\" is a screening figure, not a measured latency (the journal reader refuses it); \
+             run the harness without --slow-reps 0 so that every cell is timed"
+        );
     }
     let this = (row.gfx.clone(), row.cu_num, row.device.clone());
     match device {

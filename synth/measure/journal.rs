@@ -75,7 +75,7 @@ impl CellResult {
             kernel_id: self.kernel_id,
             split_k: self.split_k,
             recheck: self.recheck != 0,
-            cktile: self.libtype == Libtype::Cktile,
+            libtype: self.libtype,
         }
     }
 

@@ -19,7 +19,7 @@ pub mod shard;
 
 pub use driver::{DeviceInfo, Harness};
 pub use journal::{read_journal, recheck_noise, CellResult, Journal};
-pub use plan::{build_plan, split_levels, CellKey, PlanCell, PlanSpec, SplitKMode};
+pub use plan::{build_plan, build_triton_plan, split_levels, CellKey, PlanCell, PlanSpec, SplitKMode, TritonPlanSpec};
 
 /// Cells of `plan` that the journal does not hold yet, in plan order.
 pub fn remaining(plan: &[PlanCell], journal: &Journal) -> Vec<PlanCell> {

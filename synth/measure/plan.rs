@@ -1,7 +1,8 @@
 //! The measurement plan: which (shape, instance, split-K) cells to measure, in which order, and which
 //! of them to measure a second time at the end (rechecks).
 
-use crate::catalog::{Instance, LegacyParams};
+use crate::catalog::triton::TritonConfig;
+use crate::catalog::{Instance, LegacyParams, Libtype};
 use crate::table::Shape;
 use rand::seq::index::sample;
 use rand_chacha::rand_core::SeedableRng;
@@ -48,6 +49,10 @@ pub struct PlanCell {
     pub pipeline: u32,
     /// 1 for the second measurement of a cell (the noise estimate), else 0.
     pub recheck: u8,
+    /// The config of a cell of the block-FP8 Triton family (libtype `triton`; the CK fields above then
+    /// hold its tile and zeros); `None` for a CK legacy cell. See [`PlanCell::to_json_line`].
+    #[serde(skip)]
+    pub triton: Option<TritonConfig>,
 }
 
 /// Identity of a measurement: the journal holds at most one row per key.
@@ -59,8 +64,9 @@ pub struct CellKey {
     pub kernel_id: i32,
     pub split_k: u32,
     pub recheck: bool,
-    /// A CK-tile kernel (AITER libtype `cktile`, ids of its own); legacy `ck` otherwise.
-    pub cktile: bool,
+    /// The kernel's family: `ck` (legacy), `cktile` (AITER's CK-tile ids, a numbering of their own) or
+    /// `triton` (packed config ids).
+    pub libtype: Libtype,
 }
 
 impl PlanCell {
@@ -79,6 +85,35 @@ impl PlanCell {
             k_per_block: p.k_per_block,
             pipeline: p.pipeline,
             recheck: 0,
+            triton: None,
+        }
+    }
+
+    /// A plan cell for a config of the block-FP8 Triton family (no split-K).
+    pub fn triton(shape: Shape, config: TritonConfig) -> Self {
+        PlanCell {
+            m: shape.m,
+            n: shape.n,
+            k: shape.k,
+            kernel_id: config.kernel_id(),
+            split_k: 0,
+            kernel_name: config.name(),
+            block_size: 0,
+            m_per_block: config.block_m,
+            n_per_block: config.block_n,
+            k_per_block: config.block_k,
+            pipeline: 0,
+            recheck: 0,
+            triton: Some(config),
+        }
+    }
+
+    /// The cell's family: `triton` for a config of the Triton family, else `ck`.
+    pub fn libtype(&self) -> Libtype {
+        if self.triton.is_some() {
+            Libtype::Triton
+        } else {
+            Libtype::Ck
         }
     }
 
@@ -90,7 +125,7 @@ impl PlanCell {
             kernel_id: self.kernel_id,
             split_k: self.split_k,
             recheck: self.recheck != 0,
-            cktile: false,
+            libtype: self.libtype(),
         }
     }
 
@@ -98,9 +133,33 @@ impl PlanCell {
         Shape::new(self.m, self.n, self.k)
     }
 
-    /// The JSON line the harness reads.
+    /// The JSON line the harness reads. A CK cell: the fields above, compact. A triton cell: the line
+    /// `harness/triton_plan.py` writes for it (`bsbench.plan.TritonCell.to_json`, Python's `json.dumps`
+    /// spacing), byte for byte: `{"libtype": "triton", "M": .., "N": .., "K": .., "kernelId": .., "splitK": 0,
+    /// "kernelName": "..", "BLOCK_SIZE_M": .., "BLOCK_SIZE_N": .., "BLOCK_SIZE_K": .., "GROUP_SIZE_M": ..,
+    /// "num_warps": .., "num_stages": .., "recheck": ..}`.
     pub fn to_json_line(&self) -> String {
-        serde_json::to_string(self).expect("plan cells always serialize")
+        match &self.triton {
+            None => serde_json::to_string(self).expect("plan cells always serialize"),
+            Some(c) => {
+                let meta: Vec<String> = crate::catalog::triton::RUNTIME_KEYS
+                    .iter()
+                    .zip(c.values())
+                    .map(|(key, v)| format!("\"{key}\": {v}"))
+                    .collect();
+                format!(
+                    "{{\"libtype\": \"triton\", \"M\": {}, \"N\": {}, \"K\": {}, \"kernelId\": {}, \"splitK\": 0, \
+                     \"kernelName\": \"{}\", {}, \"recheck\": {}}}",
+                    self.m,
+                    self.n,
+                    self.k,
+                    self.kernel_id,
+                    self.kernel_name,
+                    meta.join(", "),
+                    self.recheck
+                )
+            }
+        }
     }
 }
 
@@ -183,15 +242,55 @@ pub fn build_plan(spec: &PlanSpec) -> Result<Vec<PlanCell>, PlanError> {
             }
         }
     }
-    let n_recheck = (cells.len() as f64 * spec.recheck_fraction).round() as usize;
+    Ok(with_rechecks(cells, spec.recheck_fraction, spec.seed))
+}
+
+/// `cells` followed by the recheck cells: a seeded sample of `fraction` of them (rounded), in plan order.
+fn with_rechecks(mut cells: Vec<PlanCell>, fraction: f64, seed: u64) -> Vec<PlanCell> {
+    let n_recheck = (cells.len() as f64 * fraction).round() as usize;
     if n_recheck > 0 {
-        let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut picks = sample(&mut rng, cells.len(), n_recheck.min(cells.len())).into_vec();
         picks.sort_unstable();
         let rechecks: Vec<PlanCell> = picks.into_iter().map(|i| PlanCell { recheck: 1, ..cells[i].clone() }).collect();
         cells.extend(rechecks);
     }
-    Ok(cells)
+    cells
+}
+
+/// What to measure of the block-FP8 Triton family: every config on every shape, no split-K.
+pub struct TritonPlanSpec {
+    pub shapes: Vec<Shape>,
+    pub configs: Vec<TritonConfig>,
+    /// Share of the measured cells measured again at the end (seeded choice).
+    pub recheck_fraction: f64,
+    pub seed: u64,
+}
+
+/// The plan of the Triton family: every (shape, config) cell, shapes sorted by (N, K, M) and each shape's
+/// configs in the given order, followed by the recheck cells chosen as [`build_plan`] chooses them.
+/// Configs given twice are measured once.
+pub fn build_triton_plan(spec: &TritonPlanSpec) -> Result<Vec<PlanCell>, PlanError> {
+    if !(0.0..=1.0).contains(&spec.recheck_fraction) || spec.recheck_fraction.is_nan() {
+        return Err(PlanError::BadFraction(spec.recheck_fraction));
+    }
+    let mut shapes = spec.shapes.clone();
+    shapes.sort_by_key(|s| (s.n, s.k, s.m));
+    shapes.dedup();
+    let mut configs: Vec<TritonConfig> = Vec::with_capacity(spec.configs.len());
+    for c in &spec.configs {
+        if !configs.contains(c) {
+            configs.push(*c);
+        }
+    }
+    let mut cells = Vec::with_capacity(shapes.len() * configs.len());
+    for &shape in &shapes {
+        if shape.k % SCALE_K != 0 || shape.k == 0 {
+            return Err(PlanError::BadK { shape, k: shape.k });
+        }
+        cells.extend(configs.iter().map(|&c| PlanCell::triton(shape, c)));
+    }
+    Ok(with_rechecks(cells, spec.recheck_fraction, spec.seed))
 }
 
 #[cfg(test)]
