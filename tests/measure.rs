@@ -14,9 +14,18 @@ fn synth() -> Command {
     c
 }
 
+/// `head`, then the fake harness, `--out out` and `extra`: the command line of a bench test.
+fn with_fake_harness(head: &[&str], out: &Path, extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = head.iter().map(|s| s.to_string()).collect();
+    v.extend(["--python", "python3", "--harness", FAKE, "--out"].map(String::from));
+    v.push(out.display().to_string());
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
 /// `synth bench` over M in {1,16}, N=K=5120, instances 0, 7, 8 with the fake harness.
 fn bench_args(out: &Path, extra: &[&str]) -> Vec<String> {
-    let mut v: Vec<String> = [
+    let head = [
         "bench",
         "--m-set",
         "1,16",
@@ -28,18 +37,8 @@ fn bench_args(out: &Path, extra: &[&str]) -> Vec<String> {
         "132",
         "--recheck-fraction",
         "0.25",
-        "--python",
-        "python3",
-        "--harness",
-        FAKE,
-        "--out",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    v.push(out.display().to_string());
-    v.extend(extra.iter().map(|s| s.to_string()));
-    v
+    ];
+    with_fake_harness(&head, out, extra)
 }
 
 fn run(args: &[String], envs: &[(&str, &str)]) -> Output {
@@ -286,7 +285,7 @@ fn committed_h200_dataset_matches_the_plan() {
 
 /// `synth bench --family triton` over M in {16, 1}, N=5120, K=4096, two configs, with the fake harness.
 fn triton_args(out: &Path, extra: &[&str]) -> Vec<String> {
-    let mut v: Vec<String> = [
+    let head = [
         "bench",
         "--family",
         "triton",
@@ -298,18 +297,8 @@ fn triton_args(out: &Path, extra: &[&str]) -> Vec<String> {
         "triton_bm64_bn128_bk128_g32_w4_s2, triton_bm16_bn32_bk128_g1_w4_s5",
         "--recheck-fraction",
         "0",
-        "--python",
-        "python3",
-        "--harness",
-        FAKE,
-        "--out",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    v.push(out.display().to_string());
-    v.extend(extra.iter().map(|s| s.to_string()));
-    v
+    ];
+    with_fake_harness(&head, out, extra)
 }
 
 /// The plan lines of [`triton_args`], written out by hand: shapes by (N, K, M), each shape's configs in the

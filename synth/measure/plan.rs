@@ -134,8 +134,8 @@ impl PlanCell {
     }
 
     /// The JSON line the harness reads. A CK cell: the fields above, compact. A triton cell: the line
-    /// `harness/triton_plan.py` writes for it (`bsbench.plan.TritonCell.to_json`, Python's `json.dumps`
-    /// spacing), byte for byte: `{"libtype": "triton", "M": .., "N": .., "K": .., "kernelId": .., "splitK": 0,
+    /// the harness's triton planner writes for it (its `TritonCell.to_json`, Python's `json.dumps` spacing),
+    /// byte for byte: `{"libtype": "triton", "M": .., "N": .., "K": .., "kernelId": .., "splitK": 0,
     /// "kernelName": "..", "BLOCK_SIZE_M": .., "BLOCK_SIZE_N": .., "BLOCK_SIZE_K": .., "GROUP_SIZE_M": ..,
     /// "num_warps": .., "num_stages": .., "recheck": ..}`.
     pub fn to_json_line(&self) -> String {
@@ -219,17 +219,9 @@ pub struct PlanSpec<'a> {
 /// Shape-major order lets the harness allocate inputs and the reference once per shape; the harness
 /// compiles every kernel variant of the plan once before measuring, so the order costs no compiles.
 pub fn build_plan(spec: &PlanSpec) -> Result<Vec<PlanCell>, PlanError> {
-    if !(0.0..=1.0).contains(&spec.recheck_fraction) || spec.recheck_fraction.is_nan() {
-        return Err(PlanError::BadFraction(spec.recheck_fraction));
-    }
-    let mut shapes = spec.shapes.clone();
-    shapes.sort_by_key(|s| (s.n, s.k, s.m));
-    shapes.dedup();
+    let shapes = plan_shapes(&spec.shapes, spec.recheck_fraction)?;
     let mut cells = Vec::new();
     for &shape in &shapes {
-        if shape.k % SCALE_K != 0 || shape.k == 0 {
-            return Err(PlanError::BadK { shape, k: shape.k });
-        }
         for inst in &spec.instances {
             let p =
                 inst.legacy_params().ok_or_else(|| PlanError::NotLegacy { id: inst.id, name: inst.name.clone() })?;
@@ -243,6 +235,21 @@ pub fn build_plan(spec: &PlanSpec) -> Result<Vec<PlanCell>, PlanError> {
         }
     }
     Ok(with_rechecks(cells, spec.recheck_fraction, spec.seed))
+}
+
+/// The shapes of a plan, sorted by (N, K, M) without repeats, after the checks every plan makes: a recheck
+/// fraction in 0..=1 and each K a positive multiple of the scale group.
+fn plan_shapes(shapes: &[Shape], recheck_fraction: f64) -> Result<Vec<Shape>, PlanError> {
+    if !(0.0..=1.0).contains(&recheck_fraction) || recheck_fraction.is_nan() {
+        return Err(PlanError::BadFraction(recheck_fraction));
+    }
+    let mut shapes = shapes.to_vec();
+    shapes.sort_by_key(|s| (s.n, s.k, s.m));
+    shapes.dedup();
+    if let Some(&shape) = shapes.iter().find(|s| s.k % SCALE_K != 0 || s.k == 0) {
+        return Err(PlanError::BadK { shape, k: shape.k });
+    }
+    Ok(shapes)
 }
 
 /// `cells` followed by the recheck cells: a seeded sample of `fraction` of them (rounded), in plan order.
@@ -271,12 +278,7 @@ pub struct TritonPlanSpec {
 /// configs in the given order, followed by the recheck cells chosen as [`build_plan`] chooses them.
 /// Configs given twice are measured once.
 pub fn build_triton_plan(spec: &TritonPlanSpec) -> Result<Vec<PlanCell>, PlanError> {
-    if !(0.0..=1.0).contains(&spec.recheck_fraction) || spec.recheck_fraction.is_nan() {
-        return Err(PlanError::BadFraction(spec.recheck_fraction));
-    }
-    let mut shapes = spec.shapes.clone();
-    shapes.sort_by_key(|s| (s.n, s.k, s.m));
-    shapes.dedup();
+    let shapes = plan_shapes(&spec.shapes, spec.recheck_fraction)?;
     let mut configs: Vec<TritonConfig> = Vec::with_capacity(spec.configs.len());
     for c in &spec.configs {
         if !configs.contains(c) {
@@ -285,9 +287,6 @@ pub fn build_triton_plan(spec: &TritonPlanSpec) -> Result<Vec<PlanCell>, PlanErr
     }
     let mut cells = Vec::with_capacity(shapes.len() * configs.len());
     for &shape in &shapes {
-        if shape.k % SCALE_K != 0 || shape.k == 0 {
-            return Err(PlanError::BadK { shape, k: shape.k });
-        }
         cells.extend(configs.iter().map(|&c| PlanCell::triton(shape, c)));
     }
     Ok(with_rechecks(cells, spec.recheck_fraction, spec.seed))
