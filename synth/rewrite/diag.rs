@@ -108,7 +108,51 @@ pub fn summarize_build_log(log: &str, target_file: &str, candidate: &str) -> Str
     if errors.len() > MAX_ERRORS {
         lines.push(format!("[... {} more error(s) not shown ...]", errors.len() - MAX_ERRORS));
     }
+    lines.extend(link_hints(&errors, target_file, candidate));
     lines.join("\n")
+}
+
+fn linker_symbol() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        Regex::new(r"(?P<what>undefined reference to|multiple definition of) [`'‘](?P<sym>[^`'’]+)['’]")
+            .expect("valid regex")
+    })
+}
+
+/// What a linker error means for the rewritten file: the linker names another object file (the caller), so
+/// the reflector is told which symbol the rewritten file must define (or must not define twice). One line per
+/// symbol, in the order the linker reported them.
+fn link_hints(errors: &[BuildError], target_file: &str, candidate: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    let mut out = Vec::new();
+    for e in errors.iter().filter(|e| e.file.is_none()) {
+        for line in &e.text {
+            let Some(c) = linker_symbol().captures(line) else { continue };
+            let sym = c["sym"].to_string();
+            let undefined = c["what"].starts_with("undefined");
+            if seen.contains(&(sym.clone(), undefined)) {
+                continue;
+            }
+            let named = Regex::new(&format!(r"\b{}\b", regex::escape(&sym))).is_ok_and(|r| r.is_match(candidate));
+            out.push(match (undefined, named) {
+                (true, false) => format!(
+                    "note: the program no longer links: `{sym}` is called from another file but the rewritten \
+                     {target_file} does not define it; keep the function's name and signature"
+                ),
+                (true, true) => format!(
+                    "note: the program no longer links: the rewritten {target_file} names `{sym}` but does not export \
+                     it (a misspelt name, a `static` or `inline`-only definition, or a changed signature in C++)"
+                ),
+                (false, _) => format!(
+                    "note: the rewritten {target_file} defines `{sym}`, which another file also defines; rename \
+                     the helper or make it `static`"
+                ),
+            });
+            seen.push((sym, undefined));
+        }
+    }
+    out
 }
 
 /// The last `n` non-empty lines of `s`.
@@ -150,5 +194,25 @@ mod tests {
         assert_eq!(build_errors(log).len(), 2);
         let s = summarize_build_log("something odd\n", "k.c", "");
         assert!(s.contains("something odd"));
+    }
+
+    #[test]
+    fn linker_errors_name_the_symbol_the_rewritten_file_must_define() {
+        // gcc's own text when the rewritten kernel.c lost `sum_squares` (main.c calls it).
+        let log = "/usr/bin/ld: /tmp/ccX.o: in function `main':\nmain.c:(.text+0x6e): undefined reference to `sum_squares'\nmain.c:(.text+0x9a): undefined reference to `sum_squares'\ncollect2: error: ld returned 1 exit status\n";
+        let s = summarize_build_log(log, "kernel.c", "float sumsq(const float *v, int n) { return 0; }\n");
+        let notes: Vec<&str> = s.lines().filter(|l| l.starts_with("note:")).collect();
+        assert_eq!(notes.len(), 1, "{s}");
+        assert!(notes[0].contains("`sum_squares`") && notes[0].contains("kernel.c does not define it"), "{s}");
+        // The name is in the file, but not as an exported definition.
+        let s = summarize_build_log(log, "kernel.c", "static float sum_squares(const float *v, int n) { return 0; }\n");
+        assert!(s.contains("kernel.c names `sum_squares` but does not export it"), "{s}");
+        // A helper clashing with one of main.c's.
+        let log = "/usr/bin/ld: /tmp/ccY.o: in function `helper':\nkernel.c:(.text+0x0): multiple definition of `helper'; /tmp/ccZ.o:main.c:(.text+0x0): first defined here\ncollect2: error: ld returned 1 exit status\n";
+        let s = summarize_build_log(log, "kernel.c", "int helper(void) { return 1; }\n");
+        assert!(s.contains("kernel.c defines `helper`, which another file also defines"), "{s}");
+        // A compile error gets no linker note.
+        let s = summarize_build_log("k.c:3:5: error: 'y' undeclared\n", "k.c", "");
+        assert!(!s.contains("note:"), "{s}");
     }
 }
