@@ -3,7 +3,7 @@
 
 1. the warps/stages mapping: every legacy instance on a few shapes under each candidate mapping
    (compile time per mapping, geomean latency, best TFLOP/s at M=4096 N=K=5120);
-2. correctness of every instance at every split-K level 0..3 (forced) on odd shapes, with the winner;
+2. correctness of every instance at every split-K level 0..5 (forced) on odd shapes, with the winner;
 3. timing noise: the mapping sweep's cells of the winner measured again;
 4. the wall time of a sample of the dataset grid, per shape, for extrapolating the full grid.
 
@@ -126,7 +126,7 @@ def main():
 def phases_after_sweep(run, insts, device, winner, sweep_cells, results, args):
     # 2. correctness with every split level forced
     corr_shapes = [(1, 5120, 4096), (37, 5120, 12800), (200, 25600, 5120)]
-    got, ct, wall = run("correct", winner, cells_for(insts, corr_shapes, lambda m, n, k, i: [0, 1, 2, 3]))
+    got, ct, wall = run("correct", winner, cells_for(insts, corr_shapes, lambda m, n, k, i: [0, 1, 2, 3, 4, 5]))
     bad = [g for g in got if g["status"] != "ok"]
     print("correctness: %d cells, %d not ok, max errRatio %.4g, wall %.1f s" % (
         len(got), len(bad), max((g["errRatio"] or 0) for g in got), wall), flush=True)

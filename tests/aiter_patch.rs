@@ -478,3 +478,36 @@ fn kit_expected_choices_follow_the_interpreter() {
     let err = gemm_synth::aiter::kit::write_kit(&rule, &catalog, dir.path(), 100, 3).unwrap_err().to_string();
     assert!(err.contains("at least 10000"), "{err}");
 }
+
+#[test]
+fn the_deepest_split_level_validates_and_reaches_aiter_as_kbatch_32() {
+    // Level 5 (`catalog::MAX_SPLIT_K`, what `synth bench --split-k aiter` measures at most) is a valid leaf,
+    // level 6 is not; the kit's expected choices pass KBatch = 1 << 5 = 32 to the kernel.
+    let catalog = Catalog::embedded();
+    assert_eq!(gemm_synth::catalog::MAX_SPLIT_K, 5);
+    let rule =
+        gemm_synth::rule::parse_any("if (M <= 16) return {kernel(6), 5}; else return kernel(3);", &catalog).unwrap();
+    let errors: Vec<_> = gemm_synth::rule::validate::validate(&rule, &catalog)
+        .into_iter()
+        .filter(|i| i.severity == gemm_synth::rule::Severity::Error)
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    let deeper =
+        gemm_synth::rule::parse_any("if (M <= 16) return {kernel(6), 6}; else return kernel(3);", &catalog).unwrap();
+    let issues = gemm_synth::rule::validate::validate(&deeper, &catalog);
+    assert!(issues.iter().any(|i| i.message.contains("split-K 6 is out of range: expected 0..=5")), "{issues:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    gemm_synth::aiter::kit::write_kit(&rule, &catalog, dir.path(), 10_000, 3).unwrap();
+    let shapes = std::fs::read_to_string(dir.path().join("shapes.txt")).unwrap();
+    let expected = std::fs::read_to_string(dir.path().join("expected.txt")).unwrap();
+    let (small, large) = (&catalog.legacy_by_id(6).unwrap().name, &catalog.legacy_by_id(3).unwrap().name);
+    let mut deep = 0;
+    for (s, e) in shapes.lines().zip(expected.lines()) {
+        let m: u32 = s.split(' ').next().unwrap().parse().unwrap();
+        let want = if m <= 16 { format!("{s} {small} 32") } else { format!("{s} {large} 1") };
+        assert_eq!(e, want);
+        deep += usize::from(m <= 16);
+    }
+    assert!(deep > 0, "some shapes have M <= 16");
+}

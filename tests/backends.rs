@@ -86,7 +86,7 @@ fn random_cond(rng: &mut rand_chacha::ChaCha8Rng, depth: u32) -> Cond {
 
 fn random_leaf(rng: &mut rand_chacha::ChaCha8Rng) -> Leaf {
     match rng.gen_range(0..4) {
-        0 | 1 => Leaf::new(rng.gen_range(0..19), rng.gen_range(0..4)),
+        0 | 1 => Leaf::new(rng.gen_range(0..19), rng.gen_range(0..=gemm_synth::catalog::MAX_SPLIT_K)),
         2 => {
             let pow = |rng: &mut rand_chacha::ChaCha8Rng, lo: u32, hi: u32| 1u32 << rng.gen_range(lo..=hi);
             let c = TritonConfig {

@@ -222,7 +222,8 @@ fn arb_node(
     branches: std::ops::Range<usize>,
 ) -> impl Strategy<Value = Node> {
     use proptest::prelude::*;
-    let leaf_s = (0i32..19, 0u32..4).prop_map(|(id, sk)| leaf(id, sk));
+    // Every split level a leaf may carry, the deepest (`catalog::MAX_SPLIT_K`) included.
+    let leaf_s = (0i32..19, 0u32..=gemm_synth::catalog::MAX_SPLIT_K).prop_map(|(id, sk)| leaf(id, sk));
     leaf_s.prop_recursive(4, 24, 3, move |inner| {
         (proptest::collection::vec((cond.clone(), inner.clone()), branches.clone()), inner)
             .prop_map(|(branches, otherwise)| chain(branches, otherwise))

@@ -649,7 +649,7 @@ fn unreachable_branches_are_found_exactly() {
 fn unknown_instances_and_split_k_are_errors() {
     let c = cat();
     let rule = Rule::new(chain(
-        vec![(cmp(CmpOp::Lt, m(), lit(8)), leaf(19, 0)), (cmp(CmpOp::Lt, m(), lit(16)), leaf(3, 4))],
+        vec![(cmp(CmpOp::Lt, m(), lit(8)), leaf(19, 0)), (cmp(CmpOp::Lt, m(), lit(16)), leaf(3, 6))],
         Node::Leaf(Leaf::new(-1, 0)),
     ));
     let issues = validate(&rule, c);
@@ -662,18 +662,18 @@ fn unknown_instances_and_split_k_are_errors() {
         issues[0].message
     );
     assert_eq!(issues[1].path, vec![1]);
-    assert!(issues[1].message.contains("split-K 4 is out of range"), "{}", issues[1].message);
+    assert!(issues[1].message.contains("split-K 6 is out of range"), "{}", issues[1].message);
     assert_eq!(issues[2].path, vec![2]);
     assert!(issues[2].message.contains("default alias; write its target kernelId 7"));
     // From text, errors carry the leaf's line; kernel(-1) is resolved to 7 when parsed.
     let parsed =
-        parse_any_with_source("if (M < 8) {\n  return kernel(42);\n} else {\n  return {kernel(-1), 5};\n}", c).unwrap();
-    assert_eq!(parsed.rule.leaves(), vec![Leaf::new(42, 0), Leaf::new(7, 5)]);
+        parse_any_with_source("if (M < 8) {\n  return kernel(42);\n} else {\n  return {kernel(-1), 6};\n}", c).unwrap();
+    assert_eq!(parsed.rule.leaves(), vec![Leaf::new(42, 0), Leaf::new(7, 6)]);
     let issues = validate_with_source(&parsed.rule, c, &parsed.source);
     assert_eq!(issues.iter().map(|i| i.line).collect::<Vec<_>>(), vec![Some(2), Some(4)]);
     // Leaves of a dead branch are still checked (and nothing inside it is reported as dead).
     let parsed = parse_any_with_source(
-        "if m <= 128 {\n    (1, 0)\n} else if m <= 64 {\n    if m > 1000 { (2, 5) } else { 3 }\n} else {\n    4\n}",
+        "if m <= 128 {\n    (1, 0)\n} else if m <= 64 {\n    if m > 1000 { (2, 6) } else { 3 }\n} else {\n    4\n}",
         c,
     )
     .unwrap();

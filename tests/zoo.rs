@@ -11,7 +11,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use gemm_synth::catalog::Catalog;
-use gemm_synth::measure::plan::{build_plan, split_levels, PlanSpec, SplitKMode};
+use gemm_synth::measure::plan::{
+    aiter_refusals, aiter_split_level, build_plan, split_levels, PlanSpec, SplitKMode, AUTO_MAX_SPLIT_K, MAX_SPLIT_K,
+};
 use gemm_synth::shapes::{m_dataset_grid, m_off_grid, ModelSpec, Parallel, ShapeError};
 use gemm_synth::Shape;
 
@@ -73,6 +75,8 @@ const HELD_OUT_TPS: [u32; 5] = [1, 2, 4, 8, 16];
 
 /// M values of the split-K comparison.
 const SPLIT_MS: [u32; 4] = [1, 16, 64, 256];
+/// The largest M of the deep-split measurement (the issue's weak spot is M ≤ 256).
+const DEEP_SPLIT_MAX_M: u32 = 256;
 /// SMs of an H200, CUs of an MI300X.
 const H200_CUS: u32 = 132;
 const MI300X_CUS: u32 = 304;
@@ -516,16 +520,11 @@ fn ratio_text(n: u32, k: u32) -> String {
     }
 }
 
-/// AITER's `compute_gemm_SplitK` (aiter/ops/gemm_op_a8w8.py at e4048607a5): the deepest split level its
-/// blockscale tuner tries for one tile (it tries 0 ..= this level, KBatch = 2^level).
+/// AITER's `compute_gemm_SplitK` (aiter/ops/gemm_op_a8w8.py at e4048607a5), as the bench plans it with
+/// `--split-k aiter`: the deepest split level its blockscale tuner tries for one tile (it tries 0 ..= this
+/// level, KBatch = 2^level).
 fn aiter_split(m: u32, n: u32, k: u32, tile: (u32, u32, u32), cus: u32) -> u32 {
-    let tiles = u64::from(m.div_ceil(tile.0)) * u64::from(n.div_ceil(tile.1));
-    let mut s = 0u32;
-    // cus / tiles >= 2^(s+1), in integers; 2^(s+1) · tile_k < 2 K.
-    while u64::from(cus) >= tiles << (s + 1) && (u64::from(tile.2) << (s + 1)) < 2 * u64::from(k) {
-        s += 1;
-    }
-    s
+    aiter_split_level(Shape::new(m, n, k), tile.0, tile.1, tile.2, cus)
 }
 
 #[test]
@@ -538,7 +537,7 @@ fn aiter_split_rule_hand_computed() {
     assert_eq!(aiter_split(1, 256, 256, (16, 64, 128), 132), 1);
     // Exactly 2^(s+1) CUs per tile still splits: 132 CUs, 33 tiles -> 4 per tile -> 2.
     assert_eq!(aiter_split(1, 33 * 64, 1 << 20, (16, 64, 128), 132), 2);
-    // The bench's rule on the same shapes: capped at 3.
+    // The bench's auto rule on the same shapes: capped at 3.
     assert_eq!(split_levels(Shape::new(1, 576, 7168), 16, 64, 128, 304).last(), Some(&3));
 }
 
@@ -702,7 +701,7 @@ fn tables() -> String {
     let small = (sm, sn, sk);
     let _ = write!(
         s,
-        "\n### Split-K: AITER's tuner against the bench's cap\n\nDeepest split level (KBatch = 2^level) on each new (N, K): AITER's `compute_gemm_SplitK` (its blockscale tuner tries 0 ..= that level per kernel) with the catalog's smallest tile {} (kernelId {sid}) and the deepest over all 19 legacy tiles, against `synth bench`'s rule (`split_levels`, capped at `MAX_SPLIT_K` = 3) with the same tiles. **Bold**: AITER would try deeper than the bench measures.\n\n| N | K | M | H200 AITER {} | H200 AITER deepest | H200 bench {} | H200 bench deepest | MI300X AITER {} | MI300X AITER deepest | MI300X bench {} | MI300X bench deepest |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "\n### Split-K: AITER's tuner against the bench's cap\n\nDeepest split level (KBatch = 2^level) on each new (N, K): AITER's `compute_gemm_SplitK` (its blockscale tuner tries 0 ..= that level per kernel) with the catalog's smallest tile {} (kernelId {sid}) and the deepest over all 19 legacy tiles, against `synth bench --split-k auto` (`split_levels`, capped at level {AUTO_MAX_SPLIT_K}) with the same tiles. **Bold**: AITER would try deeper than `auto` measures.\n\n| N | K | M | H200 AITER {} | H200 AITER deepest | H200 bench {} | H200 bench deepest | MI300X AITER {} | MI300X AITER deepest | MI300X bench {} | MI300X bench deepest |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
         tile_text(small),
         tile_text(small),
         tile_text(small),
@@ -732,7 +731,48 @@ fn tables() -> String {
             let _ = writeln!(s, "| {} | {} | {m} | {} |", r.n, r.k, cells.join(" | "));
         }
     }
-    let _ = writeln!(s, "\nAITER's deepest level is above the bench's on {deeper} of {count} (N, K, M, device) rows.");
+    let _ = writeln!(s, "\nAITER's deepest level is above `auto`'s on {deeper} of {count} (N, K, M, device) rows.");
+
+    // The deep-split measurement: AITER's levels on the layers of the weak region and the probes there.
+    let deep: Vec<(u32, u32)> = rows
+        .iter()
+        .filter(|r| r.status == Status::New && regions(r.n, r.k).contains(&"small N, large K"))
+        .map(|r| (r.n, r.k))
+        .chain(PROBES.iter().copied().filter(|&(n, k)| regions(n, k).contains(&"small N, large K")))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let ms: Vec<u32> = grid.iter().copied().filter(|&m| m <= DEEP_SPLIT_MAX_M).collect();
+    let catalog = Catalog::embedded();
+    let spec = PlanSpec {
+        shapes: deep.iter().flat_map(|&(n, k)| ms.iter().map(move |&m| Shape::new(m, n, k))).collect(),
+        instances: catalog.legacy_candidates().iter().collect(),
+        split_k: SplitKMode::Aiter,
+        cu_num: H200_CUS,
+        recheck_fraction: RECHECK,
+        seed: SEED,
+    };
+    let plan = build_plan(&spec).unwrap();
+    let deeper_cells = plan.iter().filter(|c| c.recheck == 0 && c.split_k > AUTO_MAX_SPLIT_K).count();
+    let refused = aiter_refusals(&spec);
+    let pairs: Vec<String> = deep.iter().map(|(n, k)| format!("{n}:{k}")).collect();
+    let ms_text: Vec<String> = ms.iter().map(u32::to_string).collect();
+    let _ = write!(
+        s,
+        "\n### Split-K: measuring AITER's levels\n\n`synth bench --split-k aiter` plans, per instance, the levels AITER's tuner tries (`measure::plan::aiter_levels`: 0 ..= `compute_gemm_SplitK`) up to level {MAX_SPLIT_K} (KBatch {}), each split at least one whole KPerBLOCK step, and names the levels it leaves out. On the new (N, K) of the weak region and the probes there ({}), at the dataset grid's {} M values up to {DEEP_SPLIT_MAX_M}, on the H200's {H200_CUS} SMs: {} cells ({} of them deeper than level {AUTO_MAX_SPLIT_K}), {} left out ({} with splits shorter than one KPerBLOCK step, {} beyond level {MAX_SPLIT_K}; AITER's deepest level there is {}): about {:.0} minutes at {CELLS_PER_S} cells/s.\n\n```sh\nsynth bench --shapes {} --m-set {} --split-k aiter --recheck-fraction 0.03 --seed 7 --out zoo-splitk-aiter.csv\n```\n",
+        1u32 << MAX_SPLIT_K,
+        pairs.join(", "),
+        ms.len(),
+        plan.len(),
+        deeper_cells,
+        refused.short_k + refused.beyond_cap,
+        refused.short_k,
+        refused.beyond_cap,
+        refused.deepest,
+        plan.len() as f64 / CELLS_PER_S / 60.0,
+        pairs.join(","),
+        ms_text.join(","),
+    );
     s
 }
 

@@ -76,6 +76,19 @@ class SplitTest(unittest.TestCase):
         self.assertEqual(r[-1], (98, 100))
         self.assertEqual(config.groups_per_split(12800, 256, 3), 14)
 
+    def test_ranges_deep_splits(self):
+        # The levels of `synth bench --split-k aiter` (up to 5, KBatch 32). K=16384, KPerBLOCK 128: 128
+        # steps -> 4 steps (4 groups) each, 32 splits.
+        r = config.split_ranges(16384, 128, 5)
+        self.assertEqual(len(r), 32)
+        self.assertEqual(r[1], (4, 8))
+        # K=7168 (56 groups), KBatch 32: 2 steps each -> 28 splits, fewer than KBatch.
+        r = config.split_ranges(7168, 128, 5)
+        self.assertEqual((len(r), r[-1]), (28, (54, 56)))
+        # K=12288 with KPerBLOCK 256: 48 steps, KBatch 16 -> 3 steps (6 groups) each, 16 splits.
+        self.assertEqual(config.groups_per_split(12288, 256, 4), 6)
+        self.assertEqual(len(config.split_ranges(12288, 256, 4)), 16)
+
     def test_ranges_odd_groups(self):
         # K=384: 3 groups; KPerBLOCK 256 -> 2 steps (the last half full); KBatch 2 -> (0,2), (2,3).
         self.assertEqual(config.split_ranges(384, 256, 1), [(0, 2), (2, 3)])

@@ -194,7 +194,8 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     let mut tuner = Tuner::from_args(
         &args.python,
         &args.aiter,
-        args.split_k.unwrap_or(crate::measure::SplitKMode::Auto) == crate::measure::SplitKMode::Auto,
+        // The tuner's own --splitK tries AITER's levels: `auto` and `aiter` both turn it on.
+        args.split_k.unwrap_or(crate::measure::SplitKMode::Auto) != crate::measure::SplitKMode::None,
     )?
     .with_silence_limit(Duration::from_secs_f64(args.cell_timeout));
     let gpus = args.scale.gpu_list()?;

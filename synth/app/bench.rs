@@ -85,15 +85,22 @@ pub fn run(args: BenchArgs) -> Result<()> {
                 recheck_fraction: args.recheck_fraction,
                 seed: args.seed,
             };
-            let what = format!("{} instances with split-K {:?}", spec.instances.len(), split_k);
+            let what = format!("{} instances with split-K {}", spec.instances.len(), split_mode_name(split_k));
+            if let Some(line) = crate::measure::plan::aiter_refusals(&spec).describe() {
+                eprintln!("{line}");
+            }
             (build_plan(&spec)?, what)
         }
         Family::Triton => {
             if let Some(i) = &args.instances {
                 bail!("--instances {i} names CK kernelIds; with --family triton name the configs with --configs");
             }
-            if args.split_k == Some(SplitKMode::Auto) {
-                bail!("--split-k auto: the triton kernel has no split-K; leave --split-k out (or give none) with --family triton");
+            if let Some(mode @ (SplitKMode::Auto | SplitKMode::Aiter)) = args.split_k {
+                bail!(
+                    "--split-k {}: the triton kernel has no split-K; leave --split-k out (or give none) with --family \
+                     triton",
+                    split_mode_name(mode)
+                );
             }
             if let Some(c) = args.cu_num {
                 bail!(
@@ -358,4 +365,13 @@ fn measure(
         bail!("the other layers were measured; {}", unrunnable.join("; "));
     }
     Ok(())
+}
+
+/// The mode as the command line spells it.
+fn split_mode_name(mode: SplitKMode) -> &'static str {
+    match mode {
+        SplitKMode::Auto => "auto",
+        SplitKMode::Aiter => "aiter",
+        SplitKMode::None => "none",
+    }
 }

@@ -40,8 +40,10 @@ pub struct BenchArgs {
     /// list of names such as triton_bm64_bn128_bk128_g32_w4_s2 [default: kept].
     #[arg(long)]
     pub configs: Option<String>,
-    /// Split-K levels: `auto` (1..3 where the grid is smaller than the CU count) or `none` [default: auto;
-    /// --family triton: none, the kernel has no split-K].
+    /// Split-K levels: `auto` (1..3 where the grid is smaller than the CU count), `aiter` (the levels
+    /// AITER's blockscale tuner tries, `compute_gemm_SplitK`, up to 5 and a whole KPerBLOCK step per split;
+    /// the levels it leaves out are counted) or `none` [default: auto; --family triton: none, the kernel has
+    /// no split-K].
     #[arg(long, value_enum)]
     pub split_k: Option<SplitKMode>,
     /// Share of cells measured a second time at the end (noise estimate).

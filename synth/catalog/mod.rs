@@ -9,6 +9,12 @@ pub mod triton;
 
 use serde::{Deserialize, Serialize};
 
+/// The deepest split-K level (log2 of KBatch) a bench cell or a rule leaf may carry: KBatch 32. AITER's
+/// blockscale tuner (`compute_gemm_SplitK`, uncapped) reaches levels 4–5 on the small-N, large-K layers at
+/// M ≤ 64 on the H200's 132 SMs (the zoo's table in `measurements/zoo/README.md`); `synth bench --split-k
+/// aiter` measures up to here, `auto` up to 3. The AITER patch passes KBatch = 1 << splitK.
+pub const MAX_SPLIT_K: u32 = 5;
+
 /// Parameters of a CK legacy (`libtype` = `ck`) blockscale instance, in name order.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LegacyParams {

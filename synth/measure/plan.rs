@@ -11,14 +11,18 @@ use serde::{Deserialize, Serialize};
 
 /// Width of one scale group along K.
 pub const SCALE_K: u32 = 128;
-/// Highest split-K level (log2 KBatch) ever measured.
-pub const MAX_SPLIT_K: u32 = 3;
+/// Highest split-K level (log2 KBatch) the `auto` rule measures.
+pub const AUTO_MAX_SPLIT_K: u32 = 3;
+pub use crate::catalog::MAX_SPLIT_K;
 
 /// Which split-K levels to plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum SplitKMode {
     /// Levels 1..=3 where the output tiles do not fill the CUs (the split-K rule of the plan).
     Auto,
+    /// The levels AITER's blockscale tuner tries (`compute_gemm_SplitK`, 0 ..= its level per kernel) that
+    /// the harness can realize: at most `catalog::MAX_SPLIT_K` (5) and a whole KPerBLOCK step per split.
+    Aiter,
     /// Only splitK = 0.
     None,
 }
@@ -181,13 +185,111 @@ pub fn split_levels(shape: Shape, m_per_block: u32, n_per_block: u32, k_per_bloc
     let tiles = output_tiles(shape, m_per_block, n_per_block);
     let steps = (shape.k / k_per_block.max(1)) as u64;
     let mut levels = vec![0];
-    for s in 1..=MAX_SPLIT_K {
+    for s in 1..=AUTO_MAX_SPLIT_K {
         if tiles << (s - 1) >= cu_num as u64 || steps < 1u64 << s {
             break;
         }
         levels.push(s);
     }
     levels
+}
+
+/// The deepest level AITER's blockscale tuner tries for a tile on a shape: its `compute_gemm_SplitK`
+/// (`aiter/ops/gemm_op_a8w8.py` at ROCm/aiter e4048607a5) grows the level while `cu_num / tiles >= 2^(s+1)`
+/// and `2^(s+1) · KPerBLOCK < 2K`, with no cap; the tuner then tries every level `0 ..=` that one.
+pub fn aiter_split_level(shape: Shape, m_per_block: u32, n_per_block: u32, k_per_block: u32, cu_num: u32) -> u32 {
+    let tiles = output_tiles(shape, m_per_block, n_per_block);
+    let (cu, bk, k) = (u128::from(cu_num), u128::from(k_per_block), u128::from(shape.k));
+    let mut s = 0u32;
+    // In integers: cu / tiles >= 2^(s+1)  <=>  cu >= tiles · 2^(s+1). The level is below 64 (cu is a u32).
+    while s < 63 && cu >= u128::from(tiles) << (s + 1) && (bk << (s + 1)) < 2 * k {
+        s += 1;
+    }
+    s
+}
+
+/// AITER's levels for a tile on a shape, split into the ones the bench measures and the ones it refuses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AiterLevels {
+    /// The levels measured: `0 ..=` AITER's level, each giving every split at least one whole KPerBLOCK
+    /// step (`K / KPerBLOCK >= 2^s`, the harness's split rule) and at most [`MAX_SPLIT_K`].
+    pub measured: Vec<u32>,
+    /// Levels AITER tries whose splits would be shorter than one KPerBLOCK step (its K condition allows
+    /// half a step); the harness cannot realize them.
+    pub short_k: Vec<u32>,
+    /// Levels AITER tries beyond [`MAX_SPLIT_K`].
+    pub beyond_cap: Vec<u32>,
+}
+
+/// [`aiter_split_level`]'s levels, sorted into measured and refused ones.
+pub fn aiter_levels(shape: Shape, m_per_block: u32, n_per_block: u32, k_per_block: u32, cu_num: u32) -> AiterLevels {
+    let top = aiter_split_level(shape, m_per_block, n_per_block, k_per_block, cu_num);
+    let steps = u64::from(shape.k / k_per_block.max(1));
+    let mut out = AiterLevels { measured: vec![0], short_k: Vec::new(), beyond_cap: Vec::new() };
+    for s in 1..=top {
+        if s > MAX_SPLIT_K {
+            out.beyond_cap.push(s);
+        } else if steps < 1u64 << s {
+            out.short_k.push(s);
+        } else {
+            out.measured.push(s);
+        }
+    }
+    out
+}
+
+/// The AITER levels a plan leaves out: how many (shape, instance, level) cells, and the first one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AiterRefusals {
+    /// Cells whose splits would be shorter than one KPerBLOCK step.
+    pub short_k: usize,
+    /// Cells beyond [`MAX_SPLIT_K`].
+    pub beyond_cap: usize,
+    /// The deepest level AITER would try on any cell of the plan.
+    pub deepest: u32,
+    /// One refused cell, to name: (shape, kernelId, level).
+    pub example: Option<(Shape, i32, u32)>,
+}
+
+impl AiterRefusals {
+    /// One line for the user, or None when nothing was refused.
+    pub fn describe(&self) -> Option<String> {
+        let (shape, id, level) = self.example?;
+        Some(format!(
+            "split-K aiter: {} cell(s) AITER's tuner would also try are not measured: {} with splits shorter than one \
+             KPerBLOCK step (the harness splits K in whole steps), {} beyond level {MAX_SPLIT_K} (KBatch {}; AITER goes \
+             to level {} on this plan); e.g. kernelId {id} at level {level} on {shape}",
+            self.short_k + self.beyond_cap,
+            self.short_k,
+            self.beyond_cap,
+            1u32 << MAX_SPLIT_K,
+            self.deepest
+        ))
+    }
+}
+
+/// What `--split-k aiter` leaves out of the plan of `spec` (empty for the other modes).
+pub fn aiter_refusals(spec: &PlanSpec) -> AiterRefusals {
+    let mut out = AiterRefusals::default();
+    if spec.split_k != SplitKMode::Aiter {
+        return out;
+    }
+    for &shape in &spec.shapes {
+        for inst in &spec.instances {
+            let Some(p) = inst.legacy_params() else { continue };
+            let l = aiter_levels(shape, p.m_per_block, p.n_per_block, p.k_per_block, spec.cu_num);
+            out.deepest =
+                out.deepest.max(l.short_k.iter().chain(&l.beyond_cap).chain(&l.measured).copied().max().unwrap_or(0));
+            out.short_k += l.short_k.len();
+            out.beyond_cap += l.beyond_cap.len();
+            if out.example.is_none() {
+                if let Some(&s) = l.short_k.first().or(l.beyond_cap.first()) {
+                    out.example = Some((shape, inst.id, s));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Errors building a plan.
@@ -228,6 +330,9 @@ pub fn build_plan(spec: &PlanSpec) -> Result<Vec<PlanCell>, PlanError> {
             let levels = match spec.split_k {
                 SplitKMode::None => vec![0],
                 SplitKMode::Auto => split_levels(shape, p.m_per_block, p.n_per_block, p.k_per_block, spec.cu_num),
+                SplitKMode::Aiter => {
+                    aiter_levels(shape, p.m_per_block, p.n_per_block, p.k_per_block, spec.cu_num).measured
+                }
             };
             for s in levels {
                 cells.push(PlanCell::new(shape, inst, p, s));
@@ -310,5 +415,49 @@ mod tests {
         assert_eq!(split_levels(Shape::new(1, 256, 512), 16, 128, 256, 132), vec![0, 1]);
         // On a 304-CU MI300X the 64x64 tile at M=64, N=5120 (80 tiles) splits up to 2 (160 < 304, 320 >= 304).
         assert_eq!(split_levels(Shape::new(64, 5120, 5120), 64, 64, 128, 304), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn aiter_rule_hand_computed() {
+        // M = 1, N = 576, 16x64 tile: 9 tiles. 132 >= 18, 36, 72 but < 144 -> 3; on 304 CUs 304 >= 288 -> 5.
+        assert_eq!(aiter_split_level(Shape::new(1, 576, 7168), 16, 64, 128, 132), 3);
+        assert_eq!(aiter_split_level(Shape::new(1, 576, 7168), 16, 64, 128, 304), 5);
+        // Exactly 2^(s+1) CUs per tile still splits: 33 tiles on 132 CUs -> 4 per tile -> level 2.
+        assert_eq!(aiter_split_level(Shape::new(1, 33 * 64, 1 << 20), 16, 64, 128, 132), 2);
+        // The K condition 2^(s+1) · 128 < 2K on K = 384: 256 < 768, 512 < 768, 1024 >= 768 -> 2 (KBatch 4,
+        // 96 columns a split), where whole 128-deep steps allow KBatch 2 only.
+        assert_eq!(aiter_split_level(Shape::new(1, 2048, 384), 16, 64, 128, 304), 2);
+        let l = aiter_levels(Shape::new(1, 2048, 384), 16, 64, 128, 304);
+        assert_eq!((l.measured, l.short_k, l.beyond_cap), (vec![0, 1], vec![2], vec![]));
+        // One 16x64 tile (N = 64) on 304 CUs: the level grows from s to s + 1 while 304 >= 2^(s+1), so it
+        // ends at 8 (256 <= 304 < 512); K = 1 << 20 is no limit.
+        let l = aiter_levels(Shape::new(1, 64, 1 << 20), 16, 64, 128, 304);
+        assert_eq!((l.measured, l.short_k, l.beyond_cap), (vec![0, 1, 2, 3, 4, 5], vec![], vec![6, 7, 8]));
+        // A full grid: no split at all.
+        assert_eq!(aiter_levels(Shape::new(4096, 8192, 8192), 128, 128, 128, 132).measured, vec![0]);
+        // Where both rules split, AITER's CU condition (tiles · 2^s <= CU) is stricter than the auto rule's
+        // (tiles · 2^(s-1) < CU): 128x128 at M = 256, N = 5120 is 80 tiles: auto measures level 1, AITER none.
+        assert_eq!(aiter_split_level(Shape::new(256, 5120, 5120), 128, 128, 128, 132), 0);
+        assert_eq!(split_levels(Shape::new(256, 5120, 5120), 128, 128, 128, 132), vec![0, 1]);
+    }
+
+    #[test]
+    fn aiter_levels_are_ones_the_auto_condition_allows_up_to_the_cap() {
+        // Every level `aiter` measures satisfies the auto rule's condition without its cap, so the split-K
+        // guards (written from that condition) keep every leaf a rule learns from `aiter` data.
+        for m in [1u32, 3, 16, 64, 100, 256, 1024] {
+            for (n, k) in [(256u32, 7168u32), (576, 7168), (2304, 16384), (1536, 768), (7168, 256), (59136, 8192)] {
+                for (bm, bn, bk) in [(16u32, 64u32, 128u32), (16, 128, 256), (32, 256, 128), (128, 128, 128)] {
+                    for cu in [132u32, 304] {
+                        let shape = Shape::new(m, n, k);
+                        for s in aiter_levels(shape, bm, bn, bk, cu).measured {
+                            let tiles = output_tiles(shape, bm, bn);
+                            assert!(s <= MAX_SPLIT_K);
+                            assert!(s == 0 || ((tiles << (s - 1)) < u64::from(cu) && k / bk >= 1 << s), "{shape} {s}");
+                        }
+                    }
+                }
+            }
+        }
     }
 }

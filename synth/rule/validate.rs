@@ -17,8 +17,8 @@ use super::ir::{BinOp, CmpOp, Cond, Expr, Leaf, Node, Rule, Var};
 use super::source::{NodePath, SourceMap};
 use crate::catalog::Catalog;
 
-/// Largest split-K (log2 of KBatch) AITER's blockscale kernels take.
-pub const MAX_SPLIT_K: u32 = 3;
+/// Largest split-K (log2 of KBatch) a leaf may return: the deepest level the bench measures.
+pub use crate::catalog::MAX_SPLIT_K;
 
 /// How bad an issue is: errors make the rule unusable, warnings point at dead or suspicious code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -7,8 +7,10 @@
 //! cdiv(M, BM) · cdiv(N, BN) · 2^(s-1) < CU   and   K / BK >= 2^s      (cond(s))
 //! ```
 //!
-//! Both halves are monotone in `s` (cond(s) implies cond(s') for every s' < s), and level 0 is always
-//! measured. A leaf that picks instance `i` with split-K `s > 0` becomes the chain
+//! (up to level 3; `--split-k aiter` measures AITER's tuner's levels, up to `catalog::MAX_SPLIT_K` = 5, and
+//! each of them satisfies cond(s) too: AITER's grid condition `tiles · 2^s <= CU` is the stricter one, and
+//! the harness needs the same whole KPerBLOCK step per split). Both halves are monotone in `s` (cond(s)
+//! implies cond(s') for every s' < s), and level 0 is always measured. A leaf that picks instance `i` with split-K `s > 0` becomes the chain
 //!
 //! ```text
 //! if (cond(s)) { i, s } else if (cond(s'))  { i, s' } ... else { i, 0 }
