@@ -301,6 +301,15 @@ fn run_and_search_on_a_manifest_report_every_configuration() {
     let (ok, text) = synth(&["run", "--dataset", m, "--out", "r"], dir.path());
     assert!(ok, "{text}");
     assert!(text.contains("leave-one-model-out") && dir.path().join("r/evaluations.csv").exists(), "{text}");
+    // Each configuration has one layer, so its worst layer under the LOMO rule is the configuration itself:
+    // columns shapes, LOMO rule, main rule, default, worst layer (then its (N, K)), unusable, ...
+    let lomo = &text[text.find("(c) leave-one-model-out").expect("the LOMO table")..];
+    for (config, layer) in [("a", "(N 4096, K 4096)"), ("b", "(N 5120, K 4096)")] {
+        let line = lomo.lines().find(|l| l.split_whitespace().next() == Some(config)).expect("a LOMO row");
+        let v = row_numbers(line, config);
+        assert_eq!(v[4], v[1], "{line}");
+        assert!(line.contains(layer), "{line}");
+    }
     // The manifest lists no off-grid M: evaluation (b) is over no shape, and says so — no made-up 1.000 in
     // the text, no NaN and no row in the evaluations CSV, "no shapes" in the generated headers.
     assert!(text.contains("(b) off-grid M of the training configurations: no shapes"), "{text}");

@@ -35,8 +35,8 @@ use super::args::{Effort, LimitArgs, LimitDefaults, ResolvedLimits, SampleArgs};
 use super::line::CommandLine;
 use super::multi_eval::{put_rows, training_splits};
 use super::shared::{
-    of_oracle, rule_outline, shown, summary_table, unusable, Progress, COMPARE_CSV, CURVE_CSV, EVALUATIONS_CSV,
-    SPEEDUP_PNG, SPEEDUP_SVG,
+    of_oracle, rule_outline, shown, summary_table, unusable, worst_layer, worst_layer_text, Progress, COMPARE_CSV,
+    CURVE_CSV, EVALUATIONS_CSV, SPEEDUP_PNG, SPEEDUP_SVG,
 };
 
 pub use super::manifest::{Config, MultiData, DEFAULT_MANIFEST};
@@ -275,6 +275,11 @@ fn provenance(job: &MultiJob, data: &MultiData, settings: &MultiSettings, o: &Ou
         settings.seed
     );
     let lomo_min = o.lomo.iter().map(|r| of_oracle(&r.report, "synthesized")).fold(f64::INFINITY, f64::min);
+    let layer_min = o
+        .lomo
+        .iter()
+        .filter_map(|r| worst_layer(&r.report, "synthesized").map(|(nk, f, _)| (f, nk, &r.config)))
+        .min_by(|a, b| a.0.total_cmp(&b.0));
     let figures = vec![
         o.synth().shape_line(),
         format!(
@@ -284,7 +289,15 @@ fn provenance(job: &MultiJob, data: &MultiData, settings: &MultiSettings, o: &Ou
             of_oracle(&o.grid, "nearest-M")
         ),
         format!("off-grid M {}", figure_of(&o.off, "synthesized")),
-        format!("leave-one-model-out, {} configurations: min {:.3} of oracle", o.lomo.len(), lomo_min),
+        format!(
+            "leave-one-model-out, {} configurations: min {:.3} of oracle{}",
+            o.lomo.len(),
+            lomo_min,
+            layer_min.map_or(String::new(), |(f, (n, k), c)| format!(
+                "; lowest layer {f:.3} (N {n}, K {k} of {})",
+                shown(c)
+            ))
+        ),
     ];
     let dataset = format!(
         "{} ({} journals; {}, {} CUs{}; {} shapes × {} candidates; {} configurations)",
@@ -396,6 +409,7 @@ fn lomo_table(rows: &[LomoRow], data: &MultiData, all: &Report) -> String {
         right("LOMO rule").min(12),
         right("main rule").min(12),
         right("default").min(9),
+        right("worst layer, LOMO rule").min(24),
         right("unusable").min(9),
         left("trained on"),
     ];
@@ -411,6 +425,7 @@ fn lomo_table(rows: &[LomoRow], data: &MultiData, all: &Report) -> String {
             format!("{:.3}", of_oracle(&r.report, "synthesized")),
             format!("{main:.3}"),
             format!("{:.3}", of_oracle(&r.report, "default")),
+            worst_layer_text(&r.report, "synthesized"),
             unusable(&r.report, "synthesized").to_string(),
             format!(
                 "{} ({} shapes, {} leaves, {} instances)",

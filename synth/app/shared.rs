@@ -114,6 +114,26 @@ pub fn of_oracle(report: &Report, policy: &str) -> f64 {
     report.policy_index(policy).map_or(f64::NAN, |p| report.policies[p].summary.of_oracle)
 }
 
+/// The layer ((N, K)) of `report` where `policy` reaches the lowest fraction of the oracle: its (N, K),
+/// that fraction (geomean over the layer's scored shapes) and its shape count; None when nothing is scored
+/// or `policy` is not in `report`. Ties go to the smaller (N, K).
+pub fn worst_layer(report: &Report, policy: &str) -> Option<((u32, u32), f64, usize)> {
+    let p = report.policy_index(policy)?;
+    let mut layers: std::collections::BTreeMap<(u32, u32), Vec<usize>> = std::collections::BTreeMap::new();
+    for (i, s) in report.shape_list.iter().enumerate() {
+        layers.entry((s.n, s.k)).or_default().push(i);
+    }
+    layers
+        .into_iter()
+        .map(|(nk, idx)| (nk, report.summarize(p, &idx).of_oracle, idx.len()))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// `worst_layer` as table text: `0.912 (N 5120, K 25600)`, or `-`.
+pub fn worst_layer_text(report: &Report, policy: &str) -> String {
+    worst_layer(report, policy).map_or("-".to_string(), |((n, k), f, _)| format!("{f:.3} (N {n}, K {k})"))
+}
+
 /// Picks of missing or invalid cells by `policy` in `report`.
 pub fn unusable(report: &Report, policy: &str) -> usize {
     report.policy_index(policy).map_or(0, |p| report.policies[p].summary.missing + report.policies[p].summary.invalid)
