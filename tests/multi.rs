@@ -309,6 +309,16 @@ fn run_and_search_on_a_manifest_report_every_configuration() {
         let v = row_numbers(line, config);
         assert_eq!(v[4], v[1], "{line}");
         assert!(line.contains(layer), "{line}");
+        // The fold's leaves curve (budgets 4, 8, 16 from the same search): its 16-leaf point is the LOMO rule.
+        let curve = std::fs::read_to_string(dir.path().join("r/leaves_curve.csv")).unwrap();
+        let rows: Vec<Vec<&str>> = curve
+            .lines()
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .filter(|r| r[0] == format!("lomo:{config}"))
+            .collect();
+        assert_eq!(rows.iter().map(|r| r[1]).collect::<Vec<_>>(), vec!["4", "8", "16"], "{curve}");
+        let held: f64 = rows[2][4].parse().unwrap();
+        assert!((held - v[1]).abs() < 0.0006, "{curve}\n{line}");
     }
     // The manifest lists no off-grid M: evaluation (b) is over no shape, and says so — no made-up 1.000 in
     // the text, no NaN and no row in the evaluations CSV, "no shapes" in the generated headers.

@@ -27,7 +27,7 @@ use anyhow::bail;
 
 use crate::compare::{self, Policy, Report};
 use crate::render::{writer::GeneratedFile, Provenance};
-use crate::synthesize::curve::{curve_csv, sample_curve};
+use crate::synthesize::curve::{curve_csv, named_curve, sample_curve, CurvePoint};
 use crate::synthesize::{synthesize_budgets, FeatureSet, Limits, Synthesized, Weighting};
 use crate::table::Cell;
 
@@ -123,11 +123,16 @@ impl MultiJob {
 
 /// One rule trained on `train`, with the curve budgets from the same search.
 pub fn train(data: &MultiData, train: &[usize], settings: &MultiSettings) -> anyhow::Result<Vec<Synthesized>> {
+    let weights = settings.weight.weights(&data.matrix, train);
+    synthesize_budgets(&data.matrix, &data.catalog, train, weights.as_deref(), &settings.limits, &budgets(settings))
+        .map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// The leaf budgets [`train`] synthesizes, in its order: the rule's, then the curve's smaller ones.
+fn budgets(settings: &MultiSettings) -> Vec<usize> {
     let mut budgets = vec![settings.limits.max_leaves];
     budgets.extend(MULTI_CURVE.iter().filter(|&&b| b < settings.limits.max_leaves));
-    let weights = settings.weight.weights(&data.matrix, train);
-    synthesize_budgets(&data.matrix, &data.catalog, train, weights.as_deref(), &settings.limits, &budgets)
-        .map_err(|e| anyhow::anyhow!("{e}"))
+    budgets
 }
 
 /// The policies of every evaluation: default, tuned (AITER: lookup, miss → default), nearest-M, tuned→rule,
@@ -145,6 +150,9 @@ pub struct LomoRow {
     pub leaves: usize,
     pub instances: usize,
     pub report: Report,
+    /// The fold's leaves-versus-quality curve on the held-out configuration (setting `lomo:NAME`; budgets
+    /// 4, 8 and the rule's, from the same search).
+    pub curve: Vec<CurvePoint>,
 }
 
 /// Leave-one-model-out: per configuration, a rule trained without it, scored on all of its shapes
@@ -161,7 +169,17 @@ pub fn leave_one_out(data: &MultiData, settings: &MultiSettings) -> anyhow::Resu
             if train_set.is_empty() {
                 bail!("leave-one-model-out of {}: the training sample is empty", shown(&held.name));
             }
-            let synth = train(data, &train_set, settings)?.swap_remove(0);
+            let results = train(data, &train_set, settings)?;
+            let curve = named_curve(
+                &format!("lomo:{}", held.name),
+                &data.matrix,
+                &data.catalog,
+                &train_set,
+                &held.shapes(),
+                &results,
+                &budgets(settings),
+            );
+            let synth = results.into_iter().next().expect("one rule per budget, the rule's first");
             let pols = policies(data, &train_set, &synth.rule)?;
             let report = compare::evaluate(&data.matrix, &data.catalog, &pols, &held.shapes());
             let _ = progress.tick();
@@ -172,6 +190,7 @@ pub fn leave_one_out(data: &MultiData, settings: &MultiSettings) -> anyhow::Resu
                 leaves: synth.leaves,
                 instances: synth.instances.len(),
                 report,
+                curve,
             })
         })
         .collect();
@@ -344,7 +363,8 @@ fn files(data: &MultiData, o: &Outcome) -> anyhow::Result<Vec<GeneratedFile>> {
     let in_train: BTreeSet<usize> = o.train_set.iter().copied().collect();
     let held_all: Vec<usize> = data.all_shapes().into_iter().filter(|s| !in_train.contains(s)).collect();
     let budgets = &MULTI_CURVE[..o.results.len() - 1];
-    let points = sample_curve(matrix, catalog, &o.train_set, &held_all, &o.results[1..], budgets);
+    let mut points = sample_curve(matrix, catalog, &o.train_set, &held_all, &o.results[1..], budgets);
+    points.extend(o.lomo.iter().flat_map(|r| r.curve.iter().cloned()));
     let svg = compare::plot::groups_svg(all, &groups, &title)?;
     let png = compare::raster::svg_to_png(&svg)?;
     Ok(vec![

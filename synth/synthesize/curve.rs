@@ -103,9 +103,25 @@ pub fn sample_curve(
     rules: &[Synthesized],
     budgets: &[usize],
 ) -> Vec<CurvePoint> {
+    named_curve("sample", matrix, catalog, train, heldout, rules, budgets)
+}
+
+/// [`sample_curve`] under another setting name (e.g. `lomo:CONFIG`, the rules of one leave-one-model-out
+/// fold), its points in ascending budget order.
+pub fn named_curve(
+    setting: &str,
+    matrix: &LatencyMatrix,
+    catalog: &Catalog,
+    train: &[usize],
+    heldout: &[usize],
+    rules: &[Synthesized],
+    budgets: &[usize],
+) -> Vec<CurvePoint> {
     let mut acc = vec![Acc::default(); budgets.len()];
     score_fold(matrix, catalog, train, heldout, rules, &mut acc);
-    points("sample", budgets, acc)
+    let mut out = points(setting, budgets, acc);
+    out.sort_by_key(|p| p.budget);
+    out
 }
 
 /// The fold (0..folds) of each of `shapes`: distinct M values in ascending order are dealt to folds in
