@@ -212,6 +212,76 @@ fn plan_split_k_rule() {
     assert_eq!(mi300[&8], vec![0, 1, 2]);
 }
 
+#[test]
+fn split_k_aiter_measures_level_5_and_a_rule_returns_it_through_every_form() {
+    // M in {1, 2, 4}, N = 256, K = 8192 (small N, large K) on 132 SMs: kernel 6 (16x64x128) has 4 output
+    // tiles, 132 / 4 = 33 >= 2^5 -> AITER's level 5, and 64 whole 128-deep steps cover 32 splits. The fake
+    // harness makes every level 0.1 us faster, so level 5 wins and the rule must return it.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("deep.csv");
+    let head = ["bench", "--m-set", "1,2,4", "--shapes", "256:8192", "--instances", "6,7,8", "--cu-num", "132"];
+    let args = with_fake_harness(&head, &out, &["--split-k", "aiter", "--recheck-fraction", "0"]);
+    let o = run(&args, &[("FAKE_SPLIT_US", "-0.1")]);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("with split-K aiter"), "{err}");
+    let keys = journal_keys(&out);
+    for m in [1, 2, 4] {
+        for s in 0..=5 {
+            assert_eq!(keys.get(&format!("{m},256,8192,6,{s},0")), Some(&1), "M={m} level {s}: {keys:?}");
+        }
+        assert!(!keys.contains_key(&format!("{m},256,8192,6,6,0")), "{keys:?}");
+    }
+    // The journal trains a rule whose leaves carry level 5; `synth check` accepts it and every form agrees.
+    // A model whose qkv is that layer: (2 + 2·1) heads of 64 over a hidden size of 8192.
+    let spec = dir.path().join("narrow.toml");
+    std::fs::write(
+        &spec,
+        "name = \"narrow\"\nsource = \"a test\"\nhidden = 8192\nintermediate = 8192\nheads = 2\nkv_heads = 1\n\
+         head_dim = 64\nlayers = 1\n",
+    )
+    .unwrap();
+    let gen = dir.path().join("gen");
+    let o = run(
+        &[
+            "run",
+            "--dataset",
+            out.to_str().unwrap(),
+            "--spec",
+            spec.to_str().unwrap(),
+            "--tp",
+            "1",
+            "--train-all",
+            "--out",
+        ]
+        .map(String::from)
+        .into_iter()
+        .chain([gen.display().to_string()])
+        .collect::<Vec<_>>(),
+        &[],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let cat = gemm_synth::Catalog::embedded();
+    let rule = gemm_synth::rule::load(&gen.join("rule.json"), &cat).unwrap();
+    assert!(rule.leaves().iter().any(|l| l.split_k == 5), "{:?}", rule.leaves());
+    for m in [1, 2, 4] {
+        assert_eq!(rule.eval(m, 256, 8192).split_k, 5, "M={m}");
+    }
+    let o = run(&["check", gen.join("gemm_a8w8_blockscale_heuristic.h").to_str().unwrap()].map(String::from), &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let header = gemm_synth::rule::parse_any(
+        &std::fs::read_to_string(gen.join("gemm_a8w8_blockscale_heuristic.h")).unwrap(),
+        &cat,
+    );
+    let dispatch = gemm_synth::rule::parse_any(&std::fs::read_to_string(gen.join("dispatch.rs")).unwrap(), &cat);
+    for form in [header, dispatch] {
+        let form = form.unwrap();
+        for m in [1, 2, 4, 17, 300] {
+            assert_eq!(form.eval(m, 256, 8192), rule.eval(m, 256, 8192), "M={m}");
+        }
+    }
+}
+
 fn stderr_of(extra_env: &[(&str, &str)], python: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("j.csv");

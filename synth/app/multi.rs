@@ -27,7 +27,7 @@ use anyhow::bail;
 
 use crate::compare::{self, Policy, Report};
 use crate::render::{writer::GeneratedFile, Provenance};
-use crate::synthesize::curve::{curve_csv, named_curve, sample_curve, CurvePoint};
+use crate::synthesize::curve::{curve_csv, sample_curve, CurvePoint};
 use crate::synthesize::{synthesize_budgets, FeatureSet, Limits, Synthesized, Weighting};
 use crate::table::Cell;
 
@@ -170,7 +170,7 @@ pub fn leave_one_out(data: &MultiData, settings: &MultiSettings) -> anyhow::Resu
                 bail!("leave-one-model-out of {}: the training sample is empty", shown(&held.name));
             }
             let results = train(data, &train_set, settings)?;
-            let curve = named_curve(
+            let curve = sample_curve(
                 &format!("lomo:{}", held.name),
                 &data.matrix,
                 &data.catalog,
@@ -363,7 +363,7 @@ fn files(data: &MultiData, o: &Outcome) -> anyhow::Result<Vec<GeneratedFile>> {
     let in_train: BTreeSet<usize> = o.train_set.iter().copied().collect();
     let held_all: Vec<usize> = data.all_shapes().into_iter().filter(|s| !in_train.contains(s)).collect();
     let budgets = &MULTI_CURVE[..o.results.len() - 1];
-    let mut points = sample_curve(matrix, catalog, &o.train_set, &held_all, &o.results[1..], budgets);
+    let mut points = sample_curve("sample", matrix, catalog, &o.train_set, &held_all, &o.results[1..], budgets);
     points.extend(o.lomo.iter().flat_map(|r| r.curve.iter().cloned()));
     let svg = compare::plot::groups_svg(all, &groups, &title)?;
     let png = compare::raster::svg_to_png(&svg)?;

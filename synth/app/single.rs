@@ -279,7 +279,7 @@ fn synthesize_and_score(args: &RunArgs, session: &Session, job: &SingleJob) -> a
     let mut points = if job.train_all {
         Vec::new()
     } else {
-        sample_curve(matrix, catalog, &sample.train, &sample.heldout, &results[1..], &CURVE_BUDGETS)
+        sample_curve("sample", matrix, catalog, &sample.train, &sample.heldout, &results[1..], &CURVE_BUDGETS)
     };
     points.extend(cv_curve(matrix, catalog, &session.shapes, CV_FOLDS, weight, &job.synthesis, &CURVE_BUDGETS)?);
     Ok(Outcome { sample, synth, synth_time, report, points, curve_time: t1.elapsed(), notes })

@@ -94,21 +94,10 @@ fn points(setting: &str, budgets: &[usize], acc: Vec<Acc>) -> Vec<CurvePoint> {
         .collect()
 }
 
-/// The curve of rules already synthesized on `train` (one per entry of `budgets`), scored on `heldout`.
+/// The curve of rules already synthesized on `train` (one per entry of `budgets`), scored on `heldout`, under
+/// a setting name (`sample`; `lomo:CONFIG` for the rules of one leave-one-model-out fold), its points in
+/// ascending budget order.
 pub fn sample_curve(
-    matrix: &LatencyMatrix,
-    catalog: &Catalog,
-    train: &[usize],
-    heldout: &[usize],
-    rules: &[Synthesized],
-    budgets: &[usize],
-) -> Vec<CurvePoint> {
-    named_curve("sample", matrix, catalog, train, heldout, rules, budgets)
-}
-
-/// [`sample_curve`] under another setting name (e.g. `lomo:CONFIG`, the rules of one leave-one-model-out
-/// fold), its points in ascending budget order.
-pub fn named_curve(
     setting: &str,
     matrix: &LatencyMatrix,
     catalog: &Catalog,
