@@ -1037,3 +1037,42 @@ fn committed_tables_and_plot_are_current() {
         );
     }
 }
+
+/// `measurements/zoo/measure.sh deep` against the fake harness: it runs the README's `--split-k aiter`
+/// command into the journal directory with the plan's every cell, and a second run resumes it (nothing left
+/// to measure), both packed into the output directory.
+#[test]
+fn the_measure_script_runs_the_readme_commands_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (jdir, out) = (dir.path().join("j"), dir.path().join("o"));
+    let run = || {
+        std::process::Command::new("bash")
+            .arg("measurements/zoo/measure.sh")
+            .args(["300", jdir.to_str().unwrap(), out.to_str().unwrap(), "deep"])
+            .current_dir(root())
+            .env("SYNTH", env!("CARGO_BIN_EXE_synth"))
+            .env("BENCH_ARGS", "--python python3 --harness tests/fixtures/fake_harness.py")
+            .output()
+            .expect("bash runs")
+    };
+    let o = run();
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{text}");
+    let journal = std::fs::read_to_string(jdir.join("zoo-splitk-aiter.csv")).unwrap();
+    // The plan the README states: every cell once (header line aside).
+    let readme = std::fs::read_to_string(root().join("measurements/zoo/README.md")).unwrap();
+    let cells: usize = readme
+        .split("on the H200's 132 SMs: ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("the README states the deep plan's cells");
+    assert_eq!(journal.lines().count() - 1, cells, "{text}");
+    assert!(journal.lines().any(|l| l.contains(",ck,6,5,")), "level 5 of kernel 6 is measured");
+    assert!(out.join("zoo-journals.tgz").exists());
+    let o = run();
+    assert!(o.status.success());
+    let log = std::fs::read_to_string(jdir.join("bench.log")).unwrap();
+    assert!(log.contains(&format!("{cells} already in")) && log.contains("0 to measure"), "{log}");
+    assert_eq!(std::fs::read_to_string(jdir.join("zoo-splitk-aiter.csv")).unwrap(), journal);
+}

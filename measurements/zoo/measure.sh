@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Measures the zoo of measurements/zoo/README.md in deadline-bounded, resumable runs.
+#
+#   measurements/zoo/measure.sh DEADLINE_S JOURNAL_DIR OUT_DIR [deep] [grid] [off-grid]
+#
+# Runs the README's generated `synth bench` commands (the one source of them: `tests/zoo.rs` writes them and
+# fails when they are stale), in the order of the parts named (default: deep grid off-grid):
+#   deep      the `--split-k aiter` measurement of the weak region (zoo-splitk-aiter.csv);
+#   grid      each configuration's command as written (`--m-set dataset`);
+#   off-grid  the same commands with `--m-set off-grid`, into the same journals.
+# Every journal goes to JOURNAL_DIR under the name the command gives it; a rerun resumes each journal where
+# it stopped. Every bench stops DEADLINE_S seconds after the start at the latest. At the end the journals and
+# logs are packed into OUT_DIR/zoo-journals.tgz. SYNTH names the binary (default target/release/synth);
+# BENCH_ARGS is appended to every command (e.g. `--python python3 --harness ...`). Run from the repository root.
+set -u
+if [ $# -lt 3 ]; then
+  echo "usage: measurements/zoo/measure.sh DEADLINE_S JOURNAL_DIR OUT_DIR [deep] [grid] [off-grid]" >&2
+  exit 2
+fi
+deadline=$1 jdir=$2 out=$3
+shift 3
+parts=("$@")
+[ ${#parts[@]} -eq 0 ] && parts=(deep grid off-grid)
+readme=measurements/zoo/README.md
+synth=${SYNTH:-./target/release/synth}
+[ -f "$readme" ] || { echo "measure.sh: $readme not found: run from the repository root" >&2; exit 2; }
+[ -x "$synth" ] || { echo "measure.sh: $synth is not an executable: build it or set SYNTH" >&2; exit 2; }
+start=$(date +%s)
+left() { echo $(( deadline - ($(date +%s) - start) )); }
+mkdir -p "$jdir" "$out"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit \
+  --format=csv >> "$jdir/device.log" 2>&1
+
+# The README's commands of one part, one per line.
+commands() {
+  case $1 in
+    deep) grep '^synth bench .*--split-k aiter' "$readme" ;;
+    grid) grep '^synth bench --model .*--m-set dataset' "$readme" ;;
+    off-grid) grep '^synth bench --model .*--m-set dataset' "$readme" | sed 's/--m-set dataset/--m-set off-grid/' ;;
+    *) echo "measure.sh: unknown part $1 (deep, grid or off-grid)" >&2; return 2 ;;
+  esac
+}
+
+status=0
+for part in "${parts[@]}"; do
+  cmds=$(commands "$part") || { status=2; break; }
+  while read -r line; do
+    [ -z "$line" ] && continue
+    read -ra words <<< "$line"
+    args=()
+    for ((i = 2; i < ${#words[@]}; i++)); do
+      if [ "${words[i]}" = --out ]; then
+        args+=(--out "$jdir/${words[i + 1]}")
+        i=$((i + 1))
+      else
+        args+=("${words[i]}")
+      fi
+    done
+    # shellcheck disable=SC2206
+    extra=(${BENCH_ARGS:-})
+    t=$(left)
+    if [ "$t" -le 5 ]; then
+      echo "== deadline reached before: $line" | tee -a "$jdir/bench.log"
+      break 2
+    fi
+    echo "== $part: $line ($t s left)" | tee -a "$jdir/bench.log"
+    timeout "$t" "$synth" bench "${args[@]}" "${extra[@]}" >>"$jdir/bench.out" 2>>"$jdir/bench.log"
+    rc=$?
+    echo "== exit $rc" | tee -a "$jdir/bench.log"
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] && status=1
+  done <<< "$cmds"
+done
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit \
+  --format=csv >> "$jdir/device.log" 2>&1
+(cd "$jdir" && tar czf - ./*.csv ./*.log ./bench.out 2>/dev/null) > "$out/zoo-journals.tgz"
+grep "^==" "$jdir/bench.log" | tail -n 20
+exit $status
