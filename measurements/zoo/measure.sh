@@ -21,6 +21,12 @@ deadline=$1 jdir=$2 out=$3
 shift 3
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] && parts=(deep grid off-grid)
+for part in "${parts[@]}"; do
+  case $part in
+    deep | grid | off-grid) ;;
+    *) echo "measure.sh: unknown part $part: expected deep, grid or off-grid" >&2; exit 2 ;;
+  esac
+done
 readme=measurements/zoo/README.md
 synth=${SYNTH:-./target/release/synth}
 [ -f "$readme" ] || { echo "measure.sh: $readme not found: run from the repository root" >&2; exit 2; }
@@ -28,6 +34,7 @@ synth=${SYNTH:-./target/release/synth}
 start=$(date +%s)
 left() { echo $(( deadline - ($(date +%s) - start) )); }
 mkdir -p "$jdir" "$out"
+touch "$jdir/bench.log"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit \
   --format=csv >> "$jdir/device.log" 2>&1
 
@@ -37,13 +44,12 @@ commands() {
     deep) grep '^synth bench .*--split-k aiter' "$readme" ;;
     grid) grep '^synth bench --model .*--m-set dataset' "$readme" ;;
     off-grid) grep '^synth bench --model .*--m-set dataset' "$readme" | sed 's/--m-set dataset/--m-set off-grid/' ;;
-    *) echo "measure.sh: unknown part $1 (deep, grid or off-grid)" >&2; return 2 ;;
   esac
 }
 
 status=0
 for part in "${parts[@]}"; do
-  cmds=$(commands "$part") || { status=2; break; }
+  cmds=$(commands "$part")
   while read -r line; do
     [ -z "$line" ] && continue
     read -ra words <<< "$line"
