@@ -111,3 +111,77 @@ fn options_of_the_re_measurement_are_refused_by_name_without_it() {
         assert!(o.stdout.is_empty(), "{extra:?}: nothing is checked: {}", text(&o));
     }
 }
+
+/// A rule over CK and the vendor GEMM (`#7` below M = 64, vendor from it) re-checked on a CK journal and a
+/// vendor journal given as two --dataset tables: hand-computed fractions of the oracle, and clear errors
+/// where the vendor leaves could not be scored.
+#[test]
+fn a_rule_of_several_backends_is_rechecked_on_one_table_per_backend() {
+    const HEADER: &str = "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio,status";
+    let ck7 = gemm_synth::Catalog::embedded().legacy_by_id(7).unwrap().name.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: String| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    // M = 16: #7 10 us, vendor 20 us; M = 1024: #7 100 us, vendor 40 us (new: vendor 80 us).
+    let ck = write(
+        "ck.csv",
+        format!("{HEADER}\nsm_90,132,16,512,512,ck,7,0,10.0,{ck7},1,1,0,ok\nsm_90,132,1024,512,512,ck,7,0,100.0,{ck7},1,1,0,ok\n"),
+    );
+    let vendor = |us: f64| {
+        format!(
+            "{HEADER}\nsm_90,132,16,512,512,vendor,0,0,20.0,vendor_scaled_mm,1,1,0,ok\n\
+             sm_90,132,1024,512,512,vendor,0,0,{us},vendor_scaled_mm,1,1,0,ok\n"
+        )
+    };
+    let (old_vendor, new_vendor) = (write("vendor-old.csv", vendor(40.0)), write("vendor-new.csv", vendor(80.0)));
+    let rule = write("mixed.cpp", "if (M < 64) return kernel(7); else return {vendor(0), 0};\n".to_string());
+    let drift = |extra: &[&str]| {
+        let mut args = s(&["drift", "--rule", &rule]);
+        args.extend(s(extra));
+        synth(&args, &[])
+    };
+    // Without --backends the vendor leaves cannot be scored: one error saying what to add.
+    let o = drift(&["--dataset", &ck]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o).contains("the rule returns vendor leaves") && text(&o).contains("--backends ck,vendor"),
+        "{}",
+        text(&o)
+    );
+    let o = drift(&["--dataset", &ck, "--dataset", &old_vendor, "--backends", "ck"]);
+    assert!(text(&o).contains("which --backends ck does not name"), "{}", text(&o));
+    // Both tables: on new data where vendor at M = 1024 is 80 us against #7's 100 us, the rule is still the
+    // oracle: 1.000, no drift.
+    let o = drift(&["--dataset", &ck, "--dataset", &new_vendor, "--backends", "ck,vendor"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(printed_fraction(&String::from_utf8_lossy(&o.stdout), "new measurements"), 1.0);
+    // New vendor times of 120 us: #7 (100 us) is the oracle at M = 1024, the rule 100/120 there:
+    // sqrt(1 · 0.8333) = 0.913; against the baseline's 1.000 a drop of 0.087 > --max-drop 0.05.
+    let slower = write("vendor-slower.csv", vendor(120.0));
+    let o = drift(&[
+        "--dataset",
+        &ck,
+        "--dataset",
+        &slower,
+        "--baseline",
+        &ck,
+        "--baseline",
+        &old_vendor,
+        "--backends",
+        "ck,vendor",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(printed_fraction(&out, "new measurements"), 0.913, "{out}");
+    assert_eq!(printed_fraction(&out, "baseline"), 1.0, "{out}");
+    assert!(text(&o).contains("fell by 0.087"), "{}", text(&o));
+    assert!(text(&o).contains(&format!("--dataset {ck} --dataset {slower} --backends ck,vendor")), "{}", text(&o));
+    // A manifest is one --dataset of CK configurations; --remeasure writes one journal.
+    let o = drift(&["--dataset", "measurements/h200/datasets.toml", "--backends", "ck,vendor"]);
+    assert!(text(&o).contains("a manifest (measurements/h200/datasets.toml) holds CK configurations"), "{}", text(&o));
+    let o = synth(&s(&["drift", "--dataset", "a.csv", "--dataset", "b.csv", "--remeasure", "--baseline", DATA]), &[]);
+    assert!(text(&o).contains("--dataset is given 2 times, but --remeasure writes one journal"), "{}", text(&o));
+}

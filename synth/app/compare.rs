@@ -204,6 +204,7 @@ fn run_manifest(args: &CompareArgs, manifest: &Path) -> anyhow::Result<()> {
     }
     for path in &args.rule {
         let rule = crate::rule::load_checked(path, catalog)?;
+        super::session::note_uncallable(path, &rule, None);
         policies.push(Policy::Rule { name: canonical_path(path), rule });
     }
     policies.push(Policy::Oracle);

@@ -18,7 +18,7 @@ pub use super::drift_args::DriftArgs;
 use super::drift_args::{refuse_remeasure_only, write_reports};
 use super::invocation::Invocation;
 use super::resolve::{dataset_mode, DataMode};
-use super::session::load_matrix;
+use super::session::{load_matrix, load_tables};
 
 mod report;
 
@@ -93,10 +93,39 @@ pub fn run(args: DriftArgs, invocation: &Invocation) -> Result<()> {
     let catalog = Catalog::embedded();
     let rule = crate::rule::load_checked(&args.rule, &catalog)
         .with_context(|| format!("cannot load the rule to re-check from {}", args.rule.display()))?;
-    let report = match dataset_mode(&args.dataset)? {
-        DataMode::Manifest(manifest) => check_manifest(&args, &rule, &manifest)?,
+    crate::compare::backends::check_callable(&rule, args.backends.backends.as_ref())
+        .map_err(|e| anyhow::anyhow!("{} ({}): {e}", args.rule.display(), "the rule to re-check"))?;
+    let mut manifests = Vec::new();
+    for d in args.dataset.iter().chain(&args.baseline) {
+        if let DataMode::Manifest(m) = dataset_mode(d)? {
+            manifests.push(m);
+        }
+    }
+    let report = match dataset_mode(&args.dataset[0])? {
+        DataMode::Manifest(manifest) => {
+            DriftArgs::one("--dataset", &args.dataset, "a manifest names every journal of its configurations")?;
+            if args.baseline.len() > 1 {
+                DriftArgs::one("--baseline", &args.baseline, "a manifest's baseline is one table or manifest")?;
+            }
+            if let Some(b) = &args.backends.backends {
+                anyhow::bail!(
+                    "--backends {b} is read with tables given as --dataset: a manifest ({}) holds CK configurations",
+                    manifest.display()
+                );
+            }
+            check_manifest(&args, &rule, &manifest)?
+        }
         // `dataset_mode` never names tuned tables (drift has no --train-tuned).
-        DataMode::Single | DataMode::Tuned => check_single(&args, &rule, &catalog)?,
+        DataMode::Single | DataMode::Tuned => {
+            if let Some(m) = manifests.first() {
+                anyhow::bail!(
+                    "{} is a manifest: with tables as --dataset, --baseline and every further --dataset are tables \
+                     too (or give the manifest as the one --dataset)",
+                    m.display()
+                );
+            }
+            check_single(&args, &rule, &catalog)?
+        }
     };
     write_reports(&args.remeasure, &report::markdown(&report), &report)?;
     if report.problems.is_empty() {
@@ -115,8 +144,8 @@ fn plain_report(args: &DriftArgs, problems: Vec<String>, fix: String, ok_line: &
         fix,
         ok_line: ok_line.into(),
         rule: args.rule.display().to_string(),
-        dataset: args.dataset.display().to_string(),
-        baseline: args.baseline.as_ref().map(|b| b.display().to_string()),
+        dataset: DriftArgs::shown(&args.dataset),
+        baseline: (!args.baseline.is_empty()).then(|| DriftArgs::shown(&args.baseline)),
         min_fraction: args.min_fraction,
         max_drop: args.max_drop,
         shape_regret: args.shape_regret,
@@ -128,13 +157,14 @@ fn plain_report(args: &DriftArgs, problems: Vec<String>, fix: String, ok_line: &
 
 /// The plain check on one latency table (and a baseline table).
 fn check_single(args: &DriftArgs, rule: &Rule, catalog: &Catalog) -> Result<PlainReport> {
-    let new = load_matrix(&args.dataset, catalog)?;
+    let backends = args.backends.backends.as_ref();
+    let new = load_tables(&args.dataset, catalog, backends)?;
     let score = score_rule(rule, &new, catalog, args.shape_regret);
     print_score("new measurements", &new, &score);
     let mut problems = Vec::new();
     let mut baseline_fraction = None;
-    if let Some(base_path) = &args.baseline {
-        let base = load_matrix(base_path, catalog)?;
+    if !args.baseline.is_empty() {
+        let base = load_tables(&args.baseline, catalog, backends)?;
         let base_score = score_rule(rule, &base, catalog, args.shape_regret);
         print_score("baseline", &base, &base_score);
         let drop = base_score.fraction_of_oracle - score.fraction_of_oracle;
@@ -171,10 +201,15 @@ fn check_single(args: &DriftArgs, rule: &Rule, catalog: &Catalog) -> Result<Plai
             (us / best - 1.0) * 100.0
         );
     }
-    let fix = format!(
-        "re-run `synth run --dataset {}` to synthesize a rule for the new data",
-        crate::sanitize::shell_word(&args.dataset.display().to_string())
-    );
+    let mut again: Vec<String> = args
+        .dataset
+        .iter()
+        .map(|d| format!("--dataset {}", crate::sanitize::shell_word(&d.display().to_string())))
+        .collect();
+    if let Some(b) = backends {
+        again.push(format!("--backends {b}"));
+    }
+    let fix = format!("re-run `synth run {}` to synthesize a rule for the new data", again.join(" "));
     let mut report = plain_report(args, problems, fix, "no drift: the rule holds on the new measurements");
     report.configs.push(ConfigScore {
         config: "all".into(),
@@ -254,7 +289,7 @@ fn check_manifest(args: &DriftArgs, rule: &Rule, manifest: &Path) -> Result<Plai
     println!("  {:<18} {:>6} fraction of oracle {:.3}", "all", all.report.shapes.len(), all_fraction);
     let mut problems = Vec::new();
     let mut whole_baseline = None;
-    let baseline = match &args.baseline {
+    let baseline = match args.baseline.first() {
         Some(b) if matches!(dataset_mode(b)?, DataMode::Manifest(_)) => {
             Some(manifest_scores(rule, &super::multi_eval::open(b)?))
         }

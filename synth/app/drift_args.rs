@@ -13,15 +13,18 @@ pub struct DriftArgs {
     /// Rule to re-check (JSON, C++ or Rust form).
     #[arg(long, default_value = "generated/rule.json")]
     pub rule: PathBuf,
-    /// New measurements (AITER CSV / gemm-synth measurement file), or a dataset manifest (`.toml`, e.g.
-    /// measurements/h200/datasets.toml) for one row per (model, TP) configuration; with --remeasure, the
-    /// journal the re-measurement is written to (resumable).
+    /// New measurements (AITER CSV / gemm-synth measurement file; repeat for several tables read as one, e.g.
+    /// a CK journal and a vendor journal for a rule with --backends ck,vendor), or a dataset manifest
+    /// (`.toml`, e.g. measurements/h200/datasets.toml) for one row per (model, TP) configuration; with
+    /// --remeasure, the journal the re-measurement is written to (resumable).
+    #[arg(long, required = true)]
+    pub dataset: Vec<PathBuf>,
+    /// Measurements the rule was accepted on (repeatable as --dataset); when given, the fraction of oracle is
+    /// compared with it (per configuration when both this and --dataset are manifests).
     #[arg(long)]
-    pub dataset: PathBuf,
-    /// Measurements the rule was accepted on; when given, the fraction of oracle is compared with it (per
-    /// configuration when both this and --dataset are manifests).
-    #[arg(long)]
-    pub baseline: Option<PathBuf>,
+    pub baseline: Vec<PathBuf>,
+    #[command(flatten)]
+    pub backends: super::args::BackendArgs,
     /// Fail when the rule's geomean fraction of oracle on the new data is below this.
     #[arg(long, default_value_t = 0.85)]
     pub min_fraction: f64,
@@ -33,6 +36,23 @@ pub struct DriftArgs {
     pub shape_regret: f64,
     #[command(flatten)]
     pub remeasure: RemeasureArgs,
+}
+
+impl DriftArgs {
+    /// The one path of `flag` where only one is read (a manifest, a re-measurement): an error naming why when
+    /// it is given several times.
+    pub fn one<'a>(flag: &str, paths: &'a [PathBuf], why: &str) -> Result<&'a Path> {
+        match paths {
+            [one] => Ok(one),
+            [] => anyhow::bail!("{flag} is needed: {why}"),
+            many => anyhow::bail!("{flag} is given {} times, but {why}: give it once", many.len()),
+        }
+    }
+
+    /// The tables of `paths` as the report and the messages name them (`a + b`).
+    pub fn shown(paths: &[PathBuf]) -> String {
+        paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" + ")
+    }
 }
 
 /// Options of `synth drift --remeasure` (flattened into `synth drift`).

@@ -290,8 +290,15 @@ pub fn run(d: &DriftArgs) -> Result<()> {
     let args = &d.remeasure;
     let started = Instant::now();
     let catalog = Catalog::embedded();
-    let base_path = d.baseline.as_ref().expect("clap requires --baseline with --remeasure");
-    check_not_the_baseline(&d.dataset, base_path)?;
+    if let Some(b) = &d.backends.backends {
+        bail!(
+            "--backends {b} applies to the plain check: --remeasure measures CK cells again; drop --backends, or \
+             drop --remeasure to re-score a rule of several backends on new journals of each"
+        );
+    }
+    let dataset = DriftArgs::one("--dataset", &d.dataset, "--remeasure writes one journal")?;
+    let base_path = DriftArgs::one("--baseline", &d.baseline, "--remeasure samples the cells of one baseline table")?;
+    check_not_the_baseline(dataset, base_path)?;
     let rule = crate::rule::load_checked(&d.rule, &catalog)
         .with_context(|| format!("cannot load the rule to re-check from {}", d.rule.display()))?;
     let (base, noise_median, noise_source) = baseline_and_noise(base_path, args, &catalog)?;
@@ -305,11 +312,11 @@ pub fn run(d: &DriftArgs) -> Result<()> {
         "drift: re-measuring {n_cells} cells of {} sampled shapes with the {} backend into {} (budget {} s)",
         sample.len(),
         backend_name(args.backend),
-        d.dataset.display(),
+        dataset.display(),
         args.budget_s
     );
-    let (device, budget_reached) = measure(args, &sample, &d.dataset, &catalog, started)?;
-    let new = remeasured(&d.dataset, &base, &catalog)?;
+    let (device, budget_reached) = measure(args, &sample, dataset, &catalog, started)?;
+    let new = remeasured(dataset, &base, &catalog)?;
     let (cells, new_oracles, sum) = compare(&base, &new, &sample, &rule, noise_median, args, d.max_drop);
     let mut problems = sum.problems.clone();
     let unchecked = sum.shapes_measured == 0;
@@ -329,7 +336,7 @@ pub fn run(d: &DriftArgs) -> Result<()> {
         fix: fix(args.backend),
         rule: d.rule.display().to_string(),
         baseline: base_path.display().to_string(),
-        dataset: d.dataset.display().to_string(),
+        dataset: dataset.display().to_string(),
         backend: backend_name(args.backend),
         device,
         noise_median,

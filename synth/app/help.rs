@@ -82,4 +82,5 @@ Examples (the CUDA task needs nvcc and an NVIDIA GPU):
 pub const DRIFT: &str = "\
 Examples:
   synth drift --rule generated/rule.json --dataset new.csv
-  synth drift --rule generated/gemm_a8w8_blockscale_heuristic.h --dataset new.csv --baseline old.csv";
+  synth drift --rule generated/gemm_a8w8_blockscale_heuristic.h --dataset new.csv --baseline old.csv
+  synth drift --rule mixed/rule.json --dataset new-ck.csv --dataset new-vendor.csv --backends ck,vendor";

@@ -207,6 +207,7 @@ impl Session {
             .iter()
             .map(|path| {
                 let rule = crate::rule::load_checked(path, &self.catalog)?;
+                note_uncallable(path, &rule, self.backends.as_ref());
                 Ok(Policy::Rule { name: canonical_path(path), rule })
             })
             .collect()
@@ -324,6 +325,18 @@ pub fn load_tuned(
     Ok(t)
 }
 
+/// A note on stderr when a scored rule returns leaves of a backend the data's candidates leave out
+/// ([`crate::compare::backends::check_callable`]): those picks are charged the default's time.
+pub fn note_uncallable(path: &Path, rule: &crate::rule::Rule, backends: Option<&crate::catalog::Backends>) {
+    if let Err(m) = crate::compare::backends::check_callable(rule, backends) {
+        eprintln!(
+            "note: {}: {m}; until then its picks of those backends are scored as unusable (charged the default's \
+             time)",
+            path.display()
+        );
+    }
+}
+
 /// The latency table of `--dataset` values: none → the default embedded dataset; one file or embedded name;
 /// else several (files, embedded names, directories of `*.csv`) merged into one matrix of one device, the
 /// vendor reference rows kept apart, named `a + b + ...`.
@@ -358,38 +371,44 @@ fn load_datasets(
     }
 }
 
+/// The latency matrix of one or several tables (`--dataset` values: files, embedded names, directories), read
+/// as `run` and `compare` read them: with `backends`, rows of those backends are candidates.
+pub fn load_tables(
+    datasets: &[PathBuf],
+    catalog: &Catalog,
+    backends: Option<&crate::catalog::Backends>,
+) -> anyhow::Result<LatencyMatrix> {
+    Ok(load_datasets(datasets, catalog, backends)?.1)
+}
+
 /// Several `--dataset` values (files, embedded names, directories of `*.csv`) as one matrix.
 fn load_many(
     many: &[PathBuf],
     catalog: &Catalog,
     backends: Option<&crate::catalog::Backends>,
 ) -> anyhow::Result<(Dataset, LatencyMatrix, VendorTimes)> {
-    {
-        {
-            let mut sources = Vec::new();
-            for d in many {
-                if d.is_dir() {
-                    let files = crate::table::multi::expand_paths(std::slice::from_ref(d))
-                        .map_err(|e| anyhow::anyhow!("{e}"))?;
-                    for f in files {
-                        sources.push(Dataset::resolve(Some(&f))?);
-                    }
-                } else {
-                    // A file where one exists, else an embedded dataset's name (so several embedded names
-                    // work anywhere, as one does).
-                    sources.push(Dataset::resolve(Some(d))?);
-                }
+    let mut sources = Vec::new();
+    for d in many {
+        if d.is_dir() {
+            let files =
+                crate::table::multi::expand_paths(std::slice::from_ref(d)).map_err(|e| anyhow::anyhow!("{e}"))?;
+            for f in files {
+                sources.push(Dataset::resolve(Some(&f))?);
             }
-            let mut tables = Vec::with_capacity(sources.len());
-            for s in &sources {
-                tables.push((PathBuf::from(s.name()), s.rows(catalog)?));
-            }
-            let (matrix, vendor) =
-                crate::table::multi::merge_tables_for(&tables, backends).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let joined = sources.iter().map(Dataset::name).collect::<Vec<_>>().join(" + ");
-            Ok((Dataset::File(PathBuf::from(joined)), matrix, vendor))
+        } else {
+            // A file where one exists, else an embedded dataset's name (so several embedded names work
+            // anywhere, as one does).
+            sources.push(Dataset::resolve(Some(d))?);
         }
     }
+    let mut tables = Vec::with_capacity(sources.len());
+    for s in &sources {
+        tables.push((PathBuf::from(s.name()), s.rows(catalog)?));
+    }
+    let (matrix, vendor) =
+        crate::table::multi::merge_tables_for(&tables, backends).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let joined = sources.iter().map(Dataset::name).collect::<Vec<_>>().join(" + ");
+    Ok((Dataset::File(PathBuf::from(joined)), matrix, vendor))
 }
 
 /// The dataset values as the line writes them: each embedded name as it is, each file or directory by its

@@ -10,6 +10,34 @@ use crate::table::LatencyMatrix;
 
 use super::{fallback_us, Policy};
 
+/// An error when `rule` returns leaves of a backend the scoring cannot call: without `backends`, vendor
+/// leaves (vendor rows are a reference only) and CK-tile leaves (no matrix holds CK-tile candidates without
+/// `--backends`); with `backends`, every leaf of a backend it does not name. Such picks would be charged
+/// the default's time on every shape they cover, which reads as drift or as a slow rule. The message names
+/// the `--backends` list that covers the rule.
+pub fn check_callable(rule: &crate::rule::Rule, backends: Option<&Backends>) -> Result<(), String> {
+    let used: std::collections::BTreeSet<Libtype> = rule.leaves().iter().map(|l| l.backend).collect();
+    let callable = |b: Libtype| match backends {
+        Some(list) => list.contains(b),
+        None => matches!(b, Libtype::Ck | Libtype::Triton),
+    };
+    let outside: Vec<String> = used.iter().filter(|&&b| !callable(b)).map(|b| b.to_string()).collect();
+    if outside.is_empty() {
+        return Ok(());
+    }
+    let all: Vec<String> = used.iter().map(|b| b.to_string()).collect();
+    Err(format!(
+        "the rule returns {} leaves, which {}: add --backends {} and give the journals that measure them as \
+         --dataset (repeatable)",
+        outside.join(" and "),
+        match backends {
+            Some(b) => format!("--backends {b} does not name"),
+            None => "are not candidates without --backends (vendor rows are a reference only)".to_string(),
+        },
+        all.join(",")
+    ))
+}
+
 /// The kernel a backend runs where nothing chose one: CK's legacy default (the alias of kernelId -1),
 /// the vendor GEMM, vLLM's default Triton config. CK-tile's default depends on the architecture and
 /// none of its rows run on the devices measured here: `None`.
