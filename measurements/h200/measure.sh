@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measures the multi-model H200 dataset of measurements/h200/ in deadline-bounded runs.
 #
-#   measurements/h200/measure.sh DEADLINE_S JOURNAL_DIR OUT_DIR [vendor|grid] [NAME,NAME...]
+#   measurements/h200/measure.sh DEADLINE_S JOURNAL_DIR OUT_DIR [vendor|vendor-only|grid] [NAME,NAME...]
 #
 # Runs `synth bench` for each (model, TP) configuration below, in order, into JOURNAL_DIR/<model>-tp<TP>.csv
 # (resumable: a rerun continues each journal where it stopped), stopping every bench at DEADLINE_S seconds
@@ -9,12 +9,16 @@
 # reference (harness/vendor_reference.py) on the Qwen3-32B TP=2 dataset-grid shapes first. With `grid`,
 # completes the committed journals to the whole dataset grid: each journal of measurements/h200/ is copied
 # into JOURNAL_DIR (unless one is there) and resumed with `--m-set dataset`, so only the grid M values it
-# does not hold yet are measured (its off-grid M values stay). NAME,NAME... limits the run to those journals.
+# does not hold yet are measured (its off-grid M values stay). With `vendor-only`, measures nothing but the
+# vendor reference of each configuration (NAME,NAME... or all) on its dataset-grid and off-grid shapes into
+# JOURNAL_DIR/vendor-<NAME>.csv (a configuration whose file is there is skipped): the rows `--backends
+# ck,vendor` needs on held-out models. NAME,NAME... limits the run to those journals.
 set -u
 deadline=$1 jdir=$2 out=$3 mode=${4:-} only=${5:-}
 start=$(date +%s)
 synth=${SYNTH:-./target/release/synth}
 mkdir -p "$jdir" "$out"
+out=$(cd "$out" && pwd)
 left() { echo $(( deadline - ($(date +%s) - start) )); }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit \
   --format=csv >> "$jdir/device.log" 2>&1
@@ -46,6 +50,22 @@ for cfg in "${configs[@]}"; do
   name=$1 mset=$4 shapes=()
   [ "$5" != - ] && shapes=(--shapes "$5")
   if [ -n "$only" ] && [[ ",$only," != *",$name,"* ]]; then continue; fi
+  if [ "$mode" = vendor-only ]; then
+    [ "$mset" = off-grid ] && continue
+    [ -s "$jdir/vendor-$name.csv" ] && continue
+    t=$(left); [ "$t" -le 5 ] && break
+    echo "== vendor $name ($2 TP $3), $t s left" | tee -a "$jdir/vendor.log"
+    : > "$jdir/vendor-$name-plan.jsonl"
+    for ms in dataset off-grid; do
+      "$synth" bench --model "$2" --tp "$3" --m-set $ms "${shapes[@]}" --split-k none --recheck-fraction 0 \
+        --cu-num 132 --out "$jdir/vendor-$name-plan-journal.csv" --plan-only "$jdir/vendor-$name-$ms.jsonl" \
+        2>>"$jdir/vendor.log" && cat "$jdir/vendor-$name-$ms.jsonl" >> "$jdir/vendor-$name-plan.jsonl"
+    done
+    timeout "$t" python3 harness/vendor_reference.py --plan "$jdir/vendor-$name-plan.jsonl" \
+      --out "$jdir/vendor-$name.csv.part" 2>>"$jdir/vendor.log" && mv "$jdir/vendor-$name.csv.part" "$jdir/vendor-$name.csv"
+    echo "== vendor $name exit $?" | tee -a "$jdir/vendor.log"
+    continue
+  fi
   if [ "$mode" = grid ]; then
     [ "$mset" = off-grid ] && continue
     mset=dataset
@@ -60,4 +80,6 @@ done
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit \
   --format=csv >> "$jdir/device.log" 2>&1
 cd "$jdir" && tar czf "$out/journals.tgz" ./*.csv ./*.log ./bench.out 2>/dev/null
-tail -n 40 "$jdir/bench.out"
+[ -f bench.out ] && tail -n 40 bench.out
+[ -f vendor.log ] && grep "^==" vendor.log | tail -n 20
+exit 0
