@@ -4,7 +4,9 @@
 //! for every target:
 //!
 //! - ≤ 16 leaves, ≤ 8 instances, ≤ 160 training shapes from ≤ 4 configurations;
-//! - leave-one-model-out ≥ 0.97 of the oracle on every held-out configuration;
+//! - leave-one-model-out ≥ 0.97 of the oracle on every held-out configuration (the zoo issue's targets
+//!   beside it: ≥ 0.98 on every configuration, ≥ 0.90 on every layer of it under its fold's rule);
+//! - the held-out grid and off-grid evaluations ≥ 0.99 (the zoo issue: the 16-leaf main rule keeps them);
 //! - off-grid M of the training configurations ≥ 0.98;
 //! - held-out grid shapes of the training configurations: ahead of nearest-M;
 //! - 0 picks of unmeasured or invalid cells on every configuration;
@@ -101,8 +103,36 @@ fn main() -> anyhow::Result<()> {
     for (c, f) in &lomo {
         line(&format!("leave-one-model-out, {c}"), format!("{f:.4}"), ">= 0.97", *f >= 0.97);
     }
+    if let Some((c, f)) = lomo.first() {
+        line(&format!("leave-one-model-out, lowest configuration ({c})"), format!("{f:.4}"), ">= 0.98", *f >= 0.98);
+    }
+    // The lowest layer of each fold, from the report's leave-one-model-out table ("0.955 (N 1280, K 8192)").
+    let layers: Vec<(f64, String)> = report
+        .split("(c) leave-one-model-out")
+        .nth(1)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let at = l.find(" (N ")?;
+            let value: f64 = l[..at].split_whitespace().last()?.parse().ok()?;
+            Some((value, l[at + 1..].split(')').next()?.to_string() + ")"))
+        })
+        .collect();
+    match layers.iter().min_by(|a, b| a.0.total_cmp(&b.0)) {
+        Some((f, layer)) => line(
+            &format!("leave-one-model-out, lowest layer of any fold {layer}"),
+            format!("{f:.3}"),
+            ">= 0.90",
+            *f >= 0.90,
+        ),
+        None => line("leave-one-model-out, lowest layer of any fold", "not found".into(), ">= 0.90", false),
+    }
     if let Some(off) = get("off-grid", "training", "synthesized") {
         line("off-grid M of the training configurations", format!("{:.4}", off.3), ">= 0.98", off.3 >= 0.98);
+        line("off-grid M, the zoo issue's target", format!("{:.4}", off.3), ">= 0.99", off.3 >= 0.99);
+    }
+    if let Some(grid) = get("heldout-grid", "training", "synthesized") {
+        line("held-out grid shapes, the zoo issue's target", format!("{:.4}", grid.3), ">= 0.99", grid.3 >= 0.99);
     }
     if let (Some(s), Some(n)) =
         (get("heldout-grid", "training", "synthesized"), get("heldout-grid", "training", "nearest-M"))
