@@ -373,3 +373,74 @@ fn several_embedded_datasets_load_outside_a_checkout() {
     assert!(ok, "{text}");
     assert!(text.contains("measurements/h200/qwen3-32b-tp1.csv + measurements/h200/qwen3-32b-tp4.csv"), "{text}");
 }
+
+/// `run --dataset MANIFEST --backends ck,vendor`: two configurations with CK and vendor journals. Vendor
+/// wins from M = 256 (CK #7 10/20/100/400 us, vendor 40/40/50/100 us at M = 16/64/256/1024), so the mixed
+/// rule returns #7 below and vendor above, is the union oracle on every shape, and each fold's rule is as
+/// well; rule[ck] and rule[vendor] each lose somewhere. A configuration without vendor rows is refused.
+#[test]
+fn the_multi_model_job_over_two_backends() {
+    let cat = Catalog::embedded();
+    let id7 = cat.legacy_by_id(7).unwrap().name.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut ck, mut vendor) = (format!("{HEADER}\n"), format!("{HEADER}\n"));
+    for n in [4096, 5120] {
+        for (m, t7, tv) in [(16, 10.0, 40.0), (64, 20.0, 40.0), (256, 100.0, 50.0), (1024, 400.0, 100.0)] {
+            ck.push_str(&format!("sm_90,132,{m},{n},4096,ck,7,0,{t7},{id7},1,1,0,ok\n"));
+            vendor.push_str(&format!("sm_90,132,{m},{n},4096,vendor,0,0,{tv},vendor_scaled_mm,1,1,0,ok\n"));
+        }
+    }
+    write(dir.path(), "ck.csv", &ck);
+    write(dir.path(), "vendor.csv", &vendor);
+    let manifest = |vendor_list: &str| {
+        write(
+            dir.path(),
+            "m.toml",
+            &format!(
+                "off_grid_m = []\ntrain_pool = [\"a\", \"b\"]\ntrain_configs = 1\nvendor = [{vendor_list}]\n\
+                 [[config]]\nname = \"a\"\nmodel = \"llama-3.1-8b\"\ntp = 1\njournals = [\"ck.csv\"]\n\
+                 [[config]]\nname = \"b\"\nmodel = \"qwen3-32b\"\ntp = 2\njournals = [\"ck.csv\"]\n"
+            ),
+        )
+    };
+    let m = manifest("\"vendor.csv\"");
+    let (ok, text) = synth(
+        &["run", "--dataset", m.to_str().unwrap(), "--backends", "ck,vendor", "--sample-m", "4", "--out", "r"],
+        dir.path(),
+    );
+    assert!(ok, "{text}");
+    assert!(text.contains("backends ck,vendor: `synthesized` is the mixed rule"), "{text}");
+    let rule = gemm_synth::rule::load(&dir.path().join("r/rule.json"), &cat).unwrap();
+    for n in [4096, 5120] {
+        assert_eq!(rule.eval(16, n, 4096), Leaf::new(7, 0));
+        assert_eq!(rule.eval(1024, n, 4096).backend, gemm_synth::catalog::Libtype::Vendor);
+    }
+    assert!(dir.path().join("r/select_kernel.py").exists() && dir.path().join("r/aiter/NO-PATCH.txt").exists());
+    // Every evaluation scores the backends' own rules and oracles, and the fitted threshold.
+    let ev = std::fs::read_to_string(dir.path().join("r/evaluations.csv")).unwrap();
+    for p in ["rule[ck]", "rule[vendor]", "oracle[ck]", "oracle[vendor]", "threshold", "synthesized"] {
+        assert!(ev.contains(&format!("leave-one-model-out,a,{p},")), "{p}\n{ev}");
+    }
+    let of = |config: &str, policy: &str| -> f64 {
+        let line = ev.lines().find(|l| l.starts_with(&format!("leave-one-model-out,{config},{policy},"))).unwrap();
+        line.split(',').nth(6).unwrap().parse().unwrap()
+    };
+    // The mixed rule is the union oracle; CK alone: (1 · 1 · 0.5 · 0.25)^(1/4) = 0.595; vendor alone:
+    // (0.25 · 0.5 · 1 · 1)^(1/4) = 0.595: x best rule[B] = 1.682.
+    for c in ["a", "b"] {
+        assert_eq!(of(c, "synthesized"), 1.0, "{ev}");
+        assert_eq!(of(c, "rule[ck]"), 0.5946, "{ev}");
+        assert_eq!(of(c, "rule[vendor]"), 0.5946, "{ev}");
+    }
+    let lomo = &text[text.find("(c) leave-one-model-out").unwrap()..];
+    assert!(lomo.contains("x best rule[B]") && lomo.contains("1.682"), "{lomo}");
+    // Without the vendor journal, no configuration has vendor rows: refused, naming the first.
+    let m = manifest("");
+    let (ok, text) =
+        synth(&["run", "--dataset", m.to_str().unwrap(), "--backends", "ck,vendor", "--out", "r2"], dir.path());
+    assert!(!ok && text.contains("configuration \"a\" (llama-3.1-8b TP=1) has no usable vendor row"), "{text}");
+    assert!(!dir.path().join("r2").exists());
+    // The other commands still read a manifest as CK configurations.
+    let (ok, text) = synth(&["compare", "--dataset", m.to_str().unwrap(), "--backends", "ck,vendor"], dir.path());
+    assert!(!ok && text.contains("this job scores CK legacy candidates only"), "{text}");
+}

@@ -53,7 +53,13 @@ pub struct CompareArgs {
 
 /// Runs `synth compare`.
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
-    let opts = DataOptions { data: &args.data, manifest: None, train_tuned: &[], fallback: Fallback::Single };
+    let opts = DataOptions {
+        data: &args.data,
+        manifest: None,
+        train_tuned: &[],
+        fallback: Fallback::Single,
+        manifest_backends: false,
+    };
     if let DataMode::Manifest(manifest) = data_mode(opts)? {
         return run_manifest(&args, &manifest);
     }

@@ -78,12 +78,22 @@ pub struct MultiData {
     pub configs: Vec<Config>,
     /// Training pool (indices into `configs`), in manifest order.
     pub pool: Vec<usize>,
+    /// `--backends` the journals were read for (`None`: CK legacy candidates, vendor rows a reference).
+    pub backends: Option<crate::catalog::Backends>,
     pub train_configs: usize,
 }
 
 impl MultiData {
     /// Reads the manifest and every journal it names.
     pub fn open(manifest: &Path) -> anyhow::Result<MultiData> {
+        MultiData::open_for(manifest, None)
+    }
+
+    /// [`MultiData::open`] for a runtime that can call `backends`: rows of those backends are candidates
+    /// (the vendor journals of the manifest's `vendor` list too when `vendor` is named), and every
+    /// configuration must have rows of each named backend (a configuration without them would charge every
+    /// pick of that backend the default's time and read as a weak rule).
+    pub fn open_for(manifest: &Path, backends: Option<&crate::catalog::Backends>) -> anyhow::Result<MultiData> {
         let text = if !manifest.exists() && manifest == Path::new(super::data::EMBEDDED_MANIFEST.0) {
             super::data::EMBEDDED_MANIFEST.1.to_string()
         } else {
@@ -146,7 +156,11 @@ impl MultiData {
             let source = super::data::Dataset::resolve(Some(j))?;
             tables.push((PathBuf::from(source.name()), source.rows(&catalog)?));
         }
-        let (matrix, vendor) = merge_tables(&tables).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let (matrix, vendor) = match backends {
+            None => merge_tables(&tables),
+            Some(b) => crate::table::multi::merge_tables_for(&tables, Some(b)),
+        }
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
         let off: BTreeSet<u32> = file.off_grid_m.iter().copied().collect();
         let have: BTreeSet<(u32, u32)> = matrix.layers().into_iter().collect();
         let mut configs = Vec::new();
@@ -166,6 +180,22 @@ impl MultiData {
                     c.tp
                 );
             }
+            for b in backends.into_iter().flat_map(|b| b.iter()) {
+                let has = shapes.iter().any(|&s| {
+                    (0..matrix.candidates.len()).any(|c| matrix.candidates[c].backend == b && matrix.us(s, c).is_some())
+                });
+                if !has {
+                    bail!(
+                        "{}: configuration {:?} ({} TP={}) has no usable {b} row, and --backends names {b}: add its \
+                         {b} journal to the configuration's `journals` (or to `vendor`), or leave {b} out of \
+                         --backends",
+                        manifest.display(),
+                        c.name,
+                        c.model,
+                        c.tp
+                    );
+                }
+            }
             let (off_grid, grid): (Vec<usize>, Vec<usize>) =
                 shapes.into_iter().partition(|&s| off.contains(&matrix.shapes[s].m));
             configs.push(Config { name: c.name.clone(), layers, grid, off_grid });
@@ -179,6 +209,7 @@ impl MultiData {
             configs,
             pool,
             train_configs: file.train_configs,
+            backends: backends.cloned(),
         })
     }
 

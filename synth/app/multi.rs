@@ -75,6 +75,8 @@ pub struct MultiJob {
     pub limits: ResolvedLimits,
     pub sample: (usize, u64),
     pub effort: Effort,
+    /// `--backends`: which rows of the journals are candidates (`None`: CK legacy, vendor rows a reference).
+    pub backends: Option<crate::catalog::Backends>,
 }
 
 impl MultiJob {
@@ -92,7 +94,13 @@ impl MultiJob {
             limits: limits.resolve(MULTI_LIMITS)?,
             sample: (sample.sample_m, sample.seed),
             effort,
+            backends: None,
         })
+    }
+
+    /// The job over `backends` (`--backends`; never the main job).
+    pub fn with_backends(self, backends: Option<crate::catalog::Backends>) -> Self {
+        MultiJob { backends, ..self }
     }
 
     /// The main job: the default manifest with every setting at the job's default.
@@ -117,6 +125,7 @@ impl MultiJob {
         SampleArgs { sample_m: self.sample.0, seed: self.sample.1 }.write_line(&mut l);
         self.limits.write_line(&mut l);
         self.effort.write_line(&mut l);
+        super::args::BackendArgs { backends: self.backends.clone() }.write_line(&mut l);
         l
     }
 }
@@ -136,9 +145,31 @@ fn budgets(settings: &MultiSettings) -> Vec<usize> {
 }
 
 /// The policies of every evaluation: default, tuned (AITER: lookup, miss → default), nearest-M, tuned→rule,
-/// the published rule, the synthesized rule, the oracle; tables built from `train`.
-pub fn policies(data: &MultiData, train: &[usize], rule: &crate::rule::Rule) -> anyhow::Result<Vec<Policy>> {
-    policies_named(data, train, rule, "synthesized")
+/// the published rule, the synthesized rule, the oracle; tables built from `train`. With `--backends`,
+/// before the oracle: each backend's own rule (`rule[B]`, trained on `train` with `settings`), its oracle
+/// (`oracle[B]`) and the threshold policy fitted on `train`.
+pub fn policies(
+    data: &MultiData,
+    train: &[usize],
+    rule: &crate::rule::Rule,
+    settings: &MultiSettings,
+) -> anyhow::Result<Vec<Policy>> {
+    let mut out = policies_named(data, train, rule, "synthesized")?;
+    if let Some(backends) = &data.backends {
+        let oracle = out.pop().expect("the oracle is the last policy");
+        let weights = settings.weight.weights(&data.matrix, train);
+        out.extend(super::session::own_rules(
+            &data.matrix,
+            &data.catalog,
+            backends,
+            train,
+            weights.as_deref(),
+            &settings.limits,
+        )?);
+        out.extend(super::session::backend_policies(&data.matrix, &data.catalog, backends, train).0);
+        out.push(oracle);
+    }
+    Ok(out)
 }
 
 /// One leave-one-model-out row.
@@ -180,7 +211,7 @@ pub fn leave_one_out(data: &MultiData, settings: &MultiSettings) -> anyhow::Resu
                 &budgets(settings),
             );
             let synth = results.into_iter().next().expect("one rule per budget, the rule's first");
-            let pols = policies(data, &train_set, &synth.rule)?;
+            let pols = policies(data, &train_set, &synth.rule, settings)?;
             let report = compare::evaluate(&data.matrix, &data.catalog, &pols, &held.shapes());
             let _ = progress.tick();
             Ok(LomoRow {
@@ -235,7 +266,7 @@ fn evaluate(data: &MultiData, settings: &MultiSettings) -> anyhow::Result<Outcom
     }
     let results = train(data, &train_set, settings)?;
     let synth_time = t0.elapsed();
-    let policies = policies(data, &train_set, &results[0].rule)?;
+    let policies = policies(data, &train_set, &results[0].rule, settings)?;
     // (a) held-out grid shapes and (b) off-grid M of the training configurations.
     let (grid_held, off) = training_splits(data, &configs, &train_set);
     let grid = compare::evaluate(matrix, catalog, &policies, &grid_held);
@@ -254,13 +285,21 @@ fn evaluate(data: &MultiData, settings: &MultiSettings) -> anyhow::Result<Outcom
 /// Runs the multi-model job, writing into `out` (or where [`super::outputs::out_dir`] says).
 pub fn run(job: &MultiJob, out: Option<&Path>, check: bool) -> anyhow::Result<()> {
     let started = Instant::now();
-    let data = MultiData::open(&job.manifest)?;
+    let data = MultiData::open_for(&job.manifest, job.backends.as_ref())?;
     let settings = job.settings();
     let o = evaluate(&data, &settings)?;
     let provenance = provenance(job, &data, &settings, &o);
     let main_job = job.is_main();
     let target = super::outputs::out_dir(out, main_job, "run")?;
     let written = files(&data, &o)
+        .and_then(|mut f| {
+            if data.backends.is_some() {
+                // The rule for a runtime that chooses between backends in Python.
+                let python = crate::render::render_python(&o.synth().rule, &data.catalog, &provenance)?;
+                f.push(GeneratedFile::new(crate::render::PYTHON_MODULE, python));
+            }
+            Ok(f)
+        })
         .and_then(|f| super::outputs::rule_files(&o.synth().rule, &data.catalog, &data.matrix, &provenance, f))
         .and_then(|f| super::outputs::write_files(&target.dir, &f, check));
     let text = terminal_text(&data, &provenance, &o);
@@ -392,6 +431,14 @@ fn terminal_text(data: &MultiData, provenance: &Provenance, o: &Outcome) -> Stri
         o.synth_time.as_secs_f64()
     );
     text.push_str(&rule_outline(&synth.rule, &data.catalog));
+    if let Some(b) = &data.backends {
+        let _ = writeln!(
+            text,
+            "\nbackends {b}: `synthesized` is the mixed rule, `rule[B]` each backend's own rule (the same training \
+             shapes and limits), `oracle[B]` its oracle, `threshold` the best one-M split of two backends' defaults \
+             on the training shapes, `oracle` the union oracle"
+        );
+    }
     for (title, report) in [
         ("(a) held-out grid shapes of the training configurations", &o.grid),
         ("(b) off-grid M of the training configurations", &o.off),
@@ -431,15 +478,21 @@ fn lomo_table(rows: &[LomoRow], data: &MultiData, all: &Report) -> String {
         right("default").min(9),
         right("worst layer, LOMO rule").min(24),
         right("unusable").min(9),
-        left("trained on"),
     ];
+    let mixed = data.backends.is_some();
+    let mut columns = columns;
+    if mixed {
+        // The mixed rule against the best of the backends' own rules of the same fold.
+        columns.push(right("x best rule[B]").min(14));
+    }
+    columns.push(left("trained on"));
     let mut t = TextTable::new(columns).gap(1).indent("  ");
     for r in rows {
         let c = data.configs.iter().find(|c| c.name == r.config).expect("row of a configuration");
         let set: BTreeSet<usize> = c.shapes().into_iter().collect();
         let idx: Vec<usize> = (0..all.shapes.len()).filter(|&i| set.contains(&all.shapes[i])).collect();
         let main = all.policy_index("synthesized").map_or(f64::NAN, |p| all.summarize(p, &idx).of_oracle);
-        t.row([
+        let mut row = vec![
             shown(&r.config),
             r.report.shapes.len().to_string(),
             format!("{:.3}", of_oracle(&r.report, "synthesized")),
@@ -447,14 +500,25 @@ fn lomo_table(rows: &[LomoRow], data: &MultiData, all: &Report) -> String {
             format!("{:.3}", of_oracle(&r.report, "default")),
             worst_layer_text(&r.report, "synthesized"),
             unusable(&r.report, "synthesized").to_string(),
-            format!(
-                "{} ({} shapes, {} leaves, {} instances)",
-                shown(&r.trained_on.join(", ")),
-                r.train_shapes,
-                r.leaves,
-                r.instances
-            ),
-        ]);
+        ];
+        if mixed {
+            let best = r
+                .report
+                .policies
+                .iter()
+                .filter(|p| p.name.starts_with("rule["))
+                .map(|p| p.summary.of_oracle)
+                .fold(f64::NAN, f64::max);
+            row.push(format!("{:.3}", of_oracle(&r.report, "synthesized") / best));
+        }
+        row.push(format!(
+            "{} ({} shapes, {} leaves, {} instances)",
+            shown(&r.trained_on.join(", ")),
+            r.train_shapes,
+            r.leaves,
+            r.instances
+        ));
+        t.row(row);
     }
     t.render()
 }

@@ -40,6 +40,8 @@ pub struct DataOptions<'a> {
     /// `--train-tuned` tables (only `run` and `search` have them).
     pub train_tuned: &'a [PathBuf],
     pub fallback: Fallback,
+    /// Whether the command's manifest job reads `--backends` (`run`'s multi-model job).
+    pub manifest_backends: bool,
 }
 
 /// The manifest named by `--dataset`, when it names one: a single `.toml` file (on disk, or the embedded
@@ -54,11 +56,14 @@ pub fn manifest_of(datasets: &[PathBuf]) -> Option<PathBuf> {
 /// The data mode of `opts`; an error when the options name two modes at once.
 pub fn data_mode(opts: DataOptions) -> anyhow::Result<DataMode> {
     let mode = data_mode_of(opts)?;
-    if let (Some(b), DataMode::Manifest(_) | DataMode::Tuned) = (&opts.data.backends.backends, &mode) {
-        bail!(
+    match (&opts.data.backends.backends, &mode) {
+        (Some(_), DataMode::Manifest(_)) if opts.manifest_backends => {}
+        (Some(b), DataMode::Manifest(_) | DataMode::Tuned) => bail!(
             "--backends {b} is read on a single dataset (--dataset FILE, repeated for several journals, with \
-             --model/--tp): the multi-model and tuned-table jobs score CK legacy candidates only"
-        );
+             --model/--tp){}: this job scores CK legacy candidates only",
+            if opts.manifest_backends { "" } else { " and by `run`'s multi-model job" }
+        ),
+        _ => {}
     }
     Ok(mode)
 }
@@ -95,7 +100,13 @@ fn data_mode_of(opts: DataOptions) -> anyhow::Result<DataMode> {
 /// [`data_mode`] makes for that `--dataset` alone.
 pub fn dataset_mode(dataset: &Path) -> anyhow::Result<DataMode> {
     let data = DataArgs { dataset: vec![dataset.to_path_buf()], ..DataArgs::default() };
-    data_mode(DataOptions { data: &data, manifest: None, train_tuned: &[], fallback: Fallback::Single })
+    data_mode(DataOptions {
+        data: &data,
+        manifest: None,
+        train_tuned: &[],
+        fallback: Fallback::Single,
+        manifest_backends: false,
+    })
 }
 
 /// One error naming the options of `unused` that were given, which the `job` does not read (`hint` says
@@ -115,7 +126,7 @@ mod tests {
 
     fn mode(data: DataArgs, manifest: Option<&str>, fallback: Fallback) -> anyhow::Result<DataMode> {
         let manifest = manifest.map(Path::new);
-        data_mode(DataOptions { data: &data, manifest, train_tuned: &[], fallback })
+        data_mode(DataOptions { data: &data, manifest, train_tuned: &[], fallback, manifest_backends: false })
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
         manifest: args.manifest.as_deref(),
         train_tuned: &args.tuned_train.train_tuned,
         fallback: Fallback::DefaultManifest,
+        manifest_backends: true,
     })?;
     match mode {
         DataMode::Tuned => {
@@ -42,7 +43,8 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
                  without them, reads --manifest)",
             )?;
             let effort = Effort::new(args.exact_depth, args.no_refine, args.no_split_k_guards);
-            let job = super::multi::MultiJob::resolve(&args.limits, &args.sample, effort, &manifest)?;
+            let job = super::multi::MultiJob::resolve(&args.limits, &args.sample, effort, &manifest)?
+                .with_backends(args.data.backends.backends.clone());
             super::multi::run(&job, args.out.as_deref(), args.check)
         }
         DataMode::Single => super::single::run(&args),

@@ -122,6 +122,7 @@ pub fn run(args: SearchArgs, invocation: &Invocation) -> anyhow::Result<()> {
         manifest: None,
         train_tuned: &args.tuned_train.train_tuned,
         fallback: Fallback::Single,
+        manifest_backends: false,
     })?;
     if args.sample.sample_m == 0 && mode != DataMode::Tuned {
         bail!("--sample-m must be at least 1");

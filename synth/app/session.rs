@@ -176,24 +176,10 @@ impl Session {
     /// With `--backends`: each backend's oracle and the best threshold policy fitted on `train`, with a
     /// line saying what the threshold is; nothing without `--backends`.
     pub fn backend_policies(&self, train: &[usize]) -> (Vec<Policy>, Vec<String>) {
-        let Some(backends) = &self.backends else { return (Vec::new(), Vec::new()) };
-        let mut policies = crate::compare::backends::oracle_policies(backends);
-        let mut notes = Vec::new();
-        match crate::compare::backends::fit_threshold(&self.matrix, &self.catalog, backends, train) {
-            Some(fit) => {
-                notes.push(format!("threshold: {}", fit.text));
-                policies.push(fit.policy);
-            }
-            None => notes.push(format!(
-                "threshold: not scored (it needs two of --backends {backends} with a default kernel, and a training \
-                 shape with a usable cell)"
-            )),
+        match &self.backends {
+            Some(backends) => backend_policies(&self.matrix, &self.catalog, backends, train),
+            None => (Vec::new(), Vec::new()),
         }
-        let present = self.matrix.backends();
-        for b in backends.iter().filter(|b| !present.contains(b)) {
-            notes.push(format!("{b}: named in --backends but the data has no {b} row"));
-        }
-        (policies, notes)
     }
 
     /// The published rule as a policy.
@@ -323,6 +309,58 @@ pub fn load_tuned(
         );
     }
     Ok(t)
+}
+
+/// Each backend's oracle and the best threshold policy over `backends` fitted on `train`, with a line saying
+/// what the threshold is (and one per named backend the data has no row of).
+pub fn backend_policies(
+    matrix: &LatencyMatrix,
+    catalog: &Catalog,
+    backends: &crate::catalog::Backends,
+    train: &[usize],
+) -> (Vec<Policy>, Vec<String>) {
+    let mut policies = crate::compare::backends::oracle_policies(backends);
+    let mut notes = Vec::new();
+    match crate::compare::backends::fit_threshold(matrix, catalog, backends, train) {
+        Some(fit) => {
+            notes.push(format!("threshold: {}", fit.text));
+            policies.push(fit.policy);
+        }
+        None => notes.push(format!(
+            "threshold: not scored (it needs two of --backends {backends} with a default kernel, and a training \
+             shape with a usable cell)"
+        )),
+    }
+    let present = matrix.backends();
+    for b in backends.iter().filter(|b| !present.contains(b)) {
+        notes.push(format!("{b}: named in --backends but the data has no {b} row"));
+    }
+    (policies, notes)
+}
+
+/// Each backend's own rule (`rule[B]`): synthesized on `train` from that backend's candidates alone, with
+/// the job's limits and weights, at the rule's leaf budget.
+pub fn own_rules(
+    matrix: &LatencyMatrix,
+    catalog: &Catalog,
+    backends: &crate::catalog::Backends,
+    train: &[usize],
+    weights: Option<&[f64]>,
+    limits: &crate::synthesize::Limits,
+) -> anyhow::Result<Vec<Policy>> {
+    let mut out = Vec::new();
+    for backend in backends.iter() {
+        let own = matrix.select_candidates(|c| c.backend == backend);
+        if own.candidates.is_empty() {
+            continue;
+        }
+        let rule = crate::synthesize::synthesize_budgets(&own, catalog, train, weights, limits, &[limits.max_leaves])
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .remove(0)
+            .rule;
+        out.push(Policy::Rule { name: format!("rule[{backend}]"), rule });
+    }
+    Ok(out)
 }
 
 /// A note on stderr when a scored rule returns leaves of a backend the data's candidates leave out

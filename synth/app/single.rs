@@ -246,23 +246,14 @@ fn synthesize_and_score(args: &RunArgs, session: &Session, job: &SingleJob) -> a
     let mut notes = Vec::new();
     if let Some(backends) = &session.backends {
         // Each backend alone: its own rule, synthesized on the same training shapes from its candidates.
-        for backend in backends.iter() {
-            let own = matrix.select_candidates(|c| c.backend == backend);
-            if own.candidates.is_empty() {
-                continue;
-            }
-            let rule = synthesize_budgets(
-                &own,
-                catalog,
-                &sample.train,
-                weights.as_deref(),
-                &job.synthesis,
-                &[job.synthesis.max_leaves],
-            )?
-            .remove(0)
-            .rule;
-            extra.push(Policy::Rule { name: format!("rule[{backend}]"), rule });
-        }
+        extra.extend(super::session::own_rules(
+            matrix,
+            catalog,
+            backends,
+            &sample.train,
+            weights.as_deref(),
+            &job.synthesis,
+        )?);
         let (policies, lines) = session.backend_policies(&sample.train);
         extra.extend(policies);
         notes.extend(lines);
