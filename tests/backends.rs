@@ -659,9 +659,19 @@ fn run_and_compare_score_each_backend_the_threshold_and_the_mixed_rule() {
 }
 
 #[test]
-fn backends_on_the_manifest_jobs_is_an_error() {
+fn backends_on_manifests_are_checked() {
+    // `run`'s multi-model job reads --backends, and refuses the committed manifest for vendor: only
+    // Qwen3-32B TP=2 has vendor rows there.
     let o = common::synth(&common::strs(&["run", "--backends", "ck,vendor"]), &[]);
     let text = common::text(&o);
     assert!(!o.status.success());
-    assert!(text.contains("--backends ck,vendor is read on a single dataset"), "{text}");
+    assert!(text.contains("configuration \"qwen3-32b-tp1\" (qwen3-32b TP=1) has no usable vendor row"), "{text}");
+    // The other commands read a manifest as CK configurations only.
+    let o = common::synth(
+        &common::strs(&["compare", "--dataset", "measurements/h200/datasets.toml", "--backends", "ck"]),
+        &[],
+    );
+    let text = common::text(&o);
+    assert!(!o.status.success());
+    assert!(text.contains("--backends ck is read on a single dataset"), "{text}");
 }
