@@ -94,14 +94,12 @@ pub fn run(args: DriftArgs, invocation: &Invocation) -> Result<()> {
     let rule = crate::rule::load_checked(&args.rule, &catalog)
         .with_context(|| format!("cannot load the rule to re-check from {}", args.rule.display()))?;
     crate::compare::backends::check_callable(&rule, args.backends.backends.as_ref())
-        .map_err(|e| anyhow::anyhow!("{} ({}): {e}", args.rule.display(), "the rule to re-check"))?;
-    let mut manifests = Vec::new();
+        .map_err(|e| anyhow::anyhow!("{} (the rule to re-check): {e}", args.rule.display()))?;
+    let mut modes = Vec::new();
     for d in args.dataset.iter().chain(&args.baseline) {
-        if let DataMode::Manifest(m) = dataset_mode(d)? {
-            manifests.push(m);
-        }
+        modes.push(dataset_mode(d)?);
     }
-    let report = match dataset_mode(&args.dataset[0])? {
+    let report = match modes.swap_remove(0) {
         DataMode::Manifest(manifest) => {
             DriftArgs::one("--dataset", &args.dataset, "a manifest names every journal of its configurations")?;
             if args.baseline.len() > 1 {
@@ -117,7 +115,7 @@ pub fn run(args: DriftArgs, invocation: &Invocation) -> Result<()> {
         }
         // `dataset_mode` never names tuned tables (drift has no --train-tuned).
         DataMode::Single | DataMode::Tuned => {
-            if let Some(m) = manifests.first() {
+            if let Some(DataMode::Manifest(m)) = modes.iter().find(|m| matches!(m, DataMode::Manifest(_))) {
                 anyhow::bail!(
                     "{} is a manifest: with tables as --dataset, --baseline and every further --dataset are tables \
                      too (or give the manifest as the one --dataset)",

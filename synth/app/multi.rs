@@ -294,9 +294,7 @@ pub fn run(job: &MultiJob, out: Option<&Path>, check: bool) -> anyhow::Result<()
     let written = files(&data, &o)
         .and_then(|mut f| {
             if data.backends.is_some() {
-                // The rule for a runtime that chooses between backends in Python.
-                let python = crate::render::render_python(&o.synth().rule, &data.catalog, &provenance)?;
-                f.push(GeneratedFile::new(crate::render::PYTHON_MODULE, python));
+                f.push(super::outputs::python_file(&o.synth().rule, &data.catalog, &provenance)?);
             }
             Ok(f)
         })

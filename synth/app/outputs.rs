@@ -60,6 +60,15 @@ pub fn write_files(dir: &Path, files: &[GeneratedFile], check: bool) -> anyhow::
 
 /// The files of a synthesized rule, in the order they are listed: the three rendered sources, the rule
 /// JSON, `extra`, and the AITER patch in its own subdirectory (one transaction with the rest).
+/// The rule as the Python module a runtime that chooses between backends imports (`select_kernel.py`).
+pub fn python_file(
+    rule: &crate::rule::Rule,
+    catalog: &crate::catalog::Catalog,
+    provenance: &crate::render::Provenance,
+) -> anyhow::Result<GeneratedFile> {
+    Ok(GeneratedFile::new(crate::render::PYTHON_MODULE, crate::render::render_python(rule, catalog, provenance)?))
+}
+
 pub fn rule_files(
     rule: &crate::rule::Rule,
     catalog: &crate::catalog::Catalog,

@@ -120,8 +120,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     ];
     if session.backends.is_some() {
         // The rule for a runtime that chooses between backends in Python.
-        let python = crate::render::render_python(&o.synth.rule, catalog, &provenance)?;
-        extra.push(GeneratedFile::new(crate::render::PYTHON_MODULE, python));
+        extra.push(super::outputs::python_file(&o.synth.rule, catalog, &provenance)?);
     }
     let export_note = runtime_exports(&o.synth.rule, &session, &mut extra)?;
     // The single-dataset job never writes the committed generated/ unless --out says so.
