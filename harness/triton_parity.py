@@ -161,7 +161,7 @@ def main(argv=None):
                     order = vs[rnd % len(vs):] + vs[:rnd % len(vs)] if rnd % 2 == 0 else list(reversed(vs))
                     for name, cname, fn in order:
                         ops = [(lambda s=s, fn=fn: fn(s[0], s[1], s[2], s[3], s[4])) for s in ctx.sets]
-                        t = stats.summarize(runner.time_graph(ops, opts))
+                        t = stats.summarize(runner.time_graph(ops, opts)[0])
                         row = dict(M=m, N=n, K=k, variant=name, config=cname, round=rnd,
                                    errRatio=errs[(name, cname)], **t)
                         rows.append(row)

@@ -3,13 +3,14 @@
 
 On CUDA this is cuBLAS through ``torch._scaled_mm`` with 1x128 activation scales and 128x128 weight scales
 (the DeepSeek recipe); the same tensors, correctness check and cold-L2 graph timing as the CK-geometry
-harness. These rows are a yardstick for the harness (how far its best instance is from the vendor's best),
-never a candidate of a selection rule: their ``libtype`` is ``vendor``.
+harness. Their ``libtype`` is ``vendor``: a yardstick for the harness (how far its best instance is from the
+vendor's best), and a candidate of a selection rule where ``--backends`` names ``vendor``.
 
     python3 harness/vendor_reference.py --plan plan.jsonl --out vendor.csv
 
 The plan is the one ``synth bench --plan-only`` writes; each distinct (M, N, K) without ``recheck`` is
-measured once. Shapes the library rejects (e.g. M = 1) get ``status`` ``fail:unsupported``.
+measured once. Shapes the library rejects (e.g. M = 1) get ``status`` ``fail:unsupported``; a shape no
+scale layout computes right on gets ``fail:errRatio``. Any other error stops the run with its traceback.
 """
 
 import argparse
@@ -31,16 +32,89 @@ KERNEL_NAME = "vendor_scaled_mm_blockwise_1x128_128x128"
 
 
 def scale_layouts(torch, xs, ws):
-    """Candidate (scale_a, scale_b) layouts; the first one the library accepts and computes right is kept."""
+    """Candidate (scale_a, scale_b) layouts; the first one the library accepts and computes right is kept.
+
+    cuBLAS's 128x128 recipe reads the weight scales as a (K/128, N/128) column-major matrix whose leading
+    dimension is the K-block count rounded up to a multiple of 4 (16-byte aligned): ``b transposed view`` is
+    right only where K/128 is a multiple of 4, and silently wrong elsewhere (K = 2304 gives 18 blocks), so the
+    padded form comes first. Where K/128 is a multiple of 4 the two are the same tensor."""
     xs_cm = xs.t().contiguous().t()
+    kb = ws.shape[1]
+    ws_pad = torch.nn.functional.pad(ws, (0, -kb % 4)) if kb % 4 else ws
     return [
         ("a col-major, b as-is", xs_cm, ws),
         ("a row-major, b as-is", xs, ws),
         ("a col-major, b transposed", xs_cm, ws.t().contiguous()),
+        ("a col-major, b K-blocks padded to 4, transposed view", xs_cm, ws_pad.t()),
         ("a col-major, b transposed view", xs_cm, ws.t()),
         ("a row-major, b transposed", xs, ws.t().contiguous()),
         ("a col-major, b col-major", xs_cm, ws.t().contiguous().t()),
     ]
+
+
+def find_layout(torch, runner, ctx, log):
+    """The first scale layout the library takes and computes right with on ``ctx``; None if none does.
+    A layout the library refuses raises RuntimeError (torch's error for a refused configuration)."""
+    x, wq, xs, ws, _, _ = ctx.sets[0]
+    for name, sa, sb in scale_layouts(torch, xs, ws):
+        try:
+            y = torch._scaled_mm(x, wq.t(), sa, sb, out_dtype=torch.bfloat16)
+            torch.cuda.synchronize()
+        except RuntimeError as e:  # refused by the library: try the next
+            log("# layout %s rejected at M=%d N=%d K=%d: %s" % (name, ctx.m, ctx.n, ctx.k, str(e)[:160]))
+            continue
+        if runner.gpu_err_ratio(y, ctx.ref) <= stats.MAX_ERR_RATIO:
+            log("# scale layout: %s" % name)
+            return name
+        log("# layout %s computes a different product" % name)
+    return None
+
+
+def measure_shape(torch, runner, ctx, layout, opts, log):
+    """(status, errRatio, timing summary (with ``timing``, the method) or None, layout) of the vendor GEMM
+    on one shape.
+
+    ``layout`` is the one found on an earlier shape (None: search now); a shape it computes wrong on is
+    searched again, so one shape's layout never decides another's correctness. The library refusing the
+    shape (RuntimeError from torch, e.g. M = 1) is ``fail:unsupported``; any other exception is a bug of
+    this script and propagates."""
+    if layout is None:
+        layout = find_layout(torch, runner, ctx, log)
+        if layout is None:
+            return "fail:unsupported", None, None, None
+
+    def run_checked(name):
+        ops = []
+        for (x, wq, xs, ws, out, _) in ctx.sets:
+            sa, sb = next((a, b) for nm, a, b in scale_layouts(torch, xs, ws) if nm == name)
+
+            def op(x=x, wq=wq, sa=sa, sb=sb, out=out):
+                torch._scaled_mm(x, wq.t(), sa, sb, out_dtype=torch.bfloat16, out=out)
+            ops.append(op)
+        out0 = ctx.sets[0][4]
+        out0.fill_(float("nan"))
+        ops[0]()
+        torch.cuda.synchronize()
+        return ops, runner.gpu_err_ratio(out0, ctx.ref)
+
+    try:
+        ops, err = run_checked(layout)
+        if err > stats.MAX_ERR_RATIO:
+            log("# layout %s computes a wrong product at M=%d N=%d K=%d: searching again"
+                % (layout, ctx.m, ctx.n, ctx.k))
+            again = find_layout(torch, runner, ctx, log)
+            if again is None:
+                return "fail:errRatio", err, None, layout
+            layout = again
+            ops, err = run_checked(layout)
+            if err > stats.MAX_ERR_RATIO:
+                return "fail:errRatio", err, None, layout
+        times, method = runner.time_graph(ops, opts)
+    except RuntimeError as e:
+        log("# M=%d N=%d K=%d: %s: %s" % (ctx.m, ctx.n, ctx.k, type(e).__name__, str(e)[:200]))
+        torch.cuda.synchronize()
+        return "fail:unsupported", None, None, layout
+    return "ok", err, dict(stats.summarize(times), timing=method), layout
 
 
 def main(argv=None):
@@ -77,44 +151,8 @@ def main(argv=None):
         for i, (m, n, k) in enumerate(shapes):
             n_sets = config.buffer_sets(m, n, k, False, device["l2_bytes"], opts.l2_factor)
             ctx = runner.ShapeContext(m, n, k, fp8, n_sets, False, gen)
-            status, err, summary = "ok", None, None
-            try:
-                if layout is None:
-                    x, wq, xs, ws, out, _ = ctx.sets[0]
-                    for name, sa, sb in scale_layouts(torch, xs, ws):
-                        try:
-                            y = torch._scaled_mm(x, wq.t(), sa, sb, out_dtype=torch.bfloat16)
-                            torch.cuda.synchronize()
-                        except Exception as e:  # layout rejected: try the next
-                            sys.stderr.write("# layout %s rejected at M=%d: %s\n" % (name, m, str(e)[:160]))
-                            continue
-                        if runner.gpu_err_ratio(y, ctx.ref) <= stats.MAX_ERR_RATIO:
-                            layout = name
-                            sys.stderr.write("# scale layout: %s\n" % name)
-                            break
-                        sys.stderr.write("# layout %s computes a different product\n" % name)
-                    if layout is None:
-                        raise RuntimeError("no scale layout accepted")
-                ops = []
-                for (x, wq, xs, ws, out, _) in ctx.sets:
-                    sa, sb = next((a, b) for nm, a, b in scale_layouts(torch, xs, ws) if nm == layout)
-
-                    def op(x=x, wq=wq, sa=sa, sb=sb, out=out):
-                        torch._scaled_mm(x, wq.t(), sa, sb, out_dtype=torch.bfloat16, out=out)
-                    ops.append(op)
-                out0 = ctx.sets[0][4]
-                out0.fill_(float("nan"))
-                ops[0]()
-                torch.cuda.synchronize()
-                err = runner.gpu_err_ratio(out0, ctx.ref)
-                if err > stats.MAX_ERR_RATIO:
-                    status = "fail:errRatio"
-                else:
-                    summary = stats.summarize(runner.time_graph(ops, opts))
-            except Exception as e:
-                sys.stderr.write("# M=%d N=%d K=%d: %s: %s\n" % (m, n, k, type(e).__name__, str(e)[:200]))
-                torch.cuda.synchronize()
-                status = "fail:unsupported"
+            status, err, summary, layout = measure_shape(torch, runner, ctx, layout, opts,
+                                                         lambda msg: sys.stderr.write(msg + "\n"))
             us = summary["us"] if summary else None
             row = {
                 "gfx": device["gfx"], "cu_num": device["cu_num"], "M": m, "N": n, "K": k, "libtype": "vendor",
@@ -122,7 +160,7 @@ def main(argv=None):
                 "tflops": stats.tflops(m, n, k, us) if us else None,
                 "bw": stats.gbps(config.moved_bytes(m, n, k), us) if us else None,
                 "errRatio": err, "device": device["name"], "backend": device["backend"],
-                "timing": "graph" if summary else "", "reps": summary["reps"] if summary else 0,
+                "timing": summary["timing"] if summary else "", "reps": summary["reps"] if summary else 0,
                 "status": status, "recheck": 0,
             }
             for key in ("us_min", "us_max", "us_p10", "us_p90"):

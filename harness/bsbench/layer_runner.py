@@ -45,7 +45,7 @@ class LayerRunner:
         self.gen = torch.Generator(device=runner.DEVICE)
         self.gen.manual_seed(opts.seed)
         self.scale_layouts = scale_layouts
-        self.vendor_layout = None
+        self.vendor_layouts = {}  # (N, K) -> the scale layout found right on that shape
         self.compile_failures = {}
         self.graph_ok = opts.use_graph
         self.flush = None
@@ -93,13 +93,15 @@ class LayerRunner:
         return op
 
     def _find_vendor_layout(self, ctx):
-        """The first scale layout the library takes and computes right with (kept for the run)."""
+        """The first scale layout the library takes and computes right with on this GEMM's shape. Kept per
+        (N, K): a layout right on one shape can be silently wrong on another (cuBLAS reads the weight scales
+        with a leading dimension padded to 4 K-blocks)."""
         x, w, xs, ws, _, _ = ctx.sets[0]
         for name, sa, sb in self.scale_layouts(torch, xs, ws):
             try:
                 y = torch._scaled_mm(x, w.t(), sa, sb, out_dtype=torch.bfloat16)
                 torch.cuda.synchronize()
-            except Exception as e:
+            except RuntimeError as e:
                 self.log("# vendor layout %s rejected at M=%d N=%d K=%d: %s" % (name, ctx.m, ctx.n, ctx.k, str(e)[:160]))
                 continue
             if runner.gpu_err_ratio(y, ctx.ref) <= stats.MAX_ERR_RATIO:
@@ -111,11 +113,13 @@ class LayerRunner:
     def gemm_ops(self, choice, m, gemm, ctx):
         """One callable per buffer set; GemmFailure where the choice cannot run."""
         if choice.backend == "vendor":
-            if self.vendor_layout is None:
-                self.vendor_layout = self._find_vendor_layout(ctx)
-                if self.vendor_layout is None:
+            layout = self.vendor_layouts.get((ctx.n, ctx.k))
+            if layout is None:
+                layout = self._find_vendor_layout(ctx)
+                if layout is None:
                     raise GemmFailure("fail:unsupported", gemm.name)
-            return [self._vendor_op(s, self.vendor_layout) for s in ctx.sets]
+                self.vendor_layouts[(ctx.n, ctx.k)] = layout
+            return [self._vendor_op(s, layout) for s in ctx.sets]
         cell, cfg = cell_and_config(choice, m, gemm, self.opts.mapping)
         reason = self.compile_failures.get(runner.variant_key(cell, cfg))
         if reason:
@@ -151,6 +155,8 @@ class LayerRunner:
                 e.errs = list(errs)
                 raise
             except Exception as e:
+                if c.backend == "vendor" and not isinstance(e, RuntimeError):
+                    raise  # not the library refusing: a bug here, which no status may hide
                 self.log("M=%d %s (%s %s): %s: %s" % (m, g.name, c.backend, c.kernel_name, type(e).__name__,
                                                      str(e)[:300]))
                 runner.check_device()

@@ -23,6 +23,7 @@ class FakeTensor:
 
     def __init__(self, gemm, m, role):
         self.gemm, self.m, self.role, self.err = gemm, m, role, None
+        self.shape = (1, 4)  # as a weight-scale tensor: 4 K-blocks, so no padding
 
     def t(self):
         return self
@@ -42,6 +43,7 @@ class World:
         self.time_graph_calls = []
         self.bad_err = set()  # (N, kernelId) whose output is wrong
         self.compile_fail = set()  # variant keys that fail to compile
+        self.wrong_layout = set()  # (N, scale_b role) the vendor GEMM computes wrong with
 
 
 def fake_modules(world):
@@ -62,7 +64,8 @@ def fake_modules(world):
             raise RuntimeError("CUBLAS_STATUS_NOT_SUPPORTED")
         world.calls.append((x.gemm, "vendor", 0))
         res = out if out is not None else FakeTensor(x.gemm, x.m, "y")
-        res.err = 0.0
+        # A scale layout the library reads wrong on this GEMM: a wrong product, no error (as cuBLAS does).
+        res.err = 0.5 if (x.gemm, sb.role) in world.wrong_layout else 0.0
         return res
 
     torch.Generator, torch._scaled_mm = Generator, scaled_mm
@@ -211,6 +214,38 @@ class LayerRunnerTest(unittest.TestCase):
             ctxs4, _ = lr.contexts(4, self.gemms, {"v": vend})
             self.assertEqual(lr.measure(4, self.gemms, vend, ctxs4)["status"], "ok")
             self.assertEqual(lr.measure(2, self.gemms, vend, ctxs)["status"], "fail:unsupported")
+
+    def test_the_vendor_scale_layout_is_found_per_shape(self):
+        # GEMM b (N 1024) is computed wrong with the first layout, right with the second; GEMM a right with
+        # both. A layout kept from GEMM a would fail GEMM b's check.
+        world = World()
+        world.wrong_layout.add((1024, "ws"))
+        seen = []
+        with faked(world) as (lr_mod, fakes):
+            def two_layouts(torch, xs, ws):
+                return [("plain", xs, ws), ("padded", xs, FakeTensor(ws.gemm, ws.m, "ws-padded"))]
+            from bsbench import config
+            opts = fakes["bsbench.runner"].Options(config.parse_mapping(config.DEFAULT_MAPPING_TEXT))
+            lr = lr_mod.LayerRunner(DEVICE, opts, two_layouts, log=seen.append)
+            vend = [layer.vendor_choice("v")] * 2
+            ctxs, _ = lr.contexts(16, self.gemms, {"v": vend})
+            row = lr.measure(16, self.gemms, vend, ctxs)
+            self.assertEqual((row["status"], row["errRatio"]), ("ok", [0.0, 0.0]))
+            self.assertEqual(lr.vendor_layouts, {(512, 1024): "plain", (1024, 512): "padded"})
+            self.assertIn("# vendor layout plain computes a different product", seen)
+
+    def test_a_bug_in_the_vendor_path_is_not_reported_as_unsupported(self):
+        world = World()
+        with faked(world) as (lr_mod, fakes):
+            def broken(torch, xs, ws):
+                raise TypeError("'<' not supported between instances of 'str' and 'list'")
+            from bsbench import config
+            opts = fakes["bsbench.runner"].Options(config.parse_mapping(config.DEFAULT_MAPPING_TEXT))
+            lr = lr_mod.LayerRunner(DEVICE, opts, broken, log=lambda m: None)
+            vend = [layer.vendor_choice("v")] * 2
+            ctxs, _ = lr.contexts(16, self.gemms, {"v": vend})
+            with self.assertRaises(TypeError):
+                lr.measure(16, self.gemms, vend, ctxs)
 
     def test_compile_failures_fail_their_sequences_only(self):
         world = World()

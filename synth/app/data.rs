@@ -82,7 +82,7 @@ impl Dataset {
             let bytes = if too_big {
                 Err(std::io::Error::other(format!("it holds more than {} MiB, the cap for a dataset", cap >> 20)))
             } else {
-                crate::input::read_bytes_capped(path, cap, "dataset")
+                crate::input::read_table_capped(path, cap, "dataset")
             };
             let bytes = bytes.map_err(|e| anyhow::anyhow!("cannot read dataset {}: {e}", path.display()))?;
             return Ok(match EMBEDDED.iter().find(|f| f.bytes == bytes.as_slice()) {
@@ -121,7 +121,7 @@ impl Dataset {
     pub fn bytes(&self) -> anyhow::Result<Cow<'static, [u8]>> {
         match self {
             Dataset::Embedded(f) => Ok(Cow::Borrowed(f.bytes)),
-            Dataset::File(p) => crate::input::read_bytes_capped(p, crate::input::MAX_TABLE_BYTES, "dataset")
+            Dataset::File(p) => crate::input::read_table_capped(p, crate::input::MAX_TABLE_BYTES, "dataset")
                 .map(Cow::Owned)
                 .map_err(|e| anyhow::anyhow!("cannot read dataset {}: {e}", p.display())),
         }

@@ -133,7 +133,7 @@ impl CellResult {
 /// Reads every row of a journal with the table reader ([`crate::table::read_aiter_csv`]'s strict checks,
 /// kernel names against `catalog`), after checking that the header is exactly the journal's.
 pub fn read_journal(path: &Path, catalog: &Catalog) -> Result<Vec<CellResult>> {
-    let bytes = crate::input::read_bytes_capped(path, crate::input::MAX_TABLE_BYTES, "journal")
+    let bytes = crate::input::read_table_capped(path, crate::input::MAX_TABLE_BYTES, "journal")
         .with_context(|| format!("cannot read journal {}", path.display()))?;
     read_journal_bytes(&bytes, &path.display().to_string(), catalog)
 }
@@ -144,17 +144,25 @@ fn read_journal_bytes(bytes: &[u8], src: &str, catalog: &Catalog) -> Result<Vec<
 
 /// Every row of a journal's bytes with its 1-based line, after the header check of [`read_journal`].
 pub(crate) fn read_journal_lines(bytes: &[u8], src: &str, catalog: &Catalog) -> Result<Vec<(usize, CellResult)>> {
-    let first = bytes.split(|&b| b == b'\n').next().unwrap_or(&[]);
-    let header = String::from_utf8_lossy(first).trim_end_matches('\r').to_string();
-    let want = columns().join(",");
-    if header != want {
-        return Err(crate::diag::Located::new(src, format!("header is `{header}`"))
-            .line(1)
-            .hint(format!("expected `{want}` (a journal written by `synth bench`); use another --out"))
-            .into());
-    }
+    check_header(bytes, src, false)?;
     let rows = parse_aiter_csv(bytes, src, catalog)?;
     Ok(rows.iter().map(|r| (r.line, CellResult::from_aiter_row(r))).collect())
+}
+
+/// The first line of `bytes` must be the journal's header. With `torn_ok`, a first line without its newline
+/// may be a prefix of it (a header whose write was interrupted).
+fn check_header(bytes: &[u8], src: &str, torn_ok: bool) -> Result<()> {
+    let want = columns().join(",");
+    let first = bytes.split(|&b| b == b'\n').next().unwrap_or(&[]);
+    let complete = first.len() < bytes.len();
+    let header = String::from_utf8_lossy(first).trim_end_matches('\r').to_string();
+    if header == want || (torn_ok && !complete && want.as_bytes().starts_with(first)) {
+        return Ok(());
+    }
+    Err(crate::diag::Located::new(src, format!("header is `{header}`"))
+        .line(1)
+        .hint(format!("expected `{want}` (a journal written by `synth bench`); use another --out"))
+        .into())
 }
 
 impl CellResult {
@@ -226,6 +234,18 @@ impl Journal {
                     path.display(),
                     crate::input::MAX_TABLE_BYTES >> 20
                 );
+            }
+            if crate::input::is_gzip(&bytes) {
+                bail!(
+                    "journal {} is gzip-compressed, and a journal is appended to: decompress it (`gunzip -k {}`) \
+                     and pass the .csv to --out",
+                    path.display(),
+                    path.display()
+                );
+            }
+            // The header is checked before a torn tail is cut: a file that is not a journal is never changed.
+            if !bytes.is_empty() {
+                check_header(&bytes, &path.display().to_string(), true)?;
             }
             let torn = crate::logfile::torn_tail(&bytes);
             cut = torn.cut(bytes.len());
@@ -411,5 +431,40 @@ mod tests {
         // A whole journal loses nothing.
         let (journal, cut) = Journal::open(&path, &catalog).unwrap();
         assert_eq!((cut, journal.rows().len()), (0, 2));
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_journal_is_refused_unchanged() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = Catalog::embedded();
+        // A rule file without a final newline: its last line would be a "torn tail".
+        let rule = dir.path().join("rule.json");
+        let text = "{\n  \"leaves\": []\n}";
+        std::fs::write(&rule, text).unwrap();
+        let err = format!("{:#}", Journal::open(&rule, &catalog).err().expect("refused"));
+        assert!(err.contains("rule.json:1: header is `{`"), "{err}");
+        assert_eq!(std::fs::read_to_string(&rule).unwrap(), text);
+        // One line, no newline, not a header prefix.
+        std::fs::write(&rule, "{}").unwrap();
+        assert!(Journal::open(&rule, &catalog).is_err());
+        assert_eq!(std::fs::read_to_string(&rule).unwrap(), "{}");
+        // A gzip-compressed journal: refused (it cannot be appended to), unchanged; read_journal reads it.
+        let gz = dir.path().join("j.csv.gz");
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(journal_text().as_bytes()).unwrap();
+        let bytes = enc.finish().unwrap();
+        std::fs::write(&gz, &bytes).unwrap();
+        let err = format!("{:#}", Journal::open(&gz, &catalog).err().expect("refused"));
+        assert!(err.contains("is gzip-compressed, and a journal is appended to"), "{err}");
+        assert_eq!(std::fs::read(&gz).unwrap(), bytes);
+        assert_eq!(read_journal(&gz, &catalog).unwrap().len(), 2);
+        // A header torn before its newline is still cut and written again.
+        let j = dir.path().join("j.csv");
+        std::fs::write(&j, &journal_text()[..10]).unwrap();
+        let (journal, cut) = Journal::open(&j, &catalog).unwrap();
+        assert_eq!((cut, journal.rows().len()), (10, 0));
+        drop(journal);
+        assert_eq!(std::fs::read_to_string(&j).unwrap(), format!("{}\n", columns().join(",")));
     }
 }
