@@ -167,7 +167,7 @@ struct Outcome {
 /// Reads the table, picks or trains the rule, compresses, and proves the residual as AITER reads it.
 fn compress_table(args: &CompressArgs, catalog: &Catalog) -> anyhow::Result<Outcome> {
     let file = crate::sanitize::shown(&args.tuned.display().to_string());
-    let bytes = crate::input::read_bytes_capped(&args.tuned, crate::input::MAX_TABLE_BYTES, "tuned table")
+    let bytes = crate::input::read_table_capped(&args.tuned, crate::input::MAX_TABLE_BYTES, "tuned table")
         .with_context(|| format!("cannot read {file}"))?;
     let rows = parse_aiter_csv(&bytes, &args.tuned.display().to_string(), catalog).map_err(|e| anyhow!("{e}"))?;
     let (gfx, cu) = pick_device(&rows, args.device.as_deref(), &file)?;

@@ -241,7 +241,7 @@ pub fn check_not_the_baseline(dataset: &Path, baseline: &Path) -> Result<()> {
     let same_bytes = !same_file && {
         let len = |p: &Path| std::fs::metadata(p).map(|m| m.len()).with_context(|| format!("cannot read {}", shown(p)));
         let read = |p: &Path| {
-            crate::input::read_bytes_capped(p, crate::input::MAX_TABLE_BYTES, "latency table")
+            crate::input::read_table_capped(p, crate::input::MAX_TABLE_BYTES, "latency table")
                 .with_context(|| format!("cannot read {}", shown(p)))
         };
         len(dataset)? == len(baseline)? && read(dataset)? == read(baseline)?

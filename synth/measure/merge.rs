@@ -142,7 +142,7 @@ pub fn merge_journals(inputs: &[PathBuf], out: &Path, catalog: &Catalog) -> Resu
 
     let mut texts = Vec::with_capacity(inputs.len());
     for p in inputs {
-        let bytes = crate::input::read_bytes_capped(p, crate::input::MAX_TABLE_BYTES, "journal")
+        let bytes = crate::input::read_table_capped(p, crate::input::MAX_TABLE_BYTES, "journal")
             .with_context(|| format!("cannot read journal {}", p.display()))?;
         texts.push(bytes);
     }

@@ -160,7 +160,7 @@ pub const VENDOR_LIBTYPE: Libtype = Libtype::Vendor;
 /// Reads and validates an AITER-format CSV file (every kernel name is checked against `catalog`).
 pub fn read_aiter_csv(path: &Path, catalog: &Catalog) -> Result<Vec<AiterRow>, TableError> {
     let file = path.display().to_string();
-    let bytes = crate::input::read_bytes_capped(path, crate::input::MAX_TABLE_BYTES, "latency table")
+    let bytes = crate::input::read_table_capped(path, crate::input::MAX_TABLE_BYTES, "latency table")
         .map_err(|e| TableError::new(file.clone(), format!("cannot read the file: {e}")))?;
     parse_aiter_csv(&bytes, &file, catalog)
 }
