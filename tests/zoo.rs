@@ -537,8 +537,11 @@ fn aiter_split_rule_hand_computed() {
     assert_eq!(aiter_split(1, 256, 256, (16, 64, 128), 132), 1);
     // Exactly 2^(s+1) CUs per tile still splits: 132 CUs, 33 tiles -> 4 per tile -> 2.
     assert_eq!(aiter_split(1, 33 * 64, 1 << 20, (16, 64, 128), 132), 2);
-    // The bench's auto rule on the same shapes: capped at 3.
-    assert_eq!(split_levels(Shape::new(1, 576, 7168), 16, 64, 128, 304).last(), Some(&3));
+    // The bench's auto rule on the same shapes: 9 tiles · 2^4 = 144 < 304 SMs and 56 K-steps >= 32, so level 5,
+    // its cap (the deepest level the harness and every dispatcher take).
+    assert_eq!(split_levels(Shape::new(1, 576, 7168), 16, 64, 128, 304).last(), Some(&5));
+    // 132 SMs: 9 · 2^3 = 72 < 132 allows level 4, 9 · 2^4 = 144 does not.
+    assert_eq!(split_levels(Shape::new(1, 576, 7168), 16, 64, 128, 132).last(), Some(&4));
 }
 
 /// The catalog's legacy tiles (MPerBLOCK, NPerBLOCK, KPerBLOCK) with their kernelIds.
@@ -753,13 +756,14 @@ fn tables() -> String {
         seed: SEED,
     };
     let plan = build_plan(&spec).unwrap();
-    let deeper_cells = plan.iter().filter(|c| c.recheck == 0 && c.split_k > AUTO_MAX_SPLIT_K).count();
+    // Level 3 was `auto`'s cap when this measurement was planned.
+    let deeper_cells = plan.iter().filter(|c| c.recheck == 0 && c.split_k > 3).count();
     let refused = aiter_refusals(&spec);
     let pairs: Vec<String> = deep.iter().map(|(n, k)| format!("{n}:{k}")).collect();
     let ms_text: Vec<String> = ms.iter().map(u32::to_string).collect();
     let _ = write!(
         s,
-        "\n### Split-K: measuring AITER's levels\n\n`synth bench --split-k aiter` plans, per instance, the levels AITER's tuner tries (`measure::plan::aiter_levels`: 0 ..= `compute_gemm_SplitK`) up to level {MAX_SPLIT_K} (KBatch {}), each split at least one whole KPerBLOCK step, and names the levels it leaves out. On the new (N, K) of the weak region and the probes there ({}), at the dataset grid's {} M values up to {DEEP_SPLIT_MAX_M}, on the H200's {H200_CUS} SMs: {} cells ({} of them deeper than level {AUTO_MAX_SPLIT_K}), {} left out ({} with splits shorter than one KPerBLOCK step, {} beyond level {MAX_SPLIT_K}; AITER's deepest level there is {}): about {:.0} minutes at {CELLS_PER_S} cells/s.\n\n```sh\nsynth bench --shapes {} --m-set {} --split-k aiter --recheck-fraction 0.03 --seed 7 --out zoo-splitk-aiter.csv\n```\n",
+        "\n### Split-K: measuring AITER's levels\n\n`synth bench --split-k aiter` plans, per instance, the levels AITER's tuner tries (`measure::plan::aiter_levels`: 0 ..= `compute_gemm_SplitK`) up to level {MAX_SPLIT_K} (KBatch {}), each split at least one whole KPerBLOCK step, and names the levels it leaves out. On the new (N, K) of the weak region and the probes there ({}), at the dataset grid's {} M values up to {DEEP_SPLIT_MAX_M}, on the H200's {H200_CUS} SMs: {} cells ({} of them deeper than level 3, `auto`'s cap before it), {} left out ({} with splits shorter than one KPerBLOCK step, {} beyond level {MAX_SPLIT_K}; AITER's deepest level there is {}): about {:.0} minutes at {CELLS_PER_S} cells/s.\n\n```sh\nsynth bench --shapes {} --m-set {} --split-k aiter --recheck-fraction 0.03 --seed 7 --out zoo-splitk-aiter.csv\n```\n",
         1u32 << MAX_SPLIT_K,
         pairs.join(", "),
         ms.len(),
@@ -1075,4 +1079,34 @@ fn the_measure_script_runs_the_readme_commands_and_resumes() {
     let log = std::fs::read_to_string(jdir.join("bench.log")).unwrap();
     assert!(log.contains(&format!("{cells} already in")) && log.contains("0 to measure"), "{log}");
     assert_eq!(std::fs::read_to_string(jdir.join("zoo-splitk-aiter.csv")).unwrap(), journal);
+}
+
+/// The zoo's manifest reads its gzip-compressed journals and the dense ones beside them: every configuration
+/// has the grid of its measured layers, and the zoo's have exactly the (N, K) its bench commands name.
+#[test]
+fn the_zoo_manifest_opens_with_its_compressed_journals() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let data = gemm_synth::app::manifest::MultiData::open(&root.join("measurements/zoo/datasets.toml")).unwrap();
+    assert_eq!(data.configs.len(), 15);
+    let by_name = |n: &str| data.configs.iter().find(|c| c.name == n).unwrap();
+    let layers = |n: &str| {
+        let mut v: Vec<(u32, u32)> = by_name(n).layers.iter().map(|l| (l.n, l.k)).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    // Qwen2.5-0.5B at TP 1: its four layers, each on the 80-value grid.
+    assert_eq!(layers("qwen2.5-0.5b-tp1"), vec![(896, 896), (896, 4864), (1152, 896), (9728, 896)]);
+    assert_eq!(by_name("qwen2.5-0.5b-tp1").grid.len(), 4 * 80);
+    // Qwen3-30B-A3B's qkv layer is read from the dense Qwen3-32B TP 4 journal.
+    assert!(layers("qwen3-30b-a3b-tp1").contains(&(5120, 2048)));
+    assert_eq!(by_name("qwen3-30b-a3b-tp1").grid.len(), 4 * 80);
+    assert_eq!(by_name("minicpm3-4b-tp1").grid.len(), 7 * 80);
+    assert_eq!(by_name("deepseek-v2-lite-tp1").grid.len(), 8 * 80);
+    // The dense configurations are as the main job's manifest has them.
+    let dense = gemm_synth::app::manifest::MultiData::open(&root.join("measurements/h200/datasets.toml")).unwrap();
+    for c in &dense.configs {
+        assert_eq!(by_name(&c.name).shapes().len(), c.shapes().len(), "{}", c.name);
+    }
+    assert_eq!(data.train_configs, 8);
 }

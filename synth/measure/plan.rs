@@ -11,14 +11,16 @@ use serde::{Deserialize, Serialize};
 
 /// Width of one scale group along K.
 pub const SCALE_K: u32 = 128;
-/// Highest split-K level (log2 KBatch) the `auto` rule measures.
-pub const AUTO_MAX_SPLIT_K: u32 = 3;
+/// Highest split-K level (log2 KBatch) the `auto` rule measures: [`MAX_SPLIT_K`], the deepest level the
+/// harness and every dispatcher take. It was 3 until the H200 measurement of AITER's levels on small-N,
+/// large-K shapes (`measurements/zoo/README.md`) found levels 4 and 5 up to 1.28x faster there.
+pub const AUTO_MAX_SPLIT_K: u32 = MAX_SPLIT_K;
 pub use crate::catalog::MAX_SPLIT_K;
 
 /// Which split-K levels to plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum SplitKMode {
-    /// Levels 1..=3 where the output tiles do not fill the CUs (the split-K rule of the plan).
+    /// Levels 1..=5 where the output tiles do not fill the CUs (the split-K rule of the plan).
     Auto,
     /// The levels AITER's blockscale tuner tries (`compute_gemm_SplitK`, 0 ..= its level per kernel) that
     /// the harness can realize: at most `catalog::MAX_SPLIT_K` (5) and a whole KPerBLOCK step per split.
