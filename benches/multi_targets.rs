@@ -78,6 +78,17 @@ fn line(what: &str, value: String, target: &str, met: bool) {
     println!("  {what:<58} {value:>22}  target {target:<14} {}", if met { "met" } else { "NOT MET" });
 }
 
+/// Each leave-one-model-out fold's fraction of the oracle, lowest first.
+fn lomo_folds(rows: &Rows) -> Vec<(&str, f64)> {
+    let mut lomo: Vec<(&str, f64)> = rows
+        .iter()
+        .filter(|((e, _, p), _)| e == "leave-one-model-out" && p == "synthesized")
+        .map(|((_, c, _), v)| (c.as_str(), v.3))
+        .collect();
+    lomo.sort_by(|x, y| x.1.total_cmp(&y.1));
+    lomo
+}
+
 /// The lowest layer of each fold, from a report's leave-one-model-out table ("0.955 (N 1280, K 8192)"),
 /// printed against the zoo issue's ≥ 0.90.
 fn lowest_layer_line(report: &str) {
@@ -108,12 +119,7 @@ fn zoo_targets(dir: &Path) -> anyhow::Result<()> {
     let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/measurements/zoo/datasets.toml");
     let (report, secs) = run_job(dir, &["--dataset", manifest, "--sample-m", "40"])?;
     let rows = read_rows(&dir.join("evaluations.csv"))?;
-    let mut lomo: Vec<(&str, f64)> = rows
-        .iter()
-        .filter(|((e, _, p), _)| e == "leave-one-model-out" && p == "synthesized")
-        .map(|((_, c, _), v)| (c.as_str(), v.3))
-        .collect();
-    lomo.sort_by(|x, y| x.1.total_cmp(&y.1));
+    let lomo = lomo_folds(&rows);
     println!("with the model zoo (`synth run --dataset measurements/zoo/datasets.toml --sample-m 40`, {secs:.1} s):");
     let met = lomo.iter().filter(|(_, f)| *f >= 0.98).count();
     line("leave-one-model-out folds >= 0.98", format!("{met} of {}", lomo.len()), "all", met == lomo.len());
@@ -148,12 +154,7 @@ fn main() -> anyhow::Result<()> {
     line("training shapes", train_shapes.to_string(), "<= 160", train_shapes <= 160);
     line("training configurations", train_configs.to_string(), "<= 4", train_configs <= 4);
 
-    let mut lomo: Vec<(&str, f64)> = rows
-        .iter()
-        .filter(|((e, _, p), _)| e == "leave-one-model-out" && p == "synthesized")
-        .map(|((_, c, _), v)| (c.as_str(), v.3))
-        .collect();
-    lomo.sort_by(|x, y| x.1.total_cmp(&y.1));
+    let lomo = lomo_folds(&rows);
     for (c, f) in &lomo {
         line(&format!("leave-one-model-out, {c}"), format!("{f:.4}"), ">= 0.97", *f >= 0.97);
     }
