@@ -27,6 +27,10 @@ from bsbench.plan import PlanError, read_plan  # noqa: E402
 COLUMNS = ["gfx", "cu_num", "M", "N", "K", "libtype", "kernelId", "splitK", "us", "kernelName", "tflops", "bw",
            "errRatio", "device", "backend", "timing", "us_min", "us_max", "us_p10", "us_p90", "reps", "status",
            "recheck"]
+#: What the library raises when it refuses a shape or a scale layout (torch's checks raise RuntimeError,
+#: some ValueError or NotImplementedError). Anything else (TypeError, AttributeError, ...) is a bug of the
+#: caller and is never recorded as the library's refusal.
+LIBRARY_ERRORS = (RuntimeError, ValueError, NotImplementedError)
 #: Name recorded for the vendor kernel.
 KERNEL_NAME = "vendor_scaled_mm_blockwise_1x128_128x128"
 
@@ -54,13 +58,13 @@ def scale_layouts(torch, xs, ws):
 
 def find_layout(torch, runner, ctx, log):
     """The first scale layout the library takes and computes right with on ``ctx``; None if none does.
-    A layout the library refuses raises RuntimeError (torch's error for a refused configuration)."""
+    A layout the library refuses raises one of ``LIBRARY_ERRORS``."""
     x, wq, xs, ws, _, _ = ctx.sets[0]
     for name, sa, sb in scale_layouts(torch, xs, ws):
         try:
             y = torch._scaled_mm(x, wq.t(), sa, sb, out_dtype=torch.bfloat16)
             torch.cuda.synchronize()
-        except RuntimeError as e:  # refused by the library: try the next
+        except LIBRARY_ERRORS as e:  # refused by the library: try the next
             log("# layout %s rejected at M=%d N=%d K=%d: %s" % (name, ctx.m, ctx.n, ctx.k, str(e)[:160]))
             continue
         if runner.gpu_err_ratio(y, ctx.ref) <= stats.MAX_ERR_RATIO:
@@ -76,8 +80,8 @@ def measure_shape(torch, runner, ctx, layout, opts, log):
 
     ``layout`` is the one found on an earlier shape (None: search now); a shape it computes wrong on is
     searched again, so one shape's layout never decides another's correctness. The library refusing the
-    shape (RuntimeError from torch, e.g. M = 1) is ``fail:unsupported``; any other exception is a bug of
-    this script and propagates."""
+    shape (one of ``LIBRARY_ERRORS``, e.g. at M = 1) is ``fail:unsupported``; any other exception is a bug
+    of this script and propagates."""
     if layout is None:
         layout = find_layout(torch, runner, ctx, log)
         if layout is None:
@@ -110,7 +114,7 @@ def measure_shape(torch, runner, ctx, layout, opts, log):
             if err > stats.MAX_ERR_RATIO:
                 return "fail:errRatio", err, None, layout
         times, method = runner.time_graph(ops, opts)
-    except RuntimeError as e:
+    except LIBRARY_ERRORS as e:
         log("# M=%d N=%d K=%d: %s: %s" % (ctx.m, ctx.n, ctx.k, type(e).__name__, str(e)[:200]))
         torch.cuda.synchronize()
         return "fail:unsupported", None, None, layout

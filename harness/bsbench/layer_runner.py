@@ -18,6 +18,11 @@ from . import config, layer, runner, stats
 from .plan import Cell, triton_cell
 
 
+#: What torch raises when the vendor library refuses a shape or scale layout (as in vendor_reference.py);
+#: any other exception on the vendor path is a bug and propagates.
+LIBRARY_ERRORS = (RuntimeError, ValueError, NotImplementedError)
+
+
 class GemmFailure(Exception):
     """A GEMM of the sequence that cannot run (status ``fail:<reason>``), with the errRatios before it."""
 
@@ -101,7 +106,7 @@ class LayerRunner:
             try:
                 y = torch._scaled_mm(x, w.t(), sa, sb, out_dtype=torch.bfloat16)
                 torch.cuda.synchronize()
-            except RuntimeError as e:
+            except LIBRARY_ERRORS as e:
                 self.log("# vendor layout %s rejected at M=%d N=%d K=%d: %s" % (name, ctx.m, ctx.n, ctx.k, str(e)[:160]))
                 continue
             if runner.gpu_err_ratio(y, ctx.ref) <= stats.MAX_ERR_RATIO:
@@ -155,7 +160,7 @@ class LayerRunner:
                 e.errs = list(errs)
                 raise
             except Exception as e:
-                if c.backend == "vendor" and not isinstance(e, RuntimeError):
+                if c.backend == "vendor" and not isinstance(e, LIBRARY_ERRORS):
                     raise  # not the library refusing: a bug here, which no status may hide
                 self.log("M=%d %s (%s %s): %s: %s" % (m, g.name, c.backend, c.kernel_name, type(e).__name__,
                                                      str(e)[:300]))

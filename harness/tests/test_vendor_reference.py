@@ -122,12 +122,23 @@ class MeasureShapeTest(unittest.TestCase):
                                                    "a col-major, b transposed view", None, self.log)
         self.assertEqual((status, err, summary), ("fail:errRatio", 0.5, None))
 
+    def test_a_value_error_of_the_library_is_a_refusal(self):
+        torch = fake_torch(32, [])
+
+        def refuse(*a, **k):
+            raise ValueError("scale_a must be outer-dim-major")
+        torch._scaled_mm = refuse
+        status, _, _, layout = vr.measure_shape(torch, fake_runner(), Ctx(64, 4096, 4096), None, None, self.log)
+        self.assertEqual((status, layout), ("fail:unsupported", None))
+
     def test_a_bug_is_not_a_status(self):
         # time_graph's result read wrongly once turned every row into fail:unsupported; now it propagates.
         torch = fake_torch(32, [])
         runner = fake_runner()
-        runner.time_graph = lambda ops, opts, best_us=None: "not a pair"
-        with self.assertRaises(ValueError):
+        def broken(ops, opts, best_us=None):
+            raise TypeError("'<' not supported between instances of 'str' and 'list'")
+        runner.time_graph = broken
+        with self.assertRaises(TypeError):
             vr.measure_shape(torch, runner, Ctx(64, 4096, 4096), None, None, self.log)
 
 
