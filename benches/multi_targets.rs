@@ -127,6 +127,11 @@ fn zoo_targets(dir: &Path) -> anyhow::Result<()> {
         line(&format!("leave-one-model-out, {c}"), format!("{f:.4}"), ">= 0.98", false);
     }
     lowest_layer_line(&report);
+    let get = |e: &str| rows.get(&(e.to_string(), "training".to_string(), "synthesized".to_string())).map(|v| v.3);
+    if let (Some(grid), Some(off)) = (get("heldout-grid"), get("off-grid")) {
+        line("its 16-leaf rule: held-out grid shapes (a)", format!("{grid:.4}"), ">= 0.99", grid >= 0.99);
+        line("its 16-leaf rule: off-grid M (b)", format!("{off:.4}"), ">= 0.99", off >= 0.99);
+    }
     Ok(())
 }
 
