@@ -1056,6 +1056,7 @@ fn the_measure_script_runs_the_readme_commands_and_resumes() {
             .current_dir(root())
             .env("SYNTH", env!("CARGO_BIN_EXE_synth"))
             .env("BENCH_ARGS", "--python python3 --harness tests/fixtures/fake_harness.py")
+            .env("ZOO_SEED", "none")
             .output()
             .expect("bash runs")
     };
@@ -1079,6 +1080,32 @@ fn the_measure_script_runs_the_readme_commands_and_resumes() {
     let log = std::fs::read_to_string(jdir.join("bench.log")).unwrap();
     assert!(log.contains(&format!("{cells} already in")) && log.contains("0 to measure"), "{log}");
     assert_eq!(std::fs::read_to_string(jdir.join("zoo-splitk-aiter.csv")).unwrap(), journal);
+
+    // Seeded from the committed journal (complete on the H200): nothing is measured, and the journal in
+    // the directory is the committed one, decompressed.
+    let seeded = dir.path().join("s");
+    let o = std::process::Command::new("bash")
+        .arg("measurements/zoo/measure.sh")
+        .args(["300", seeded.to_str().unwrap(), out.to_str().unwrap(), "deep"])
+        .current_dir(root())
+        .env("SYNTH", env!("CARGO_BIN_EXE_synth"))
+        .env("BENCH_ARGS", "--python python3 --harness tests/fixtures/fake_harness.py")
+        .output()
+        .expect("bash runs");
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{text}");
+    let log = std::fs::read_to_string(seeded.join("bench.log")).unwrap();
+    assert!(log.contains("== seeded zoo-splitk-aiter.csv from measurements/zoo/zoo-splitk-aiter.csv.gz"), "{log}");
+    assert!(log.contains(&format!("{cells} already in")) && log.contains("0 to measure"), "{log}");
+    let mut committed = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::MultiGzDecoder::new(
+            std::fs::File::open(root().join("measurements/zoo/zoo-splitk-aiter.csv.gz")).unwrap(),
+        ),
+        &mut committed,
+    )
+    .unwrap();
+    assert_eq!(std::fs::read(seeded.join("zoo-splitk-aiter.csv")).unwrap(), committed);
 }
 
 /// The zoo's manifest reads its gzip-compressed journals and the dense ones beside them: every configuration

@@ -9,7 +9,9 @@
 #   grid      each configuration's command as written (`--m-set dataset`);
 #   off-grid  the same commands with `--m-set off-grid`, into the same journals.
 # Every journal goes to JOURNAL_DIR under the name the command gives it; a rerun resumes each journal where
-# it stopped. Every bench stops DEADLINE_S seconds after the start at the latest. At the end the journals and
+# it stopped: a journal not yet in JOURNAL_DIR is first seeded from the committed one beside this script
+# (NAME.csv.gz, decompressed), so a run resumes the committed measurements and measures only what they lack
+# (ZOO_SEED=none starts from nothing). Every bench stops DEADLINE_S seconds after the start at the latest. At the end the journals and
 # logs are packed into OUT_DIR/zoo-journals.tgz. SYNTH names the binary (default target/release/synth);
 # BENCH_ARGS is appended to every command (e.g. `--python python3 --harness ...`). Run from the repository root.
 set -u
@@ -62,6 +64,13 @@ for part in "${parts[@]}"; do
         args+=("${words[i]}")
       fi
     done
+    name=$(sed -n 's/.* --out \([^ ]*\).*/\1/p' <<< "$line")
+    committed=measurements/zoo/$name.gz
+    if [ "${ZOO_SEED:-}" != none ] && [ -n "$name" ] && [ ! -e "$jdir/$name" ] && [ -f "$committed" ]; then
+      gunzip -c "$committed" > "$jdir/$name.part" && mv "$jdir/$name.part" "$jdir/$name" ||
+        { echo "measure.sh: cannot decompress $committed into $jdir" >&2; exit 1; }
+      echo "== seeded $name from $committed" | tee -a "$jdir/bench.log"
+    fi
     # shellcheck disable=SC2206
     extra=(${BENCH_ARGS:-})
     t=$(left)
