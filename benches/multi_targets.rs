@@ -117,10 +117,10 @@ fn lowest_layer_line(report: &str) {
 /// The zoo issue's leave-one-model-out targets on the zoo's manifest (dense configurations and the zoo's).
 fn zoo_targets(dir: &Path) -> anyhow::Result<()> {
     let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/measurements/zoo/datasets.toml");
-    let (report, secs) = run_job(dir, &["--dataset", manifest, "--sample-m", "40"])?;
+    let (report, secs) = run_job(dir, &["--dataset", manifest, "--sample-m", "40", "--features", "contrast"])?;
     let rows = read_rows(&dir.join("evaluations.csv"))?;
     let lomo = lomo_folds(&rows);
-    println!("with the model zoo (`synth run --dataset measurements/zoo/datasets.toml --sample-m 40`, {secs:.1} s):");
+    println!("with the model zoo (`synth run --dataset measurements/zoo/datasets.toml --sample-m 40 --features contrast`, {secs:.1} s):");
     let met = lomo.iter().filter(|(_, f)| *f >= 0.98).count();
     line("leave-one-model-out folds >= 0.98", format!("{met} of {}", lomo.len()), "all", met == lomo.len());
     for (c, f) in lomo.iter().filter(|(_, f)| *f < 0.98) {
