@@ -12,7 +12,11 @@
 # does not hold yet are measured (its off-grid M values stay). With `vendor-only`, measures nothing but the
 # vendor reference of each configuration (NAME,NAME... or all) on its dataset-grid and off-grid shapes into
 # JOURNAL_DIR/vendor-<NAME>.csv (a configuration whose file is there is skipped): the rows `--backends
-# ck,vendor` needs on held-out models. NAME,NAME... limits the run to those journals.
+# ck,vendor` needs on held-out models. NAME,NAME... limits the run to those journals. With `held-out`,
+# measures DeepSeek-V3 at TP 8 (held out of every training pool: its eight (N, K), `synth shapes --spec
+# shapes/held-out/deepseek-v3.toml --tp 8`) on the sparse and off-grid M values, the CK family into
+# JOURNAL_DIR/deepseek-v3-tp8.csv (resumable) and then the vendor reference on the same shapes into
+# JOURNAL_DIR/vendor-deepseek-v3-tp8.csv: the held-out data of the mixed rule's comparison.
 set -u
 deadline=$1 jdir=$2 out=$3 mode=${4:-} only=${5:-}
 start=$(date +%s)
@@ -45,6 +49,27 @@ configs=(
   "qwen2.5-72b-tp8 qwen2.5-72b 8 sparse+off-grid 7392:8192"
   "qwen3-32b-tp1 qwen3-32b 1 sparse+off-grid -"
 )
+if [ "$mode" = held-out ]; then
+  configs=()
+  name=deepseek-v3-tp8
+  ds=2112:7168,3072:1536,4096:512,7168:2048,4608:7168,7168:2304,512:7168,7168:256
+  t=$(left)
+  if [ "$t" -gt 5 ]; then
+    echo "== $name (held out), $t s left" | tee -a "$jdir/bench.log"
+    timeout "$t" "$synth" bench --shapes "$ds" --m-set sparse+off-grid --split-k auto --recheck-fraction 0.03 \
+      --seed 7 --out "$jdir/$name.csv" >>"$jdir/bench.out" 2>>"$jdir/bench.log"
+    echo "== $name exit $?" | tee -a "$jdir/bench.log"
+  fi
+  t=$(left)
+  if [ "$t" -gt 5 ] && [ ! -s "$jdir/vendor-$name.csv" ]; then
+    echo "== vendor $name (held out), $t s left" | tee -a "$jdir/vendor.log"
+    "$synth" bench --shapes "$ds" --m-set sparse+off-grid --split-k none --recheck-fraction 0 --cu-num 132 \
+      --out "$jdir/vendor-$name-plan-journal.csv" --plan-only "$jdir/vendor-$name-plan.jsonl" 2>>"$jdir/vendor.log"
+    timeout "$t" python3 harness/vendor_reference.py --plan "$jdir/vendor-$name-plan.jsonl" \
+      --out "$jdir/vendor-$name.csv.part" 2>>"$jdir/vendor.log" && mv "$jdir/vendor-$name.csv.part" "$jdir/vendor-$name.csv"
+    echo "== vendor $name exit $?" | tee -a "$jdir/vendor.log"
+  fi
+fi
 for cfg in "${configs[@]}"; do
   set -- $cfg
   name=$1 mset=$4 shapes=()
