@@ -41,7 +41,9 @@ def scale_layouts(torch, xs, ws):
     cuBLAS's 128x128 recipe reads the weight scales as a (K/128, N/128) column-major matrix whose leading
     dimension is the K-block count rounded up to a multiple of 4 (16-byte aligned): ``b transposed view`` is
     right only where K/128 is a multiple of 4, and silently wrong elsewhere (K = 2304 gives 18 blocks), so the
-    padded form comes first. Where K/128 is a multiple of 4 the two are the same tensor."""
+    padded forms come first: the (K/128, N/128) view of storage padded to four K-blocks (the shape the API
+    documents, the leading dimension cuBLAS reads), then the padded tensor itself. Where K/128 is a multiple
+    of 4 all three are the same tensor."""
     xs_cm = xs.t().contiguous().t()
     kb = ws.shape[1]
     ws_pad = torch.nn.functional.pad(ws, (0, -kb % 4)) if kb % 4 else ws
@@ -49,6 +51,7 @@ def scale_layouts(torch, xs, ws):
         ("a col-major, b as-is", xs_cm, ws),
         ("a row-major, b as-is", xs, ws),
         ("a col-major, b transposed", xs_cm, ws.t().contiguous()),
+        ("a col-major, b transposed view of storage padded to 4 K-blocks", xs_cm, ws_pad[:, :kb].t()),
         ("a col-major, b K-blocks padded to 4, transposed view", xs_cm, ws_pad.t()),
         ("a col-major, b transposed view", xs_cm, ws.t()),
         ("a row-major, b transposed", xs, ws.t().contiguous()),

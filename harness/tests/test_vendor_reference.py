@@ -11,6 +11,9 @@ HARNESS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HARNESS)
 import vendor_reference as vr  # noqa: E402
 
+PADDED_VIEW = "a col-major, b transposed view of storage padded to 4 K-blocks"
+PADDED = "a col-major, b K-blocks padded to 4, transposed view"
+
 
 class T:
     """A tensor stand-in: a shape, strides-as-a-tag (``layout``), and the error its writer leaves."""
@@ -24,6 +27,11 @@ class T:
 
     def contiguous(self):
         return T(self.shape, "row", self.padded_to)
+
+    def __getitem__(self, index):
+        rows, cols = index  # only [:, :n], a view: the storage (and its padding) stays
+        assert rows == slice(None) and cols.start is None and cols.step is None
+        return T((self.shape[0], cols.stop), self.layout, self.padded_to)
 
     def fill_(self, _v):
         self.err = None
@@ -77,9 +85,12 @@ class ScaleLayoutsTest(unittest.TestCase):
         log = []
         names = [n for n, _, _ in vr.scale_layouts(fake_torch(18, log), T((7, 18)), T((56, 18)))]
         self.assertEqual(log, [("pad", 2)])  # K 2304: 18 blocks -> 20
-        self.assertIn("a col-major, b K-blocks padded to 4, transposed view", names)
-        self.assertLess(names.index("a col-major, b K-blocks padded to 4, transposed view"),
-                        names.index("a col-major, b transposed view"))
+        self.assertLess(names.index(PADDED_VIEW), names.index(PADDED))
+        self.assertLess(names.index(PADDED), names.index("a col-major, b transposed view"))
+        # the storage view has the documented (K/128, N/128) shape; the padded tensor is (20, 56)
+        layouts = {n: sb for n, _, sb in vr.scale_layouts(fake_torch(18, []), T((7, 18)), T((56, 18)))}
+        self.assertEqual((layouts[PADDED_VIEW].shape, layouts[PADDED_VIEW].padded_to), ((18, 56), 20))
+        self.assertEqual(layouts[PADDED].shape, (20, 56))
         log.clear()
         vr.scale_layouts(fake_torch(16, log), T((7, 16)), T((56, 16)))
         self.assertEqual(log, [])  # K 2048: 16 blocks, nothing to pad
@@ -94,7 +105,7 @@ class MeasureShapeTest(unittest.TestCase):
         torch = fake_torch(18, [])
         status, err, summary, layout = vr.measure_shape(torch, fake_runner(), Ctx(64, 7168, 2304), None, None,
                                                         self.log)
-        self.assertEqual((status, err, layout), ("ok", 0.0, "a col-major, b K-blocks padded to 4, transposed view"))
+        self.assertEqual((status, err, layout), ("ok", 0.0, PADDED_VIEW))
         self.assertEqual((summary["us"], summary["reps"], summary["timing"]), (5.0, 3, "graph"))
 
     def test_a_layout_kept_from_another_shape_is_searched_again_where_it_computes_wrong(self):
@@ -102,7 +113,7 @@ class MeasureShapeTest(unittest.TestCase):
         status, err, _, layout = vr.measure_shape(torch, fake_runner(), Ctx(64, 7168, 2304),
                                                   "a col-major, b transposed view", None, self.log)
         self.assertEqual((status, err), ("ok", 0.0))
-        self.assertEqual(layout, "a col-major, b K-blocks padded to 4, transposed view")
+        self.assertEqual(layout, PADDED_VIEW)
         self.assertTrue(any("computes a wrong product at M=64 N=7168 K=2304" in m for m in self.msgs))
 
     def test_the_library_refusing_a_shape_is_unsupported_and_keeps_no_layout(self):
@@ -111,9 +122,23 @@ class MeasureShapeTest(unittest.TestCase):
                                                         self.log)
         self.assertEqual((status, err, summary, layout), ("fail:unsupported", None, None, None))
         # with a layout known from an earlier shape, the refusal is unsupported too and the layout is kept
-        kept = "a col-major, b K-blocks padded to 4, transposed view"
+        kept = PADDED_VIEW
         status, _, _, layout = vr.measure_shape(torch, fake_runner(), Ctx(2, 4096, 4096), kept, None, self.log)
         self.assertEqual((status, layout), ("fail:unsupported", kept))
+
+    def test_a_library_that_wants_the_exact_shape_gets_the_storage_view(self):
+        # A library that refuses a scale tensor of any but the (K/128, N/128) shape: the padded tensor is
+        # refused, the view of padded storage is taken.
+        torch = fake_torch(18, [])
+        inner = torch._scaled_mm
+
+        def exact(x, w, sa, sb, out_dtype=None, out=None):
+            if sb.shape[0] != x.shape[1] // 128:
+                raise RuntimeError("scale_b must have shape (K/128, N/128)")
+            return inner(x, w, sa, sb, out_dtype=out_dtype, out=out)
+        torch._scaled_mm = exact
+        status, _, _, layout = vr.measure_shape(torch, fake_runner(), Ctx(64, 7168, 2304), None, None, self.log)
+        self.assertEqual((status, layout), ("ok", PADDED_VIEW))
 
     def test_no_layout_right_is_err_ratio(self):
         torch = fake_torch(18, [])
