@@ -156,7 +156,7 @@ def main(argv=None):
         log("# note: vLLM's runtime on %s would look for device_name=%s files, not %s"
             % (device["name"], device["name"].replace(" ", "_"), a.vllm_device))
     from bsbench import compile_pool, layer_runner, runner
-    from vendor_reference import scale_layouts
+    from bsbench.vendor import scale_layouts
     opts = runner.Options(mapping, budget_us=a.budget_ms * 1e3, min_reps=a.min_reps, max_reps=a.max_reps,
                           use_graph=not a.no_graph, seed=a.seed, compile_jobs=a.compile_jobs)
     lr = layer_runner.LayerRunner(device, opts, scale_layouts, log)

@@ -22,59 +22,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bsbench import config, env, stats  # noqa: E402
 from bsbench.plan import PlanError, read_plan  # noqa: E402
+from bsbench.vendor import LIBRARY_ERRORS, find_layout, scale_layouts  # noqa: E402
 
 #: Column order of the output (AITER's columns, then the harness's extras).
 COLUMNS = ["gfx", "cu_num", "M", "N", "K", "libtype", "kernelId", "splitK", "us", "kernelName", "tflops", "bw",
            "errRatio", "device", "backend", "timing", "us_min", "us_max", "us_p10", "us_p90", "reps", "status",
            "recheck"]
-#: What the library raises when it refuses a shape or a scale layout (torch's checks raise RuntimeError,
-#: some ValueError or NotImplementedError). Anything else (TypeError, AttributeError, ...) is a bug of the
-#: caller and is never recorded as the library's refusal.
-LIBRARY_ERRORS = (RuntimeError, ValueError, NotImplementedError)
 #: Name recorded for the vendor kernel.
 KERNEL_NAME = "vendor_scaled_mm_blockwise_1x128_128x128"
-
-
-def scale_layouts(torch, xs, ws):
-    """Candidate (scale_a, scale_b) layouts; the first one the library accepts and computes right is kept.
-
-    cuBLAS's 128x128 recipe reads the weight scales as a (K/128, N/128) column-major matrix whose leading
-    dimension is the K-block count rounded up to a multiple of 4 (16-byte aligned): ``b transposed view`` is
-    right only where K/128 is a multiple of 4, and silently wrong elsewhere (K = 2304 gives 18 blocks), so the
-    padded forms come first: the (K/128, N/128) view of storage padded to four K-blocks (the shape the API
-    documents, the leading dimension cuBLAS reads), then the padded tensor itself. Where K/128 is a multiple
-    of 4 all three are the same tensor."""
-    xs_cm = xs.t().contiguous().t()
-    kb = ws.shape[1]
-    ws_pad = torch.nn.functional.pad(ws, (0, -kb % 4)) if kb % 4 else ws
-    return [
-        ("a col-major, b as-is", xs_cm, ws),
-        ("a row-major, b as-is", xs, ws),
-        ("a col-major, b transposed", xs_cm, ws.t().contiguous()),
-        ("a col-major, b transposed view of storage padded to 4 K-blocks", xs_cm, ws_pad[:, :kb].t()),
-        ("a col-major, b K-blocks padded to 4, transposed view", xs_cm, ws_pad.t()),
-        ("a col-major, b transposed view", xs_cm, ws.t()),
-        ("a row-major, b transposed", xs, ws.t().contiguous()),
-        ("a col-major, b col-major", xs_cm, ws.t().contiguous().t()),
-    ]
-
-
-def find_layout(torch, runner, ctx, log):
-    """The first scale layout the library takes and computes right with on ``ctx``; None if none does.
-    A layout the library refuses raises one of ``LIBRARY_ERRORS``."""
-    x, wq, xs, ws, _, _ = ctx.sets[0]
-    for name, sa, sb in scale_layouts(torch, xs, ws):
-        try:
-            y = torch._scaled_mm(x, wq.t(), sa, sb, out_dtype=torch.bfloat16)
-            torch.cuda.synchronize()
-        except LIBRARY_ERRORS as e:  # refused by the library: try the next
-            log("# layout %s rejected at M=%d N=%d K=%d: %s" % (name, ctx.m, ctx.n, ctx.k, str(e)[:160]))
-            continue
-        if runner.gpu_err_ratio(y, ctx.ref) <= stats.MAX_ERR_RATIO:
-            log("# scale layout: %s" % name)
-            return name
-        log("# layout %s computes a different product" % name)
-    return None
 
 
 def measure_shape(torch, runner, ctx, layout, opts, log):

@@ -6,7 +6,7 @@ Each GEMM runs as the bench runs it: a CK-geometry instance through ``runner.mak
 workspace zeroed, the atomic partial sums, the cast to bf16, all inside the timed sequence), a triton config
 through the block-FP8 Triton kernel, the vendor GEMM through ``torch._scaled_mm`` with 1x128 activation and
 128x128 weight scales in the first layout that the library takes and that computes the right product
-(``vendor_reference.scale_layouts``).
+(``vendor.scale_layouts``).
 """
 
 import gc
@@ -16,11 +16,7 @@ import torch
 
 from . import config, layer, runner, stats
 from .plan import Cell, triton_cell
-
-
-#: What torch raises when the vendor library refuses a shape or scale layout (as in vendor_reference.py);
-#: any other exception on the vendor path is a bug and propagates.
-LIBRARY_ERRORS = (RuntimeError, ValueError, NotImplementedError)
+from .vendor import LIBRARY_ERRORS, find_layout
 
 
 class GemmFailure(Exception):
@@ -101,19 +97,7 @@ class LayerRunner:
         """The first scale layout the library takes and computes right with on this GEMM's shape. Kept per
         (N, K): a layout right on one shape can be silently wrong on another (cuBLAS reads the weight scales
         with a leading dimension padded to 4 K-blocks)."""
-        x, w, xs, ws, _, _ = ctx.sets[0]
-        for name, sa, sb in self.scale_layouts(torch, xs, ws):
-            try:
-                y = torch._scaled_mm(x, w.t(), sa, sb, out_dtype=torch.bfloat16)
-                torch.cuda.synchronize()
-            except LIBRARY_ERRORS as e:
-                self.log("# vendor layout %s rejected at M=%d N=%d K=%d: %s" % (name, ctx.m, ctx.n, ctx.k, str(e)[:160]))
-                continue
-            if runner.gpu_err_ratio(y, ctx.ref) <= stats.MAX_ERR_RATIO:
-                self.log("# vendor scale layout: %s" % name)
-                return name
-            self.log("# vendor layout %s computes a different product" % name)
-        return None
+        return find_layout(torch, runner, ctx, self.log, self.scale_layouts, prefix="vendor ")
 
     def gemm_ops(self, choice, m, gemm, ctx):
         """One callable per buffer set; GemmFailure where the choice cannot run."""
