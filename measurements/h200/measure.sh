@@ -26,6 +26,13 @@ out=$(cd "$out" && pwd)
 left() { echo $(( deadline - ($(date +%s) - start) )); }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit \
   --format=csv >> "$jdir/device.log" 2>&1
+# vendor_rows NAME T: the vendor reference on the plan JOURNAL_DIR/vendor-NAME-plan.jsonl into
+# JOURNAL_DIR/vendor-NAME.csv (written only when the whole plan is measured), stopped after T seconds.
+vendor_rows() {
+  timeout "$2" python3 harness/vendor_reference.py --plan "$jdir/vendor-$1-plan.jsonl" \
+    --out "$jdir/vendor-$1.csv.part" 2>>"$jdir/vendor.log" && mv "$jdir/vendor-$1.csv.part" "$jdir/vendor-$1.csv"
+  echo "== vendor $1 exit $?" | tee -a "$jdir/vendor.log"
+}
 if [ "$mode" = vendor ] && [ ! -s "$jdir/vendor-qwen3-32b-tp2.csv" ]; then
   "$synth" bench --model qwen3-32b --tp 2 --m-set dataset --split-k auto --recheck-fraction 0 --cu-num 132 \
     --out "$jdir/vendor-plan-journal.csv" --plan-only "$jdir/vendor-plan.jsonl" 2>>"$jdir/vendor.log"
@@ -65,9 +72,7 @@ if [ "$mode" = held-out ]; then
     echo "== vendor $name (held out), $t s left" | tee -a "$jdir/vendor.log"
     "$synth" bench --shapes "$ds" --m-set sparse+off-grid --split-k none --recheck-fraction 0 --cu-num 132 \
       --out "$jdir/vendor-$name-plan-journal.csv" --plan-only "$jdir/vendor-$name-plan.jsonl" 2>>"$jdir/vendor.log"
-    timeout "$t" python3 harness/vendor_reference.py --plan "$jdir/vendor-$name-plan.jsonl" \
-      --out "$jdir/vendor-$name.csv.part" 2>>"$jdir/vendor.log" && mv "$jdir/vendor-$name.csv.part" "$jdir/vendor-$name.csv"
-    echo "== vendor $name exit $?" | tee -a "$jdir/vendor.log"
+    vendor_rows "$name" "$t"
   fi
 fi
 for cfg in "${configs[@]}"; do
@@ -86,9 +91,7 @@ for cfg in "${configs[@]}"; do
         --cu-num 132 --out "$jdir/vendor-$name-plan-journal.csv" --plan-only "$jdir/vendor-$name-$ms.jsonl" \
         2>>"$jdir/vendor.log" && cat "$jdir/vendor-$name-$ms.jsonl" >> "$jdir/vendor-$name-plan.jsonl"
     done
-    timeout "$t" python3 harness/vendor_reference.py --plan "$jdir/vendor-$name-plan.jsonl" \
-      --out "$jdir/vendor-$name.csv.part" 2>>"$jdir/vendor.log" && mv "$jdir/vendor-$name.csv.part" "$jdir/vendor-$name.csv"
-    echo "== vendor $name exit $?" | tee -a "$jdir/vendor.log"
+    vendor_rows "$name" "$t"
     continue
   fi
   if [ "$mode" = grid ]; then
