@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measures the multi-model H200 dataset of measurements/h200/ in deadline-bounded runs.
 #
-#   measurements/h200/measure.sh DEADLINE_S JOURNAL_DIR OUT_DIR [vendor|vendor-only|grid] [NAME,NAME...]
+#   measurements/h200/measure.sh DEADLINE_S JOURNAL_DIR OUT_DIR [vendor|vendor-only|grid|held-out] [NAME,NAME...]
 #
 # Runs `synth bench` for each (model, TP) configuration below, in order, into JOURNAL_DIR/<model>-tp<TP>.csv
 # (resumable: a rerun continues each journal where it stopped), stopping every bench at DEADLINE_S seconds
@@ -18,7 +18,18 @@
 # JOURNAL_DIR/deepseek-v3-tp8.csv (resumable) and then the vendor reference on the same shapes into
 # JOURNAL_DIR/vendor-deepseek-v3-tp8.csv: the held-out data of the mixed rule's comparison.
 set -u
+if [ $# -lt 3 ]; then
+  echo "usage: measurements/h200/measure.sh DEADLINE_S JOURNAL_DIR OUT_DIR [vendor|vendor-only|grid|held-out] [NAME,...]" >&2
+  exit 2
+fi
 deadline=$1 jdir=$2 out=$3 mode=${4:-} only=${5:-}
+case $mode in
+  "" | vendor | vendor-only | grid | held-out) ;;
+  *) echo "measure.sh: unknown mode $mode: expected vendor, vendor-only, grid or held-out (or none)" >&2; exit 2 ;;
+esac
+case $deadline in
+  '' | *[!0-9]*) echo "measure.sh: DEADLINE_S must be a whole number of seconds, not $deadline" >&2; exit 2 ;;
+esac
 start=$(date +%s)
 synth=${SYNTH:-./target/release/synth}
 mkdir -p "$jdir" "$out"
@@ -56,6 +67,13 @@ configs=(
   "qwen2.5-72b-tp8 qwen2.5-72b 8 sparse+off-grid 7392:8192"
   "qwen3-32b-tp1 qwen3-32b 1 sparse+off-grid -"
 )
+if [ -n "$only" ]; then
+  for want in ${only//,/ }; do
+    known=0
+    for cfg in "${configs[@]}"; do [ "${cfg%% *}" = "$want" ] && known=1; done
+    [ $known = 1 ] || { echo "measure.sh: no configuration $want here: expected one of: ${configs[*]%% *}" >&2; exit 2; }
+  done
+fi
 if [ "$mode" = held-out ]; then
   configs=()
   name=deepseek-v3-tp8

@@ -11,8 +11,8 @@
 # Every journal goes to JOURNAL_DIR under the name the command gives it; a rerun resumes each journal where
 # it stopped: a journal not yet in JOURNAL_DIR is first seeded from the committed one beside this script
 # (NAME.csv.gz, decompressed), so a run resumes the committed measurements and measures only what they lack
-# (ZOO_SEED=none starts from nothing). Every bench stops DEADLINE_S seconds after the start at the latest. At the end the journals and
-# logs are packed into OUT_DIR/zoo-journals.tgz. SYNTH names the binary (default target/release/synth);
+# (ZOO_SEED=none starts from nothing). Every bench stops DEADLINE_S seconds after the start at the latest.
+# At the end the journals and logs are packed into OUT_DIR/zoo-journals.tgz. SYNTH names the binary (default target/release/synth);
 # BENCH_ARGS is appended to every command (e.g. `--python python3 --harness ...`). Run from the repository root.
 set -u
 if [ $# -lt 3 ]; then
@@ -21,6 +21,9 @@ if [ $# -lt 3 ]; then
 fi
 deadline=$1 jdir=$2 out=$3
 shift 3
+case $deadline in
+  '' | *[!0-9]*) echo "measure.sh: DEADLINE_S must be a whole number of seconds, not $deadline" >&2; exit 2 ;;
+esac
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] && parts=(deep grid off-grid)
 for part in "${parts[@]}"; do
