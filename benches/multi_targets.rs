@@ -15,6 +15,11 @@
 //! Then runs the multi-model job on the zoo's manifest (`measurements/zoo/datasets.toml`: the dense
 //! configurations and the zoo's) and prints the zoo issue's leave-one-model-out targets on it.
 //!
+//! Then the mixed rule over two backends on the H100 dataset (`measurements/h100/datasets.toml`,
+//! `--backends ck,vendor`) against the backends issue's targets: ≥ 0.97 of the union oracle, ≥ 1.15x over
+//! the best single-backend rule, ≥ 1.05x over the best threshold, on the held-out grid shapes, the untuned
+//! shapes, every leave-one-model-out fold and DeepSeek-V3 (held out of the pool, `synth compare`).
+//!
 //! Prints one line per target (value, target, met or not) and the wall time of each run.
 
 use std::collections::BTreeMap;
@@ -135,6 +140,81 @@ fn zoo_targets(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The backends issue's three targets for one evaluation: `synth`, the best single-backend rule and the
+/// best threshold as fractions of the union oracle.
+fn backend_lines(what: &str, synth: f64, single: (&str, f64), threshold: f64) {
+    line(&format!("{what}: of the union oracle"), format!("{synth:.4}"), ">= 0.97", synth >= 0.97);
+    let (a, b) = (synth / single.1, synth / threshold);
+    line(&format!("{what}: over the best {}", single.0), format!("{a:.3}x"), ">= 1.15x", a >= 1.15);
+    line(&format!("{what}: over the best threshold"), format!("{b:.3}x"), ">= 1.05x", b >= 1.05);
+}
+
+/// The mixed rule on the H100 dataset (CK-geometry family and cuBLAS), and on DeepSeek-V3 held out.
+fn backend_targets(dir: &Path) -> anyhow::Result<()> {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let manifest = format!("{root}/measurements/h100/datasets.toml");
+    let (_, secs) = run_job(dir, &["--dataset", &manifest, "--backends", "ck,vendor"])?;
+    let rows = read_rows(&dir.join("evaluations.csv"))?;
+    println!("mixed rule over ck,vendor (`synth run --dataset measurements/h100/datasets.toml --backends ck,vendor`, H100, {secs:.1} s):");
+    let of = |e: &str, c: &str, p: &str| rows.get(&(e.to_string(), c.to_string(), p.to_string())).map(|v| v.3);
+    let mut evals = vec![("heldout-grid".to_string(), "training".to_string()), ("untuned".into(), "all".into())];
+    evals.extend(
+        rows.keys()
+            .filter(|(e, _, p)| e == "leave-one-model-out" && p == "synthesized")
+            .map(|(e, c, _)| (e.clone(), c.clone())),
+    );
+    for (e, c) in &evals {
+        let single = of(e, c, "rule[ck]").unwrap_or(0.0).max(of(e, c, "rule[vendor]").unwrap_or(0.0));
+        match (of(e, c, "synthesized"), of(e, c, "threshold")) {
+            (Some(s), Some(t)) if single > 0.0 => {
+                let what = match e.as_str() {
+                    "heldout-grid" => "held-out grid".to_string(),
+                    "leave-one-model-out" => format!("LOMO {c}"),
+                    _ => e.clone(),
+                };
+                backend_lines(&what, s, ("backend rule", single), t)
+            }
+            _ => line(&format!("{e} {c}"), "not found".into(), "-", false),
+        }
+    }
+    let csv_path = dir.join("deepseek-v3.csv");
+    let out = Command::new(env!("CARGO_BIN_EXE_synth"))
+        .arg("compare")
+        .arg("--rule")
+        .arg(dir.join("rule.json"))
+        .args(["--dataset", &format!("{root}/measurements/h100/deepseek-v3-tp8.csv.gz")])
+        .args(["--dataset", &format!("{root}/measurements/h100/vendor-deepseek-v3-tp8.csv")])
+        .args(["--backends", "ck,vendor", "--spec", &format!("{root}/shapes/held-out/deepseek-v3.toml"), "--tp", "8"])
+        .arg("--csv")
+        .arg(&csv_path)
+        .output()?;
+    anyhow::ensure!(out.status.success(), "synth compare failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    // Geomean of_oracle per policy over the per-shape rows; the rule's policy is its path.
+    let mut logs: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+    let mut r = csv::Reader::from_path(&csv_path)?;
+    let h = r.headers()?.clone();
+    let (pi, oi) = (
+        h.iter().position(|c| c == "policy").unwrap_or(usize::MAX),
+        h.iter().position(|c| c == "of_oracle").unwrap_or(usize::MAX),
+    );
+    for rec in r.records() {
+        let rec = rec?;
+        if let (Some(p), Some(Ok(f))) = (rec.get(pi), rec.get(oi).map(str::parse::<f64>)) {
+            let e = logs.entry(p.to_string()).or_default();
+            e.0 += f.ln();
+            e.1 += 1;
+        }
+    }
+    let geo = |p: &str| logs.get(p).filter(|v| v.1 > 0).map(|v| (v.0 / v.1 as f64).exp());
+    let rule = dir.join("rule.json").display().to_string();
+    let single = geo("oracle[ck]").unwrap_or(0.0).max(geo("oracle[vendor]").unwrap_or(0.0));
+    match (geo(&rule), geo("threshold")) {
+        (Some(s), Some(t)) if single > 0.0 => backend_lines("DeepSeek-V3 (held out)", s, ("backend oracle", single), t),
+        _ => line("DeepSeek-V3 (held out)", "not found".into(), "-", false),
+    }
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
@@ -198,5 +278,6 @@ fn main() -> anyhow::Result<()> {
     }
     line("two runs wrote identical files", deterministic.to_string(), "true", deterministic);
     println!("  wall time of the main job: {t1:.2} s and {t2:.2} s (target: under 30 s on an idle machine)");
-    zoo_targets(&tmp.path().join("zoo"))
+    zoo_targets(&tmp.path().join("zoo"))?;
+    backend_targets(&tmp.path().join("h100"))
 }

@@ -36,10 +36,13 @@ def measure_shape(torch, runner, ctx, layout, opts, log):
     """(status, errRatio, timing summary (with ``timing``, the method) or None, layout) of the vendor GEMM
     on one shape.
 
-    ``layout`` is the one found on an earlier shape (None: search now); a shape it computes wrong on is
-    searched again, so one shape's layout never decides another's correctness. The library refusing the
-    shape (one of ``LIBRARY_ERRORS``, e.g. at M = 1) is ``fail:unsupported``; any other exception is a bug
-    of this script and propagates."""
+    ``layout`` is the one found on an earlier shape of the same (N, K) (None: search now); a shape it
+    computes wrong on, or that the library refuses with it, is searched again, so one shape's layout never
+    decides another's correctness or support (torch's checks of the weight-scale tensor depend on K: a
+    layout taken at K = 7168 is refused at K = 2304). The library refusing the shape with every layout
+    (one of ``LIBRARY_ERRORS``, e.g. at M = 1) is ``fail:unsupported``; any other exception is a bug of
+    this script and propagates."""
+    kept = layout
     if layout is None:
         layout = find_layout(torch, runner, ctx, log)
         if layout is None:
@@ -59,12 +62,24 @@ def measure_shape(torch, runner, ctx, layout, opts, log):
         torch.cuda.synchronize()
         return ops, runner.gpu_err_ratio(out0, ctx.ref)
 
+    def search_again(why):
+        log("# layout %s %s at M=%d N=%d K=%d: searching again" % (layout, why, ctx.m, ctx.n, ctx.k))
+        return find_layout(torch, runner, ctx, log)
+
     try:
-        ops, err = run_checked(layout)
+        try:
+            ops, err = run_checked(layout)
+        except LIBRARY_ERRORS as e:
+            if kept is None:
+                raise
+            torch.cuda.synchronize()
+            again = search_again("is refused (%s)" % str(e).splitlines()[0][:120] if str(e) else "is refused")
+            if again is None:
+                return "fail:unsupported", None, None, layout
+            layout = again
+            ops, err = run_checked(layout)
         if err > stats.MAX_ERR_RATIO:
-            log("# layout %s computes a wrong product at M=%d N=%d K=%d: searching again"
-                % (layout, ctx.m, ctx.n, ctx.k))
-            again = find_layout(torch, runner, ctx, log)
+            again = search_again("computes a wrong product")
             if again is None:
                 return "fail:errRatio", err, None, layout
             layout = again
@@ -106,15 +121,17 @@ def main(argv=None):
     gen = torch.Generator(device=runner.DEVICE)
     gen.manual_seed(args.seed)
     opts = runner.Options(config.parse_mapping(config.DEFAULT_MAPPING_TEXT))
-    layout = None
+    layouts = {}  # (N, K) -> the scale layout found on its first shape the library ran
     with open(args.out, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(COLUMNS)
         for i, (m, n, k) in enumerate(shapes):
             n_sets = config.buffer_sets(m, n, k, False, device["l2_bytes"], opts.l2_factor)
             ctx = runner.ShapeContext(m, n, k, fp8, n_sets, False, gen)
-            status, err, summary, layout = measure_shape(torch, runner, ctx, layout, opts,
+            status, err, summary, layout = measure_shape(torch, runner, ctx, layouts.get((n, k)), opts,
                                                          lambda msg: sys.stderr.write(msg + "\n"))
+            if layout is not None:
+                layouts[(n, k)] = layout
             us = summary["us"] if summary else None
             row = {
                 "gfx": device["gfx"], "cu_num": device["cu_num"], "M": m, "N": n, "K": k, "libtype": "vendor",

@@ -15,19 +15,24 @@ def scale_layouts(torch, xs, ws):
     """Candidate (scale_a, scale_b) layouts; the first one the library accepts and computes right is kept.
 
     cuBLAS's 128x128 recipe reads the weight scales as a (K/128, N/128) column-major matrix whose leading
-    dimension is the K-block count rounded up to a multiple of 4 (16-byte aligned): ``b transposed view`` is
-    right only where K/128 is a multiple of 4, and silently wrong elsewhere (K = 2304 gives 18 blocks), so the
-    padded forms come first: the (K/128, N/128) view of storage padded to four K-blocks (the shape the API
-    documents, the leading dimension cuBLAS reads), then the padded tensor itself. Where K/128 is a multiple
-    of 4 all three are the same tensor."""
+    dimension is the K-block count rounded up to a multiple of 4 (16-byte aligned). torch's check of the
+    scale tensor has changed across releases: later ones ask for that padded leading dimension (the first
+    padded form below), torch 2.11 asks for a leading dimension of exactly K/128 and passes the pointer on
+    as it is, so where K/128 is not a multiple of 4 (K = 2304: 18 blocks, read at a pitch of 20) the plain
+    ``b transposed view`` is accepted and silently wrong. For that check the second form is a view with the
+    leading dimension torch asks for over storage laid out at the pitch cuBLAS reads (on an H100 with torch
+    2.11 the padded forms were refused as "Invalid scaling configuration" and the plain view failed the
+    correctness check). Where K/128 is a multiple of 4 the padded forms are the plain transposed view."""
     xs_cm = xs.t().contiguous().t()
     kb = ws.shape[1]
     ws_pad = torch.nn.functional.pad(ws, (0, -kb % 4)) if kb % 4 else ws
+    pitched = ws_pad.contiguous().reshape(-1).as_strided((kb, ws.shape[0]), (1, kb))
     return [
         ("a col-major, b as-is", xs_cm, ws),
         ("a row-major, b as-is", xs, ws),
         ("a col-major, b transposed", xs_cm, ws.t().contiguous()),
         ("a col-major, b transposed view of storage padded to 4 K-blocks", xs_cm, ws_pad[:, :kb].t()),
+        ("a col-major, b K/128-strided view of storage padded to 4 K-blocks", xs_cm, pitched),
         ("a col-major, b K-blocks padded to 4, transposed view", xs_cm, ws_pad.t()),
         ("a col-major, b transposed view", xs_cm, ws.t()),
         ("a row-major, b transposed", xs, ws.t().contiguous()),

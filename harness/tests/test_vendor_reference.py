@@ -12,34 +12,52 @@ sys.path.insert(0, HARNESS)
 import vendor_reference as vr  # noqa: E402
 
 PADDED_VIEW = "a col-major, b transposed view of storage padded to 4 K-blocks"
+PITCHED = "a col-major, b K/128-strided view of storage padded to 4 K-blocks"
 PADDED = "a col-major, b K-blocks padded to 4, transposed view"
 
 
 class T:
-    """A tensor stand-in: a shape, strides-as-a-tag (``layout``), and the error its writer leaves."""
+    """A 2-D tensor stand-in: a shape, whether it is row- or column-major (``layout``), the stride between
+    its rows (row-major) or columns (col-major) as torch sees it (``lead``), and the pitch at which the rows
+    of the weight-scale matrix it was made from really lie in its storage (``pitch``)."""
 
-    def __init__(self, shape, layout="row", padded_to=None):
-        self.shape, self.layout, self.padded_to, self.err = tuple(shape), layout, padded_to, None
+    def __init__(self, shape, layout="row", lead=None, pitch=None):
+        self.shape, self.layout, self.err = tuple(shape), layout, None
+        self.lead = lead if lead is not None else (shape[-1] if layout == "row" else shape[0])
+        self.pitch = pitch if pitch is not None else self.lead
 
     def t(self):
-        flip = {"row": "col", "col": "row"}[self.layout]
-        return T(self.shape[::-1], flip, self.padded_to)
+        flip = {"row": "col", "col": "row", "flat": "flat"}[self.layout]
+        return T(self.shape[::-1], flip, self.lead, self.pitch)
 
     def contiguous(self):
-        return T(self.shape, "row", self.padded_to)
+        if self.layout == "row":
+            return self
+        return T(self.shape, "row")  # a copy: rows now at the pitch of its own width
+
+    def reshape(self, *shape):
+        assert shape == (-1,) and self.layout == "row"
+        return T((self.shape[0] * self.shape[1],), "flat", self.lead, self.pitch)
+
+    def as_strided(self, size, stride):
+        assert self.layout == "flat" and stride[0] == 1  # the column-major view of the flat storage
+        return T(size, "col", stride[1], self.pitch)
 
     def __getitem__(self, index):
         rows, cols = index  # only [:, :n], a view: the storage (and its padding) stays
         assert rows == slice(None) and cols.start is None and cols.step is None
-        return T((self.shape[0], cols.stop), self.layout, self.padded_to)
+        return T((self.shape[0], cols.stop), self.layout, self.lead, self.pitch)
 
     def fill_(self, _v):
         self.err = None
 
 
-def fake_torch(kb, log):
-    """cuBLAS as seen on the H200: 1x128 scales col-major, 128x128 weight scales as a col-major view whose
-    leading dimension must be a multiple of 4 K-blocks, else a silently wrong product; M < 4 refused."""
+def fake_torch(kb, log, check="exact"):
+    """torch._scaled_mm over cuBLAS on an H100/H200: 1x128 scales col-major; 128x128 weight scales a
+    (K/128, N/128) col-major tensor whose leading dimension torch checks, ``exact`` (torch 2.11: exactly
+    K/128) or ``padded`` (later releases: K/128 rounded up to 4); cuBLAS then reads the storage at the
+    rounded-up pitch, so the product is right only where the data lies at that pitch, else silently
+    wrong; M < 4 refused."""
     torch = types.SimpleNamespace(bfloat16="bf16")
     torch.cuda = types.SimpleNamespace(synchronize=lambda: None)
 
@@ -47,7 +65,7 @@ def fake_torch(kb, log):
         left, right = amounts
         assert left == 0
         log.append(("pad", right))
-        return T((t.shape[0], t.shape[1] + right), "row", t.shape[1] + right)
+        return T((t.shape[0], t.shape[1] + right), "row")
 
     torch.nn = types.SimpleNamespace(functional=types.SimpleNamespace(pad=pad))
 
@@ -55,11 +73,11 @@ def fake_torch(kb, log):
         if x.shape[0] < 4:
             raise RuntimeError("CUBLAS_STATUS_NOT_SUPPORTED")
         kb, nb = x.shape[1] // 128, (w.shape[1] + 127) // 128
-        if sa.layout != "col" or sb.layout != "col" or sb.shape[0] < kb or sb.shape[1] != nb:
+        want_lead = kb if check == "exact" else kb + (-kb % 4)
+        if sa.layout != "col" or sb.layout != "col" or sb.shape != (kb, nb) or sb.lead != want_lead:
             raise RuntimeError("Invalid scaling configuration.")
-        lead = sb.padded_to if sb.padded_to is not None else sb.shape[0]
         res = out if out is not None else T(x.shape)
-        res.err = 0.0 if lead % 4 == 0 else 0.5
+        res.err = 0.0 if sb.pitch == kb + (-kb % 4) else 0.5
         return res
 
     torch._scaled_mm = scaled_mm
@@ -85,15 +103,22 @@ class ScaleLayoutsTest(unittest.TestCase):
         log = []
         names = [n for n, _, _ in vr.scale_layouts(fake_torch(18, log), T((7, 18)), T((56, 18)))]
         self.assertEqual(log, [("pad", 2)])  # K 2304: 18 blocks -> 20
-        self.assertLess(names.index(PADDED_VIEW), names.index(PADDED))
+        self.assertLess(names.index(PADDED_VIEW), names.index(PITCHED))
+        self.assertLess(names.index(PITCHED), names.index(PADDED))
         self.assertLess(names.index(PADDED), names.index("a col-major, b transposed view"))
-        # the storage view has the documented (K/128, N/128) shape; the padded tensor is (20, 56)
+        # both views have the documented (K/128, N/128) shape over storage at a pitch of 20; torch sees a
+        # leading dimension of 20 in the first, 18 in the second; the padded tensor is (20, 56)
         layouts = {n: sb for n, _, sb in vr.scale_layouts(fake_torch(18, []), T((7, 18)), T((56, 18)))}
-        self.assertEqual((layouts[PADDED_VIEW].shape, layouts[PADDED_VIEW].padded_to), ((18, 56), 20))
+        self.assertEqual((layouts[PADDED_VIEW].shape, layouts[PADDED_VIEW].lead, layouts[PADDED_VIEW].pitch),
+                         ((18, 56), 20, 20))
+        self.assertEqual((layouts[PITCHED].shape, layouts[PITCHED].lead, layouts[PITCHED].pitch), ((18, 56), 18, 20))
         self.assertEqual(layouts[PADDED].shape, (20, 56))
+        self.assertEqual(layouts["a col-major, b transposed view"].pitch, 18)
         log.clear()
-        vr.scale_layouts(fake_torch(16, log), T((7, 16)), T((56, 16)))
+        layouts = {n: sb for n, _, sb in vr.scale_layouts(fake_torch(16, log), T((7, 16)), T((56, 16)))}
         self.assertEqual(log, [])  # K 2048: 16 blocks, nothing to pad
+        for name in (PADDED_VIEW, PITCHED, "a col-major, b transposed view"):
+            self.assertEqual((layouts[name].shape, layouts[name].lead, layouts[name].pitch), ((16, 56), 16, 16))
 
 
 class MeasureShapeTest(unittest.TestCase):
@@ -101,20 +126,42 @@ class MeasureShapeTest(unittest.TestCase):
         self.msgs = []
         self.log = self.msgs.append
 
-    def test_a_shape_with_18_k_blocks_is_measured_with_the_padded_layout(self):
-        torch = fake_torch(18, [])
-        status, err, summary, layout = vr.measure_shape(torch, fake_runner(), Ctx(64, 7168, 2304), None, None,
-                                                        self.log)
-        self.assertEqual((status, err, layout), ("ok", 0.0, PADDED_VIEW))
+    def test_a_shape_with_18_k_blocks_is_measured_at_the_pitch_cublas_reads(self):
+        # torch 2.11's check (leading dimension exactly K/128): the padded view is refused, the plain view is
+        # accepted and wrong, the K/128-strided view of padded storage is right
+        status, err, summary, layout = vr.measure_shape(fake_torch(18, []), fake_runner(), Ctx(64, 7168, 2304),
+                                                        None, None, self.log)
+        self.assertEqual((status, err, layout), ("ok", 0.0, PITCHED))
         self.assertEqual((summary["us"], summary["reps"], summary["timing"]), (5.0, 3, "graph"))
+        self.assertTrue(any("layout %s rejected at M=64 N=7168 K=2304" % PADDED_VIEW in m for m in self.msgs))
+        # a later torch's check (leading dimension rounded up to 4): the padded view is taken first
+        status, err, _, layout = vr.measure_shape(fake_torch(18, [], check="padded"), fake_runner(),
+                                                  Ctx(64, 7168, 2304), None, None, self.log)
+        self.assertEqual((status, err, layout), ("ok", 0.0, PADDED_VIEW))
+
+    def test_a_shape_with_16_k_blocks_takes_the_first_view_under_either_check(self):
+        for check in ("exact", "padded"):
+            status, err, _, layout = vr.measure_shape(fake_torch(16, [], check=check), fake_runner(),
+                                                      Ctx(64, 7168, 2048), None, None, self.log)
+            self.assertEqual((status, err, layout), ("ok", 0.0, PADDED_VIEW), check)
 
     def test_a_layout_kept_from_another_shape_is_searched_again_where_it_computes_wrong(self):
         torch = fake_torch(18, [])
         status, err, _, layout = vr.measure_shape(torch, fake_runner(), Ctx(64, 7168, 2304),
                                                   "a col-major, b transposed view", None, self.log)
         self.assertEqual((status, err), ("ok", 0.0))
-        self.assertEqual(layout, PADDED_VIEW)
+        self.assertEqual(layout, PITCHED)
         self.assertTrue(any("computes a wrong product at M=64 N=7168 K=2304" in m for m in self.msgs))
+
+    def test_a_layout_kept_from_another_shape_is_searched_again_where_the_library_refuses_it(self):
+        # torch 2.11 takes the padded view at K = 7168 (56 blocks) and refuses it at K = 2304 (18 blocks):
+        # the shape is searched again, not recorded as unsupported
+        torch = fake_torch(18, [])
+        status, err, _, layout = vr.measure_shape(torch, fake_runner(), Ctx(64, 7168, 2304), PADDED_VIEW, None,
+                                                  self.log)
+        self.assertEqual((status, err, layout), ("ok", 0.0, PITCHED))
+        self.assertTrue(any(m.startswith("# layout %s is refused (Invalid scaling configuration.) at M=64 N=7168 "
+                                         "K=2304: searching again" % PADDED_VIEW) for m in self.msgs), self.msgs)
 
     def test_the_library_refusing_a_shape_is_unsupported_and_keeps_no_layout(self):
         torch = fake_torch(32, [])
@@ -125,20 +172,6 @@ class MeasureShapeTest(unittest.TestCase):
         kept = PADDED_VIEW
         status, _, _, layout = vr.measure_shape(torch, fake_runner(), Ctx(2, 4096, 4096), kept, None, self.log)
         self.assertEqual((status, layout), ("fail:unsupported", kept))
-
-    def test_a_library_that_wants_the_exact_shape_gets_the_storage_view(self):
-        # A library that refuses a scale tensor of any but the (K/128, N/128) shape: the padded tensor is
-        # refused, the view of padded storage is taken.
-        torch = fake_torch(18, [])
-        inner = torch._scaled_mm
-
-        def exact(x, w, sa, sb, out_dtype=None, out=None):
-            if sb.shape[0] != x.shape[1] // 128:
-                raise RuntimeError("scale_b must have shape (K/128, N/128)")
-            return inner(x, w, sa, sb, out_dtype=out_dtype, out=out)
-        torch._scaled_mm = exact
-        status, _, _, layout = vr.measure_shape(torch, fake_runner(), Ctx(64, 7168, 2304), None, None, self.log)
-        self.assertEqual((status, layout), ("ok", PADDED_VIEW))
 
     def test_no_layout_right_is_err_ratio(self):
         torch = fake_torch(18, [])

@@ -14,9 +14,9 @@
 # JOURNAL_DIR/vendor-<NAME>.csv (a configuration whose file is there is skipped): the rows `--backends
 # ck,vendor` needs on held-out models. NAME,NAME... limits the run to those journals. With `held-out`,
 # measures DeepSeek-V3 at TP 8 (held out of every training pool: its eight (N, K), `synth shapes --spec
-# shapes/held-out/deepseek-v3.toml --tp 8`) on the sparse and off-grid M values, the CK family into
-# JOURNAL_DIR/deepseek-v3-tp8.csv (resumable) and then the vendor reference on the same shapes into
-# JOURNAL_DIR/vendor-deepseek-v3-tp8.csv: the held-out data of the mixed rule's comparison.
+# shapes/held-out/deepseek-v3.toml --tp 8`) on the sparse and off-grid M values, the vendor reference into
+# JOURNAL_DIR/vendor-deepseek-v3-tp8.csv (first: it is short and written whole or not at all) and then the
+# CK family into JOURNAL_DIR/deepseek-v3-tp8.csv (resumable): the held-out data of the mixed rule's comparison.
 set -u
 if [ $# -lt 3 ]; then
   echo "usage: measurements/h200/measure.sh DEADLINE_S JOURNAL_DIR OUT_DIR [vendor|vendor-only|grid|held-out] [NAME,...]" >&2
@@ -79,18 +79,18 @@ if [ "$mode" = held-out ]; then
   name=deepseek-v3-tp8
   ds=2112:7168,3072:1536,4096:512,7168:2048,4608:7168,7168:2304,512:7168,7168:256
   t=$(left)
-  if [ "$t" -gt 5 ]; then
-    echo "== $name (held out), $t s left" | tee -a "$jdir/bench.log"
-    timeout "$t" "$synth" bench --shapes "$ds" --m-set sparse+off-grid --split-k auto --recheck-fraction 0.03 \
-      --seed 7 --out "$jdir/$name.csv" >>"$jdir/bench.out" 2>>"$jdir/bench.log"
-    echo "== $name exit $?" | tee -a "$jdir/bench.log"
-  fi
-  t=$(left)
   if [ "$t" -gt 5 ] && [ ! -s "$jdir/vendor-$name.csv" ]; then
     echo "== vendor $name (held out), $t s left" | tee -a "$jdir/vendor.log"
     "$synth" bench --shapes "$ds" --m-set sparse+off-grid --split-k none --recheck-fraction 0 --cu-num 132 \
       --out "$jdir/vendor-$name-plan-journal.csv" --plan-only "$jdir/vendor-$name-plan.jsonl" 2>>"$jdir/vendor.log"
     vendor_rows "$name" "$t"
+  fi
+  t=$(left)
+  if [ "$t" -gt 5 ]; then
+    echo "== $name (held out), $t s left" | tee -a "$jdir/bench.log"
+    timeout "$t" "$synth" bench --shapes "$ds" --m-set sparse+off-grid --split-k auto --recheck-fraction 0.03 \
+      --seed 7 --out "$jdir/$name.csv" >>"$jdir/bench.out" 2>>"$jdir/bench.log"
+    echo "== $name exit $?" | tee -a "$jdir/bench.log"
   fi
 fi
 for cfg in "${configs[@]}"; do

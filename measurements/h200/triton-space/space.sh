@@ -1,9 +1,20 @@
 #!/bin/bash
 # One time-bounded chunk of the 1280-config space sweep (sample + validation shapes, one compile class).
+#   space.sh [SECONDS] [m1-first]
+# The chunk is the compile class of the first shape with cells left; with m1-first the M = 1 shapes are put
+# first, so their class (one, div16, any) is the one measured.
 set -u
 S=measurements/h200/triton-space; C=${SPACE_SCRATCH:-.space-scratch}; T=${1:-540}; OUT=${OUT:-$C/out}; mkdir -p $OUT
+case ${2:-} in
+  "" | m1-first) ;;
+  *) echo "space.sh: unknown order ${2}: expected m1-first (or none)" >&2; exit 2 ;;
+esac
 mkdir -p $C/triton; export TRITON_CACHE_DIR=$PWD/$C/triton
 tail -n +2 $S/validate.csv | cat $S/sample.csv - > $C/all.csv
+if [ "${2:-}" = m1-first ]; then
+  { head -n 1 $C/all.csv; tail -n +2 $C/all.csv | awk -F, '$6 == 1'; tail -n +2 $C/all.csv | awk -F, '$6 != 1'; } > $C/all-m1.csv
+  mv $C/all-m1.csv $C/all.csv
+fi
 python3 harness/triton_plan.py --shapes $C/all.csv --done-rescreen $S/space-chunk-[1-5].jsonl.gz \
   --done $(ls $S/space-*.jsonl.gz | grep -v "space-chunk-[1-5][.]") --one-class --order prior \
   --recheck-fraction 0.02 --out $C/plan.jsonl 2> $OUT/plan.log
