@@ -675,3 +675,26 @@ fn backends_on_manifests_are_checked() {
     assert!(!o.status.success());
     assert!(text.contains("--backends ck is read on a single dataset"), "{text}");
 }
+
+/// The H100 manifest reads its gzip-compressed CK journals and plain vendor journals as one device's data:
+/// with `--backends ck,vendor` every configuration has usable rows of both backends on its 4 layers × the
+/// 30 sparse M values, and without `vendor` named the vendor rows stay a reference (no vendor candidate).
+#[test]
+fn the_h100_manifest_opens_with_both_backends() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = root.join("measurements/h100/datasets.toml");
+    let both = Backends::parse("ck,vendor").unwrap();
+    let data = gemm_synth::app::manifest::MultiData::open_for(&manifest, Some(&both)).unwrap();
+    let names: Vec<&str> = data.configs.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["qwen3-32b-tp2", "llama-3.1-8b-tp1", "llama-3.2-3b-tp1", "qwen2.5-7b-tp1", "llama-3.1-70b-tp4"]);
+    for c in &data.configs {
+        assert_eq!((c.grid.len(), c.off_grid.len()), (4 * 30, 0), "{}", c.name);
+    }
+    let vendor_candidates = |d: &gemm_synth::app::manifest::MultiData| {
+        d.matrix.candidates.iter().filter(|c| c.backend == Libtype::Vendor).count()
+    };
+    assert_eq!(vendor_candidates(&data), 1);
+    let ck_only =
+        gemm_synth::app::manifest::MultiData::open_for(&manifest, Some(&Backends::parse("ck").unwrap())).unwrap();
+    assert_eq!(vendor_candidates(&ck_only), 0);
+}
