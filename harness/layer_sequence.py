@@ -10,7 +10,8 @@ For every M and policy each GEMM of the layer (in execution order) is resolved t
 a CK-geometry instance with its split-K, a block-FP8 Triton config, or torch._scaled_mm (policies:
 ``bsbench/layer.py``). Every GEMM's output is checked against the fp32 reference (errRatio, as the bench);
 the whole sequence is captured in one CUDA graph and timed with CUDA events under the bench's cold-L2
-rotation; a recheck round runs the policies again in rotated order. Output: one JSON line per (M, policy) in
+rotation; a recheck round runs the policies again in rotated order (``--rounds N``: N rounds in all, each
+rotated by one more, and the median over them per line). Output: one JSON line per (M, policy) in
 --out, and a summary on stdout (per policy: geomean over M of time / vendor time; the mixed rule against
 vendor alone, vLLM's default, vLLM's tuned files and the best threshold).
 
@@ -54,7 +55,10 @@ def parse_args(argv):
     p.add_argument("--max-reps", type=int, default=100)
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--compile-jobs", type=int, default=1, help="worker processes compiling the Triton variants first")
-    p.add_argument("--no-recheck", action="store_true", help="skip the recheck round")
+    p.add_argument("--no-recheck", action="store_true", help="skip the recheck round (the same as --rounds 1)")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="rounds over all policies per M, each in an order rotated by one more (default %(default)s: "
+                        "the first and the recheck); from 3, each line also gets the median over the rounds")
     p.add_argument("--no-graph", action="store_true", help="time single sequences between events with an L2 flush")
     p.add_argument("--dry-run", action="store_true", help="resolve and print the choices (JSON lines), no GPU")
     p.add_argument("--summarize", metavar="FILE", help="print the summary of a finished run's JSON lines and exit")
@@ -67,6 +71,10 @@ def parse_args(argv):
         p.error("--out FILE is required (JSON lines); the summary goes to stdout")
     if a.min_reps < 1 or a.max_reps < a.min_reps or a.compile_jobs < 1:
         p.error("need 1 <= --min-reps <= --max-reps and --compile-jobs >= 1")
+    if not 1 <= a.rounds <= 20:
+        p.error("--rounds must be 1 to 20, not %d" % a.rounds)
+    if a.no_recheck:
+        a.rounds = 1
     return a
 
 
@@ -176,9 +184,7 @@ def main(argv=None):
                     ctxs, n_sets = None, 0
                     for p in policies:
                         results[p.label].append({"status": "fail:" + runner.classify(e), "failed_gemm": None})
-                rounds = [] if ctxs is None else [layer.rotated(policies, 0)]
-                if ctxs is not None and not a.no_recheck:
-                    rounds.append(layer.rotated(policies, 1))
+                rounds = [] if ctxs is None else [layer.rotated(policies, r) for r in range(a.rounds)]
                 for order in rounds:
                     for p in order:
                         results[p.label].append(lr.measure(m, gemms, by_label[p.label], ctxs))
@@ -193,6 +199,8 @@ def main(argv=None):
                         again = results[p.label][1]
                         row["status_recheck"] = again["status"]
                         row["us_recheck"] = again.get("us")
+                    if len(results[p.label]) > 2:
+                        row.update(layer.rounds_fields(results[p.label]))
                     if row.get("us"):
                         row["tflops"] = layer.layer_flops(m, gemms) / row["us"] / 1e6
                     row.update({"n_sets": n_sets, "gfx": device["gfx"], "device": device["name"],

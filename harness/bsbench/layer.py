@@ -496,6 +496,17 @@ def geomean(values):
     return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
+def rounds_fields(results):
+    """A line's fields for three or more rounds: every round's time (None where it failed) and the median
+    of the ok ones (the median of an even count is the mean of the middle two)."""
+    times = [r.get("us") if r.get("status") == "ok" else None for r in results]
+    ok = sorted(t for t in times if t)
+    if not ok:
+        return {"us_rounds": times, "us_median_rounds": None}
+    mid = len(ok) // 2
+    return {"us_rounds": times, "us_median_rounds": ok[mid] if len(ok) % 2 else (ok[mid - 1] + ok[mid]) / 2}
+
+
 def times_by_m(rows, label, field="us"):
     """{M: time} of one policy's ok lines."""
     out = {}
@@ -556,11 +567,14 @@ def summary_data(rows, labels, kinds):
             continue
         for what, other in others:
             if other is None:
-                mixed.append({"policy": lab, "versus": what, "other": None, "ratio": None, "m": 0, "recheck": None})
+                mixed.append({"policy": lab, "versus": what, "other": None, "ratio": None, "m": 0, "recheck": None,
+                              "median_rounds": None})
                 continue
             r, n = ratio(times_by_m(rows, lab), times_by_m(rows, other))
             r2, _ = ratio(times_by_m(rows, lab, "us_recheck"), times_by_m(rows, other, "us_recheck"))
-            mixed.append({"policy": lab, "versus": what, "other": other, "ratio": r, "m": n, "recheck": r2})
+            rm, _ = ratio(times_by_m(rows, lab, "us_median_rounds"), times_by_m(rows, other, "us_median_rounds"))
+            mixed.append({"policy": lab, "versus": what, "other": other, "ratio": r, "m": n, "recheck": r2,
+                          "median_rounds": rm})
     return {"vendor": vendor, "best_threshold": best, "per_policy": per_policy, "mixed": mixed}
 
 
@@ -598,8 +612,10 @@ def summary_text(rows, labels, kinds):
                 lines.append("  %s / %s: not measured (no such policy given)" % (e["policy"], e["versus"]))
                 continue
             other = "" if e["versus"] in ("vendor alone", "vLLM default") else " [%s]" % e["other"]
-            lines.append("  %s / %s%s: %s over %d M (recheck %s)" % (e["policy"], e["versus"], other,
-                                                                     _fmt(e["ratio"]), e["m"], _fmt(e["recheck"])))
+            rounds = "" if e.get("median_rounds") is None else ", median of the rounds %s" % _fmt(e["median_rounds"])
+            lines.append("  %s / %s%s: %s over %d M (recheck %s%s)" % (e["policy"], e["versus"], other,
+                                                                       _fmt(e["ratio"]), e["m"], _fmt(e["recheck"]),
+                                                                       rounds))
         if d["best_threshold"] is not None:
             lines.append("  (the best threshold is chosen after the fact on these measurements: fewest failed M, then "
                          "lowest geomean time)")

@@ -309,6 +309,49 @@ class EntryPointLoopTest(unittest.TestCase):
         self.assertIn("/ best threshold [threshold=ck:vendor:8]: 1.049 over 2 M", text)
         self.assertIn("vLLM default: not measured", text)
 
+    def test_more_rounds_give_every_round_and_their_median(self):
+        world = World()
+        d = tempfile.TemporaryDirectory()
+        self.addCleanup(d.cleanup)
+        sel = os.path.join(d.name, "select_kernel.py")
+        with open(sel, "w") as f:
+            f.write('def select(M, N, K):\n    return ("ck", 4, 1) if M < 8 else ("vendor", 0, 0)\n')
+        out_path = os.path.join(d.name, "run.jsonl")
+        with faked(world):
+            import layer_sequence
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = layer_sequence.main(["--layers", "a=512:1024,b=1024:512", "--m", "16", "--out", out_path,
+                                            "--policy", "selector=" + sel, "--policy", "vendor", "--rounds", "3"])
+        self.assertEqual(code, 0, err.getvalue())
+        with open(out_path) as f:
+            rows = [json.loads(x) for x in f]
+        for r in rows:
+            self.assertEqual(len(r["us_rounds"]), 3, r["policy"])
+            self.assertEqual(r["us_median_rounds"], sorted(r["us_rounds"])[1])
+            self.assertEqual((r["us"], r["us_recheck"]), tuple(r["us_rounds"][:2]))
+        self.assertIn("median of the rounds 1.000", out.getvalue())
+
+    def test_rounds_out_of_range_is_an_argument_error(self):
+        import layer_sequence
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as cm:
+            layer_sequence.parse_args(["--layers", "1:128", "--out", "x.jsonl", "--rounds", "0"])
+        self.assertEqual(cm.exception.code, 2)
+        self.assertIn("--rounds must be 1 to 20, not 0", err.getvalue())
+
+
+class RoundsFieldsTest(unittest.TestCase):
+    def test_median_of_the_ok_rounds(self):
+        ok = lambda us: {"status": "ok", "us": us}  # noqa: E731
+        failed = {"status": "fail:errRatio"}
+        self.assertEqual(layer.rounds_fields([ok(10.0), failed, ok(14.0), ok(12.0)]),
+                         {"us_rounds": [10.0, None, 14.0, 12.0], "us_median_rounds": 12.0})
+        self.assertEqual(layer.rounds_fields([ok(10.0), ok(20.0), failed]),
+                         {"us_rounds": [10.0, 20.0, None], "us_median_rounds": 15.0})
+        self.assertEqual(layer.rounds_fields([failed, failed, failed]),
+                         {"us_rounds": [None, None, None], "us_median_rounds": None})
+
 
 if __name__ == "__main__":
     unittest.main()
