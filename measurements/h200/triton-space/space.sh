@@ -4,11 +4,14 @@
 # The chunk is the compile class of the first shape with cells left; with m1-first the M = 1 shapes are put
 # first, so their class (one, div16, any) is the one measured.
 set -u
-S=measurements/h200/triton-space; C=${SPACE_SCRATCH:-.space-scratch}; T=${1:-540}; OUT=${OUT:-$C/out}; mkdir -p $OUT
 case ${2:-} in
   "" | m1-first) ;;
   *) echo "space.sh: unknown order ${2}: expected m1-first (or none)" >&2; exit 2 ;;
 esac
+case ${1:-540} in
+  '' | *[!0-9]*) echo "space.sh: SECONDS must be a whole number of seconds, not $1" >&2; exit 2 ;;
+esac
+S=measurements/h200/triton-space; C=${SPACE_SCRATCH:-.space-scratch}; T=${1:-540}; OUT=${OUT:-$C/out}; mkdir -p $OUT
 mkdir -p $C/triton; export TRITON_CACHE_DIR=$PWD/$C/triton
 tail -n +2 $S/validate.csv | cat $S/sample.csv - > $C/all.csv
 if [ "${2:-}" = m1-first ]; then
