@@ -273,7 +273,9 @@ class LayerRunnerTest(unittest.TestCase):
 
 
 class EntryPointLoopTest(unittest.TestCase):
-    def test_lines_recheck_and_summary(self):
+    def run_main(self, m, extra):
+        """layer_sequence.main over a two-GEMM layer with a selector (CK split 1 below M = 8, vendor from 8)
+        and the vendor policy at the M values ``m``, plus ``extra`` arguments; (lines written, stdout)."""
         world = World()
         d = tempfile.TemporaryDirectory()
         self.addCleanup(d.cleanup)
@@ -285,12 +287,14 @@ class EntryPointLoopTest(unittest.TestCase):
             import layer_sequence
             out, err = io.StringIO(), io.StringIO()
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                code = layer_sequence.main(["--layers", "a=512:1024,b=1024:512", "--m", "2,16", "--out", out_path,
-                                            "--policy", "selector=" + sel, "--policy", "vendor",
-                                            "--policy", "threshold=ck:vendor:8"])
+                code = layer_sequence.main(["--layers", "a=512:1024,b=1024:512", "--m", m, "--out", out_path,
+                                            "--policy", "selector=" + sel, "--policy", "vendor"] + extra)
         self.assertEqual(code, 0, err.getvalue())
         with open(out_path) as f:
-            rows = [json.loads(x) for x in f]
+            return [json.loads(x) for x in f], out.getvalue()
+
+    def test_lines_recheck_and_summary(self):
+        rows, text = self.run_main("2,16", ["--policy", "threshold=ck:vendor:8"])
         self.assertEqual([(r["M"], r["policy"].split("=")[0], r["status"]) for r in rows], [
             (2, "selector", "ok"), (2, "vendor", "fail:unsupported"), (2, "threshold", "ok"),
             (16, "selector", "ok"), (16, "vendor", "ok"), (16, "threshold", "ok")])
@@ -303,34 +307,18 @@ class EntryPointLoopTest(unittest.TestCase):
         self.assertEqual((first["device"], first["n_sets"] >= 1), ("NVIDIA H200", True))
         self.assertAlmostEqual(first["tflops"], layer.layer_flops(2, [layer.Gemm("a", 512, 1024)] * 2) / 22.0 / 1e6)
         self.assertEqual(rows[1]["failed_gemm"], "a")
-        text = out.getvalue()
         self.assertIn("mixed rule / other", text)
         self.assertIn("/ vendor alone: 1.000 over 1 M (recheck 1.000)", text)
         self.assertIn("/ best threshold [threshold=ck:vendor:8]: 1.049 over 2 M", text)
         self.assertIn("vLLM default: not measured", text)
 
     def test_more_rounds_give_every_round_and_their_median(self):
-        world = World()
-        d = tempfile.TemporaryDirectory()
-        self.addCleanup(d.cleanup)
-        sel = os.path.join(d.name, "select_kernel.py")
-        with open(sel, "w") as f:
-            f.write('def select(M, N, K):\n    return ("ck", 4, 1) if M < 8 else ("vendor", 0, 0)\n')
-        out_path = os.path.join(d.name, "run.jsonl")
-        with faked(world):
-            import layer_sequence
-            out, err = io.StringIO(), io.StringIO()
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                code = layer_sequence.main(["--layers", "a=512:1024,b=1024:512", "--m", "16", "--out", out_path,
-                                            "--policy", "selector=" + sel, "--policy", "vendor", "--rounds", "3"])
-        self.assertEqual(code, 0, err.getvalue())
-        with open(out_path) as f:
-            rows = [json.loads(x) for x in f]
+        rows, text = self.run_main("16", ["--rounds", "3"])
         for r in rows:
             self.assertEqual(len(r["us_rounds"]), 3, r["policy"])
             self.assertEqual(r["us_median_rounds"], sorted(r["us_rounds"])[1])
             self.assertEqual((r["us"], r["us_recheck"]), tuple(r["us_rounds"][:2]))
-        self.assertIn("median of the rounds 1.000", out.getvalue())
+        self.assertIn("median of the rounds 1.000", text)
 
     def test_rounds_out_of_range_is_an_argument_error(self):
         import layer_sequence
