@@ -73,7 +73,8 @@ def measure_shape(torch, runner, ctx, layout, opts, log):
             if kept is None:
                 raise
             torch.cuda.synchronize()
-            again = search_again("is refused (%s)" % str(e).splitlines()[0][:120] if str(e) else "is refused")
+            first_line = (str(e).splitlines() or [""])[0][:120]
+            again = search_again("is refused (%s)" % first_line if first_line else "is refused")
             if again is None:
                 return "fail:unsupported", None, None, layout
             layout = again

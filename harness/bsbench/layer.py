@@ -24,7 +24,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from . import config, triton_config
+from . import config, stats, triton_config
 
 #: Backends a policy can name, and those the harness can run on this device family.
 SELECT_BACKENDS = ("ck", "cktile", "triton", "vendor")
@@ -500,11 +500,8 @@ def rounds_fields(results):
     """A line's fields for three or more rounds: every round's time (None where it failed) and the median
     of the ok ones (the median of an even count is the mean of the middle two)."""
     times = [r.get("us") if r.get("status") == "ok" else None for r in results]
-    ok = sorted(t for t in times if t)
-    if not ok:
-        return {"us_rounds": times, "us_median_rounds": None}
-    mid = len(ok) // 2
-    return {"us_rounds": times, "us_median_rounds": ok[mid] if len(ok) % 2 else (ok[mid - 1] + ok[mid]) / 2}
+    ok = [t for t in times if t]
+    return {"us_rounds": times, "us_median_rounds": stats.median(ok) if ok else None}
 
 
 def times_by_m(rows, label, field="us"):
