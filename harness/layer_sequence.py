@@ -56,9 +56,9 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--compile-jobs", type=int, default=1, help="worker processes compiling the Triton variants first")
     p.add_argument("--no-recheck", action="store_true", help="skip the recheck round (the same as --rounds 1)")
-    p.add_argument("--rounds", type=int, default=2,
-                   help="rounds over all policies per M, each in an order rotated by one more (default %(default)s: "
-                        "the first and the recheck); from 3, each line also gets the median over the rounds")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="rounds over all policies per M, each in an order rotated by one more (default 2: the first "
+                        "and the recheck); from 3, each line also gets the median over the rounds")
     p.add_argument("--no-graph", action="store_true", help="time single sequences between events with an L2 flush")
     p.add_argument("--dry-run", action="store_true", help="resolve and print the choices (JSON lines), no GPU")
     p.add_argument("--summarize", metavar="FILE", help="print the summary of a finished run's JSON lines and exit")
@@ -71,10 +71,12 @@ def parse_args(argv):
         p.error("--out FILE is required (JSON lines); the summary goes to stdout")
     if a.min_reps < 1 or a.max_reps < a.min_reps or a.compile_jobs < 1:
         p.error("need 1 <= --min-reps <= --max-reps and --compile-jobs >= 1")
+    if a.no_recheck and a.rounds is not None:
+        p.error("--no-recheck and --rounds both set the number of rounds; give one (--no-recheck is --rounds 1)")
+    if a.rounds is None:
+        a.rounds = 1 if a.no_recheck else 2
     if not 1 <= a.rounds <= 20:
         p.error("--rounds must be 1 to 20, not %d" % a.rounds)
-    if a.no_recheck:
-        a.rounds = 1
     return a
 
 

@@ -327,6 +327,13 @@ class EntryPointLoopTest(unittest.TestCase):
             layer_sequence.parse_args(["--layers", "1:128", "--out", "x.jsonl", "--rounds", "0"])
         self.assertEqual(cm.exception.code, 2)
         self.assertIn("--rounds must be 1 to 20, not 0", err.getvalue())
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as cm:
+            layer_sequence.parse_args(["--layers", "1:128", "--out", "x.jsonl", "--no-recheck", "--rounds", "5"])
+        self.assertEqual(cm.exception.code, 2)
+        self.assertIn("--no-recheck and --rounds both set the number of rounds", err.getvalue())
+        self.assertEqual(layer_sequence.parse_args(["--layers", "1:128", "--out", "x.jsonl"]).rounds, 2)
+        self.assertEqual(layer_sequence.parse_args(["--layers", "1:128", "--out", "x.jsonl", "--no-recheck"]).rounds, 1)
 
 
 class RoundsFieldsTest(unittest.TestCase):
