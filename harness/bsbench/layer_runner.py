@@ -167,29 +167,24 @@ class LayerRunner:
             return run_layer
         return [sequence(s) for s in range(n_sets)], errs
 
-    def warm_up(self, m, gemms, choices_in_order, ctxs, ms, clock=time.monotonic):
-        """Runs the first policy's sequence that passes its checks, untimed, for ``ms`` milliseconds, so the
-        first timed sequence at this M does not run on a GPU still coming out of the idle time spent
-        allocating and checking (each timed sequence gets a budget of a few milliseconds). ``choices_in_order``:
-        (label, choices) pairs. Returns {"policy", "ms", "sequences"}, or None where ``ms`` is 0 or no policy
-        runs at this M."""
-        if ms <= 0:
-            return None
+    def warm_up(self, m, gemms, choices_in_order, ctxs):
+        """Times the first policy's sequence that passes its checks once and returns that time, which no
+        line uses: on an H100 the first sequence timed at each M took 10-14 us more than the same policy in
+        every later round, whichever policy came first (an untimed 200 ms run of the sequence before it did
+        not remove that). ``choices_in_order``: (label, choices) pairs. Returns {"policy", "us"}, or None
+        where no policy runs at this M."""
         for label, choices in choices_in_order:
             try:
                 seq_ops, _ = self.prepare(m, gemms, choices, ctxs)
             except GemmFailure:
                 continue
-            t0, n = clock(), 0
-            while True:
-                for _ in range(8):  # a batch queued ahead of the GPU, so it does not wait on launches
-                    for op in seq_ops:
-                        op()
-                        n += 1
-                torch.cuda.synchronize()
-                elapsed = (clock() - t0) * 1e3
-                if elapsed >= ms:
-                    return {"policy": label, "ms": round(elapsed, 1), "sequences": n}
+            try:
+                times, _method = self.time_sequence(seq_ops)
+            except Exception as e:
+                self.log("M=%d warm-up timing (%s): %s: %s" % (m, label, type(e).__name__, str(e)[:300]))
+                runner.check_device()
+                return None
+            return {"policy": label, "us": round(stats.summarize(times)["us"], 4)}
         return None
 
     def time_sequence(self, seq_ops):
