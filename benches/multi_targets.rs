@@ -17,7 +17,7 @@
 //!
 //! Then the mixed rule over two backends on the H100 dataset (`measurements/h100/datasets.toml`,
 //! `--backends ck,vendor`) against the backends issue's targets: ≥ 0.97 of the union oracle, ≥ 1.15x over
-//! the best single-backend rule, ≥ 1.05x over the best threshold, on the held-out grid shapes, the untuned
+//! the best single-backend rule, ≥ 1.05x over the best threshold, on the held-out grid shapes, the off-grid M, the untuned
 //! shapes, every leave-one-model-out fold and DeepSeek-V3 (held out of the pool, `synth compare`).
 //!
 //! Prints one line per target (value, target, met or not) and the wall time of each run.
@@ -157,7 +157,11 @@ fn backend_targets(dir: &Path) -> anyhow::Result<()> {
     let rows = read_rows(&dir.join("evaluations.csv"))?;
     println!("mixed rule over ck,vendor (`synth run --dataset measurements/h100/datasets.toml --backends ck,vendor`, H100, {secs:.1} s):");
     let of = |e: &str, c: &str, p: &str| rows.get(&(e.to_string(), c.to_string(), p.to_string())).map(|v| v.3);
-    let mut evals = vec![("heldout-grid".to_string(), "training".to_string()), ("untuned".into(), "all".into())];
+    let mut evals = vec![
+        ("heldout-grid".to_string(), "training".to_string()),
+        ("off-grid".into(), "training".into()),
+        ("untuned".into(), "all".into()),
+    ];
     evals.extend(
         rows.keys()
             .filter(|(e, _, p)| e == "leave-one-model-out" && p == "synthesized")
@@ -169,6 +173,7 @@ fn backend_targets(dir: &Path) -> anyhow::Result<()> {
             (Some(s), Some(t)) if single > 0.0 => {
                 let what = match e.as_str() {
                     "heldout-grid" => "held-out grid".to_string(),
+                    "off-grid" => "off-grid M".to_string(),
                     "leave-one-model-out" => format!("LOMO {c}"),
                     _ => e.clone(),
                 };
@@ -184,6 +189,8 @@ fn backend_targets(dir: &Path) -> anyhow::Result<()> {
         .arg(dir.join("rule.json"))
         .args(["--dataset", &format!("{root}/measurements/h100/deepseek-v3-tp8.csv.gz")])
         .args(["--dataset", &format!("{root}/measurements/h100/vendor-deepseek-v3-tp8.csv")])
+        .args(["--dataset", &format!("{root}/measurements/h100/deepseek-v3-tp8-offgrid.csv.gz")])
+        .args(["--dataset", &format!("{root}/measurements/h100/vendor-deepseek-v3-tp8-offgrid.csv")])
         .args(["--backends", "ck,vendor", "--spec", &format!("{root}/shapes/held-out/deepseek-v3.toml"), "--tp", "8"])
         .arg("--csv")
         .arg(&csv_path)

@@ -9,8 +9,11 @@ vendor's best), and a candidate of a selection rule where ``--backends`` names `
     python3 harness/vendor_reference.py --plan plan.jsonl --out vendor.csv
 
 The plan is the one ``synth bench --plan-only`` writes; each distinct (M, N, K) without ``recheck`` is
-measured once. Shapes the library rejects (e.g. M = 1) get ``status`` ``fail:unsupported``; a shape no
-scale layout computes right on gets ``fail:errRatio``. Any other error stops the run with its traceback.
+measured once. cuBLAS takes M in multiples of 4 only; elsewhere (M = 1, 2, 6, ...) the GEMM runs as vLLM's
+torch._scaled_mm backend runs it, on activations padded to the next multiple of 4 rows, the two copies
+inside the timed call (``bsbench.vendor.vendor_gemm``). Shapes the library rejects get ``status``
+``fail:unsupported``; a shape no scale layout computes right on gets ``fail:errRatio``. Any other error
+stops the run with its traceback.
 """
 
 import argparse
@@ -22,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bsbench import config, env, stats  # noqa: E402
 from bsbench.plan import PlanError, read_plan  # noqa: E402
-from bsbench.vendor import LIBRARY_ERRORS, find_layout, scale_layouts  # noqa: E402
+from bsbench.vendor import LIBRARY_ERRORS, find_layout, scale_layouts, vendor_gemm  # noqa: E402
 
 #: Column order of the output (AITER's columns, then the harness's extras).
 COLUMNS = ["gfx", "cu_num", "M", "N", "K", "libtype", "kernelId", "splitK", "us", "kernelName", "tflops", "bw",
@@ -49,18 +52,13 @@ def measure_shape(torch, runner, ctx, layout, opts, log):
             return "fail:unsupported", None, None, None
 
     def run_checked(name):
-        ops = []
-        for (x, wq, xs, ws, out, _) in ctx.sets:
-            sa, sb = next((a, b) for nm, a, b in scale_layouts(torch, xs, ws) if nm == name)
-
-            def op(x=x, wq=wq, sa=sa, sb=sb, out=out):
-                torch._scaled_mm(x, wq.t(), sa, sb, out_dtype=torch.bfloat16, out=out)
-            ops.append(op)
-        out0 = ctx.sets[0][4]
-        out0.fill_(float("nan"))
+        gemms = [vendor_gemm(torch, bufset, name) for bufset in ctx.sets]
+        ops = [op for op, _ in gemms]
+        result0 = gemms[0][1]
+        result0.fill_(float("nan"))
         ops[0]()
         torch.cuda.synchronize()
-        return ops, runner.gpu_err_ratio(out0, ctx.ref)
+        return ops, runner.gpu_err_ratio(result0, ctx.ref)
 
     def search_again(why):
         log("# layout %s %s at M=%d N=%d K=%d: searching again" % (layout, why, ctx.m, ctx.n, ctx.k))

@@ -435,3 +435,35 @@ fn compare_writes_its_files_all_or_nothing() {
         std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(left, vec!["p.png".to_string()], "nothing else is written");
 }
+
+#[test]
+fn several_datasets_are_named_once_from_any_working_directory() {
+    // The union of two tables was named by its joined names read back as one path: from a subdirectory the
+    // label grew one copy of that directory per reading ("measurements/h100/measurements/h100/..."), from
+    // elsewhere the first name took the working directory as its own.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let label = |cwd: &std::path::Path, ck: &str, vendor: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_synth"))
+            .args(["compare", "--dataset", ck, "--dataset", vendor, "--model", "qwen3-32b", "--tp", "2"])
+            .current_dir(cwd)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        text.lines().next().unwrap().to_string()
+    };
+    let first = label(&root.join("measurements/h100"), "qwen3-32b-tp2.csv.gz", "vendor-qwen3-32b-tp2.csv");
+    assert!(
+        first.starts_with(
+            "dataset: measurements/h100/qwen3-32b-tp2.csv.gz + measurements/h100/vendor-qwen3-32b-tp2.csv (sm_90"
+        ),
+        "{first}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(root.join("measurements/h100/qwen3-32b-tp2.csv.gz"), dir.path().join("ck.csv.gz")).unwrap();
+    std::fs::copy(root.join("measurements/h100/vendor-qwen3-32b-tp2.csv"), dir.path().join("v.csv")).unwrap();
+    let outside = label(dir.path(), "ck.csv.gz", "v.csv");
+    let real = std::fs::canonicalize(dir.path()).unwrap();
+    let want = format!("dataset: {} + {} (sm_90", real.join("ck.csv.gz").display(), real.join("v.csv").display());
+    assert!(outside.starts_with(&want), "{outside}\nwanted {want}");
+}

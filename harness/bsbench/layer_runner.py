@@ -6,7 +6,7 @@ Each GEMM runs as the bench runs it: a CK-geometry instance through ``runner.mak
 workspace zeroed, the atomic partial sums, the cast to bf16, all inside the timed sequence), a triton config
 through the block-FP8 Triton kernel, the vendor GEMM through ``torch._scaled_mm`` with 1x128 activation and
 128x128 weight scales in the first layout that the library takes and that computes the right product
-(``vendor.scale_layouts``).
+(``vendor.scale_layouts``), M padded to a multiple of 4 where it is not one (``vendor.vendor_gemm``).
 """
 
 import gc
@@ -16,7 +16,7 @@ import torch
 
 from . import config, layer, runner, stats
 from .plan import Cell, triton_cell
-from .vendor import LIBRARY_ERRORS, find_layout
+from .vendor import LIBRARY_ERRORS, find_layout, vendor_gemm
 
 
 class GemmFailure(Exception):
@@ -86,11 +86,10 @@ class LayerRunner:
     # -- one GEMM ---------------------------------------------------------------------------------
 
     def _vendor_op(self, bufset, layout):
-        x, w, xs, ws, out, _ = bufset
-        sa, sb = next((a, b) for name, a, b in self.scale_layouts(torch, xs, ws) if name == layout)
-
-        def op():
-            torch._scaled_mm(x, w.t(), sa, sb, out_dtype=torch.bfloat16, out=out)
+        """The vendor GEMM as ``vendor_gemm`` runs it (M padded to a multiple of 4 where it is not one); the
+        op carries the tensor its product is read from as ``result``."""
+        op, result = vendor_gemm(torch, bufset, layout, self.scale_layouts)
+        op.result = result
         return op
 
     def _find_vendor_layout(self, ctx):
@@ -116,7 +115,7 @@ class LayerRunner:
         return [runner.make_op(cell, cfg, s) for s in ctx.sets]
 
     def check(self, op, ctx):
-        out0 = ctx.sets[0][4]
+        out0 = getattr(op, "result", ctx.sets[0][4])
         out0.fill_(float("nan"))
         op()
         torch.cuda.synchronize()
@@ -149,7 +148,7 @@ class LayerRunner:
                 self.log("M=%d %s (%s %s): %s: %s" % (m, g.name, c.backend, c.kernel_name, type(e).__name__,
                                                      str(e)[:300]))
                 runner.check_device()
-                # The library refusing a shape (cuBLAS at M = 1, 2) is "unsupported", as in vendor_reference.py.
+                # The library refusing a shape is "unsupported", as in vendor_reference.py.
                 reason = "unsupported" if c.backend == "vendor" else runner.classify(e)
                 raise GemmFailure("fail:" + reason, g.name, errs)
             errs.append(err)

@@ -40,19 +40,75 @@ def scale_layouts(torch, xs, ws):
     ]
 
 
+#: cuBLAS's blockwise FP8 GEMM takes M in multiples of 4 only: on an H100 with torch 2.11 every M that is
+#: not one was refused (CUBLAS_STATUS_NOT_SUPPORTED) in every scale layout. vLLM's torch._scaled_mm
+#: block-FP8 backend pads M up to a multiple of 4 and slices the result back (vLLM PR #49932); so does
+#: ``vendor_gemm``.
+M_MULTIPLE = 4
+
+
+def padded_rows(m):
+    """M rounded up to the multiple of ``M_MULTIPLE`` the library takes."""
+    return -(-m // M_MULTIPLE) * M_MULTIPLE
+
+
+def _zeros_like_rows(torch, t, rows):
+    """A zero tensor of ``t``'s dtype and device with ``rows`` rows (FP8 zeros made as bytes)."""
+    if t.element_size() == 1:
+        return torch.zeros((rows, t.shape[1]), dtype=torch.uint8, device=t.device).view(t.dtype)
+    return torch.zeros((rows, t.shape[1]), dtype=t.dtype, device=t.device)
+
+
+def vendor_gemm(torch, bufset, layout, layouts=scale_layouts):
+    """(op, result) of the vendor GEMM on one buffer set ``(x, wq, xs, ws, out, _)`` in the scale layout named
+    ``layout``, called as a runtime calls it. Where M is a multiple of 4, ``op`` writes ``out``. Elsewhere
+    every call copies the activations and their scales into buffers of M rounded up to 4 rows (the rows after
+    M stay zero), runs the GEMM on those, and ``result`` is the first M rows of its product (a view, as
+    vLLM's slice), so both copies are inside every timed call. KeyError for a layout ``layouts`` does not
+    offer."""
+    x, wq, xs, ws, out, _ = bufset
+    m = x.shape[0]
+    rows = padded_rows(m)
+    if rows == m:
+        sa, sb = _layout(layouts(torch, xs, ws), layout)
+
+        def op():
+            torch._scaled_mm(x, wq.t(), sa, sb, out_dtype=torch.bfloat16, out=out)
+        return op, out
+    xp = _zeros_like_rows(torch, x, rows)
+    sa, sb = _layout(layouts(torch, _zeros_like_rows(torch, xs, rows), ws), layout)
+    outp = torch.empty((rows, out.shape[1]), dtype=out.dtype, device=out.device)
+
+    def op_padded():
+        xp[:m].copy_(x)
+        sa[:m].copy_(xs)
+        torch._scaled_mm(xp, wq.t(), sa, sb, out_dtype=torch.bfloat16, out=outp)
+    return op_padded, outp[:m]
+
+
+def _layout(offered, name):
+    for nm, sa, sb in offered:
+        if nm == name:
+            return sa, sb
+    raise KeyError("no scale layout %r" % name)
+
+
 def find_layout(torch, runner, ctx, log, layouts=scale_layouts, prefix=""):
-    """The first of ``layouts(torch, xs, ws)`` the library takes and computes right with on ``ctx``; None
-    if none does. A layout the library refuses raises one of ``LIBRARY_ERRORS``. ``prefix`` starts every
-    word "layout" of the log lines ("vendor " in a layer sequence, where other kernels log too)."""
-    x, wq, xs, ws, _, _ = ctx.sets[0]
-    for name, sa, sb in layouts(torch, xs, ws):
+    """The first of ``layouts(torch, xs, ws)`` the library takes and computes right with on ``ctx`` (run
+    through ``vendor_gemm``: M padded to a multiple of 4 where it is not one); None if none does. A layout
+    the library refuses raises one of ``LIBRARY_ERRORS``. ``prefix`` starts every word "layout" of the log
+    lines ("vendor " in a layer sequence, where other kernels log too)."""
+    _, _, xs, ws, _, _ = ctx.sets[0]
+    for name, _, _ in layouts(torch, xs, ws):
         try:
-            y = torch._scaled_mm(x, wq.t(), sa, sb, out_dtype=torch.bfloat16)
+            op, result = vendor_gemm(torch, ctx.sets[0], name, layouts)
+            result.fill_(float("nan"))
+            op()
             torch.cuda.synchronize()
         except LIBRARY_ERRORS as e:  # refused by the library: try the next
             log("# %slayout %s rejected at M=%d N=%d K=%d: %s" % (prefix, name, ctx.m, ctx.n, ctx.k, str(e)[:160]))
             continue
-        if runner.gpu_err_ratio(y, ctx.ref) <= stats.MAX_ERR_RATIO:
+        if runner.gpu_err_ratio(result, ctx.ref) <= stats.MAX_ERR_RATIO:
             log("# %sscale layout: %s" % (prefix, name))
             return name
         log("# %slayout %s computes a different product" % (prefix, name))

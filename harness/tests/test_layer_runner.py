@@ -18,12 +18,38 @@ from bsbench import layer  # noqa: E402
 L2 = 60 * 1024 * 1024
 
 
-class FakeTensor:
-    """Stands for a tensor: the GEMM it belongs to, its M, and an errRatio its writer leaves in it."""
+#: Shapes of the stand-in tensors by role (M rows where the tensor has them; weight scales of 4 K-blocks, so
+#: the vendor layouts pad nothing).
+SHAPES = {"x": lambda m: (m, 128), "xs": lambda m: (m, 1), "ws": lambda m: (1, 4), "out": lambda m: (m, 8)}
 
-    def __init__(self, gemm, m, role):
-        self.gemm, self.m, self.role, self.err = gemm, m, role, None
-        self.shape = (1, 4)  # as a weight-scale tensor: 4 K-blocks, so no padding
+
+class FakeTensor:
+    """Stands for a tensor: the GEMM it belongs to, its M, and an errRatio its writer leaves in it (shared
+    with views of its first rows)."""
+
+    def __init__(self, gemm, m, role, shape=None, store=None, copies=None):
+        self.gemm, self.m, self.role = gemm, m, role
+        self.shape = shape or SHAPES.get(role, lambda m: (1, 4))(m)
+        self.store = store if store is not None else {"err": None}
+        self.copies = copies if copies is not None else []
+        self.dtype, self.device = role, "cuda"
+
+    @property
+    def err(self):
+        return self.store["err"]
+
+    @err.setter
+    def err(self, v):
+        self.store["err"] = v
+
+    def element_size(self):
+        return 1 if self.role == "x" else 4
+
+    def view(self, _dtype):
+        return self
+
+    def copy_(self, src):
+        self.copies.append(src.role)
 
     def t(self):
         return self
@@ -31,7 +57,10 @@ class FakeTensor:
     def contiguous(self):
         return self
 
-    def __getitem__(self, _index):
+    def __getitem__(self, index):
+        if isinstance(index, slice):  # the first rows: a view sharing the product
+            return FakeTensor(self.gemm, index.stop, self.role, (index.stop,) + self.shape[1:], self.store,
+                              self.copies)
         return self
 
     def reshape(self, *_shape):
@@ -53,6 +82,7 @@ class World:
         self.bad_err = set()  # (N, kernelId) whose output is wrong
         self.compile_fail = set()  # variant keys that fail to compile
         self.wrong_layout = set()  # (N, scale_b role) the vendor GEMM computes wrong with
+        self.refuse_n = set()  # N the vendor GEMM refuses
 
 
 def fake_modules(world):
@@ -69,16 +99,19 @@ def fake_modules(world):
             return self
 
     def scaled_mm(x, w, sa, sb, out_dtype=None, out=None):
-        if x.m < 4:
+        if x.shape[0] % 4 or w.gemm in world.refuse_n:  # cuBLAS: M in multiples of 4 only
             raise RuntimeError("CUBLAS_STATUS_NOT_SUPPORTED")
-        world.calls.append((x.gemm, "vendor", 0))
-        res = out if out is not None else FakeTensor(x.gemm, x.m, "y")
+        world.calls.append((w.gemm, "vendor", 0))
+        res = out if out is not None else FakeTensor(w.gemm, x.shape[0], "y")
         # A scale layout the library reads wrong on this GEMM: a wrong product, no error (as cuBLAS does).
-        res.err = 0.5 if (x.gemm, sb.role) in world.wrong_layout else 0.0
+        res.err = 0.5 if (w.gemm, sb.role) in world.wrong_layout else 0.0
         return res
 
     torch.Generator, torch._scaled_mm = Generator, scaled_mm
-    torch.empty = lambda *a, **k: FakeTensor(0, 0, "flush")
+    torch.uint8 = "uint8"
+    torch.zeros = lambda shape, dtype=None, device=None: FakeTensor(None, shape[0], "x" if dtype == "uint8" else "xs",
+                                                                    tuple(shape))
+    torch.empty = lambda shape, *a, **k: FakeTensor(None, shape[0], "out" if len(shape) == 2 else "flush", tuple(shape))
     props = types.SimpleNamespace(name="NVIDIA H200", major=9, minor=0, multi_processor_count=132,
                                   L2_cache_size=L2, total_memory=141 << 30)
     torch.cuda = types.SimpleNamespace(is_available=lambda: True, device_count=lambda: 1, synchronize=lambda: None,
@@ -214,15 +247,26 @@ class LayerRunnerTest(unittest.TestCase):
             ctxs, _ = lr.contexts(16, self.gemms, {"p": tri})
             row = lr.measure(16, self.gemms, tri, ctxs)
             self.assertEqual((row["status"], row["failed_gemm"], row["errRatio"]), ("fail:errRatio", "b", [0.0, 0.5]))
-            # The vendor at M = 2: cuBLAS refuses every layout -> unsupported, at the first GEMM.
+            # The vendor at M = 2 runs on 4 padded rows, as a runtime runs it: the activations copied in at
+            # every call, the product read from the first 2 rows.
             vend = [layer.vendor_choice("v")] * 2
             ctxs, _ = lr.contexts(2, self.gemms, {"v": vend})
+            world.calls.clear()
             row = lr.measure(2, self.gemms, vend, ctxs)
-            self.assertEqual((row["status"], row["failed_gemm"]), ("fail:unsupported", "a"))
+            self.assertEqual((row["status"], row["errRatio"]), ("ok", [0.0, 0.0]))
+            a, b = (512, "vendor", 0), (1024, "vendor", 0)
+            self.assertEqual(world.calls, [a, a, b, b, a, b])  # per GEMM the layout search and the check; the timing
+            # A GEMM the library refuses in every layout -> unsupported, naming it.
+            world.refuse_n.add(1024)
+            lr.vendor_layouts.clear()
+            row = lr.measure(2, self.gemms, vend, ctxs)
+            self.assertEqual((row["status"], row["failed_gemm"]), ("fail:unsupported", "b"))
             # Once a layout is known, a refused launch is unsupported too.
+            world.refuse_n.clear()
             ctxs4, _ = lr.contexts(4, self.gemms, {"v": vend})
             self.assertEqual(lr.measure(4, self.gemms, vend, ctxs4)["status"], "ok")
-            self.assertEqual(lr.measure(2, self.gemms, vend, ctxs)["status"], "fail:unsupported")
+            world.refuse_n.add(512)
+            self.assertEqual(lr.measure(4, self.gemms, vend, ctxs4)["status"], "fail:unsupported")
 
     def test_the_vendor_scale_layout_is_found_per_shape(self):
         # GEMM b (N 1024) is computed wrong with the first layout, right with the second; GEMM a right with
@@ -280,7 +324,8 @@ class LayerRunnerTest(unittest.TestCase):
             ck = [layer.ck_choice(self.inst, 4, 1, "t")] * 2
             ctxs, n_sets = lr.contexts(2, self.gemms, {"v": vend, "ck": ck})
             world.calls.clear()
-            # cuBLAS refuses M = 2, so the CK policy is timed: its checks, then one timing (10 + 1 us a GEMM).
+            world.refuse_n.add(512)
+            # cuBLAS refuses GEMM a, so the CK policy is timed: its checks, then one timing (10 + 1 us a GEMM).
             w = lr.warm_up(2, self.gemms, [("v", vend), ("ck", ck)], ctxs)
             self.assertEqual(w, {"policy": "ck", "us": 22.0})
             self.assertEqual(world.time_graph_calls, [n_sets])
@@ -313,7 +358,7 @@ class EntryPointLoopTest(unittest.TestCase):
     def test_lines_recheck_and_summary(self):
         rows, text = self.run_main("2,16", ["--policy", "threshold=ck:vendor:8"])
         self.assertEqual([(r["M"], r["policy"].split("=")[0], r["status"]) for r in rows], [
-            (2, "selector", "ok"), (2, "vendor", "fail:unsupported"), (2, "threshold", "ok"),
+            (2, "selector", "ok"), (2, "vendor", "ok"), (2, "threshold", "ok"),
             (16, "selector", "ok"), (16, "vendor", "ok"), (16, "threshold", "ok")])
         first = rows[0]
         self.assertEqual(first["us"], 2 * 11.0)
@@ -323,9 +368,9 @@ class EntryPointLoopTest(unittest.TestCase):
         self.assertEqual([g["errRatio"] for g in first["gemms"]], [0.0, 0.0])
         self.assertEqual((first["device"], first["n_sets"] >= 1), ("NVIDIA H200", True))
         self.assertAlmostEqual(first["tflops"], layer.layer_flops(2, [layer.Gemm("a", 512, 1024)] * 2) / 22.0 / 1e6)
-        self.assertEqual(rows[1]["failed_gemm"], "a")
+        self.assertEqual((rows[1]["us"], rows[1]["failed_gemm"]), (20.0, None))  # M = 2 padded to 4 rows
         self.assertIn("mixed rule / other", text)
-        self.assertIn("/ vendor alone: 1.000 over 1 M (recheck 1.000)", text)
+        self.assertIn("/ vendor alone: 1.049 over 2 M (recheck 1.049)", text)
         self.assertIn("/ best threshold [threshold=ck:vendor:8]: 1.049 over 2 M", text)
         self.assertIn("vLLM default: not measured", text)
 

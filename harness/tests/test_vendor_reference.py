@@ -21,10 +21,34 @@ class T:
     its rows (row-major) or columns (col-major) as torch sees it (``lead``), and the pitch at which the rows
     of the weight-scale matrix it was made from really lie in its storage (``pitch``)."""
 
-    def __init__(self, shape, layout="row", lead=None, pitch=None):
-        self.shape, self.layout, self.err = tuple(shape), layout, None
+    def __init__(self, shape, layout="row", lead=None, pitch=None, store=None, nbytes=4, copies=None):
+        self.shape, self.layout = tuple(shape), layout
         self.lead = lead if lead is not None else (shape[-1] if layout == "row" else shape[0])
         self.pitch = pitch if pitch is not None else self.lead
+        # What a product written into this tensor holds (shared with the views of its rows), and the element
+        # size; ``copies`` records every copy_ into it (as (rows, source shape)).
+        self.store = store if store is not None else {"err": None}
+        self.nbytes = nbytes
+        self.copies = copies if copies is not None else []
+        self.dtype, self.device = "dtype%d" % nbytes, "cuda"
+
+    @property
+    def err(self):
+        return self.store["err"]
+
+    @err.setter
+    def err(self, v):
+        self.store["err"] = v
+
+    def element_size(self):
+        return self.nbytes
+
+    def view(self, dtype):
+        return T(self.shape, self.layout, self.lead, self.pitch, self.store, 1, self.copies)
+
+    def copy_(self, src):
+        assert src.shape == self.shape, (src.shape, self.shape)
+        self.copies.append((self.shape[0], src.shape))
 
     def t(self):
         flip = {"row": "col", "col": "row", "flat": "flat"}[self.layout]
@@ -44,6 +68,10 @@ class T:
         return T(size, "col", stride[1], self.pitch)
 
     def __getitem__(self, index):
+        if isinstance(index, slice):  # [:m], the first m rows: a view sharing the product and the copies
+            assert index.start is None and index.step is None
+            return T((index.stop,) + self.shape[1:], self.layout, self.lead, self.pitch, self.store, self.nbytes,
+                     self.copies)
         rows, cols = index  # only [:, :n], a view: the storage (and its padding) stays
         assert rows == slice(None) and cols.start is None and cols.step is None
         return T((self.shape[0], cols.stop), self.layout, self.lead, self.pitch)
@@ -57,8 +85,10 @@ def fake_torch(kb, log, check="exact"):
     (K/128, N/128) col-major tensor whose leading dimension torch checks, ``exact`` (torch 2.11: exactly
     K/128) or ``padded`` (later releases: K/128 rounded up to 4); cuBLAS then reads the storage at the
     rounded-up pitch, so the product is right only where the data lies at that pitch, else silently
-    wrong; M < 4 refused."""
-    torch = types.SimpleNamespace(bfloat16="bf16")
+    wrong; M not a multiple of 4 refused."""
+    torch = types.SimpleNamespace(bfloat16="bf16", uint8="uint8")
+    torch.zeros = lambda shape, dtype=None, device=None: T(shape, "row", nbytes=1 if dtype == "uint8" else 4)
+    torch.empty = lambda shape, dtype=None, device=None: T(shape, "row", nbytes=2)
     torch.cuda = types.SimpleNamespace(synchronize=lambda: None)
 
     def pad(t, amounts):
@@ -70,7 +100,7 @@ def fake_torch(kb, log, check="exact"):
     torch.nn = types.SimpleNamespace(functional=types.SimpleNamespace(pad=pad))
 
     def scaled_mm(x, w, sa, sb, out_dtype=None, out=None):
-        if x.shape[0] < 4:
+        if x.shape[0] % 4:
             raise RuntimeError("CUBLAS_STATUS_NOT_SUPPORTED")
         kb, nb = x.shape[1] // 128, (w.shape[1] + 127) // 128
         want_lead = kb if check == "exact" else kb + (-kb % 4)
@@ -95,7 +125,8 @@ class Ctx:
     def __init__(self, m, n, k, n_sets=2):
         self.m, self.n, self.k, self.ref = m, n, k, "ref"
         kb, nb = k // 128, (n + 127) // 128
-        self.sets = [(T((m, k)), T((n, k)), T((m, kb)), T((nb, kb)), T((m, n)), None) for _ in range(n_sets)]
+        self.sets = [(T((m, k), nbytes=1), T((n, k), nbytes=1), T((m, kb)), T((nb, kb)), T((m, n), nbytes=2), None)
+                     for _ in range(n_sets)]
 
 
 class ScaleLayoutsTest(unittest.TestCase):
@@ -163,14 +194,56 @@ class MeasureShapeTest(unittest.TestCase):
         self.assertTrue(any(m.startswith("# layout %s is refused (Invalid scaling configuration.) at M=64 N=7168 "
                                          "K=2304: searching again" % PADDED_VIEW) for m in self.msgs), self.msgs)
 
+    def test_an_m_that_is_not_a_multiple_of_4_runs_padded_as_a_runtime_runs_it(self):
+        # cuBLAS refuses M = 2 or 6 as it is; the GEMM runs on 4 or 8 rows, activations and their scales
+        # copied in by every call, and the product read from the first M rows
+        for m, rows in ((2, 4), (6, 8), (13351, 13352)):
+            ctx = Ctx(m, 4096, 4096, n_sets=2)
+            runner = fake_runner()
+            launched = []
+            runner.time_graph = lambda ops, opts, best_us=None: ([launched.append(1) or op() or 5.0 for op in ops],
+                                                                 "graph")
+            status, err, summary, layout = vr.measure_shape(fake_torch(32, []), runner, ctx, None, None, self.log)
+            self.assertEqual((status, err, layout, summary["us"]), ("ok", 0.0, PADDED_VIEW, 5.0), m)
+            self.assertEqual(len(launched), 2)
+        # the copies: into the padded activations (M of the rows) and scales, once per call
+        torch = fake_torch(32, [])
+        made = []
+        zeros = torch.zeros
+        torch.zeros = lambda shape, dtype=None, device=None: made.append(zeros(shape, dtype, device)) or made[-1]
+        bufset = Ctx(6, 4096, 4096).sets[0]
+        op, result = vr.vendor_gemm(torch, bufset, PADDED_VIEW)
+        self.assertEqual([(t.shape, t.nbytes) for t in made], [((8, 4096), 1), ((8, 32), 4)])
+        self.assertEqual(result.shape, (6, 4096))
+        result.fill_(None)
+        op()
+        op()
+        self.assertEqual(made[0].copies, [(6, (6, 4096))] * 2)  # the activations' M rows, at every call
+        self.assertEqual(result.err, 0.0)  # the product landed in the rows the result views
+        # a multiple of 4 runs as it is: no copies, the product in the buffer set's own output
+        bufset = Ctx(8, 4096, 4096).sets[0]
+        op, result = vr.vendor_gemm(torch, bufset, PADDED_VIEW)
+        self.assertIs(result, bufset[4])
+        op()
+        self.assertEqual((bufset[0].copies, bufset[4].err), ([], 0.0))
+        with self.assertRaises(KeyError):
+            vr.vendor_gemm(torch, bufset, "no such layout")
+
     def test_the_library_refusing_a_shape_is_unsupported_and_keeps_no_layout(self):
         torch = fake_torch(32, [])
-        status, err, summary, layout = vr.measure_shape(torch, fake_runner(), Ctx(2, 4096, 4096), None, None,
+        scaled_mm = torch._scaled_mm
+
+        def refuse_n_8192(x, w, sa, sb, out_dtype=None, out=None):
+            if w.shape[1] == 8192:
+                raise RuntimeError("CUBLAS_STATUS_NOT_SUPPORTED")
+            return scaled_mm(x, w, sa, sb, out_dtype, out)
+        torch._scaled_mm = refuse_n_8192
+        status, err, summary, layout = vr.measure_shape(torch, fake_runner(), Ctx(64, 8192, 4096), None, None,
                                                         self.log)
         self.assertEqual((status, err, summary, layout), ("fail:unsupported", None, None, None))
         # with a layout known from an earlier shape, the refusal is unsupported too and the layout is kept
         kept = PADDED_VIEW
-        status, _, _, layout = vr.measure_shape(torch, fake_runner(), Ctx(2, 4096, 4096), kept, None, self.log)
+        status, _, _, layout = vr.measure_shape(torch, fake_runner(), Ctx(64, 8192, 4096), kept, None, self.log)
         self.assertEqual((status, layout), ("fail:unsupported", kept))
 
     def test_no_layout_right_is_err_ratio(self):

@@ -104,7 +104,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     }
     let mut text = format!(
         "dataset: {} ({}, {} CUs); {what}; {} shapes scored{}\n",
-        display_path(&session.dataset),
+        session.dataset.display(),
         matrix.gfx,
         matrix.cu_num,
         report.shapes.len(),

@@ -67,6 +67,9 @@ pub fn embedded(name: &str) -> Option<&'static EmbeddedFile> {
 pub enum Dataset {
     Embedded(&'static EmbeddedFile),
     File(PathBuf),
+    /// Several tables read as one matrix, named by their names joined with " + " (already display names:
+    /// never resolved against the working directory again).
+    Union(String),
 }
 
 impl Dataset {
@@ -114,6 +117,7 @@ impl Dataset {
         match self {
             Dataset::Embedded(f) => f.name.to_string(),
             Dataset::File(p) => crate::paths::display_path(&super::line::absolute(p)),
+            Dataset::Union(name) => name.clone(),
         }
     }
 
@@ -124,6 +128,7 @@ impl Dataset {
             Dataset::File(p) => crate::input::read_table_capped(p, crate::input::MAX_TABLE_BYTES, "dataset")
                 .map(Cow::Owned)
                 .map_err(|e| anyhow::anyhow!("cannot read dataset {}: {e}", p.display())),
+            Dataset::Union(name) => bail!("{name} is several tables, read one by one"),
         }
     }
 

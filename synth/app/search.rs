@@ -174,7 +174,7 @@ fn run_single(args: &SearchArgs, limits: &ResolvedLimits, started: Instant) -> a
     let trace = args.trace.clone().unwrap_or_else(|| out_dir.join(TRACE_FILE));
     println!(
         "dataset:  {} ({} shapes × {} candidates)",
-        display_path(&session.dataset),
+        session.dataset.display(),
         matrix.shapes.len(),
         matrix.candidates.len()
     );

@@ -446,7 +446,7 @@ fn load_many(
     let (matrix, vendor) =
         crate::table::multi::merge_tables_for(&tables, backends).map_err(|e| anyhow::anyhow!("{e}"))?;
     let joined = sources.iter().map(Dataset::name).collect::<Vec<_>>().join(" + ");
-    Ok((Dataset::File(PathBuf::from(joined)), matrix, vendor))
+    Ok((Dataset::Union(joined), matrix, vendor))
 }
 
 /// The dataset values as the line writes them: each embedded name as it is, each file or directory by its
