@@ -13,7 +13,9 @@ import unittest
 
 HARNESS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HARNESS)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bsbench import layer  # noqa: E402
+from stand_ins import SharedProduct  # noqa: E402
 
 L2 = 60 * 1024 * 1024
 
@@ -23,7 +25,7 @@ L2 = 60 * 1024 * 1024
 SHAPES = {"x": lambda m: (m, 128), "xs": lambda m: (m, 1), "ws": lambda m: (1, 4), "out": lambda m: (m, 8)}
 
 
-class FakeTensor:
+class FakeTensor(SharedProduct):
     """Stands for a tensor: the GEMM it belongs to, its M, and an errRatio its writer leaves in it (shared
     with views of its first rows)."""
 
@@ -33,14 +35,6 @@ class FakeTensor:
         self.store = store if store is not None else {"err": None}
         self.copies = copies if copies is not None else []
         self.dtype, self.device = role, "cuda"
-
-    @property
-    def err(self):
-        return self.store["err"]
-
-    @err.setter
-    def err(self, v):
-        self.store["err"] = v
 
     def element_size(self):
         return 1 if self.role == "x" else 4

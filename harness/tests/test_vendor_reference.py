@@ -9,14 +9,16 @@ import unittest
 
 HARNESS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HARNESS)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vendor_reference as vr  # noqa: E402
+from stand_ins import SharedProduct  # noqa: E402
 
 PADDED_VIEW = "a col-major, b transposed view of storage padded to 4 K-blocks"
 PITCHED = "a col-major, b K/128-strided view of storage padded to 4 K-blocks"
 PADDED = "a col-major, b K-blocks padded to 4, transposed view"
 
 
-class T:
+class T(SharedProduct):
     """A 2-D tensor stand-in: a shape, whether it is row- or column-major (``layout``), the stride between
     its rows (row-major) or columns (col-major) as torch sees it (``lead``), and the pitch at which the rows
     of the weight-scale matrix it was made from really lie in its storage (``pitch``)."""
@@ -31,14 +33,6 @@ class T:
         self.nbytes = nbytes
         self.copies = copies if copies is not None else []
         self.dtype, self.device = "dtype%d" % nbytes, "cuda"
-
-    @property
-    def err(self):
-        return self.store["err"]
-
-    @err.setter
-    def err(self, v):
-        self.store["err"] = v
 
     def element_size(self):
         return self.nbytes
