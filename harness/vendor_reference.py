@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bsbench import config, env, stats  # noqa: E402
 from bsbench.plan import PlanError, read_plan  # noqa: E402
-from bsbench.vendor import LIBRARY_ERRORS, find_layout, scale_layouts, vendor_gemm  # noqa: E402
+from bsbench.vendor import LIBRARY_ERRORS, find_layout, vendor_gemm  # noqa: E402
 
 #: Column order of the output (AITER's columns, then the harness's extras).
 COLUMNS = ["gfx", "cu_num", "M", "N", "K", "libtype", "kernelId", "splitK", "us", "kernelName", "tflops", "bw",

@@ -167,23 +167,17 @@ class LayerRunner:
         return [sequence(s) for s in range(n_sets)], errs
 
     def warm_up(self, m, gemms, choices_in_order, ctxs):
-        """Times the first policy's sequence that passes its checks once and returns that time, which no
+        """Measures the first policy's sequence that passes its checks once and returns that time, which no
         line uses: on an H100 the first sequence timed at each M took 10-14 us more than the same policy in
         every later round, whichever policy came first (an untimed 200 ms run of the sequence before it did
         not remove that). ``choices_in_order``: (label, choices) pairs. Returns {"policy", "us"}, or None
-        where no policy runs at this M."""
+        where no policy runs at this M or the timing itself failed (``measure`` logged why)."""
         for label, choices in choices_in_order:
-            try:
-                seq_ops, _ = self.prepare(m, gemms, choices, ctxs)
-            except GemmFailure:
-                continue
-            try:
-                times, _method = self.time_sequence(seq_ops)
-            except Exception as e:
-                self.log("M=%d warm-up timing (%s): %s: %s" % (m, label, type(e).__name__, str(e)[:300]))
-                runner.check_device()
+            row = self.measure(m, gemms, choices, ctxs)
+            if row["status"] == "ok":
+                return {"policy": label, "us": row["us"]}
+            if row["failed_gemm"] is None:
                 return None
-            return {"policy": label, "us": round(stats.summarize(times)["us"], 4)}
         return None
 
     def time_sequence(self, seq_ops):

@@ -11,6 +11,7 @@ HARNESS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HARNESS)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vendor_reference as vr  # noqa: E402
+from bsbench.vendor import scale_layouts, vendor_gemm  # noqa: E402
 from stand_ins import SharedProduct  # noqa: E402
 
 PADDED_VIEW = "a col-major, b transposed view of storage padded to 4 K-blocks"
@@ -126,21 +127,21 @@ class Ctx:
 class ScaleLayoutsTest(unittest.TestCase):
     def test_the_weight_scales_are_padded_to_four_k_blocks_where_needed(self):
         log = []
-        names = [n for n, _, _ in vr.scale_layouts(fake_torch(18, log), T((7, 18)), T((56, 18)))]
+        names = [n for n, _, _ in scale_layouts(fake_torch(18, log), T((7, 18)), T((56, 18)))]
         self.assertEqual(log, [("pad", 2)])  # K 2304: 18 blocks -> 20
         self.assertLess(names.index(PADDED_VIEW), names.index(PITCHED))
         self.assertLess(names.index(PITCHED), names.index(PADDED))
         self.assertLess(names.index(PADDED), names.index("a col-major, b transposed view"))
         # both views have the documented (K/128, N/128) shape over storage at a pitch of 20; torch sees a
         # leading dimension of 20 in the first, 18 in the second; the padded tensor is (20, 56)
-        layouts = {n: sb for n, _, sb in vr.scale_layouts(fake_torch(18, []), T((7, 18)), T((56, 18)))}
+        layouts = {n: sb for n, _, sb in scale_layouts(fake_torch(18, []), T((7, 18)), T((56, 18)))}
         self.assertEqual((layouts[PADDED_VIEW].shape, layouts[PADDED_VIEW].lead, layouts[PADDED_VIEW].pitch),
                          ((18, 56), 20, 20))
         self.assertEqual((layouts[PITCHED].shape, layouts[PITCHED].lead, layouts[PITCHED].pitch), ((18, 56), 18, 20))
         self.assertEqual(layouts[PADDED].shape, (20, 56))
         self.assertEqual(layouts["a col-major, b transposed view"].pitch, 18)
         log.clear()
-        layouts = {n: sb for n, _, sb in vr.scale_layouts(fake_torch(16, log), T((7, 16)), T((56, 16)))}
+        layouts = {n: sb for n, _, sb in scale_layouts(fake_torch(16, log), T((7, 16)), T((56, 16)))}
         self.assertEqual(log, [])  # K 2048: 16 blocks, nothing to pad
         for name in (PADDED_VIEW, PITCHED, "a col-major, b transposed view"):
             self.assertEqual((layouts[name].shape, layouts[name].lead, layouts[name].pitch), ((16, 56), 16, 16))
@@ -206,7 +207,7 @@ class MeasureShapeTest(unittest.TestCase):
         zeros = torch.zeros
         torch.zeros = lambda shape, dtype=None, device=None: made.append(zeros(shape, dtype, device)) or made[-1]
         bufset = Ctx(6, 4096, 4096).sets[0]
-        op, result = vr.vendor_gemm(torch, bufset, PADDED_VIEW)
+        op, result = vendor_gemm(torch, bufset, PADDED_VIEW)
         self.assertEqual([(t.shape, t.nbytes) for t in made], [((8, 4096), 1), ((8, 32), 4)])
         self.assertEqual(result.shape, (6, 4096))
         result.fill_(None)
@@ -216,12 +217,12 @@ class MeasureShapeTest(unittest.TestCase):
         self.assertEqual(result.err, 0.0)  # the product landed in the rows the result views
         # a multiple of 4 runs as it is: no copies, the product in the buffer set's own output
         bufset = Ctx(8, 4096, 4096).sets[0]
-        op, result = vr.vendor_gemm(torch, bufset, PADDED_VIEW)
+        op, result = vendor_gemm(torch, bufset, PADDED_VIEW)
         self.assertIs(result, bufset[4])
         op()
         self.assertEqual((bufset[0].copies, bufset[4].err), ([], 0.0))
         with self.assertRaises(KeyError):
-            vr.vendor_gemm(torch, bufset, "no such layout")
+            vendor_gemm(torch, bufset, "no such layout")
 
     def test_the_library_refusing_a_shape_is_unsupported_and_keeps_no_layout(self):
         torch = fake_torch(32, [])
