@@ -13,7 +13,8 @@ measured once. cuBLAS takes M in multiples of 4 only; elsewhere (M = 1, 2, 6, ..
 torch._scaled_mm backend runs it, on activations padded to the next multiple of 4 rows, the two copies
 inside the timed call (``bsbench.vendor.vendor_gemm``). Shapes the library rejects get ``status``
 ``fail:unsupported``; a shape no scale layout computes right on gets ``fail:errRatio``. Any other error
-stops the run with its traceback.
+stops the run with its traceback. The CSV is written whole or not at all: a run stopped early leaves its
+rows in ``OUT.part`` and no ``OUT``.
 """
 
 import argparse
@@ -121,7 +122,10 @@ def main(argv=None):
     gen.manual_seed(args.seed)
     opts = runner.Options(config.parse_mapping(config.DEFAULT_MAPPING_TEXT))
     layouts = {}  # (N, K) -> the scale layout found on its first shape the library ran
-    with open(args.out, "w", newline="") as f:
+    # Written whole or not at all: rows go to OUT.part (flushed as they come, so a stopped run shows how far
+    # it got), renamed to OUT once every shape is measured.
+    part = args.out + ".part"
+    with open(part, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(COLUMNS)
         for i, (m, n, k) in enumerate(shapes):
@@ -149,6 +153,7 @@ def main(argv=None):
             torch.cuda.empty_cache()
             if (i + 1) % 50 == 0:
                 sys.stderr.write("# vendor %d/%d shapes\n" % (i + 1, len(shapes)))
+    os.replace(part, args.out)
     sys.stderr.write("# vendor reference: %d shapes -> %s\n" % (len(shapes), args.out))
     return 0
 

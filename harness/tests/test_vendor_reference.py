@@ -2,6 +2,9 @@
 offers, the per-shape layout search, which errors become which status, and the timing summary it records.
 No GPU: the stand-in library computes "right" or "wrong" per (K-block count, scale layout)."""
 
+import contextlib
+import csv
+import io
 import os
 import sys
 import types
@@ -17,6 +20,7 @@ from stand_ins import SharedProduct  # noqa: E402
 PADDED_VIEW = "a col-major, b transposed view of storage padded to 4 K-blocks"
 PITCHED = "a col-major, b K/128-strided view of storage padded to 4 K-blocks"
 PADDED = "a col-major, b K-blocks padded to 4, transposed view"
+KERNEL = "a8w8_blockscale_1x128x128_256x128x128x128_16x16_32x32_2x2_8x32x1_8x32x1_1x32x1x8_8_1x1_intrawave_v3"
 
 
 class T(SharedProduct):
@@ -266,6 +270,78 @@ class MeasureShapeTest(unittest.TestCase):
         runner.time_graph = broken
         with self.assertRaises(TypeError):
             vr.measure_shape(torch, runner, Ctx(64, 4096, 4096), None, None, self.log)
+
+
+class WholeFileTest(unittest.TestCase):
+    """main() writes its CSV whole or not at all (stand-ins for torch, the device and the measuring)."""
+
+    def run_main(self, plan_m, stop_at=None):
+        import tempfile
+        import bsbench
+        d = tempfile.TemporaryDirectory()
+        self.addCleanup(d.cleanup)
+        plan = os.path.join(d.name, "plan.jsonl")
+        with open(plan, "w") as f:
+            for m in plan_m:
+                f.write('{"M": %d, "N": 256, "K": 256, "kernelId": 0, "splitK": 0, "kernelName": "%s", '
+                        '"BLOCK_SIZE": 256, "MPerBLOCK": 128, "NPerBLOCK": 128, "KPerBLOCK": 128, "pipeline": 3, '
+                        '"recheck": 0}\n' % (m, KERNEL))
+        out = os.path.join(d.name, "vendor.csv")
+        torch = types.SimpleNamespace(float8_e4m3fn="fp8", Generator=lambda device=None: types.SimpleNamespace(
+            manual_seed=lambda s: None), cuda=types.SimpleNamespace(empty_cache=lambda: None))
+        runner = types.ModuleType("bsbench.runner")
+        runner.DEVICE = "cuda"
+        runner.Options = lambda mapping: types.SimpleNamespace(l2_factor=3)
+        runner.ShapeContext = lambda m, n, k, fp8, n_sets, ws, gen: Ctx(m, n, k, n_sets)
+        device = {"gfx": "sm_90", "cu_num": 132, "l2_bytes": 50 << 20, "fp8": "float8_e4m3fn", "name": "NVIDIA H100",
+                  "backend": "cuda-13.0"}
+        measured = []
+
+        def measure(torch_, runner_, ctx, layout, opts, log):
+            if ctx.m == stop_at:
+                raise KeyboardInterrupt
+            measured.append(ctx.m)
+            return "ok", 0.0, {"us": 5.0, "us_min": 4.0, "us_max": 6.0, "us_p10": 4.5, "us_p90": 5.5, "reps": 3,
+                               "timing": "graph"}, "layout"
+        saved = (vr.env.import_torch, vr.env.import_triton, vr.env.detect, vr.measure_shape,
+                 sys.modules.get("bsbench.runner"), getattr(bsbench, "runner", None))
+        vr.env.import_torch, vr.env.import_triton = (lambda: torch), (lambda: None)
+        vr.env.detect, vr.measure_shape = (lambda t: device), measure
+        sys.modules["bsbench.runner"], bsbench.runner = runner, runner
+        try:
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                try:
+                    code = vr.main(["--plan", plan, "--out", out])
+                except KeyboardInterrupt:
+                    code = "interrupted"
+        finally:
+            vr.env.import_torch, vr.env.import_triton, vr.env.detect, vr.measure_shape = saved[:4]
+            if saved[4] is None:
+                sys.modules.pop("bsbench.runner", None)
+            else:
+                sys.modules["bsbench.runner"] = saved[4]
+            if saved[5] is None:
+                delattr(bsbench, "runner")
+            else:
+                bsbench.runner = saved[5]
+        return code, out, measured
+
+    def test_a_finished_run_writes_the_csv_and_no_part_file(self):
+        code, out, measured = self.run_main([1, 6, 64])
+        self.assertEqual((code, measured), (0, [1, 6, 64]))
+        self.assertFalse(os.path.exists(out + ".part"))
+        with open(out) as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual([(r["M"], r["status"], r["us"]) for r in rows], [("1", "ok", "5.0"), ("6", "ok", "5.0"),
+                                                                          ("64", "ok", "5.0")])
+
+    def test_an_interrupted_run_leaves_no_csv_only_its_part(self):
+        code, out, measured = self.run_main([1, 6, 64], stop_at=64)
+        self.assertEqual((code, measured), ("interrupted", [1, 6]))
+        self.assertFalse(os.path.exists(out))
+        with open(out + ".part") as f:
+            self.assertEqual([r["M"] for r in csv.DictReader(f)], ["1", "6"])
 
 
 if __name__ == "__main__":

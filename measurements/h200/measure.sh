@@ -38,10 +38,11 @@ left() { echo $(( deadline - ($(date +%s) - start) )); }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit \
   --format=csv >> "$jdir/device.log" 2>&1
 # vendor_rows NAME T: the vendor reference on the plan JOURNAL_DIR/vendor-NAME-plan.jsonl into
-# JOURNAL_DIR/vendor-NAME.csv (written only when the whole plan is measured), stopped after T seconds.
+# JOURNAL_DIR/vendor-NAME.csv (vendor_reference.py writes it only when the whole plan is measured), stopped
+# after T seconds.
 vendor_rows() {
   timeout "$2" python3 harness/vendor_reference.py --plan "$jdir/vendor-$1-plan.jsonl" \
-    --out "$jdir/vendor-$1.csv.part" 2>>"$jdir/vendor.log" && mv "$jdir/vendor-$1.csv.part" "$jdir/vendor-$1.csv"
+    --out "$jdir/vendor-$1.csv" 2>>"$jdir/vendor.log"
   echo "== vendor $1 exit $?" | tee -a "$jdir/vendor.log"
 }
 if [ "$mode" = vendor ] && [ ! -s "$jdir/vendor-qwen3-32b-tp2.csv" ]; then
