@@ -17,6 +17,12 @@ The cover is exact: a depth-first branch and bound over the shapes hardest to co
 covering configs), bounded by the best set found so far. Among the smallest sets it keeps the one with the
 lowest geomean loss over the sample (time of the set's best config / the shape's best), ties broken by
 config name, so the result is deterministic.
+
+``--incumbent FILE`` (kept.txt's format: one config name per line, ``#`` comments) names the set in use,
+whose configs other measurements were taken with. When some of its configs still make a cover of the
+minimum size, that subset is kept (``kept_from`` "incumbent") and the best minimum cover is reported next
+to it (``best_cover``); otherwise the best cover is kept (``kept_from`` "best") and the output says the
+incumbent no longer is a minimum cover.
 """
 import argparse
 import csv
@@ -87,6 +93,33 @@ def exact_cover(universe, covers_of, order_key):
     return min(uniq, key=order_key)
 
 
+def read_names(path):
+    names = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line:
+                names.append(line)
+    if not names:
+        raise ValueError("%s: no config names" % path)
+    return names
+
+
+def choose(universe, covers_of, order_key, incumbent=None):
+    """The kept set and where it comes from: (kept, "best" | "incumbent", best minimum cover)."""
+    best = exact_cover(universe, covers_of, order_key)
+    if incumbent is None:
+        return best, "best", best
+    mine = {c: covers_of[c] for c in incumbent if c in covers_of}
+    try:
+        held = exact_cover(universe, mine, order_key)
+    except ValueError:
+        return best, "best", best
+    if len(held) == len(best):
+        return held, "incumbent", best
+    return best, "best", best
+
+
 def loss(times, shape, kept):
     best = min(times[shape].values())
     got = min((times[shape][c] for c in kept if c in times[shape]), default=math.inf)
@@ -105,12 +138,15 @@ def main(argv=None):
     p.add_argument("--validate", required=True)
     p.add_argument("--space-size", type=int, default=1280)
     p.add_argument("--tolerance", type=float, default=0.01)
+    p.add_argument("--incumbent", help="file of the config names in use (kept.txt's format): kept while a "
+                   "subset of them is still a minimum cover")
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
     paths = sorted({q for g in a.space for q in (glob.glob(g) or [g])})
     try:
         times, seen = read_space(paths)
         sample, validate = read_shapes(a.sample), read_shapes(a.validate)
+        incumbent = read_names(a.incumbent) if a.incumbent else None
     except (OSError, ValueError, KeyError) as e:
         sys.stderr.write("error: %s\n" % e)
         return 2
@@ -126,8 +162,13 @@ def main(argv=None):
             if t <= best * (1 + a.tolerance):
                 covers_of.setdefault(c, set()).add(s)
     covers_of = {c: frozenset(v) for c, v in covers_of.items()}
-    kept = exact_cover(sample, covers_of,
-                       lambda cs: (geomean(loss(times, s, cs) for s in sample), cs))
+    try:
+        kept, kept_from, best_cover = choose(sample, covers_of,
+                                             lambda cs: (geomean(loss(times, s, cs) for s in sample), cs),
+                                             incumbent)
+    except ValueError as e:
+        sys.stderr.write("error: %s\n" % e)
+        return 2
     val_done = [s for s in validate if len(seen.get(s, ())) >= a.space_size]
     val_left = [s for s in validate if s not in val_done]
 
@@ -148,6 +189,11 @@ def main(argv=None):
         "sample_shapes": len(sample),
         "candidates_within_tolerance": len(covers_of),
         "kept": list(kept),
+        "kept_from": kept_from,
+        "best_cover": list(best_cover),
+        "best_cover_sample_loss_geomean": geomean(loss(times, s, best_cover) for s in sample),
+        "best_cover_validation_loss_geomean": (geomean(loss(times, s, best_cover) for s in val_done)
+                                               if val_done else None),
         "sample_loss_geomean": geomean(r["loss"] for r in srows),
         "sample_loss_max": max(r["loss"] for r in srows),
         "validation_shapes": len(val_done),
@@ -160,7 +206,13 @@ def main(argv=None):
     with open(a.out, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
         f.write("\n")
-    print("kept %d configs: %s" % (len(kept), " ".join(kept)))
+    print("kept %d configs (%s): %s" % (len(kept), kept_from, " ".join(kept)))
+    if incumbent is not None and kept_from == "best":
+        print("the incumbent (%s) is no longer a minimum cover: no %d of its configs cover the sample"
+              % (a.incumbent, len(best_cover)))
+    if tuple(best_cover) != tuple(kept):
+        print("best minimum cover: %s (sample loss geomean %.4f)"
+              % (" ".join(best_cover), result["best_cover_sample_loss_geomean"]))
     print("sample: %d shapes, loss geomean %.4f max %.4f" % (len(sample), result["sample_loss_geomean"],
                                                                 result["sample_loss_max"]))
     if vrows:

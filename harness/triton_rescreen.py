@@ -2,7 +2,7 @@
 graph-timed cell of the earlier ones.
 
     python3 harness/triton_rescreen.py --before measurements/h200/triton-space/space-chunk-[1-5].jsonl.gz \\
-        --after measurements/h200/triton-space/space-chunk-[6-7].jsonl.gz
+        --after measurements/h200/triton-space/space-chunk-[6-9].jsonl.gz measurements/h200/triton-space/space-chunk-10.jsonl.gz
 
 For each shape the later journals touch: cells measured again, how many of them were graph-timed (passed the
 screen), how many are within the tolerance of the earlier best, and the ratio of the later best to the

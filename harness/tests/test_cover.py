@@ -26,6 +26,53 @@ class CoverTest(unittest.TestCase):
                   "x": frozenset({1}), "y": frozenset({5, 6})}
         self.assertEqual(len(triton_cover.exact_cover({1, 2, 3, 4, 5, 6}, covers, lambda cs: cs)), 2)
 
+    def test_the_incumbent_is_kept_while_some_of_it_is_a_minimum_cover(self):
+        covers = {"a": frozenset({1, 2}), "b": frozenset({2, 3}), "c": frozenset({3}), "d": frozenset({1}),
+                  "e": frozenset({2})}
+        key = lambda cs: cs  # noqa: E731
+        # the best 2-cover of {1, 2, 3} is (a, b); the incumbent's (b, d) is another 2-cover: kept, with the
+        # incumbent's extra name (not in any cover) left out
+        self.assertEqual(triton_cover.choose({1, 2, 3}, covers, key, ["d", "b", "vllm_default"]),
+                         (("b", "d"), "incumbent", ("a", "b")))
+        # (c, d) misses 2; (c, d, e) covers with three, one more than the minimum: the best is kept
+        self.assertEqual(triton_cover.choose({1, 2, 3}, covers, key, ["c", "d", "e"]),
+                         (("a", "b"), "best", ("a", "b")))
+        self.assertEqual(triton_cover.choose({1, 2, 3}, covers, key, ["c", "d"]), (("a", "b"), "best", ("a", "b")))
+        self.assertEqual(triton_cover.choose({1, 2, 3}, covers, key), (("a", "b"), "best", ("a", "b")))
+
+    def test_main_keeps_the_incumbent_and_reports_the_best_cover(self):
+        import json
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            def put(name, text):
+                path = os.path.join(d, name)
+                with open(path, "w") as f:
+                    f.write(text)
+                return path
+            # two shapes, configs x (best on 1), y (best on 2), z (within 1% of both, slower than x on 1)
+            rows = [(1, "x", 10.0), (1, "y", 20.0), (1, "z", 10.05), (2, "x", 30.0), (2, "y", 10.0),
+                    (2, "z", 10.09)]
+            space = put("space.jsonl", "".join(json.dumps(
+                {"libtype": "triton", "M": m, "N": 256, "K": 256, "kernelName": c, "us": us, "status": "ok",
+                 "timing": "graph"}) + "\n" for m, c, us in rows))
+            shapes = put("s.csv", "M,N,K\n1,256,256\n2,256,256\n")
+            kept = put("kept.txt", "# in use\nx\ny\n")
+            out = os.path.join(d, "cover.json")
+            # the single-config cover {z} beats the incumbent's two: the incumbent is not kept
+            args = ["--space", space, "--sample", shapes, "--validate", shapes, "--space-size", "3", "--out", out]
+            self.assertEqual(triton_cover.main(args + ["--incumbent", kept]), 0)
+            with open(out) as f:
+                r = json.load(f)
+            self.assertEqual((r["kept"], r["kept_from"], r["best_cover"]), (["z"], "best", ["z"]))
+            kept = put("kept.txt", "z\nx\n")
+            self.assertEqual(triton_cover.main(args + ["--incumbent", kept]), 0)
+            with open(out) as f:
+                r = json.load(f)
+            self.assertEqual((r["kept"], r["kept_from"]), (["z"], "incumbent"))
+            self.assertAlmostEqual(r["sample_loss_geomean"], (1.005 * 1.009) ** 0.5)
+            empty = put("none.txt", "# nothing\n")
+            self.assertEqual(triton_cover.main(args + ["--incumbent", empty]), 2)
+
 
 if __name__ == "__main__":
     unittest.main()
