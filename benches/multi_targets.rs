@@ -15,10 +15,12 @@
 //! Then runs the multi-model job on the zoo's manifest (`measurements/zoo/datasets.toml`: the dense
 //! configurations and the zoo's) and prints the zoo issue's leave-one-model-out targets on it.
 //!
-//! Then the mixed rule over two backends on the H100 dataset (`measurements/h100/datasets.toml`,
-//! `--backends ck,vendor`) against the backends issue's targets: ≥ 0.97 of the union oracle, ≥ 1.15x over
-//! the best single-backend rule, ≥ 1.05x over the best threshold, on the held-out grid shapes, the off-grid M, the untuned
-//! shapes, every leave-one-model-out fold and DeepSeek-V3 (held out of the pool, `synth compare`).
+//! Then the mixed rule over two backends on the H200 dataset with cuBLAS rows
+//! (`measurements/h200/backends.toml`) and on the H100 dataset (`measurements/h100/datasets.toml`), each
+//! `--backends ck,vendor`, against the backends issue's targets: ≥ 0.97 of the union oracle, ≥ 1.15x over
+//! the best single-backend rule, ≥ 1.05x over the best threshold, on the held-out grid shapes, the off-grid
+//! M, the untuned shapes, every leave-one-model-out fold and DeepSeek-V3 (held out of the pool, `synth
+//! compare` on the same card's DeepSeek-V3 journals).
 //!
 //! Prints one line per target (value, target, met or not) and the wall time of each run.
 
@@ -149,13 +151,42 @@ fn backend_lines(what: &str, synth: f64, single: (&str, f64), threshold: f64) {
     line(&format!("{what}: over the best threshold"), format!("{b:.3}x"), ">= 1.05x", b >= 1.05);
 }
 
-/// The mixed rule on the H100 dataset (CK-geometry family and cuBLAS), and on DeepSeek-V3 held out.
-fn backend_targets(dir: &Path) -> anyhow::Result<()> {
+/// One card's data for the backends issue's targets: its manifest and its DeepSeek-V3 journals (paths
+/// relative to the repository root).
+struct BackendData {
+    card: &'static str,
+    manifest: &'static str,
+    deepseek: &'static [&'static str],
+}
+
+const BACKEND_DATA: [BackendData; 2] = [
+    BackendData {
+        card: "H200",
+        manifest: "measurements/h200/backends.toml",
+        deepseek: &["measurements/h200/deepseek-v3-tp8.csv.gz", "measurements/h200/vendor-deepseek-v3-tp8.csv"],
+    },
+    BackendData {
+        card: "H100",
+        manifest: "measurements/h100/datasets.toml",
+        deepseek: &[
+            "measurements/h100/deepseek-v3-tp8.csv.gz",
+            "measurements/h100/vendor-deepseek-v3-tp8.csv",
+            "measurements/h100/deepseek-v3-tp8-offgrid.csv.gz",
+            "measurements/h100/vendor-deepseek-v3-tp8-offgrid.csv",
+        ],
+    },
+];
+
+/// The mixed rule on one card's dataset (CK-geometry family and cuBLAS), and on DeepSeek-V3 held out.
+fn backend_targets(dir: &Path, data: &BackendData) -> anyhow::Result<()> {
     let root = env!("CARGO_MANIFEST_DIR");
-    let manifest = format!("{root}/measurements/h100/datasets.toml");
+    let manifest = format!("{root}/{}", data.manifest);
     let (_, secs) = run_job(dir, &["--dataset", &manifest, "--backends", "ck,vendor"])?;
     let rows = read_rows(&dir.join("evaluations.csv"))?;
-    println!("mixed rule over ck,vendor (`synth run --dataset measurements/h100/datasets.toml --backends ck,vendor`, H100, {secs:.1} s):");
+    println!(
+        "mixed rule over ck,vendor (`synth run --dataset {} --backends ck,vendor`, {}, {secs:.1} s):",
+        data.manifest, data.card
+    );
     let of = |e: &str, c: &str, p: &str| rows.get(&(e.to_string(), c.to_string(), p.to_string())).map(|v| v.3);
     let mut evals = vec![
         ("heldout-grid".to_string(), "training".to_string()),
@@ -183,14 +214,12 @@ fn backend_targets(dir: &Path) -> anyhow::Result<()> {
         }
     }
     let csv_path = dir.join("deepseek-v3.csv");
-    let out = Command::new(env!("CARGO_BIN_EXE_synth"))
-        .arg("compare")
-        .arg("--rule")
-        .arg(dir.join("rule.json"))
-        .args(["--dataset", &format!("{root}/measurements/h100/deepseek-v3-tp8.csv.gz")])
-        .args(["--dataset", &format!("{root}/measurements/h100/vendor-deepseek-v3-tp8.csv")])
-        .args(["--dataset", &format!("{root}/measurements/h100/deepseek-v3-tp8-offgrid.csv.gz")])
-        .args(["--dataset", &format!("{root}/measurements/h100/vendor-deepseek-v3-tp8-offgrid.csv")])
+    let mut compare = Command::new(env!("CARGO_BIN_EXE_synth"));
+    compare.arg("compare").arg("--rule").arg(dir.join("rule.json"));
+    for journal in data.deepseek {
+        compare.args(["--dataset", &format!("{root}/{journal}")]);
+    }
+    let out = compare
         .args(["--backends", "ck,vendor", "--spec", &format!("{root}/shapes/held-out/deepseek-v3.toml"), "--tp", "8"])
         .arg("--csv")
         .arg(&csv_path)
@@ -286,5 +315,8 @@ fn main() -> anyhow::Result<()> {
     line("two runs wrote identical files", deterministic.to_string(), "true", deterministic);
     println!("  wall time of the main job: {t1:.2} s and {t2:.2} s (target: under 30 s on an idle machine)");
     zoo_targets(&tmp.path().join("zoo"))?;
-    backend_targets(&tmp.path().join("h100"))
+    for data in &BACKEND_DATA {
+        backend_targets(&tmp.path().join(data.card), data)?;
+    }
+    Ok(())
 }

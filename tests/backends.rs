@@ -701,3 +701,50 @@ fn the_h100_manifest_opens_with_both_backends() {
         gemm_synth::app::manifest::MultiData::open_for(&manifest, Some(&Backends::parse("ck").unwrap())).unwrap();
     assert_eq!(vendor_candidates(&ck_only), 0);
 }
+
+/// The H200 manifest with cuBLAS rows (`measurements/h200/backends.toml`): every configuration of the main
+/// job's manifest with both backends; the only shapes without a usable row of one backend are the ones its
+/// README names — Qwen3-32B TP 2's M = 1 and 2 (cuBLAS refused them before the harness padded M) and the 7
+/// gate_up shapes of Qwen3-32B TP 1 its CK journal lacks.
+#[test]
+fn the_h200_backends_manifest_has_both_backends_where_its_readme_says() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let both = Backends::parse("ck,vendor").unwrap();
+    let data =
+        gemm_synth::app::manifest::MultiData::open_for(&root.join("measurements/h200/backends.toml"), Some(&both))
+            .unwrap();
+    let main = gemm_synth::app::manifest::MultiData::open(&root.join("measurements/h200/datasets.toml")).unwrap();
+    let names = |d: &gemm_synth::app::manifest::MultiData| d.configs.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&data), names(&main));
+    let pool: Vec<&str> = data.pool.iter().map(|&i| data.configs[i].name.as_str()).collect();
+    assert_eq!(pool, ["llama-3.1-8b-tp1", "llama-3.1-70b-tp8", "llama-3.2-3b-tp1", "qwen3-32b-tp4", "qwen2.5-7b-tp1"]);
+    let m = &data.matrix;
+    let mut missing = std::collections::BTreeMap::<(&str, Libtype), Vec<u32>>::new();
+    for c in &data.configs {
+        for s in c.grid.iter().chain(&c.off_grid) {
+            for b in [Libtype::Ck, Libtype::Vendor] {
+                if m.best_of(*s, b).is_none() {
+                    missing.entry((c.name.as_str(), b)).or_default().push(m.shapes[*s].m);
+                }
+            }
+        }
+    }
+    for v in missing.values_mut() {
+        v.sort_unstable();
+    }
+    let expected = std::collections::BTreeMap::from([
+        (("qwen3-32b-tp1", Libtype::Ck), vec![7168, 9216, 10240, 11264, 13312, 14336, 15360]),
+        (("qwen3-32b-tp2", Libtype::Vendor), vec![1, 1, 1, 1, 2, 2, 2, 2]),
+    ]);
+    assert_eq!(missing, expected);
+    // Qwen3-32B TP 2 is scored on its grid journal only: no off-grid shapes there; 400 shapes elsewhere
+    // (Qwen2.5-72B: its gate_up and Llama-3.1-70B's qkv and o layers, 3 x 100).
+    for c in &data.configs {
+        let want = match c.name.as_str() {
+            "qwen3-32b-tp2" => (320, 0),
+            "qwen2.5-72b-tp4" | "qwen2.5-72b-tp8" => (240, 60),
+            _ => (320, 80),
+        };
+        assert_eq!((c.grid.len(), c.off_grid.len()), want, "{}", c.name);
+    }
+}

@@ -12,7 +12,8 @@
 # does not hold yet are measured (its off-grid M values stay). With `vendor-only`, measures nothing but the
 # vendor reference of each configuration (NAME,NAME... or all) on its dataset-grid and off-grid shapes into
 # JOURNAL_DIR/vendor-<NAME>.csv (a configuration whose file is there is skipped): the rows `--backends
-# ck,vendor` needs on held-out models. NAME,NAME... limits the run to those journals. With `held-out`,
+# ck,vendor` needs on held-out models (Qwen3-32B TP 2, grid and off-grid M, is qwen3-32b-tp2 there).
+# NAME,NAME... limits the run to those journals. With `held-out`,
 # measures DeepSeek-V3 at TP 8 (held out of every training pool: its eight (N, K), `synth shapes --spec
 # shapes/held-out/deepseek-v3.toml --tp 8`) on the sparse and off-grid M values, the vendor reference into
 # JOURNAL_DIR/vendor-deepseek-v3-tp8.csv (first: it is short and written whole or not at all) and then the
@@ -68,11 +69,16 @@ configs=(
   "qwen2.5-72b-tp8 qwen2.5-72b 8 sparse+off-grid 7392:8192"
   "qwen3-32b-tp1 qwen3-32b 1 sparse+off-grid -"
 )
+# journal_name NAME: the journal a configuration's run writes; vendor-only measures Qwen3-32B TP 2's grid
+# and off-grid M into one file, vendor-qwen3-32b-tp2.csv.
+journal_name() { if [ "$mode" = vendor-only ]; then echo "${1%-offgrid}"; else echo "$1"; fi; }
 if [ -n "$only" ]; then
   for want in ${only//,/ }; do
     known=0
-    for cfg in "${configs[@]}"; do [ "${cfg%% *}" = "$want" ] && known=1; done
-    [ $known = 1 ] || { echo "measure.sh: no configuration $want here: expected one of: ${configs[*]%% *}" >&2; exit 2; }
+    names=()
+    for cfg in "${configs[@]}"; do names+=("$(journal_name "${cfg%% *}")"); done
+    for n in "${names[@]}"; do [ "$n" = "$want" ] && known=1; done
+    [ $known = 1 ] || { echo "measure.sh: no configuration $want here: expected one of: ${names[*]}" >&2; exit 2; }
   done
 fi
 if [ "$mode" = held-out ]; then
@@ -96,11 +102,10 @@ if [ "$mode" = held-out ]; then
 fi
 for cfg in "${configs[@]}"; do
   set -- $cfg
-  name=$1 mset=$4 shapes=()
+  name=$(journal_name "$1") mset=$4 shapes=()
   [ "$5" != - ] && shapes=(--shapes "$5")
   if [ -n "$only" ] && [[ ",$only," != *",$name,"* ]]; then continue; fi
   if [ "$mode" = vendor-only ]; then
-    [ "$mset" = off-grid ] && continue
     [ -s "$jdir/vendor-$name.csv" ] && continue
     t=$(left); [ "$t" -le 5 ] && break
     echo "== vendor $name ($2 TP $3), $t s left" | tee -a "$jdir/vendor.log"
