@@ -150,6 +150,11 @@ def main(argv=None):
     except (OSError, ValueError, KeyError) as e:
         sys.stderr.write("error: %s\n" % e)
         return 2
+    measured = set().union(*seen.values()) if seen else set()
+    unknown = [c for c in incumbent or () if c not in measured]
+    if unknown:
+        sys.stderr.write("error: %s: not configs of the measured space: %s\n" % (a.incumbent, ", ".join(unknown)))
+        return 2
     incomplete = [s for s in sample if len(seen.get(s, ())) < a.space_size]
     if incomplete:
         sys.stderr.write("error: sample shapes not measured over the whole space (M, N, K: rows): %s\n"

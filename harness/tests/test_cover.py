@@ -70,6 +70,8 @@ class CoverTest(unittest.TestCase):
                 r = json.load(f)
             self.assertEqual((r["kept"], r["kept_from"]), (["z"], "incumbent"))
             self.assertAlmostEqual(r["sample_loss_geomean"], (1.005 * 1.009) ** 0.5)
+            typo = put("typo.txt", "z\nx_typo\n")
+            self.assertEqual(triton_cover.main(args + ["--incumbent", typo]), 2)
             empty = put("none.txt", "# nothing\n")
             self.assertEqual(triton_cover.main(args + ["--incumbent", empty]), 2)
 
