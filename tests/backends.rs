@@ -748,3 +748,57 @@ fn the_h200_backends_manifest_has_both_backends_where_its_readme_says() {
         assert_eq!((c.grid.len(), c.off_grid.len()), want, "{}", c.name);
     }
 }
+
+/// `compare --common-shapes` scores only the shapes every named backend has a usable row of: here the
+/// CK-only shape (M = 64) drops out, and the union oracle's "x default" is the hand-computed geomean over
+/// the other two (ck 10 / vendor 20 at M = 16: 1.0; ck 100 / vendor 40 at M = 1024: 2.5).
+#[test]
+fn compare_common_shapes_keeps_the_shapes_of_every_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("t.csv");
+    std::fs::write(
+        &table,
+        format!(
+            "{HEADER}\n\
+             sm_90,132,16,512,512,ck,7,0,10.0,{CK7},1,1,0.0,ok\n\
+             sm_90,132,16,512,512,vendor,0,0,20.0,vendor_scaled_mm,1,1,0.0,ok\n\
+             sm_90,132,64,512,512,ck,7,0,30.0,{CK7},1,1,0.0,ok\n\
+             sm_90,132,1024,512,512,ck,7,0,100.0,{CK7},1,1,0.0,ok\n\
+             sm_90,132,1024,512,512,vendor,0,0,40.0,vendor_scaled_mm,1,1,0.0,ok\n"
+        ),
+    )
+    .unwrap();
+    let t = table.display().to_string();
+    let oracle_geo = |text: &str| -> f64 {
+        let line = text.lines().find(|l| l.starts_with("oracle ")).unwrap_or_else(|| panic!("{text}"));
+        line.split_whitespace().nth(3).unwrap().parse().unwrap()
+    };
+    let o =
+        common::synth(&common::strs(&["compare", "--dataset", &t, "--backends", "ck,vendor", "--common-shapes"]), &[]);
+    let text = common::text(&o);
+    assert!(o.status.success(), "{text}");
+    assert!(text.contains("2 shapes scored (--common-shapes: 2 of 3 have a usable row of every backend)"), "{text}");
+    assert!((oracle_geo(&text) - 2.5f64.sqrt()).abs() < 1e-3, "{text}");
+    let o = common::synth(&common::strs(&["compare", "--dataset", &t, "--backends", "ck,vendor"]), &[]);
+    let text = common::text(&o);
+    assert!(text.contains("3 shapes scored"), "{text}");
+    assert!((oracle_geo(&text) - 2.5f64.powf(1.0 / 3.0)).abs() < 1e-3, "{text}");
+    // Without --backends there is no backend to share shapes with; on a manifest it is refused.
+    let o = common::synth(&common::strs(&["compare", "--dataset", &t, "--common-shapes"]), &[]);
+    assert!(!o.status.success());
+    assert!(
+        common::text(&o).contains("--common-shapes keeps the shapes every backend of --backends"),
+        "{}",
+        common::text(&o)
+    );
+    let o = common::synth(
+        &common::strs(&["compare", "--dataset", "measurements/h200/datasets.toml", "--common-shapes"]),
+        &[],
+    );
+    assert!(!o.status.success());
+    assert!(
+        common::text(&o).contains("leave out --model, --spec, --held-out and --common-shapes"),
+        "{}",
+        common::text(&o)
+    );
+}

@@ -43,6 +43,10 @@ pub struct CompareArgs {
     /// Score only the shapes outside the training sample.
     #[arg(long)]
     pub held_out: bool,
+    /// Score only the shapes where every backend of --backends has a usable row: journals of backends
+    /// measured on different M sets, read as one table, compared on the shapes they share.
+    #[arg(long)]
+    pub common_shapes: bool,
     /// Write the per-shape × policy CSV here.
     #[arg(long)]
     pub csv: Option<PathBuf>,
@@ -71,7 +75,23 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let shapes = &session.shapes;
     let sample = session.sample(&args.sample);
     let (train, heldout, picked) = (sample.train, sample.heldout, sample.picked);
-    let scored = if args.held_out { heldout } else { shapes.clone() };
+    let mut scored = if args.held_out { heldout } else { shapes.clone() };
+    let common_note = if args.common_shapes {
+        let Some(backends) = &session.backends else {
+            bail!("--common-shapes keeps the shapes every backend of --backends has a usable row of: add --backends");
+        };
+        let before = scored.len();
+        scored.retain(|&s| backends.iter().all(|b| matrix.best_of(s, b).is_some()));
+        if scored.is_empty() {
+            bail!(
+                "--common-shapes: none of the {before} selected shapes has a usable row of every backend of \
+                 --backends {backends}; measure the backends on the same shapes or name fewer"
+            );
+        }
+        format!(" (--common-shapes: {} of {before} have a usable row of every backend)", scored.len())
+    } else {
+        String::new()
+    };
     if scored.is_empty() {
         bail!("no shape to score (every shape is in the training sample); drop --held-out or lower --sample-m");
     }
@@ -103,7 +123,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         );
     }
     let mut text = format!(
-        "dataset: {} ({}, {} CUs); {what}; {} shapes scored{}\n",
+        "dataset: {} ({}, {} CUs); {what}; {} shapes scored{}{common_note}\n",
         session.dataset.display(),
         matrix.gfx,
         matrix.cu_num,
@@ -181,10 +201,10 @@ fn run_manifest(args: &CompareArgs, manifest: &Path) -> anyhow::Result<()> {
             manifest.display()
         );
     }
-    if args.data.model.is_some() || args.data.spec.is_some() || args.held_out {
+    if args.data.model.is_some() || args.data.spec.is_some() || args.held_out || args.common_shapes {
         bail!(
-            "--dataset {} is a manifest of (model, TP) configurations: leave out --model, --spec and --held-out \
-             (every configuration is scored on its own)",
+            "--dataset {} is a manifest of (model, TP) configurations: leave out --model, --spec, --held-out and \
+             --common-shapes (every configuration is scored on its own)",
             manifest.display()
         );
     }
