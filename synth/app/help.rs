@@ -65,7 +65,9 @@ Examples:
   synth compare --dataset triton.csv --backends triton --rule rule.json --runtime-default vllm,sglang \\
       --runtime-tuned vllm=measurements/h200/vllm-h200-configs --device-name NVIDIA_H200
                                               # a rule over the triton family against vLLM's and SGLang's default
-                                              # configs and vLLM's shipped config files";
+                                              # configs and vLLM's shipped config files
+  synth compare --dataset ck.csv --dataset vendor.csv --backends ck,vendor --rule rule.json --common-shapes
+                                              # backends measured on different M sets, on the shapes they share";
 
 pub const SEARCH: &str = "\
 Examples:
