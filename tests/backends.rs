@@ -783,6 +783,28 @@ fn compare_common_shapes_keeps_the_shapes_of_every_backend() {
     let text = common::text(&o);
     assert!(text.contains("3 shapes scored"), "{text}");
     assert!((oracle_geo(&text) - 2.5f64.powf(1.0 / 3.0)).abs() < 1e-3, "{text}");
+    // Backends measured on disjoint shapes share none: one error naming the backends.
+    let apart = dir.path().join("apart.csv");
+    std::fs::write(
+        &apart,
+        format!(
+            "{HEADER}\n\
+             sm_90,132,16,512,512,ck,7,0,10.0,{CK7},1,1,0.0,ok\n\
+             sm_90,132,1024,512,512,vendor,0,0,40.0,vendor_scaled_mm,1,1,0.0,ok\n"
+        ),
+    )
+    .unwrap();
+    let apart = apart.display().to_string();
+    let o = common::synth(
+        &common::strs(&["compare", "--dataset", &apart, "--backends", "ck,vendor", "--common-shapes"]),
+        &[],
+    );
+    let text = common::text(&o);
+    assert!(!o.status.success(), "{text}");
+    assert!(
+        text.contains("none of the 2 selected shapes has a usable row of every backend of --backends ck,vendor"),
+        "{text}"
+    );
     // Without --backends there is no backend to share shapes with; on a manifest it is refused.
     let o = common::synth(&common::strs(&["compare", "--dataset", &t, "--common-shapes"]), &[]);
     assert!(!o.status.success());

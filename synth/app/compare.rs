@@ -76,6 +76,9 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let sample = session.sample(&args.sample);
     let (train, heldout, picked) = (sample.train, sample.heldout, sample.picked);
     let mut scored = if args.held_out { heldout } else { shapes.clone() };
+    if scored.is_empty() {
+        bail!("no shape to score (every shape is in the training sample); drop --held-out or lower --sample-m");
+    }
     let common_note = if args.common_shapes {
         let Some(backends) = &session.backends else {
             bail!("--common-shapes keeps the shapes every backend of --backends has a usable row of: add --backends");
@@ -92,9 +95,6 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     } else {
         String::new()
     };
-    if scored.is_empty() {
-        bail!("no shape to score (every shape is in the training sample); drop --held-out or lower --sample-m");
-    }
     let mut tables: Vec<(String, TunedTable)> = Vec::new();
     for path in &args.tuned {
         tables.push(session.tuned_file(path, args.tuned_any_device)?);
