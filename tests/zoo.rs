@@ -1108,6 +1108,55 @@ fn the_measure_script_runs_the_readme_commands_and_resumes() {
     assert_eq!(std::fs::read(seeded.join("zoo-splitk-aiter.csv")).unwrap(), committed);
 }
 
+/// `measurements/zoo/measure.sh vendor` with a stand-in of `vendor_reference.py`: one vendor journal per grid
+/// command of the README, each with every grid and off-grid shape of its layers once, read back as vendor
+/// rows; a second run leaves the journals as they are.
+#[test]
+fn the_measure_script_measures_the_vendor_rows_of_every_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let (jdir, out) = (dir.path().join("j"), dir.path().join("o"));
+    let run = || {
+        std::process::Command::new("bash")
+            .arg("measurements/zoo/measure.sh")
+            .args(["300", jdir.to_str().unwrap(), out.to_str().unwrap(), "vendor"])
+            .current_dir(root())
+            .env("SYNTH", env!("CARGO_BIN_EXE_synth"))
+            .env("VENDOR_REFERENCE", "python3 tests/fixtures/fake_vendor_reference.py")
+            .output()
+            .expect("bash runs")
+    };
+    let o = run();
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{text}");
+    let readme = std::fs::read_to_string(root().join("measurements/zoo/README.md")).unwrap();
+    let commands: Vec<&str> =
+        readme.lines().filter(|l| l.starts_with("synth bench --model") && l.contains("--m-set dataset")).collect();
+    assert_eq!(commands.len(), 8, "the README's grid commands");
+    let catalog = Catalog::embedded();
+    let both = gemm_synth::catalog::Backends::parse("ck,vendor").unwrap();
+    let mut journals = Vec::new();
+    for line in &commands {
+        let name = line.split(" --out ").nth(1).unwrap().trim();
+        let layers = line.split(" --shapes ").nth(1).unwrap().split(' ').next().unwrap().split(',').count();
+        let path = jdir.join(format!("vendor-{name}"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        // 80 grid and 20 off-grid M values per layer, each shape once.
+        assert_eq!(text.lines().count() - 1, layers * 100, "{name}");
+        let rows = gemm_synth::table::parse_aiter_csv(text.as_bytes(), name, &catalog).unwrap();
+        let m = gemm_synth::table::LatencyMatrix::from_rows_for(&rows, Some(&both)).unwrap();
+        assert_eq!(m.shapes.len(), layers * 100, "{name}");
+        assert!(m.candidates.iter().all(|c| c.backend == gemm_synth::catalog::Libtype::Vendor), "{name}");
+        journals.push((path, text));
+    }
+    let o = run();
+    assert!(o.status.success());
+    let log = std::fs::read_to_string(jdir.join("vendor.log")).unwrap();
+    assert_eq!(log.matches(" is there").count(), 8, "{log}");
+    for (path, text) in journals {
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+    }
+}
+
 /// The zoo's manifest reads its gzip-compressed journals and the dense ones beside them: every configuration
 /// has the grid of its measured layers, and the zoo's have exactly the (N, K) its bench commands name.
 #[test]

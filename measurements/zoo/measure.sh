@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Measures the zoo of measurements/zoo/README.md in deadline-bounded, resumable runs.
 #
-#   measurements/zoo/measure.sh DEADLINE_S JOURNAL_DIR OUT_DIR [deep] [grid] [off-grid]
+#   measurements/zoo/measure.sh DEADLINE_S JOURNAL_DIR OUT_DIR [deep] [grid] [off-grid] [vendor]
 #
 # Runs the README's generated `synth bench` commands (the one source of them: `tests/zoo.rs` writes them and
 # fails when they are stale), in the order of the parts named (default: deep grid off-grid):
 #   deep      the `--split-k aiter` measurement of the weak region (zoo-splitk-aiter.csv);
 #   grid      each configuration's command as written (`--m-set dataset`);
-#   off-grid  the same commands with `--m-set off-grid`, into the same journals.
+#   off-grid  the same commands with `--m-set off-grid`, into the same journals;
+#   vendor    (only when named) the vendor GEMM (harness/vendor_reference.py, cuBLAS on CUDA) on each
+#             configuration's grid and off-grid shapes into vendor-NAME.csv (skipped where that file is
+#             there; vendor_reference.py writes it whole or not at all): the rows `--backends ck,vendor`
+#             needs. VENDOR_REFERENCE names the command (default `python3 harness/vendor_reference.py`).
 # Every journal goes to JOURNAL_DIR under the name the command gives it; a rerun resumes each journal where
 # it stopped: a journal not yet in JOURNAL_DIR is first seeded from the committed one beside this script
 # (NAME.csv.gz, decompressed), so a run resumes the committed measurements and measures only what they lack
@@ -16,7 +20,7 @@
 # BENCH_ARGS is appended to every command (e.g. `--python python3 --harness ...`). Run from the repository root.
 set -u
 if [ $# -lt 3 ]; then
-  echo "usage: measurements/zoo/measure.sh DEADLINE_S JOURNAL_DIR OUT_DIR [deep] [grid] [off-grid]" >&2
+  echo "usage: measurements/zoo/measure.sh DEADLINE_S JOURNAL_DIR OUT_DIR [deep] [grid] [off-grid] [vendor]" >&2
   exit 2
 fi
 deadline=$1 jdir=$2 out=$3
@@ -28,8 +32,8 @@ parts=("$@")
 [ ${#parts[@]} -eq 0 ] && parts=(deep grid off-grid)
 for part in "${parts[@]}"; do
   case $part in
-    deep | grid | off-grid) ;;
-    *) echo "measure.sh: unknown part $part: expected deep, grid or off-grid" >&2; exit 2 ;;
+    deep | grid | off-grid | vendor) ;;
+    *) echo "measure.sh: unknown part $part: expected deep, grid, off-grid or vendor" >&2; exit 2 ;;
   esac
 done
 readme=measurements/zoo/README.md
@@ -39,7 +43,7 @@ synth=${SYNTH:-./target/release/synth}
 start=$(date +%s)
 left() { echo $(( deadline - ($(date +%s) - start) )); }
 mkdir -p "$jdir" "$out"
-touch "$jdir/bench.log"
+touch "$jdir/bench.log" "$jdir/vendor.log"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit \
   --format=csv >> "$jdir/device.log" 2>&1
 
@@ -49,7 +53,41 @@ commands() {
     deep) grep '^synth bench .*--split-k aiter' "$readme" ;;
     grid) grep '^synth bench --model .*--m-set dataset' "$readme" ;;
     off-grid) grep '^synth bench --model .*--m-set dataset' "$readme" | sed 's/--m-set dataset/--m-set off-grid/' ;;
+    vendor) grep '^synth bench --model .*--m-set dataset' "$readme" ;;
   esac
+}
+
+# vendor_rows LINE: the vendor GEMM on the grid and off-grid shapes of one grid command's configuration.
+vendor_rows() {
+  local name words plan ms i args
+  name=vendor-$(sed -n 's/.* --out \([^ ]*\).*/\1/p' <<< "$1")
+  [ -s "$jdir/$name" ] && { echo "== vendor: $name is there" | tee -a "$jdir/vendor.log"; return 0; }
+  read -ra words <<< "$1"
+  plan="$jdir/${name%.csv}-plan.jsonl"
+  : > "$plan"
+  for ms in dataset off-grid; do
+    args=()
+    for ((i = 2; i < ${#words[@]}; i++)); do
+      case ${words[i]} in
+        --m-set) args+=(--m-set "$ms"); i=$((i + 1)) ;;
+        --split-k) args+=(--split-k none); i=$((i + 1)) ;;
+        --recheck-fraction) args+=(--recheck-fraction 0); i=$((i + 1)) ;;
+        --out) args+=(--out "$jdir/${name%.csv}-plan-journal.csv" --plan-only "$plan.$ms"); i=$((i + 1)) ;;
+        *) args+=("${words[i]}") ;;
+      esac
+    done
+    "$synth" bench "${args[@]}" --cu-num 132 >>"$jdir/vendor.log" 2>&1 && cat "$plan.$ms" >> "$plan" ||
+      { echo "== vendor: cannot plan $name ($ms)" | tee -a "$jdir/vendor.log"; return 1; }
+  done
+  local t; t=$(left)
+  [ "$t" -le 5 ] && { echo "== deadline reached before: vendor $name" | tee -a "$jdir/vendor.log"; return 2; }
+  echo "== vendor: $name ($t s left)" | tee -a "$jdir/vendor.log"
+  # shellcheck disable=SC2206
+  local cmd=(${VENDOR_REFERENCE:-python3 harness/vendor_reference.py})
+  timeout "$t" "${cmd[@]}" --plan "$plan" --out "$jdir/$name" >>"$jdir/vendor.log" 2>&1
+  local rc=$?
+  echo "== vendor exit $rc" | tee -a "$jdir/vendor.log"
+  [ $rc -eq 0 ] || [ $rc -eq 124 ] || return 1
 }
 
 status=0
@@ -57,6 +95,11 @@ for part in "${parts[@]}"; do
   cmds=$(commands "$part")
   while read -r line; do
     [ -z "$line" ] && continue
+    if [ "$part" = vendor ]; then
+      vendor_rows "$line"
+      case $? in 0) ;; 2) break 2 ;; *) status=1 ;; esac
+      continue
+    fi
     read -ra words <<< "$line"
     args=()
     for ((i = 2; i < ${#words[@]}; i++)); do
@@ -91,5 +134,5 @@ done
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit \
   --format=csv >> "$jdir/device.log" 2>&1
 (cd "$jdir" && tar czf - ./*.csv ./*.log ./bench.out 2>/dev/null) > "$out/zoo-journals.tgz"
-grep "^==" "$jdir/bench.log" | tail -n 20
+cat "$jdir/bench.log" "$jdir/vendor.log" | grep "^==" | tail -n 20
 exit $status
