@@ -749,26 +749,35 @@ fn the_h200_backends_manifest_has_both_backends_where_its_readme_says() {
     }
 }
 
+/// A table file `name` in `dir` of `rows` ("M,N,K,libtype,kernelId,splitK,us,kernelName", `CK7` standing
+/// for CK kernel 7's name) on sm_90 with 132 CUs, every row ok; its path.
+fn table_file(dir: &std::path::Path, name: &str, rows: &[&str]) -> String {
+    let mut text = format!("{HEADER}\n");
+    for row in rows {
+        text.push_str(&format!("sm_90,132,{},1,1,0.0,ok\n", row.replace("CK7", CK7)));
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
 /// `compare --common-shapes` scores only the shapes every named backend has a usable row of: here the
 /// CK-only shape (M = 64) drops out, and the union oracle's "x default" is the hand-computed geomean over
 /// the other two (ck 10 / vendor 20 at M = 16: 1.0; ck 100 / vendor 40 at M = 1024: 2.5).
 #[test]
 fn compare_common_shapes_keeps_the_shapes_of_every_backend() {
     let dir = tempfile::tempdir().unwrap();
-    let table = dir.path().join("t.csv");
-    std::fs::write(
-        &table,
-        format!(
-            "{HEADER}\n\
-             sm_90,132,16,512,512,ck,7,0,10.0,{CK7},1,1,0.0,ok\n\
-             sm_90,132,16,512,512,vendor,0,0,20.0,vendor_scaled_mm,1,1,0.0,ok\n\
-             sm_90,132,64,512,512,ck,7,0,30.0,{CK7},1,1,0.0,ok\n\
-             sm_90,132,1024,512,512,ck,7,0,100.0,{CK7},1,1,0.0,ok\n\
-             sm_90,132,1024,512,512,vendor,0,0,40.0,vendor_scaled_mm,1,1,0.0,ok\n"
-        ),
-    )
-    .unwrap();
-    let t = table.display().to_string();
+    let t = table_file(
+        dir.path(),
+        "t.csv",
+        &[
+            "16,512,512,ck,7,0,10.0,CK7",
+            "16,512,512,vendor,0,0,20.0,vendor_scaled_mm",
+            "64,512,512,ck,7,0,30.0,CK7",
+            "1024,512,512,ck,7,0,100.0,CK7",
+            "1024,512,512,vendor,0,0,40.0,vendor_scaled_mm",
+        ],
+    );
     let oracle_geo = |text: &str| -> f64 {
         let line = text.lines().find(|l| l.starts_with("oracle ")).unwrap_or_else(|| panic!("{text}"));
         line.split_whitespace().nth(3).unwrap().parse().unwrap()
@@ -784,17 +793,11 @@ fn compare_common_shapes_keeps_the_shapes_of_every_backend() {
     assert!(text.contains("3 shapes scored"), "{text}");
     assert!((oracle_geo(&text) - 2.5f64.powf(1.0 / 3.0)).abs() < 1e-3, "{text}");
     // Backends measured on disjoint shapes share none: one error naming the backends.
-    let apart = dir.path().join("apart.csv");
-    std::fs::write(
-        &apart,
-        format!(
-            "{HEADER}\n\
-             sm_90,132,16,512,512,ck,7,0,10.0,{CK7},1,1,0.0,ok\n\
-             sm_90,132,1024,512,512,vendor,0,0,40.0,vendor_scaled_mm,1,1,0.0,ok\n"
-        ),
-    )
-    .unwrap();
-    let apart = apart.display().to_string();
+    let apart = table_file(
+        dir.path(),
+        "apart.csv",
+        &["16,512,512,ck,7,0,10.0,CK7", "1024,512,512,vendor,0,0,40.0,vendor_scaled_mm"],
+    );
     let o = common::synth(
         &common::strs(&["compare", "--dataset", &apart, "--backends", "ck,vendor", "--common-shapes"]),
         &[],

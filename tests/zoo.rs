@@ -1042,6 +1042,25 @@ fn committed_tables_and_plot_are_current() {
     }
 }
 
+/// `measurements/zoo/measure.sh 300 JDIR OUT PART` from the repository root with the test's binary as
+/// `SYNTH` and `envs` added; its output, and stdout and stderr as one text.
+fn measure_script(jdir: &Path, out: &Path, part: &str, envs: &[(&str, &str)]) -> (std::process::Output, String) {
+    let mut c = std::process::Command::new("bash");
+    c.arg("measurements/zoo/measure.sh")
+        .args(["300", jdir.to_str().unwrap(), out.to_str().unwrap(), part])
+        .current_dir(root())
+        .env("SYNTH", env!("CARGO_BIN_EXE_synth"));
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    let o = c.output().expect("bash runs");
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    (o, text)
+}
+
+/// The fake harness in place of `harness/blockscale_bench.py`.
+const FAKE_BENCH: (&str, &str) = ("BENCH_ARGS", "--python python3 --harness tests/fixtures/fake_harness.py");
+
 /// `measurements/zoo/measure.sh deep` against the fake harness: it runs the README's `--split-k aiter`
 /// command into the journal directory with the plan's every cell, and a second run resumes it (nothing left
 /// to measure), both packed into the output directory.
@@ -1049,19 +1068,8 @@ fn committed_tables_and_plot_are_current() {
 fn the_measure_script_runs_the_readme_commands_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let (jdir, out) = (dir.path().join("j"), dir.path().join("o"));
-    let run = || {
-        std::process::Command::new("bash")
-            .arg("measurements/zoo/measure.sh")
-            .args(["300", jdir.to_str().unwrap(), out.to_str().unwrap(), "deep"])
-            .current_dir(root())
-            .env("SYNTH", env!("CARGO_BIN_EXE_synth"))
-            .env("BENCH_ARGS", "--python python3 --harness tests/fixtures/fake_harness.py")
-            .env("ZOO_SEED", "none")
-            .output()
-            .expect("bash runs")
-    };
-    let o = run();
-    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let run = || measure_script(&jdir, &out, "deep", &[FAKE_BENCH, ("ZOO_SEED", "none")]);
+    let (o, text) = run();
     assert!(o.status.success(), "{text}");
     let journal = std::fs::read_to_string(jdir.join("zoo-splitk-aiter.csv")).unwrap();
     // The plan the README states: every cell once (header line aside).
@@ -1075,7 +1083,7 @@ fn the_measure_script_runs_the_readme_commands_and_resumes() {
     assert_eq!(journal.lines().count() - 1, cells, "{text}");
     assert!(journal.lines().any(|l| l.contains(",ck,6,5,")), "level 5 of kernel 6 is measured");
     assert!(out.join("zoo-journals.tgz").exists());
-    let o = run();
+    let (o, _) = run();
     assert!(o.status.success());
     let log = std::fs::read_to_string(jdir.join("bench.log")).unwrap();
     assert!(log.contains(&format!("{cells} already in")) && log.contains("0 to measure"), "{log}");
@@ -1084,15 +1092,7 @@ fn the_measure_script_runs_the_readme_commands_and_resumes() {
     // Seeded from the committed journal (complete on the H200): nothing is measured, and the journal in
     // the directory is the committed one, decompressed.
     let seeded = dir.path().join("s");
-    let o = std::process::Command::new("bash")
-        .arg("measurements/zoo/measure.sh")
-        .args(["300", seeded.to_str().unwrap(), out.to_str().unwrap(), "deep"])
-        .current_dir(root())
-        .env("SYNTH", env!("CARGO_BIN_EXE_synth"))
-        .env("BENCH_ARGS", "--python python3 --harness tests/fixtures/fake_harness.py")
-        .output()
-        .expect("bash runs");
-    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let (o, text) = measure_script(&seeded, &out, "deep", &[FAKE_BENCH]);
     assert!(o.status.success(), "{text}");
     let log = std::fs::read_to_string(seeded.join("bench.log")).unwrap();
     assert!(log.contains("== seeded zoo-splitk-aiter.csv from measurements/zoo/zoo-splitk-aiter.csv.gz"), "{log}");
@@ -1116,17 +1116,14 @@ fn the_measure_script_measures_the_vendor_rows_of_every_configuration() {
     let dir = tempfile::tempdir().unwrap();
     let (jdir, out) = (dir.path().join("j"), dir.path().join("o"));
     let run = || {
-        std::process::Command::new("bash")
-            .arg("measurements/zoo/measure.sh")
-            .args(["300", jdir.to_str().unwrap(), out.to_str().unwrap(), "vendor"])
-            .current_dir(root())
-            .env("SYNTH", env!("CARGO_BIN_EXE_synth"))
-            .env("VENDOR_REFERENCE", "python3 tests/fixtures/fake_vendor_reference.py")
-            .output()
-            .expect("bash runs")
+        measure_script(
+            &jdir,
+            &out,
+            "vendor",
+            &[("VENDOR_REFERENCE", "python3 tests/fixtures/fake_vendor_reference.py")],
+        )
     };
-    let o = run();
-    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let (o, text) = run();
     assert!(o.status.success(), "{text}");
     let readme = std::fs::read_to_string(root().join("measurements/zoo/README.md")).unwrap();
     let commands: Vec<&str> =
@@ -1148,7 +1145,7 @@ fn the_measure_script_measures_the_vendor_rows_of_every_configuration() {
         assert!(m.candidates.iter().all(|c| c.backend == gemm_synth::catalog::Libtype::Vendor), "{name}");
         journals.push((path, text));
     }
-    let o = run();
+    let (o, _) = run();
     assert!(o.status.success());
     let log = std::fs::read_to_string(jdir.join("vendor.log")).unwrap();
     assert_eq!(log.matches(" is there").count(), 8, "{log}");
