@@ -2,6 +2,7 @@
 # A rule over the block-FP8 Triton config family, trained on one model and scored on held-out models:
 # journals from the committed harness result lines, the rule, then `synth compare` on every held-out
 # configuration and on DeepSeek-V3 against vLLM's default config and its shipped H200 files.
+# Last, the speedups over vLLM's default config with its screened cells' estimates (default_estimates.py).
 #
 #   bash measurements/h200/triton-heldout/run.sh OUT_DIR [SYNTH]     (from the repository root; ~10 s)
 set -euo pipefail
@@ -28,3 +29,7 @@ for tp in 8 1 2 4 16; do
     --backends triton --rule "$OUT/rule/rule.json" --runtime-default vllm \
     --runtime-tuned vllm=$H/vllm-h200-configs --device-name NVIDIA_H200 --csv "$OUT/compare-deepseek-v3-tp$tp.csv"
 done
+echo "== the rule over vLLM's default config with the default's screens in place of compare's charge"
+python3 measurements/h200/triton-heldout/default_estimates.py --policy "$OUT/rule/rule.json" \
+  --journal $H/triton-manifest/manifest.jsonl.gz $H/triton-manifest/manifest-rescreen.jsonl.gz \
+  $H/triton-deepseek/deepseek.jsonl.gz $H/triton-deepseek/deepseek-rescreen.jsonl.gz -- "$OUT"/compare-*.csv
