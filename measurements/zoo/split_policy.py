@@ -37,8 +37,8 @@ def tile_of(kernel_name):
 
 def read_rows(rows, lat, tiles):
     """Adds measured rows to lat {(N, K, M): {(kernelId, splitK): lowest us}} and tiles {kernelId: tile};
-    returns the CU count they name."""
-    cus = None
+    returns the set of (device, CU count) they name."""
+    gpus = set()
     for r in rows:
         if r["status"] != "ok" or r.get("timing", "graph") != "graph" or r.get("libtype", "ck") != "ck":
             continue
@@ -47,8 +47,8 @@ def read_rows(rows, lat, tiles):
         cell = lat[(int(r["N"]), int(r["K"]), int(r["M"]))]
         key = (kid, int(r["splitK"]))
         cell[key] = min(cell.get(key, math.inf), float(r["us"]))
-        cus = int(r["cu_num"])
-    return cus
+        gpus.add((r.get("device", "?"), int(r["cu_num"])))
+    return gpus
 
 
 def cdiv(a, b):
@@ -124,22 +124,24 @@ def main(argv):
     if len(argv) < 2:
         sys.stderr.write("usage: split_policy.py JOURNAL[.gz] ...\n")
         return 2
-    lat, tiles, cus = defaultdict(dict), {}, set()
+    lat, tiles, gpus = defaultdict(dict), {}, set()
     for path in argv[1:]:
         try:
             with open(path, "rb") as f:
                 gz = f.read(2) == b"\x1f\x8b"
             with (gzip.open(path, "rt") if gz else open(path, newline="")) as f:
-                c = read_rows(csv.DictReader(f), lat, tiles)
+                gpus |= read_rows(csv.DictReader(f), lat, tiles)
         except (OSError, KeyError, ValueError, IndexError) as e:
             sys.stderr.write("error: %s: %s\n" % (path, e))
             return 2
-        if c is not None:
-            cus.add(c)
-    if len(cus) != 1:
-        sys.stderr.write("error: the journals name %s CU counts; give journals of one GPU\n" % (sorted(cus) or "no"))
+    if not gpus:
+        sys.stderr.write("error: no measured (ok, graph-timed) CK row in %s\n" % " ".join(argv[1:]))
         return 2
-    rows = summary(lat, tiles, cus.pop())
+    if len(gpus) != 1:
+        sys.stderr.write("error: the journals are of %d GPUs (%s); give journals of one\n"
+                         % (len(gpus), ", ".join("%s, %d CUs" % g for g in sorted(gpus))))
+        return 2
+    rows = summary(lat, tiles, gpus.pop()[1])
     print("N x K: best single leaf, fraction of the oracle over the layer's M (fixed level | with computed levels)")
     for (n, k), f, c in rows:
         print("%d x %d: %.3f (#%d %s) | %.3f (#%d %s)" % (n, k, f[0], f[1], f[2], c[0], c[1], c[2]))
