@@ -11,7 +11,8 @@ shape:
     fill     the shallowest allowed level whose tiles * 2^s reach the CU count (else the deepest allowed)
     fill-1   one level shallower
 
-A policy family that lifts this bound little cannot lift a 16-leaf rule much either. Standard library only;
+The gain in this bound is a first look, not a rule's gain (a rule with more leaves already separates
+a layer's M ranges; only leave-one-model-out folds judge a feature). Standard library only;
 journals plain or gzip-compressed; rows that are not `ok`, graph-timed measurements are left out.
 
     python3 measurements/zoo/split_policy.py measurements/zoo/*-tp1.csv.gz measurements/h200/*-tp[1248].csv
