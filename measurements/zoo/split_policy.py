@@ -15,7 +15,8 @@ The gain in this bound is a first look, not a rule's gain (a rule with more leav
 a layer's M ranges; only leave-one-model-out folds judge a feature). Standard library only;
 journals plain or gzip-compressed; rows that are not `ok`, graph-timed measurements are left out.
 
-    python3 measurements/zoo/split_policy.py measurements/zoo/*-tp1.csv.gz measurements/h200/*-tp[1248].csv
+    python3 measurements/zoo/split_policy.py measurements/zoo/*-tp1.csv.gz \
+        $(ls measurements/h200/*-tp*.csv | grep -v vendor)
 """
 
 import csv
