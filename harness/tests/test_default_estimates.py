@@ -2,7 +2,6 @@
 
 import csv
 import io
-import json
 import os
 import sys
 import unittest
@@ -15,8 +14,7 @@ D = de.VLLM_DEFAULT
 
 
 def line(m, us, timing, name=D, status="ok"):
-    return json.dumps({"M": m, "N": 256, "K": 1024, "kernelName": name, "us": us, "timing": timing,
-                       "status": status})
+    return {"M": m, "N": 256, "K": 1024, "kernelName": name, "us": us, "timing": timing, "status": status}
 
 
 COMPARE = """layer,M,N,K,policy,kernelId,splitK,lookup,status,us,default_us,tuned_us,oracle_us
@@ -34,7 +32,7 @@ class DefaultEstimatesTest(unittest.TestCase):
         # another config's screen and a failed cell do not count.
         second = [line(2, 21.0, "graph"), line(1, 80.0, "estimate"), line(4, 1.0, "estimate", name="other"),
                   line(4, 2.0, "estimate", status="fail:errRatio")]
-        self.assertEqual(de.screens([first, second], D), {(1, 256, 1024): 80.0, (4, 256, 1024): 7.0})
+        self.assertEqual(de.screens(first + second, D), {(1, 256, 1024): 80.0, (4, 256, 1024): 7.0})
 
     def test_figures_by_hand(self):
         est = {(1, 256, 1024): 80.0, (4, 256, 1024): 5.0}

@@ -13,6 +13,13 @@ import sys
 from collections import defaultdict
 
 
+def open_journal(path):
+    """A journal CSV as text, plain or gzip-compressed (told by its first bytes, whatever its name)."""
+    with open(path, "rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rt", newline="") if gz else open(path, newline="")
+
+
 def best_times(rows):
     """{(N, K, M): {splitK: lowest us}} over the measured (status ok, not recheck) rows."""
     best = defaultdict(dict)
@@ -49,9 +56,7 @@ def main(argv):
         return 2
     path = argv[1]
     try:
-        with open(path, "rb") as f:
-            gz = f.read(2) == b"\x1f\x8b"
-        with (gzip.open(path, "rt") if gz else open(path, newline="")) as f:
+        with open_journal(path) as f:
             best = best_times(csv.DictReader(f))
     except (OSError, KeyError, ValueError) as e:
         sys.stderr.write("error: %s: %s\n" % (path, e))

@@ -20,10 +20,11 @@ journals plain or gzip-compressed; rows that are not `ok`, graph-timed measureme
 """
 
 import csv
-import gzip
 import math
 import sys
 from collections import defaultdict
+
+from deep_split import open_journal  # the same directory
 
 MAX_LEVEL = 5
 
@@ -129,9 +130,7 @@ def main(argv):
     lat, tiles, gpus = defaultdict(dict), {}, set()
     for path in argv[1:]:
         try:
-            with open(path, "rb") as f:
-                gz = f.read(2) == b"\x1f\x8b"
-            with (gzip.open(path, "rt") if gz else open(path, newline="")) as f:
+            with open_journal(path) as f:
                 gpus |= read_rows(csv.DictReader(f), lat, tiles)
         except (OSError, KeyError, ValueError, IndexError) as e:
             sys.stderr.write("error: %s: %s\n" % (path, e))

@@ -8,7 +8,8 @@ config that charge is neither a lower nor an upper bound of its real time: anoth
 be slower than the default's screen. This script reads `synth compare --csv` files and the harness journals,
 and prints per file the geomean speedup of one policy over `default_us` as compare charged it, and with the
 last screen estimate of the default config in place of the charge on every shape where the default was
-screened (how many, and the estimate / charge range). Standard library only; journals plain or gzip.
+screened (how many, and the estimate / charge range). Standard library only; journals plain or gzip,
+read by `harness/triton_plan.py`'s reader (a line cut off by a stopped run is skipped).
 
     python3 measurements/h200/triton-heldout/default_estimates.py --journal J1.jsonl.gz J2.jsonl.gz \
         --policy OUT/rule/rule.json OUT/compare-*.csv
@@ -16,28 +17,22 @@ screened (how many, and the estimate / charge range). Standard library only; jou
 
 import argparse
 import csv
-import gzip
-import json
 import math
+import os
 import sys
 
-VLLM_DEFAULT = "triton_bm64_bn128_bk128_g32_w4_s2"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "harness"))
+from bsbench import triton_config  # noqa: E402
+from triton_plan import result_lines  # noqa: E402  (the planner's journal reader)
+
+VLLM_DEFAULT = triton_config.VLLM_DEFAULT.name()
 
 
-def open_text(path):
-    with open(path, "rb") as f:
-        gz = f.read(2) == b"\x1f\x8b"
-    return gzip.open(path, "rt") if gz else open(path)
-
-
-def screens(journals, config):
-    """{(M, N, K): us} of the config's screened cells that have no graph-timed row in any of the journals
-    (iterables of lines, in order), the last screen winning."""
+def screens(records, config):
+    """{(M, N, K): us} of the config's screened cells that have no graph-timed row among the harness result
+    records (in journal order), the last screen winning."""
     est, timed = {}, set()
-    for line in (line for lines in journals for line in lines):
-        if not line.strip():
-            continue
-        r = json.loads(line)
+    for r in records:
         if r.get("kernelName") != config or r.get("status") != "ok":
             continue
         key = (int(r["M"]), int(r["N"]), int(r["K"]))
@@ -77,18 +72,17 @@ def main(argv):
     p.add_argument("--config", default=VLLM_DEFAULT, help="the default config's name (vLLM's by default)")
     p.add_argument("compare", nargs="+", help="`synth compare --csv` files")
     args = p.parse_args(argv[1:])
-    texts = []
+    records = []
     for path in args.journal:
         try:
-            with open_text(path) as f:
-                texts.append(f.read().splitlines())
+            records.extend(r for _, r in result_lines(path))
         except (OSError, ValueError) as e:
             sys.stderr.write("error: %s: %s\n" % (path, e))
             return 2
     try:
-        est = screens(texts, args.config)
-    except (ValueError, KeyError) as e:
-        sys.stderr.write("error: a journal line: %s\n" % e)
+        est = screens(records, args.config)
+    except (ValueError, KeyError, TypeError) as e:
+        sys.stderr.write("error: a journal record without M, N, K or us: %s\n" % e)
         return 2
     print("compare file: shapes; policy x default as charged -> with the default's screens; screens used "
           "(estimate / charge)")
