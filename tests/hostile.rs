@@ -438,3 +438,30 @@ fn compare_with_no_scorable_shape_is_an_error_not_nan() {
     assert_eq!(out.status.code(), Some(1), "{msg}");
     assert!(msg.contains("can be scored") && !msg.contains("NaN") && !msg.contains("-0.000"), "{msg}");
 }
+
+#[test]
+fn a_split_k_fallback_margin_out_of_range_or_without_guards_is_one_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let run = |extra: &[&str]| {
+        let mut cmd = synth();
+        cmd.args(["run", "--model", "qwen3-32b", "--tp", "2"]).args(extra).arg("--out").arg(&out);
+        cmd.output().unwrap()
+    };
+    for bad in ["150", "-1", "0.125", "NaN"] {
+        let o = run(&[&format!("--split-k-fallback={bad}")]);
+        let err = text(&o);
+        assert!(!o.status.success() && err.contains(&format!("--split-k-fallback {bad}")), "{bad}: {err}");
+        assert!(err.contains("percentage from 0 to 100"), "{err}");
+        assert!(!out.exists());
+    }
+    let o = run(&["--split-k-fallback", "2", "--no-split-k-guards"]);
+    let err = text(&o);
+    assert!(!o.status.success() && err.contains("--no-split-k-guards drops the guards"), "{err}");
+    assert!(!out.exists());
+    // A margin the job reads is written back on the "Regenerate with" line.
+    let o = run(&["--split-k-fallback", "0.5", "--max-leaves", "4"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let header = std::fs::read_to_string(out.join("gemm_a8w8_blockscale_heuristic.h")).unwrap();
+    assert!(header.contains("--max-leaves 4 --split-k-fallback 0.5"), "{}", &header[..400.min(header.len())]);
+}

@@ -501,6 +501,59 @@ fn synthesized_split_k_rules_stay_within_measured_cells() {
     }
 }
 
+/// Kernel 2 (64x128x128) at split-K 0, 1, 2 on N = 5120 (40 tiles per 64 rows), K = 12800: the bench
+/// measures level 2 where cdiv(M, 64) · 40 · 2 < 132 (M <= 64) and level 1 where cdiv(M, 64) · 40 < 132
+/// (M <= 192).
+///
+/// | M   | s0  | s1 | s2 |
+/// |-----|-----|----|----|
+/// | 16  | 100 | 60 | 40 |
+/// | 128 | 100 | 70 | -  |
+/// | 512 | 100 | -  | -  |
+fn fallback_matrix() -> LatencyMatrix {
+    let shapes = [Shape::new(16, 5120, 12800), Shape::new(128, 5120, 12800), Shape::new(512, 5120, 12800)];
+    let cands = [Candidate::new(2, 0), Candidate::new(2, 1), Candidate::new(2, 2)];
+    let mut m = LatencyMatrix::new("sm_90", 132, None, shapes.to_vec(), cands.to_vec());
+    let times: [&[Option<f64>]; 3] =
+        [&[Some(100.0), Some(60.0), Some(40.0)], &[Some(100.0), Some(70.0), None], &[Some(100.0), None, None]];
+    for (s, row) in times.iter().enumerate() {
+        for (c, t) in row.iter().enumerate() {
+            m.set(s, c, t.map_or(Cell::Missing, Cell::Ok));
+        }
+    }
+    m
+}
+
+#[test]
+fn guard_fallback_costs_let_one_split_k_leaf_serve_every_level() {
+    // Three leaves, guards included. Charged only where measured, a split-K leaf of level 2 is unusable at
+    // M = 128 and 512, and a tree that names levels 2, 1 and 0 needs its guards' leaves too (5): the best
+    // that fits is one level-1 leaf guarded (60 + 70 + 100 = 230, its guard running level 0 at M = 512).
+    // With fallback costs, the level-2 leaf costs 40, 70 and 100 (the levels its guard runs): guarded, it is
+    // the chain `cond(2) -> s2, cond(1) -> s1, else s0` (3 leaves) and reaches the oracle, 210.
+    let m = fallback_matrix();
+    let c = Catalog::embedded();
+    let train = [0, 1, 2];
+    let plain = try_synthesize(&m, &c, &train, None, &limits(3, FeatureSet::Machine)).unwrap();
+    assert_eq!((plain.train_us, plain.unusable), (230.0, 0), "{:?}", plain.rule);
+    for bp in [0, 200] {
+        let lim = Limits { split_k_fallback_bp: Some(bp), ..limits(3, FeatureSet::Machine) };
+        let s = try_synthesize(&m, &c, &train, None, &lim).unwrap();
+        assert_eq!((s.train_us, s.unusable, s.leaves), (210.0, 0, 3), "margin {bp} bp: {:?}", s.rule);
+        let picks: Vec<Leaf> = [16, 128, 512].iter().map(|&mm| s.rule.eval(mm, 5120, 12800)).collect();
+        assert_eq!(picks, vec![Leaf::new(2, 2), Leaf::new(2, 1), Leaf::new(2, 0)]);
+        // The guard holds beyond the training shapes: level 2 only to M = 64, level 1 to M = 192.
+        assert_eq!(s.rule.eval(64, 5120, 12800), Leaf::new(2, 2));
+        assert_eq!(s.rule.eval(65, 5120, 12800), Leaf::new(2, 1));
+        assert_eq!(s.rule.eval(193, 5120, 12800), Leaf::new(2, 0));
+    }
+    // Without guards the fallback costs do not apply (an unguarded leaf runs the level it names).
+    let unguarded = Limits { split_k_guards: false, split_k_fallback_bp: Some(0), ..limits(3, FeatureSet::Machine) };
+    let s = try_synthesize(&m, &c, &train, None, &unguarded).unwrap();
+    let no_fallback = Limits { split_k_guards: false, ..limits(3, FeatureSet::Machine) };
+    assert_eq!(s.rule, try_synthesize(&m, &c, &train, None, &no_fallback).unwrap().rule);
+}
+
 #[test]
 fn refinement_moves_thresholds_to_the_nearest_m_boundary() {
     // Layer A (N=5120) prefers #2 at M=96 and #15 at M=288; layer B (N=25600) prefers #15 at both. No

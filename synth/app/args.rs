@@ -157,6 +157,11 @@ pub struct LimitArgs {
     /// beats the tree grown to --max-leaves (slower; a later split can make an earlier one pay).
     #[arg(long, value_name = "LEAVES")]
     pub prune_from: Option<usize>,
+    /// Also search with a split-K leaf charged, on training shapes where its level is not measured, the time
+    /// of the level its guard falls back to plus this margin (percent, 0-100); the cheaper rule on the
+    /// training shapes is kept [default: off: such a cell is unusable in training].
+    #[arg(long, value_name = "PERCENT")]
+    pub split_k_fallback: Option<f64>,
 }
 
 /// A job's own limits where an option is not given.
@@ -192,6 +197,8 @@ pub struct ResolvedLimits {
     pub weight: Weighting,
     pub features: FeatureSet,
     pub prune_from: Option<usize>,
+    /// `--split-k-fallback` in basis points (1/100 %).
+    pub split_k_fallback_bp: Option<u32>,
     /// The defaults they were resolved against (the line leaves out what equals them).
     pub defaults: LimitDefaults,
 }
@@ -210,6 +217,18 @@ pub fn check_budgets(max_leaves: usize, max_depth: usize, max_instances: Option<
         );
     }
     Ok(())
+}
+
+/// `--split-k-fallback PERCENT` in basis points; an error unless it is a number from 0 to 100 with at most
+/// two decimals.
+pub fn fallback_bp(percent: f64) -> anyhow::Result<u32> {
+    let bp = percent * 100.0;
+    if !(percent.is_finite() && (0.0..=100.0).contains(&percent)) || (bp - bp.round()).abs() > 1e-6 {
+        bail!(
+            "--split-k-fallback {percent} is not a percentage from 0 to 100 with at most two decimals (e.g. 2 or 0.5)"
+        );
+    }
+    Ok(bp.round() as u32)
 }
 
 /// `--prune-from` must name more leaves than the budget it prunes back to.
@@ -240,6 +259,7 @@ impl LimitArgs {
             weight: self.weight.unwrap_or(defaults.weight),
             features: self.features.unwrap_or(defaults.features),
             prune_from: self.prune_from,
+            split_k_fallback_bp: self.split_k_fallback.map(fallback_bp).transpose()?,
             defaults,
         };
         check_budgets(r.max_leaves, r.max_depth, r.max_instances)?;
@@ -263,6 +283,7 @@ impl ResolvedLimits {
             features: self.features,
             log_ratio: self.weight.log_ratio(),
             prune_from: self.prune_from,
+            split_k_fallback_bp: self.split_k_fallback_bp,
             ..Limits::default()
         }
     }
@@ -281,6 +302,9 @@ impl ResolvedLimits {
         line.value("--features", enum_name(&self.features), enum_name(&d.features));
         if let Some(p) = self.prune_from {
             line.always("--prune-from", p);
+        }
+        if let Some(bp) = self.split_k_fallback_bp {
+            line.always("--split-k-fallback", format!("{}", f64::from(bp) / 100.0));
         }
     }
 }

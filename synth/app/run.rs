@@ -17,6 +17,12 @@ pub use super::shared::{rule_outline, RULE_JSON};
 /// Runs `synth run`: the job its data options choose.
 pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
     super::tuned::check_flags(&args.tuned_train, invocation, super::tuned::RUN_FLAGS)?;
+    if args.no_split_k_guards && args.limits.split_k_fallback.is_some() {
+        anyhow::bail!(
+            "--split-k-fallback charges a split-K leaf what its guard runs, and --no-split-k-guards drops the \
+             guards: give one of them"
+        );
+    }
     let mode = data_mode(DataOptions {
         data: &args.data,
         manifest: args.manifest.as_deref(),

@@ -26,9 +26,9 @@ pub mod tree;
 
 use std::collections::BTreeSet;
 
-use crate::catalog::{Candidate, Catalog, KernelRef};
+use crate::catalog::{Candidate, Catalog, KernelRef, Libtype};
 use crate::rule::{CmpOp, Cond, Expr, Leaf, Node, Rule};
-use crate::table::{LatencyMatrix, Shape};
+use crate::table::{Cell, LatencyMatrix, Shape};
 
 pub use features::{Feature, FeatureSet};
 use tree::{Problem, SearchConfig, Solution, Tree};
@@ -62,6 +62,11 @@ pub struct Limits {
     /// Cost of a candidate on a shape: `ln(t / t_best)` (times the shape's weight) instead of its time, so
     /// the objective is the geometric-mean fraction of the oracle and every shape counts by its ratio.
     pub log_ratio: bool,
+    /// With guards, also search with split-K cells charged where their level is not measured
+    /// ([`GuardedCells`]): the time of the level the guard falls back to, plus this margin in basis points
+    /// (1/100 %) of it; each budget keeps the cheaper rule of the two searches. `None`: one search, an
+    /// unmeasured cell at the penalty.
+    pub split_k_fallback_bp: Option<u32>,
 }
 
 impl Default for Limits {
@@ -77,6 +82,7 @@ impl Default for Limits {
             split_k_guards: true,
             refine_thresholds: true,
             log_ratio: false,
+            split_k_fallback_bp: None,
         }
     }
 }
@@ -178,57 +184,36 @@ pub fn synthesize_budgets(
             instances: limits.max_instances,
         });
     }
-    let built = Built::new(matrix, catalog, train, weights, limits)?;
-    let cfg = built.config(limits, max_budget);
-    let all_cols: Vec<usize> = (0..matrix.candidates.len()).collect();
-    let mut front = tree::search(&built.problem, &all_cols, &cfg);
-    if let Some(k) = limits.max_instances {
-        if built.kernels.len() > k {
-            front = built.limit_instances(front, k, &cfg);
-        }
+    // With split-K guards and a fallback margin, two cost models: the measured cells only, and the
+    // guarded cells ([`GuardedCells`]); each gives a front of trees, and each budget takes the cheapest rule
+    // of both by the guarded objective (what the rule runs on the training shapes).
+    let mut builts = vec![Built::new(matrix, catalog, train, weights, limits, None)?];
+    if let (true, Some(bp)) = (limits.split_k_guards, limits.split_k_fallback_bp) {
+        builts.push(Built::new(matrix, catalog, train, weights, limits, Some(bp))?);
     }
     let guards = limits.split_k_guards.then(|| guard::Guards::new(matrix, catalog, train, limits.max_depth));
-    let row_shapes: Vec<Shape> = built.rows.iter().map(|r| r.shape).collect();
-    let refiner = limits.refine_thresholds.then(|| refine::Refiner::new(&built.problem, &row_shapes, &built.features));
-    // Each tree of the front as a rule (refined and guarded when asked), built when first needed.
-    let mut rules: Vec<Option<(Node, usize)>> = vec![None; front.len()];
-    let mut rule_of = |i: usize| -> (Node, usize) {
-        rules[i]
-            .get_or_insert_with(|| {
-                let mut t = built.repair(&front[i].tree, limits.max_instances).simplified();
-                if let Some(r) = &refiner {
-                    t = r.refine(&t);
-                }
-                let node = built.node(&t);
-                match &guards {
-                    Some(g) => g.apply(&node),
-                    None => (node, 0),
-                }
-            })
-            .clone()
-    };
+    let mut searches: Vec<Search> = builts
+        .iter()
+        .map(|built| Search::new(built, limits, max_budget, guards.as_ref(), matrix.candidates.len()))
+        .collect();
+    let built = &builts[0];
     let mut out = Vec::with_capacity(budgets.len());
-    // Objective of each front entry's rule (guards included): demoting a split-K leaf that has no depth
-    // left for its guard can cost, so the cheapest fitting entry is taken, not merely the largest.
-    let mut objective: Vec<Option<f64>> = vec![None; front.len()];
     for &b in budgets {
-        // The cheapest front entry whose rule (guards included) fits the budget (on a tie, the larger);
-        // the single leaf of the smallest entry, without split-K when guarded, when none does.
+        // The cheapest front entry whose rule (guards included) fits the budget (on a tie, the larger, and
+        // the measured cells' front); the single leaf of the smallest entry, without split-K when
+        // guarded, when none does.
         let mut pick: Option<(f64, Node, usize)> = None;
-        for i in (0..b.min(front.len())).rev() {
-            let (node, g) = rule_of(i);
-            if node.leaves().len() > b {
-                continue;
-            }
-            let cost = *objective[i].get_or_insert_with(|| built.objective(&node));
-            if pick.as_ref().is_none_or(|(c, _, _)| cost < *c) {
-                pick = Some((cost, node, g));
+        for search in &mut searches {
+            if let Some((cost, node, g)) = search.cheapest(b) {
+                if pick.as_ref().is_none_or(|(c, _, _)| cost < *c) {
+                    pick = Some((cost, node, g));
+                }
             }
         }
         out.push(match pick {
             Some((_, node, g)) => built.finish(node, g),
             None => {
-                let mut node = built.node(&front[0].tree);
+                let mut node = built.node(&searches[0].front[0].tree);
                 if let (Some(_), Node::Leaf(l)) = (&guards, &node) {
                     node = Node::Leaf(l.with_split(0));
                 }
@@ -237,6 +222,140 @@ pub fn synthesize_budgets(
         });
     }
     Ok(out)
+}
+
+/// One cost model's front of trees, turned into rules (refined and guarded when asked) as first needed.
+struct Search<'b, 'm> {
+    built: &'b Built<'m>,
+    front: Vec<Solution>,
+    max_instances: Option<usize>,
+    refiner: Option<refine::Refiner<'b>>,
+    guards: Option<&'b guard::Guards<'b>>,
+    rules: Vec<Option<(Node, usize)>>,
+    /// Objective of each front entry's rule (guards included): demoting a split-K leaf that has no depth
+    /// left for its guard can cost, so the cheapest fitting entry is taken, not merely the largest.
+    objective: Vec<Option<f64>>,
+}
+
+impl<'b, 'm> Search<'b, 'm> {
+    fn new(
+        built: &'b Built<'m>,
+        limits: &Limits,
+        max_budget: usize,
+        guards: Option<&'b guard::Guards<'b>>,
+        columns: usize,
+    ) -> Search<'b, 'm> {
+        let cfg = built.config(limits, max_budget);
+        let all_cols: Vec<usize> = (0..columns).collect();
+        let mut front = tree::search(&built.problem, &all_cols, &cfg);
+        if let Some(k) = limits.max_instances {
+            if built.kernels.len() > k {
+                front = built.limit_instances(front, k, &cfg);
+            }
+        }
+        let refiner =
+            limits.refine_thresholds.then(|| refine::Refiner::new(&built.problem, &built.row_shapes, &built.features));
+        let n = front.len();
+        Search {
+            built,
+            front,
+            max_instances: limits.max_instances,
+            refiner,
+            guards,
+            rules: vec![None; n],
+            objective: vec![None; n],
+        }
+    }
+
+    fn rule(&mut self, i: usize) -> (Node, usize) {
+        let (built, front, refiner, guards, max_instances) =
+            (self.built, &self.front, &self.refiner, self.guards, self.max_instances);
+        self.rules[i]
+            .get_or_insert_with(|| {
+                let mut t = built.repair(&front[i].tree, max_instances).simplified();
+                if let Some(r) = refiner {
+                    t = r.refine(&t);
+                }
+                let node = built.node(&t);
+                match guards {
+                    Some(g) => g.apply(&node),
+                    None => (node, 0),
+                }
+            })
+            .clone()
+    }
+
+    /// The cheapest entry whose rule fits `budget` leaves (on a tie, the larger): (objective, rule, guards).
+    fn cheapest(&mut self, budget: usize) -> Option<(f64, Node, usize)> {
+        let mut pick: Option<(f64, Node, usize)> = None;
+        for i in (0..budget.min(self.front.len())).rev() {
+            let (node, g) = self.rule(i);
+            if node.leaves().len() > budget {
+                continue;
+            }
+            let built = self.built;
+            let cost = *self.objective[i].get_or_insert_with(|| built.objective(&node));
+            if pick.as_ref().is_none_or(|(c, _, _)| cost < *c) {
+                pick = Some((cost, node, g));
+            }
+        }
+        pick
+    }
+}
+
+/// A split-K column's time where a guarded leaf runs another level: with split-K guards, a leaf with
+/// instance `i` at level `s` runs, on a shape where the bench's condition for `s` fails (so the cell was
+/// never measured), the deepest lower level whose condition holds ([`guard`]). Its training cost there is
+/// that level's time plus a margin, not the penalty of an unmeasured cell, so one split-K leaf can serve M
+/// ranges over which the grid-filling level changes. The margin keeps a leaf that would win only by
+/// another level's time from displacing a measured choice: the guard may run a shallower level than the
+/// training cost assumes (its chain is cut at the depth limit and holds the levels the probes use). A
+/// missing cell where the condition holds, and an invalid one, stay unusable.
+struct GuardedCells<'m> {
+    matrix: &'m LatencyMatrix,
+    /// 1 + the margin.
+    factor: f64,
+    /// Per column: a CK split-K candidate's tile and level, and its instance's columns by level.
+    split: Vec<Option<SplitColumn>>,
+}
+
+/// A CK split-K column: its tile (BM, BN, BK), its level, and the column of each lower level (None: no such
+/// column in the matrix).
+struct SplitColumn {
+    tile: (u32, u32, u32),
+    level: u32,
+    lower: Vec<Option<usize>>,
+}
+
+impl<'m> GuardedCells<'m> {
+    fn new(matrix: &'m LatencyMatrix, catalog: &Catalog, margin_bp: u32) -> GuardedCells<'m> {
+        let split = matrix
+            .candidates
+            .iter()
+            .map(|c| {
+                if c.split_k == 0 || c.backend != Libtype::Ck {
+                    return None;
+                }
+                let inst = catalog.legacy_by_id(c.kernel_id)?;
+                let lower = (0..c.split_k).map(|s| matrix.candidate_index(&Candidate::new(c.kernel_id, s))).collect();
+                Some(SplitColumn { tile: inst.tile(), level: c.split_k, lower })
+            })
+            .collect();
+        GuardedCells { matrix, factor: 1.0 + f64::from(margin_bp) / 10_000.0, split }
+    }
+
+    /// The time a guarded leaf naming column `c` takes on shape `s` (None = unusable).
+    fn us(&self, s: usize, c: usize) -> Option<f64> {
+        let Some(SplitColumn { tile: (bm, bn, bk), level: top, lower }) = &self.split[c] else {
+            return self.matrix.us(s, c);
+        };
+        let (shape, cu) = (&self.matrix.shapes[s], self.matrix.cu_num);
+        if guard::measured(shape, *bm, *bn, *bk, *top, cu) || !matches!(self.matrix.cell(s, c), Cell::Missing) {
+            return self.matrix.us(s, c);
+        }
+        let level = (0..*top).rev().find(|&l| guard::measured(shape, *bm, *bn, *bk, l, cu))?;
+        lower[level as usize].and_then(|col| self.matrix.us(s, col)).map(|t| t * self.factor)
+    }
 }
 
 /// One training row: a shape, its weight and the time of every candidate column (None = unusable).
@@ -259,6 +378,8 @@ struct Built<'m> {
     features: Vec<Feature>,
     /// Distinct kernel ids of the matrix's candidates, ascending.
     kernels: Vec<KernelRef>,
+    /// The shape of each row.
+    row_shapes: Vec<Shape>,
 }
 
 impl<'m> Built<'m> {
@@ -268,6 +389,7 @@ impl<'m> Built<'m> {
         train: &[usize],
         weights: Option<&[f64]>,
         limits: &Limits,
+        fallback_bp: Option<u32>,
     ) -> Result<Built<'m>, SynthError> {
         if train.is_empty() {
             return Err(SynthError::EmptyTraining);
@@ -291,10 +413,19 @@ impl<'m> Built<'m> {
             }
         };
         let nc = matrix.candidates.len();
+        let guarded = fallback_bp.map(|bp| GuardedCells::new(matrix, catalog, bp));
         let rows: Vec<Row> = train
             .iter()
             .zip(&weights)
-            .map(|(&s, &w)| Row { shape: matrix.shapes[s], weight: w, us: (0..nc).map(|c| matrix.us(s, c)).collect() })
+            .map(|(&s, &w)| {
+                let us = (0..nc)
+                    .map(|c| match &guarded {
+                        Some(g) => g.us(s, c),
+                        None => matrix.us(s, c),
+                    })
+                    .collect();
+                Row { shape: matrix.shapes[s], weight: w, us }
+            })
             .collect();
         // Penalty: more than the whole finite cost of the training rows.
         let finite_total: f64 =
@@ -326,7 +457,8 @@ impl<'m> Built<'m> {
         let problem = Problem::new(rows.len(), nc, cost, values);
         let features = all_features;
         let kernels = matrix.candidates.iter().map(|c| c.kernel()).collect::<BTreeSet<_>>().into_iter().collect();
-        Ok(Built { matrix, train: train.to_vec(), weights, rows, problem, features, kernels })
+        let row_shapes = rows.iter().map(|r| r.shape).collect();
+        Ok(Built { matrix, train: train.to_vec(), weights, rows, problem, features, kernels, row_shapes })
     }
 
     fn config(&self, limits: &Limits, max_leaves: usize) -> SearchConfig {
