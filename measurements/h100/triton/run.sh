@@ -1,0 +1,24 @@
+#!/bin/bash
+# The block-FP8 Triton config family on an H100: the rule trained on the H200's Qwen3-32B TP=2 journal
+# (../../h200/triton-heldout/run.sh) and a rule trained on this card's, both scored on this card's journals of
+# two configurations neither was trained on, against vLLM's and SGLang's default configs.
+#
+#   bash measurements/h100/triton/run.sh OUT_DIR [SYNTH]     (from the repository root; ~15 s)
+set -euo pipefail
+OUT=${1:?usage: run.sh OUT_DIR [SYNTH]}
+SYNTH=${2:-target/release/synth}
+H=measurements/h100/triton
+mkdir -p "$OUT"
+python3 harness/triton_journal.py $H/qwen3-32b-tp2.jsonl.gz $H/heldout-default.jsonl.gz $H/heldout-kept.jsonl.gz \
+  --out "$OUT/h100.csv"
+bash measurements/h200/triton-heldout/run.sh "$OUT/h200" "$SYNTH" > "$OUT/h200.txt"
+"$SYNTH" run --dataset "$OUT/h100.csv" --model qwen3-32b --tp 2 --backends triton \
+  --sample-m 20 --max-leaves 16 --out "$OUT/h100-rule" > "$OUT/h100-run.txt"
+for rule in h200/rule h100-rule; do
+  for mt in "qwen2.5-7b 1" "llama-3.1-70b 4"; do
+    set -- $mt
+    echo "== the rule of $rule/rule.json on this card's $1 TP=$2 (held out)"
+    "$SYNTH" compare --dataset "$OUT/h100.csv" --model "$1" --tp "$2" --backends triton \
+      --rule "$OUT/$rule/rule.json" --runtime-default vllm,sglang --csv "$OUT/compare-${rule%%/*}-$1-tp$2.csv"
+  done
+done
