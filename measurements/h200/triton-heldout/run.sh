@@ -11,9 +11,9 @@ SYNTH=${2:-target/release/synth}
 H=measurements/h200
 mkdir -p "$OUT"
 python3 harness/triton_journal.py $H/triton-manifest/manifest.jsonl.gz $H/triton-manifest/manifest-rescreen.jsonl.gz \
-  --out "$OUT/triton-manifest.csv"
+  $H/triton-manifest/default-timed.jsonl.gz --out "$OUT/triton-manifest.csv"
 python3 harness/triton_journal.py $H/triton-deepseek/deepseek.jsonl.gz $H/triton-deepseek/deepseek-rescreen.jsonl.gz \
-  --out "$OUT/triton-deepseek.csv"
+  $H/triton-deepseek/default-timed.jsonl.gz --out "$OUT/triton-deepseek.csv"
 # Training: Qwen3-32B TP=2 only, 20 M values x 4 layers (the other 240 of its shapes are its own held-out set).
 "$SYNTH" run --dataset "$OUT/triton-manifest.csv" --model qwen3-32b --tp 2 --backends triton \
   --sample-m 20 --max-leaves 16 --out "$OUT/rule" > "$OUT/run.txt"
@@ -32,4 +32,5 @@ done
 echo "== the rule over vLLM's default config with the default's screens in place of compare's charge"
 python3 measurements/h200/triton-heldout/default_estimates.py --policy "$OUT/rule/rule.json" \
   --journal $H/triton-manifest/manifest.jsonl.gz $H/triton-manifest/manifest-rescreen.jsonl.gz \
-  $H/triton-deepseek/deepseek.jsonl.gz $H/triton-deepseek/deepseek-rescreen.jsonl.gz -- "$OUT"/compare-*.csv
+  $H/triton-manifest/default-timed.jsonl.gz $H/triton-deepseek/deepseek.jsonl.gz \
+  $H/triton-deepseek/deepseek-rescreen.jsonl.gz $H/triton-deepseek/default-timed.jsonl.gz -- "$OUT"/compare-*.csv
