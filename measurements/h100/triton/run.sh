@@ -1,7 +1,8 @@
 #!/bin/bash
 # The block-FP8 Triton config family on an H100: the rule trained on the H200's Qwen3-32B TP=2 journal
 # (../../h200/triton-heldout/run.sh) and a rule trained on this card's, both scored on this card's journals of
-# two configurations neither was trained on, against vLLM's and SGLang's default configs.
+# two configurations neither was trained on, against vLLM's and SGLang's default configs, and on DeepSeek-V3's
+# TP 8 layers that vLLM ships H100 files for, against those files (../vllm-h100-configs/).
 #
 #   bash measurements/h100/triton/run.sh OUT_DIR [SYNTH]     (from the repository root; ~15 s)
 set -euo pipefail
@@ -11,6 +12,7 @@ H=measurements/h100/triton
 mkdir -p "$OUT"
 python3 harness/triton_journal.py $H/qwen3-32b-tp2.jsonl.gz $H/heldout-default.jsonl.gz $H/heldout-kept.jsonl.gz \
   --out "$OUT/h100.csv"
+python3 harness/triton_journal.py $H/deepseek-tp8.jsonl.gz --out "$OUT/h100-deepseek.csv"
 bash measurements/h200/triton-heldout/run.sh "$OUT/h200" "$SYNTH" > "$OUT/h200.txt"
 "$SYNTH" run --dataset "$OUT/h100.csv" --model qwen3-32b --tp 2 --backends triton \
   --sample-m 20 --max-leaves 16 --out "$OUT/h100-rule" > "$OUT/h100-run.txt"
@@ -21,4 +23,11 @@ for rule in h200/rule h100-rule; do
     "$SYNTH" compare --dataset "$OUT/h100.csv" --model "$1" --tp "$2" --backends triton \
       --rule "$OUT/$rule/rule.json" --runtime-default vllm,sglang --csv "$OUT/compare-${rule%%/*}-$1-tp$2.csv"
   done
+done
+for rule in h200/rule h100-rule; do
+  echo "== the rule of $rule/rule.json on this card's DeepSeek-V3 TP=8 layers with an H100 file (held out)"
+  "$SYNTH" compare --dataset "$OUT/h100-deepseek.csv" --spec shapes/held-out/deepseek-v3.toml --tp 8 \
+    --backends triton --rule "$OUT/$rule/rule.json" --runtime-default vllm \
+    --runtime-tuned vllm=measurements/h100/vllm-h100-configs --device-name NVIDIA_H100_80GB_HBM3 \
+    --csv "$OUT/compare-${rule%%/*}-deepseek-v3-tp8.csv"
 done
