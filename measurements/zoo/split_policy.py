@@ -21,10 +21,14 @@ journals plain or gzip-compressed; rows that are not `ok`, graph-timed measureme
 
 import csv
 import math
+import os
 import sys
 from collections import defaultdict
 
 from deep_split import open_journal  # the same directory
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "harness"))
+from bsbench.config import output_tiles, split_levels  # noqa: E402  (the bench's grid condition)
 
 MAX_LEVEL = 5
 
@@ -54,26 +58,17 @@ def read_rows(rows, lat, tiles):
     return gpus
 
 
-def cdiv(a, b):
-    return -(-a // b)
-
-
 def allowed(m, n, k, tile, s, cus):
     """The bench's grid condition for split level s (level 0 always runs)."""
-    mb, nb, kb = tile
-    return s == 0 or (cdiv(m, mb) * cdiv(n, nb) * 2 ** (s - 1) < cus and k // kb >= 2 ** s)
+    return s in split_levels(m, n, k, *tile, cus, max_level=MAX_LEVEL)
 
 
 def deepest(m, n, k, tile, cus):
-    s = 0
-    while s < MAX_LEVEL and allowed(m, n, k, tile, s + 1, cus):
-        s += 1
-    return s
+    return split_levels(m, n, k, *tile, cus, max_level=MAX_LEVEL)[-1]
 
 
 def fill(m, n, k, tile, cus):
-    mb, nb, _ = tile
-    tiles, top, s = cdiv(m, mb) * cdiv(n, nb), deepest(m, n, k, tile, cus), 0
+    tiles, top, s = output_tiles(m, n, tile[0], tile[1]), deepest(m, n, k, tile, cus), 0
     while s < top and tiles * 2 ** s < cus:
         s += 1
     return s
