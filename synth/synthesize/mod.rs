@@ -192,10 +192,8 @@ pub fn synthesize_budgets(
         builts.push(Built::new(matrix, catalog, train, weights, limits, Some(bp))?);
     }
     let guards = limits.split_k_guards.then(|| guard::Guards::new(matrix, catalog, train, limits.max_depth));
-    let mut searches: Vec<Search> = builts
-        .iter()
-        .map(|built| Search::new(built, limits, max_budget, guards.as_ref(), matrix.candidates.len()))
-        .collect();
+    let mut searches: Vec<Search> =
+        builts.iter().map(|built| Search::new(built, limits, max_budget, guards.as_ref())).collect();
     let built = &builts[0];
     let mut out = Vec::with_capacity(budgets.len());
     for &b in budgets {
@@ -243,10 +241,9 @@ impl<'b, 'm> Search<'b, 'm> {
         limits: &Limits,
         max_budget: usize,
         guards: Option<&'b guard::Guards<'b>>,
-        columns: usize,
     ) -> Search<'b, 'm> {
         let cfg = built.config(limits, max_budget);
-        let all_cols: Vec<usize> = (0..columns).collect();
+        let all_cols: Vec<usize> = (0..built.matrix.candidates.len()).collect();
         let mut front = tree::search(&built.problem, &all_cols, &cfg);
         if let Some(k) = limits.max_instances {
             if built.kernels.len() > k {
