@@ -49,6 +49,18 @@ class SplitPolicyTest(unittest.TestCase):
         # with computed levels: "max" and "fill" are both best everywhere (ties go to the larger name).
         self.assertEqual(both, (1.0, 2, "max"))
 
+    def test_a_file_without_journal_columns_is_one_error_naming_the_column(self):
+        import contextlib
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "notes.csv")
+            with open(path, "w") as f:
+                f.write("name,value\na,1\n")
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                self.assertEqual(split_policy.main(["split_policy.py", path]), 2)
+        self.assertIn("no column 'status'", err.getvalue())
+
 
 if __name__ == "__main__":
     unittest.main()

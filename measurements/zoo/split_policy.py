@@ -127,7 +127,10 @@ def main(argv):
         try:
             with open_journal(path) as f:
                 gpus |= read_rows(csv.DictReader(f), lat, tiles)
-        except (OSError, KeyError, ValueError, IndexError) as e:
+        except KeyError as e:
+            sys.stderr.write("error: %s: no column %s; give a journal CSV as `synth bench` writes it\n" % (path, e))
+            return 2
+        except (OSError, ValueError, IndexError) as e:
             sys.stderr.write("error: %s: %s\n" % (path, e))
             return 2
     if not gpus:
