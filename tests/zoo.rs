@@ -1154,6 +1154,33 @@ fn the_measure_script_measures_the_vendor_rows_of_every_configuration() {
     }
 }
 
+/// `ZOO_ONLY` limits `measurements/zoo/measure.sh` to the configurations it names, in its order; a name no
+/// command writes is one error naming it, before anything is measured or written.
+#[test]
+fn the_measure_script_runs_only_the_configurations_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (jdir, out) = (dir.path().join("j"), dir.path().join("o"));
+    let fake = ("VENDOR_REFERENCE", "python3 tests/fixtures/fake_vendor_reference.py");
+    let (o, text) = measure_script(&jdir, &out, "vendor", &[fake, ("ZOO_ONLY", "qwen3-30b-a3b-tp2,qwen2.5-0.5b-tp1")]);
+    assert!(o.status.success(), "{text}");
+    let mut written: Vec<String> = std::fs::read_dir(&jdir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("vendor-") && n.ends_with(".csv"))
+        .collect();
+    written.sort();
+    assert_eq!(written, ["vendor-qwen2.5-0.5b-tp1.csv", "vendor-qwen3-30b-a3b-tp2.csv"], "{text}");
+    let log = std::fs::read_to_string(jdir.join("vendor.log")).unwrap();
+    let (a, b) = (log.find("vendor-qwen3-30b-a3b-tp2.csv").unwrap(), log.find("vendor-qwen2.5-0.5b-tp1.csv").unwrap());
+    assert!(a < b, "ZOO_ONLY's order: {log}");
+
+    let none = dir.path().join("n");
+    let (o, text) = measure_script(&none, &out, "grid", &[FAKE_BENCH, ("ZOO_ONLY", "qwen2.5-72b-tp1,qwen9-tp1")]);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(text.contains("ZOO_ONLY names qwen9-tp1"), "{text}");
+    assert!(!none.exists(), "nothing is written: {text}");
+}
+
 /// The zoo's manifest reads its gzip-compressed journals and the dense ones beside them: every configuration
 /// has the grid of its measured layers, and the zoo's have exactly the (N, K) its bench commands name.
 #[test]

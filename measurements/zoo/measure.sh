@@ -17,7 +17,9 @@
 # (NAME.csv.gz, decompressed), so a run resumes the committed measurements and measures only what they lack
 # (ZOO_SEED=none starts from nothing). Every bench stops DEADLINE_S seconds after the start at the latest.
 # At the end the journals and logs are packed into OUT_DIR/zoo-journals.tgz. SYNTH names the binary (default target/release/synth);
-# BENCH_ARGS is appended to every command (e.g. `--python python3 --harness ...`). Run from the repository root.
+# BENCH_ARGS is appended to every command (e.g. `--python python3 --harness ...`). ZOO_ONLY=NAME,NAME... (journal
+# names without .csv, e.g. qwen2.5-72b-tp1) runs only those configurations' commands, in that order. Run from the
+# repository root.
 set -u
 if [ $# -lt 3 ]; then
   echo "usage: measurements/zoo/measure.sh DEADLINE_S JOURNAL_DIR OUT_DIR [deep] [grid] [off-grid] [vendor]" >&2
@@ -40,6 +42,12 @@ readme=measurements/zoo/README.md
 synth=${SYNTH:-./target/release/synth}
 [ -f "$readme" ] || { echo "measure.sh: $readme not found: run from the repository root" >&2; exit 2; }
 [ -x "$synth" ] || { echo "measure.sh: $synth is not an executable: build it or set SYNTH" >&2; exit 2; }
+if [ -n "${ZOO_ONLY:-}" ]; then
+  for name in ${ZOO_ONLY//,/ }; do
+    grep -q -- "^synth bench --model .* --out $name[.]csv\( \|\$\)" "$readme" ||
+      { echo "measure.sh: ZOO_ONLY names $name, which no configuration of $readme writes (expected a journal name such as qwen2.5-72b-tp1)" >&2; exit 2; }
+  done
+fi
 start=$(date +%s)
 left() { echo $(( deadline - ($(date +%s) - start) )); }
 mkdir -p "$jdir" "$out"
@@ -47,8 +55,16 @@ touch "$jdir/bench.log" "$jdir/vendor.log"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit \
   --format=csv >> "$jdir/device.log" 2>&1
 
-# The README's commands of one part, one per line.
+# The README's commands of one part, one per line (ZOO_ONLY: those journals' commands, in its order).
 commands() {
+  if [ -n "${ZOO_ONLY:-}" ]; then
+    local all name
+    all=$(ZOO_ONLY='' commands "$1")
+    for name in ${ZOO_ONLY//,/ }; do
+      grep -- " --out $name[.]csv\( \|\$\)" <<< "$all"
+    done
+    return 0
+  fi
   case $1 in
     deep) grep '^synth bench .*--split-k aiter' "$readme" ;;
     grid) grep '^synth bench --model .*--m-set dataset' "$readme" ;;
