@@ -7,6 +7,9 @@ kernelId, splitK, recheck) measured in several inputs keeps its last graph- or e
 in the order given. Screened cells (``timing`` "estimate") are not latencies: they are left out and counted
 on stderr (the journal reader refuses them). Rows of two devices are an error: one journal is one device.
 Failed cells (``status`` "fail:...") are kept, with empty times, so a rule never picks them.
+
+``--configs FILE`` (``kept.txt``'s format) keeps only the rows of the configs it names, so a journal measured
+with an earlier set still gives a journal of the set in use; the rows left out are counted on stderr.
 """
 import argparse
 import csv
@@ -14,15 +17,18 @@ import os
 import sys
 
 import triton_plan
+from bsbench import triton_config
 
 COLUMNS = ("gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio,"
            "device,backend,timing,us_min,us_max,us_p10,us_p90,reps,status,recheck").split(",")
 TIMES = ("us", "tflops", "bw", "errRatio", "us_min", "us_max", "us_p10", "us_p90")
 
 
-def read_rows(paths):
-    """(rows by cell key in first-seen order, number of screened rows left out)."""
-    cells, screened, device = {}, 0, None
+def read_rows(paths, configs=None):
+    """(rows by cell key in first-seen order, screened rows left out, rows of other configs left out).
+
+    ``configs``: the config names to keep (None: every config)."""
+    cells, screened, other, device = {}, 0, 0, None
     for path in paths:
         for lineno, r in triton_plan.result_lines(path):
             where = "%s:%d" % (path, lineno)
@@ -32,6 +38,9 @@ def read_rows(paths):
                 status = str(r["status"])
             except (KeyError, TypeError, ValueError) as e:
                 raise ValueError("%s: not a harness result line (%s)" % (where, e))
+            if configs is not None and r.get("kernelName") not in configs:
+                other += 1
+                continue
             if r.get("timing") == "estimate":
                 screened += 1
                 continue
@@ -44,7 +53,7 @@ def read_rows(paths):
             if status != "ok" and not status.startswith("fail:"):
                 raise ValueError("%s: status %r is neither ok nor fail:<reason>" % (where, status))
             cells[key] = r
-    return cells, screened
+    return cells, screened, other
 
 
 def to_record(r):
@@ -68,9 +77,15 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("inputs", nargs="+")
     p.add_argument("--out", required=True)
+    p.add_argument("--configs", help="file of config names to keep, one a line (# comments): kept.txt's format")
     a = p.parse_args(argv)
     try:
-        cells, screened = read_rows(a.inputs)
+        configs = None
+        if a.configs:
+            configs = {c.name() for c in triton_plan.read_configs(a.configs)}
+            if not configs:
+                raise ValueError("%s names no config" % a.configs)
+        cells, screened, other = read_rows(a.inputs, configs)
     except (OSError, ValueError) as e:
         sys.stderr.write("error: %s\n" % e)
         return 2
@@ -81,8 +96,9 @@ def main(argv=None):
         for r in cells.values():
             w.writerow(to_record(r))
     os.replace(tmp, a.out)
-    sys.stderr.write("# %d cells written to %s; %d screened rows left out (timing \"estimate\")\n"
-                     % (len(cells), a.out, screened))
+    sys.stderr.write("# %d cells written to %s; %d screened rows left out (timing \"estimate\")%s\n"
+                     % (len(cells), a.out, screened,
+                        "; %d rows of configs not in %s left out" % (other, a.configs) if configs else ""))
     return 0
 
 

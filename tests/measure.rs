@@ -444,13 +444,13 @@ fn triton_family_sends_the_plan_lines_and_journals_triton_rows() {
 fn triton_family_plans_the_kept_set_and_rechecks_by_default() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("j.csv");
-    // The kept set (8 configs of the cover and vLLM's default) on one shape.
+    // The kept set (9 configs of the cover and vLLM's default) on two shapes.
     let mut args = triton_args(&out, &["--dry-run"]);
     let at = args.iter().position(|a| a == "--configs").unwrap();
     args.drain(at..at + 2);
     let o = run(&args, &[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "18", "2 shapes x 9 kept configs");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "20", "2 shapes x 10 kept configs");
     assert!(!out.exists());
     // Rechecks: round(4 x 0.5) = 2 cells of the plan again, with recheck 1, after it.
     let plan = dir.path().join("plan.jsonl");

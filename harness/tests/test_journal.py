@@ -52,6 +52,28 @@ class JournalTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r":2: device 'NVIDIA H100'"):
             triton_journal.read_rows([a])
 
+    def test_configs_keeps_only_the_named_configs(self):
+        other = dict(row(1, 3.0), kernelId=66703225, kernelName="triton_bm64_bn64_bk128_g32_w4_s5")
+        a = self.write([row(1, 5.0), other, row(2, 6.0)])
+        fd, kept = tempfile.mkstemp(suffix=".txt")
+        os.close(fd)
+        self.addCleanup(os.remove, kept)
+        with open(kept, "w") as f:
+            f.write("# the set in use\ntriton_bm64_bn128_bk128_g32_w4_s2\n")
+        out = a + ".csv"
+        self.addCleanup(lambda: os.path.exists(out) and os.remove(out))
+        self.assertEqual(triton_journal.main([a, "--configs", kept, "--out", out]), 0)
+        with open(out, newline="") as f:
+            got = list(csv.DictReader(f))
+        self.assertEqual([(r["M"], r["kernelName"]) for r in got],
+                         [("1", "triton_bm64_bn128_bk128_g32_w4_s2"), ("2", "triton_bm64_bn128_bk128_g32_w4_s2")])
+        # A name that is no config is one error naming the file and line; nothing is written.
+        os.remove(out)
+        with open(kept, "a") as f:
+            f.write("triton_bm64\n")
+        self.assertEqual(triton_journal.main([a, "--configs", kept, "--out", out]), 2)
+        self.assertFalse(os.path.exists(out))
+
 
 if __name__ == "__main__":
     unittest.main()

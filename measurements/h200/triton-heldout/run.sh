@@ -5,15 +5,22 @@
 # Last, the speedups over vLLM's default config with its screened cells' estimates (default_estimates.py).
 #
 #   bash measurements/h200/triton-heldout/run.sh OUT_DIR [SYNTH]     (from the repository root; ~10 s)
+#
+# KEPT names the file of configs the rule may choose from (default ../triton-space/kept.txt); another card's
+# script passes the configs measured on that card, so the rule picks nothing that card lacks.
 set -euo pipefail
 OUT=${1:?usage: run.sh OUT_DIR [SYNTH]}
 SYNTH=${2:-target/release/synth}
 H=measurements/h200
+KEPT=${KEPT:-$H/triton-space/kept.txt}
 mkdir -p "$OUT"
+# The manifest journal holds the kept set only (KEPT: the configs a rule may choose from); the DeepSeek-V3
+# journal every config measured there (vLLM's files name their own).
 python3 harness/triton_journal.py $H/triton-manifest/manifest.jsonl.gz $H/triton-manifest/manifest-rescreen.jsonl.gz \
-  $H/triton-manifest/default-timed.jsonl.gz --out "$OUT/triton-manifest.csv"
+  $H/triton-manifest/default-timed.jsonl.gz $H/triton-manifest/cover25.jsonl.gz \
+  --configs "$KEPT" --out "$OUT/triton-manifest.csv"
 python3 harness/triton_journal.py $H/triton-deepseek/deepseek.jsonl.gz $H/triton-deepseek/deepseek-rescreen.jsonl.gz \
-  $H/triton-deepseek/default-timed.jsonl.gz --out "$OUT/triton-deepseek.csv"
+  $H/triton-deepseek/default-timed.jsonl.gz $H/triton-deepseek/cover25.jsonl.gz --out "$OUT/triton-deepseek.csv"
 # Training: Qwen3-32B TP=2 only, 20 M values x 4 layers (the other 240 of its shapes are its own held-out set).
 "$SYNTH" run --dataset "$OUT/triton-manifest.csv" --model qwen3-32b --tp 2 --backends triton \
   --sample-m 20 --max-leaves 16 --out "$OUT/rule" > "$OUT/run.txt"
@@ -32,5 +39,6 @@ done
 echo "== the rule over vLLM's default config with the default's screens in place of compare's charge"
 python3 measurements/h200/triton-heldout/default_estimates.py --policy "$OUT/rule/rule.json" \
   --journal $H/triton-manifest/manifest.jsonl.gz $H/triton-manifest/manifest-rescreen.jsonl.gz \
-  $H/triton-manifest/default-timed.jsonl.gz $H/triton-deepseek/deepseek.jsonl.gz \
-  $H/triton-deepseek/deepseek-rescreen.jsonl.gz $H/triton-deepseek/default-timed.jsonl.gz -- "$OUT"/compare-*.csv
+  $H/triton-manifest/default-timed.jsonl.gz $H/triton-manifest/cover25.jsonl.gz $H/triton-deepseek/deepseek.jsonl.gz \
+  $H/triton-deepseek/deepseek-rescreen.jsonl.gz $H/triton-deepseek/default-timed.jsonl.gz \
+  $H/triton-deepseek/cover25.jsonl.gz -- "$OUT"/compare-*.csv
