@@ -1187,7 +1187,7 @@ fn the_measure_script_runs_only_the_configurations_named() {
 fn the_zoo_manifest_opens_with_its_compressed_journals() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let data = gemm_synth::app::manifest::MultiData::open(&root.join("measurements/zoo/datasets.toml")).unwrap();
-    assert_eq!(data.configs.len(), 15);
+    assert_eq!(data.configs.len(), 17);
     let by_name = |n: &str| data.configs.iter().find(|c| c.name == n).unwrap();
     let layers = |n: &str| {
         let mut v: Vec<(u32, u32)> = by_name(n).layers.iter().map(|l| (l.n, l.k)).collect();
@@ -1203,6 +1203,12 @@ fn the_zoo_manifest_opens_with_its_compressed_journals() {
     assert_eq!(by_name("qwen3-30b-a3b-tp1").grid.len(), 4 * 80);
     assert_eq!(by_name("minicpm3-4b-tp1").grid.len(), 7 * 80);
     assert_eq!(by_name("deepseek-v2-lite-tp1").grid.len(), 8 * 80);
+    // Qwen2.5-72B at TP 1, its own journal; Qwen3-30B-A3B at TP 2 with DeepSeek-V2-Lite's 2048 x 2048.
+    assert_eq!(layers("qwen2.5-72b-tp1"), vec![(8192, 8192), (8192, 29568), (10240, 8192), (59136, 8192)]);
+    assert_eq!(layers("qwen3-30b-a3b-tp2"), vec![(768, 2048), (2048, 384), (2048, 2048), (2560, 2048)]);
+    for n in ["qwen2.5-72b-tp1", "qwen3-30b-a3b-tp2"] {
+        assert_eq!(by_name(n).grid.len(), 4 * 80, "{n}");
+    }
     // The dense configurations are as the main job's manifest has them.
     let dense = gemm_synth::app::manifest::MultiData::open(&root.join("measurements/h200/datasets.toml")).unwrap();
     for c in &dense.configs {
