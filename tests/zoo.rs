@@ -1181,6 +1181,38 @@ fn the_measure_script_runs_only_the_configurations_named() {
     assert!(!none.exists(), "nothing is written: {text}");
 }
 
+/// The zoo's manifest with cuBLAS rows (`measurements/zoo/backends.toml`): every configuration of the zoo's
+/// manifest but Qwen3-30B-A3B TP 2 (no cuBLAS rows yet), each shape with a usable row of both backends except
+/// the 7 gate_up shapes of Qwen3-32B TP 1 its CK journal lacks, and the zoo's configurations on their grid
+/// only (their CK off-grid M are not measured).
+#[test]
+fn the_zoo_backends_manifest_has_both_backends_on_every_shape() {
+    use gemm_synth::catalog::{Backends, Libtype};
+    let both = Backends::parse("ck,vendor").unwrap();
+    let data =
+        gemm_synth::app::manifest::MultiData::open_for(&root().join("measurements/zoo/backends.toml"), Some(&both))
+            .unwrap();
+    let zoo = gemm_synth::app::manifest::MultiData::open(&root().join("measurements/zoo/datasets.toml")).unwrap();
+    let names: Vec<&str> = data.configs.iter().map(|c| c.name.as_str()).collect();
+    let want: Vec<&str> = zoo.configs.iter().map(|c| c.name.as_str()).filter(|n| *n != "qwen3-30b-a3b-tp2").collect();
+    assert_eq!(names, want);
+    let mut missing = BTreeMap::<(&str, Libtype), usize>::new();
+    for c in &data.configs {
+        for s in c.grid.iter().chain(&c.off_grid) {
+            for b in [Libtype::Ck, Libtype::Vendor] {
+                if data.matrix.best_of(*s, b).is_none() {
+                    *missing.entry((c.name.as_str(), b)).or_default() += 1;
+                }
+            }
+        }
+        if ["minicpm3-4b-tp1", "deepseek-v2-lite-tp1", "qwen2.5-0.5b-tp1", "qwen2.5-72b-tp1"].contains(&c.name.as_str())
+        {
+            assert!(c.off_grid.is_empty(), "{}", c.name);
+        }
+    }
+    assert_eq!(missing, BTreeMap::from([(("qwen3-32b-tp1", Libtype::Ck), 7)]));
+}
+
 /// The zoo's manifest reads its gzip-compressed journals and the dense ones beside them: every configuration
 /// has the grid of its measured layers, and the zoo's have exactly the (N, K) its bench commands name.
 #[test]
