@@ -9,7 +9,8 @@ on stderr (the journal reader refuses them). Rows of two devices are an error: o
 Failed cells (``status`` "fail:...") are kept, with empty times, so a rule never picks them.
 
 ``--configs FILE`` (``kept.txt``'s format) keeps only the rows of the configs it names, so a journal measured
-with an earlier set still gives a journal of the set in use; the rows left out are counted on stderr.
+with an earlier set still gives a journal of the set in use; the rows left out are counted on stderr, and a
+config of the file without a row in the inputs is an error (a rule over the journal could never pick it).
 """
 import argparse
 import csv
@@ -17,7 +18,6 @@ import os
 import sys
 
 import triton_plan
-from bsbench import triton_config
 
 COLUMNS = ("gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio,"
            "device,backend,timing,us_min,us_max,us_p10,us_p90,reps,status,recheck").split(",")
@@ -86,6 +86,11 @@ def main(argv=None):
             if not configs:
                 raise ValueError("%s names no config" % a.configs)
         cells, screened, other = read_rows(a.inputs, configs)
+        if configs is not None:
+            seen = {r.get("kernelName") for r in cells.values()}
+            absent = sorted(configs - seen)
+            if absent:
+                raise ValueError("%s names %s, which no row of the inputs measured" % (a.configs, ", ".join(absent)))
     except (OSError, ValueError) as e:
         sys.stderr.write("error: %s\n" % e)
         return 2

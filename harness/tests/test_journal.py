@@ -1,5 +1,7 @@
+import contextlib
 import csv
 import gzip
+import io
 import json
 import os
 import sys
@@ -67,6 +69,18 @@ class JournalTest(unittest.TestCase):
             got = list(csv.DictReader(f))
         self.assertEqual([(r["M"], r["kernelName"]) for r in got],
                          [("1", "triton_bm64_bn128_bk128_g32_w4_s2"), ("2", "triton_bm64_bn128_bk128_g32_w4_s2")])
+        # A config of the file without a row in the inputs is an error naming it; nothing is written.
+        os.remove(out)
+        with open(kept, "a") as f:
+            f.write("triton_bm16_bn32_bk128_g1_w4_s5\n")
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            self.assertEqual(triton_journal.main([a, "--configs", kept, "--out", out]), 2)
+        self.assertIn("triton_bm16_bn32_bk128_g1_w4_s5, which no row of the inputs measured", err.getvalue())
+        self.assertFalse(os.path.exists(out))
+        with open(kept, "w") as f:
+            f.write("triton_bm64_bn128_bk128_g32_w4_s2\n")
+        self.assertEqual(triton_journal.main([a, "--configs", kept, "--out", out]), 0)
         # A name that is no config is one error naming the file and line; nothing is written.
         os.remove(out)
         with open(kept, "a") as f:
