@@ -17,8 +17,9 @@
 //! with `--split-k-fallback 0.5` (split-K leaves charged what their guards run).
 //!
 //! Then the mixed rule over two backends on the H200 dataset with cuBLAS rows
-//! (`measurements/h200/backends.toml`) and on the H100 dataset (`measurements/h100/datasets.toml`), each
-//! `--backends ck,vendor`, against the backends issue's targets: ≥ 0.97 of the union oracle, ≥ 1.15x over
+//! (`measurements/h200/backends.toml`), on the zoo's manifest with cuBLAS rows (`measurements/zoo/backends.toml`,
+//! with the zoo job's `--sample-m 40 --features contrast`) and on the H100 dataset
+//! (`measurements/h100/datasets.toml`), each `--backends ck,vendor`, against the backends issue's targets: ≥ 0.97 of the union oracle, ≥ 1.15x over
 //! the best single-backend rule, ≥ 1.05x over the best threshold, on the held-out grid shapes, the off-grid
 //! M, the untuned shapes, every leave-one-model-out fold and DeepSeek-V3 (held out of the pool, `synth
 //! compare` on the same card's DeepSeek-V3 journals).
@@ -164,18 +165,26 @@ fn backend_lines(what: &str, synth: f64, single: (&str, f64), threshold: f64) {
 struct BackendData {
     card: &'static str,
     manifest: &'static str,
+    /// Options of the job beside `--dataset` and `--backends`.
+    extra: &'static [&'static str],
     deepseek: &'static [&'static str],
 }
 
-const BACKEND_DATA: [BackendData; 2] = [
+const H200_DEEPSEEK: &[&str] =
+    &["measurements/h200/deepseek-v3-tp8.csv.gz", "measurements/h200/vendor-deepseek-v3-tp8.csv"];
+
+const BACKEND_DATA: [BackendData; 3] = [
+    BackendData { card: "H200", manifest: "measurements/h200/backends.toml", extra: &[], deepseek: H200_DEEPSEEK },
     BackendData {
-        card: "H200",
-        manifest: "measurements/h200/backends.toml",
-        deepseek: &["measurements/h200/deepseek-v3-tp8.csv.gz", "measurements/h200/vendor-deepseek-v3-tp8.csv"],
+        card: "H200, with the model zoo",
+        manifest: "measurements/zoo/backends.toml",
+        extra: &["--sample-m", "40", "--features", "contrast"],
+        deepseek: H200_DEEPSEEK,
     },
     BackendData {
         card: "H100",
         manifest: "measurements/h100/datasets.toml",
+        extra: &[],
         deepseek: &[
             "measurements/h100/deepseek-v3-tp8.csv.gz",
             "measurements/h100/vendor-deepseek-v3-tp8.csv",
@@ -189,10 +198,13 @@ const BACKEND_DATA: [BackendData; 2] = [
 fn backend_targets(dir: &Path, data: &BackendData) -> anyhow::Result<()> {
     let root = env!("CARGO_MANIFEST_DIR");
     let manifest = format!("{root}/{}", data.manifest);
-    let (_, secs) = run_job(dir, &["--dataset", &manifest, "--backends", "ck,vendor"])?;
+    let mut args = vec!["--dataset", manifest.as_str(), "--backends", "ck,vendor"];
+    args.extend_from_slice(data.extra);
+    let (_, secs) = run_job(dir, &args)?;
     let rows = read_rows(&dir.join("evaluations.csv"))?;
+    let extra: String = data.extra.iter().map(|a| format!(" {a}")).collect();
     println!(
-        "mixed rule over ck,vendor (`synth run --dataset {} --backends ck,vendor`, {}, {secs:.1} s):",
+        "mixed rule over ck,vendor (`synth run --dataset {} --backends ck,vendor{extra}`, {}, {secs:.1} s):",
         data.manifest, data.card
     );
     let of = |e: &str, c: &str, p: &str| rows.get(&(e.to_string(), c.to_string(), p.to_string())).map(|v| v.3);
@@ -324,8 +336,8 @@ fn main() -> anyhow::Result<()> {
     println!("  wall time of the main job: {t1:.2} s and {t2:.2} s (target: under 30 s on an idle machine)");
     zoo_targets(&tmp.path().join("zoo"), &[])?;
     zoo_targets(&tmp.path().join("zoo-fallback"), &["--split-k-fallback", "0.5"])?;
-    for data in &BACKEND_DATA {
-        backend_targets(&tmp.path().join(data.card), data)?;
+    for (i, data) in BACKEND_DATA.iter().enumerate() {
+        backend_targets(&tmp.path().join(format!("backends-{i}")), data)?;
     }
     Ok(())
 }
