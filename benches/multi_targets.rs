@@ -17,12 +17,12 @@
 //! with `--split-k-fallback 0.5` (split-K leaves charged what their guards run).
 //!
 //! Then the mixed rule over two backends on the H200 dataset with cuBLAS rows
-//! (`measurements/h200/backends.toml`), on the zoo's manifest with cuBLAS rows (`measurements/zoo/backends.toml`,
-//! with the zoo job's `--sample-m 40 --features contrast`) and on the H100 dataset
-//! (`measurements/h100/datasets.toml`), each `--backends ck,vendor`, against the backends issue's targets: ≥ 0.97 of the union oracle, ≥ 1.15x over
-//! the best single-backend rule, ≥ 1.05x over the best threshold, on the held-out grid shapes, the off-grid
-//! M, the untuned shapes, every leave-one-model-out fold and DeepSeek-V3 (held out of the pool, `synth
-//! compare` on the same card's DeepSeek-V3 journals).
+//! (`measurements/h200/backends.toml`), on the zoo's manifest with cuBLAS rows
+//! (`measurements/zoo/backends.toml`, with the zoo job's `--sample-m 40 --features contrast`) and on the H100
+//! dataset (`measurements/h100/datasets.toml`), each `--backends ck,vendor`, against the backends issue's
+//! targets: ≥ 0.97 of the union oracle, ≥ 1.15x over the best single-backend rule, ≥ 1.05x over the best
+//! threshold, on the held-out grid shapes, the off-grid M, the untuned shapes, every leave-one-model-out fold
+//! and DeepSeek-V3 (held out of the pool, `synth compare` on the same card's DeepSeek-V3 journals).
 //!
 //! Prints one line per target (value, target, met or not) and the wall time of each run.
 

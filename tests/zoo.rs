@@ -1179,6 +1179,15 @@ fn the_measure_script_runs_only_the_configurations_named() {
     assert_eq!(o.status.code(), Some(2), "{text}");
     assert!(text.contains("ZOO_ONLY names qwen9-tp1"), "{text}");
     assert!(!none.exists(), "nothing is written: {text}");
+    // A name is matched whole, never as a pattern; a list of no names is refused too.
+    for (only, words) in
+        [(".*", "ZOO_ONLY names .*,"), ("qwen2X5-72b-tp1", "names qwen2X5-72b-tp1,"), (" , ", "names no configuration")]
+    {
+        let (o, text) = measure_script(&none, &out, "grid", &[FAKE_BENCH, ("ZOO_ONLY", only)]);
+        assert_eq!(o.status.code(), Some(2), "{only}: {text}");
+        assert!(text.contains(words), "{only}: {text}");
+        assert!(!none.exists(), "{only}: nothing is written");
+    }
 }
 
 /// The zoo's manifest with cuBLAS rows (`measurements/zoo/backends.toml`): every configuration of the zoo's

@@ -18,7 +18,8 @@
 # (ZOO_SEED=none starts from nothing). Every bench stops DEADLINE_S seconds after the start at the latest.
 # At the end the journals and logs are packed into OUT_DIR/zoo-journals.tgz. SYNTH names the binary (default target/release/synth);
 # BENCH_ARGS is appended to every command (e.g. `--python python3 --harness ...`). ZOO_ONLY=NAME,NAME... (journal
-# names without .csv, e.g. qwen2.5-72b-tp1) runs only those configurations' commands, in that order. Run from the
+# names without .csv, e.g. qwen2.5-72b-tp1, matched whole) runs only those commands, in that order; a name no
+# command of the README writes is one error before anything runs. Run from the
 # repository root.
 set -u
 if [ $# -lt 3 ]; then
@@ -42,10 +43,19 @@ readme=measurements/zoo/README.md
 synth=${SYNTH:-./target/release/synth}
 [ -f "$readme" ] || { echo "measure.sh: $readme not found: run from the repository root" >&2; exit 2; }
 [ -x "$synth" ] || { echo "measure.sh: $synth is not an executable: build it or set SYNTH" >&2; exit 2; }
+# out_name LINE...: the journal name (without .csv) each README command line writes, one a line.
+out_name() { sed -n 's/.* --out \([^ ]*\)[.]csv\( .*\)\{0,1\}$/\1/p'; }
+only=()
 if [ -n "${ZOO_ONLY:-}" ]; then
-  for name in ${ZOO_ONLY//,/ }; do
-    grep -q -- "^synth bench --model .* --out $name[.]csv\( \|\$\)" "$readme" ||
-      { echo "measure.sh: ZOO_ONLY names $name, which no configuration of $readme writes (expected a journal name such as qwen2.5-72b-tp1)" >&2; exit 2; }
+  IFS=', ' read -ra fields <<< "$ZOO_ONLY"
+  for f in "${fields[@]}"; do [ -n "$f" ] && only+=("$f"); done
+fi
+if [ -n "${ZOO_ONLY:-}" ]; then
+  known=$(grep '^synth bench ' "$readme" | out_name)
+  [ ${#only[@]} -gt 0 ] || { echo "measure.sh: ZOO_ONLY='$ZOO_ONLY' names no configuration" >&2; exit 2; }
+  for name in "${only[@]}"; do
+    grep -qxF -- "$name" <<< "$known" ||
+      { echo "measure.sh: ZOO_ONLY names $name, which no command of $readme writes (expected a journal name such as qwen2.5-72b-tp1)" >&2; exit 2; }
   done
 fi
 start=$(date +%s)
@@ -58,10 +68,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
 # The README's commands of one part, one per line (ZOO_ONLY: those journals' commands, in its order).
 commands() {
   if [ -n "${ZOO_ONLY:-}" ]; then
-    local all name
+    local all name line
     all=$(ZOO_ONLY='' commands "$1")
-    for name in ${ZOO_ONLY//,/ }; do
-      grep -- " --out $name[.]csv\( \|\$\)" <<< "$all"
+    for name in "${only[@]}"; do
+      while read -r line; do
+        [ -n "$line" ] && [ "$(out_name <<< "$line")" = "$name" ] && echo "$line"
+      done <<< "$all"
     done
     return 0
   fi
