@@ -10,11 +10,12 @@ OUT=${1:?usage: run.sh OUT_DIR [SYNTH]}
 SYNTH=${2:-target/release/synth}
 H=measurements/h100/triton
 mkdir -p "$OUT"
-python3 harness/triton_journal.py $H/qwen3-32b-tp2.jsonl.gz $H/heldout-default.jsonl.gz $H/heldout-kept.jsonl.gz \
-  --out "$OUT/h100.csv"
-python3 harness/triton_journal.py $H/deepseek-tp8.jsonl.gz --out "$OUT/h100-deepseek.csv"
-# The H200's rule over the configs this card's journals hold (configs.txt), so it picks none unmeasured here.
-KEPT=$H/configs.txt bash measurements/h200/triton-heldout/run.sh "$OUT/h200" "$SYNTH" > "$OUT/h200.txt"
+python3 harness/triton_journal.py $H/qwen3-32b-tp2.jsonl.gz $H/qwen3-32b-tp2-added.jsonl.gz \
+  $H/heldout-default.jsonl.gz $H/heldout-kept.jsonl.gz $H/heldout-added.jsonl.gz --out "$OUT/h100.csv"
+python3 harness/triton_journal.py $H/deepseek-tp8.jsonl.gz $H/deepseek-tp8-added.jsonl.gz --out "$OUT/h100-deepseek.csv"
+# The H200's rule as ../../h200/triton-heldout/run.sh trains it (over kept.txt, every config of which this
+# card's journals hold: configs.txt), the rule `synth export` writes the H200's files from.
+bash measurements/h200/triton-heldout/run.sh "$OUT/h200" "$SYNTH" > "$OUT/h200.txt"
 "$SYNTH" run --dataset "$OUT/h100.csv" --model qwen3-32b --tp 2 --backends triton \
   --sample-m 20 --max-leaves 16 --out "$OUT/h100-rule" > "$OUT/h100-run.txt"
 for rule in h200/rule h100-rule; do
