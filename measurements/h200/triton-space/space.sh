@@ -2,7 +2,8 @@
 # One time-bounded chunk of the 1280-config space sweep (sample + validation shapes, one compile class).
 #   space.sh [SECONDS] [m1-first]
 # The chunk is the compile class of the first shape with cells left; with m1-first the M = 1 shapes are put
-# first, so their class (one, div16, any) is the one measured.
+# first, so their class (one, div16, any) is the one measured. SAMPLE and VALIDATE name the shape lists
+# (default sample.csv and validate.csv of this directory).
 set -u
 case ${2:-} in
   "" | m1-first) ;;
@@ -13,7 +14,9 @@ case ${1:-540} in
 esac
 S=measurements/h200/triton-space; C=${SPACE_SCRATCH:-.space-scratch}; T=${1:-540}; OUT=${OUT:-$C/out}; mkdir -p $OUT
 mkdir -p $C/triton; export TRITON_CACHE_DIR=$PWD/$C/triton
-tail -n +2 $S/validate.csv | cat $S/sample.csv - > $C/all.csv
+SAMPLE=${SAMPLE:-$S/sample.csv} VALIDATE=${VALIDATE:-$S/validate.csv}
+for f in "$SAMPLE" "$VALIDATE"; do [ -f "$f" ] || { echo "space.sh: shape list $f not found" >&2; exit 2; }; done
+tail -n +2 "$VALIDATE" | cat "$SAMPLE" - > $C/all.csv
 if [ "${2:-}" = m1-first ]; then
   { head -n 1 $C/all.csv; tail -n +2 $C/all.csv | awk -F, '$6 == 1'; tail -n +2 $C/all.csv | awk -F, '$6 != 1'; } > $C/all-m1.csv
   mv $C/all-m1.csv $C/all.csv
