@@ -681,8 +681,9 @@ fn backends_on_manifests_are_checked() {
 }
 
 /// The H100 manifest reads its gzip-compressed CK journals and plain vendor journals as one device's data:
-/// with `--backends ck,vendor` every configuration has usable rows of both backends on its 4 layers × the
-/// 30 sparse M values, and without `vendor` named the vendor rows stay a reference (no vendor candidate).
+/// with `--backends ck,vendor` every configuration has usable rows of both backends on its layers (4 for
+/// the dense models, 7 and 8 for the zoo's MiniCPM3-4B and DeepSeek-V2-Lite) × the 30 sparse M values, and
+/// without `vendor` named the vendor rows stay a reference (no vendor candidate).
 #[test]
 fn the_h100_manifest_opens_with_both_backends() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -690,12 +691,34 @@ fn the_h100_manifest_opens_with_both_backends() {
     let both = Backends::parse("ck,vendor").unwrap();
     let data = gemm_synth::app::manifest::MultiData::open_for(&manifest, Some(&both)).unwrap();
     let names: Vec<&str> = data.configs.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(names, ["qwen3-32b-tp2", "llama-3.1-8b-tp1", "llama-3.2-3b-tp1", "qwen2.5-7b-tp1", "llama-3.1-70b-tp4"]);
+    assert_eq!(
+        names,
+        [
+            "qwen3-32b-tp2",
+            "llama-3.1-8b-tp1",
+            "llama-3.2-3b-tp1",
+            "qwen2.5-7b-tp1",
+            "llama-3.1-70b-tp4",
+            "minicpm3-4b-tp1",
+            "deepseek-v2-lite-tp1"
+        ]
+    );
+    let layers = [4, 4, 4, 4, 4, 7, 8];
     for (i, c) in data.configs.iter().enumerate() {
         // The three training configurations have the 20 off-grid M too (cuBLAS's rows padded at M not a
         // multiple of 4, as a runtime pads them: every one usable).
         let off_grid = if i < 3 { 4 * 20 } else { 0 };
-        assert_eq!((c.grid.len(), c.off_grid.len()), (4 * 30, off_grid), "{}", c.name);
+        assert_eq!((c.grid.len(), c.off_grid.len()), (layers[i] * 30, off_grid), "{}", c.name);
+        for &s in &c.grid {
+            for b in [Libtype::Ck, Libtype::Vendor] {
+                assert!(
+                    data.matrix.best_of(s, b).is_some(),
+                    "{}: no usable {b:?} row at {:?}",
+                    c.name,
+                    data.matrix.shapes[s]
+                );
+            }
+        }
     }
     let vendor_candidates = |d: &gemm_synth::app::manifest::MultiData| {
         d.matrix.candidates.iter().filter(|c| c.backend == Libtype::Vendor).count()
