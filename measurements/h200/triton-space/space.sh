@@ -13,7 +13,7 @@ case ${1:-540} in
   '' | *[!0-9]*) echo "space.sh: SECONDS must be a whole number of seconds, not $1" >&2; exit 2 ;;
 esac
 S=measurements/h200/triton-space; C=${SPACE_SCRATCH:-.space-scratch}; T=${1:-540}; OUT=${OUT:-$C/out}; mkdir -p $OUT
-mkdir -p $C/triton; export TRITON_CACHE_DIR=$PWD/$C/triton
+mkdir -p $C/triton; case $C in /*) export TRITON_CACHE_DIR=$C/triton ;; *) export TRITON_CACHE_DIR=$PWD/$C/triton ;; esac
 SAMPLE=${SAMPLE:-$S/sample.csv} VALIDATE=${VALIDATE:-$S/validate.csv}
 for f in "$SAMPLE" "$VALIDATE"; do [ -f "$f" ] || { echo "space.sh: shape list $f not found" >&2; exit 2; }; done
 tail -n +2 "$VALIDATE" | cat "$SAMPLE" - > $C/all.csv
