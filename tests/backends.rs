@@ -682,8 +682,9 @@ fn backends_on_manifests_are_checked() {
 
 /// The H100 manifest reads its gzip-compressed CK journals and plain vendor journals as one device's data:
 /// with `--backends ck,vendor` every configuration has usable rows of both backends on its layers (4 for
-/// the dense models, 7 and 8 for the zoo's MiniCPM3-4B and DeepSeek-V2-Lite) × the 30 sparse M values, and
-/// without `vendor` named the vendor rows stay a reference (no vendor candidate).
+/// the dense models; 7, 8, 3 and 4 for the zoo's MiniCPM3-4B, DeepSeek-V2-Lite, Qwen3-30B-A3B and
+/// Qwen2.5-0.5B) × the 30 sparse M values, and without `vendor` named the vendor rows stay a reference (no
+/// vendor candidate). The pool puts MiniCPM3-4B among the three that train (chosen by the folds).
 #[test]
 fn the_h100_manifest_opens_with_both_backends() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -700,12 +701,17 @@ fn the_h100_manifest_opens_with_both_backends() {
             "qwen2.5-7b-tp1",
             "llama-3.1-70b-tp4",
             "minicpm3-4b-tp1",
-            "deepseek-v2-lite-tp1"
+            "deepseek-v2-lite-tp1",
+            "qwen3-30b-a3b-tp1",
+            "qwen2.5-0.5b-tp1"
         ]
     );
-    let layers = [4, 4, 4, 4, 4, 7, 8];
+    let pool: Vec<&str> = data.pool.iter().map(|&i| data.configs[i].name.as_str()).collect();
+    assert_eq!(pool[..3], ["qwen3-32b-tp2", "llama-3.1-8b-tp1", "minicpm3-4b-tp1"]);
+    assert_eq!(data.train_configs, 3);
+    let layers = [4, 4, 4, 4, 4, 7, 8, 3, 4];
     for (i, c) in data.configs.iter().enumerate() {
-        // The three training configurations have the 20 off-grid M too (cuBLAS's rows padded at M not a
+        // The first three configurations have the 20 off-grid M too (cuBLAS's rows padded at M not a
         // multiple of 4, as a runtime pads them: every one usable).
         let off_grid = if i < 3 { 4 * 20 } else { 0 };
         assert_eq!((c.grid.len(), c.off_grid.len()), (layers[i] * 30, off_grid), "{}", c.name);
