@@ -23,19 +23,34 @@ def journal_rows(path):
                 yield r
 
 
+def read_inputs(layers_csv, journals):
+    """[(name, N, K)] of the layer, and {(M, N, K): {libtype: best us}} of the journals."""
+    with open(layers_csv, newline="") as f:
+        layers = [(r["name"], int(r["N"]), int(r["K"])) for r in csv.DictReader(l for l in f if not l.startswith("#"))]
+    if not layers:
+        raise ValueError("%s: no GEMM rows (columns name,N,K)" % layers_csv)
+    best = {}
+    for path in journals:
+        try:
+            for r in journal_rows(path):
+                key = (int(r["M"]), int(r["N"]), int(r["K"]))
+                lib, us = r["libtype"], float(r["us"])
+                cell = best.setdefault(key, {})
+                cell[lib] = min(us, cell.get(lib, math.inf))
+        except (KeyError, ValueError) as e:
+            raise ValueError("%s: not a journal (columns M, N, K, libtype, us, status): %s" % (path, e))
+    return layers, best
+
+
 def main(argv):
     if len(argv) < 3:
         sys.stderr.write("usage: oracle_bound.py LAYERS_CSV JOURNAL...\n")
         return 2
-    with open(argv[1], newline="") as f:
-        layers = [(r["name"], int(r["N"]), int(r["K"])) for r in csv.DictReader(l for l in f if not l.startswith("#"))]
-    best = {}
-    for path in argv[2:]:
-        for r in journal_rows(path):
-            key = (int(r["M"]), int(r["N"]), int(r["K"]))
-            lib, us = r["libtype"], float(r["us"])
-            cell = best.setdefault(key, {})
-            cell[lib] = min(us, cell.get(lib, math.inf))
+    try:
+        layers, best = read_inputs(argv[1], argv[2:])
+    except (OSError, KeyError, ValueError) as e:
+        sys.stderr.write("oracle_bound.py: %s\n" % e)
+        return 2
     ratios = []
     print("%6s %12s %12s %8s" % ("M", "vendor us", "oracle us", "ratio"))
     for m in M_SET:
