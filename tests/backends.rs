@@ -683,8 +683,9 @@ fn backends_on_manifests_are_checked() {
 /// The H100 manifest reads its gzip-compressed CK journals and plain vendor journals as one device's data:
 /// with `--backends ck,vendor` every configuration has usable rows of both backends on its layers (4 for
 /// the dense models; 7, 8, 3 and 4 for the zoo's MiniCPM3-4B, DeepSeek-V2-Lite, Qwen3-30B-A3B and
-/// Qwen2.5-0.5B) × the 30 sparse M values, and without `vendor` named the vendor rows stay a reference (no
-/// vendor candidate). The pool puts MiniCPM3-4B among the three that train (chosen by the folds).
+/// Qwen2.5-0.5B) × the 30 sparse M values (and the 20 off-grid M where measured), and without `vendor` named
+/// the vendor rows stay a reference (no vendor candidate). The pool puts MiniCPM3-4B among the three that
+/// train (chosen by the folds).
 #[test]
 fn the_h100_manifest_opens_with_both_backends() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -711,11 +712,11 @@ fn the_h100_manifest_opens_with_both_backends() {
     assert_eq!(data.train_configs, 3);
     let layers = [4, 4, 4, 4, 4, 7, 8, 3, 4];
     for (i, c) in data.configs.iter().enumerate() {
-        // The first three configurations have the 20 off-grid M too (cuBLAS's rows padded at M not a
-        // multiple of 4, as a runtime pads them: every one usable).
-        let off_grid = if i < 3 { 4 * 20 } else { 0 };
+        // The first three configurations and MiniCPM3-4B have the 20 off-grid M too (cuBLAS's rows padded at
+        // M not a multiple of 4, as a runtime pads them: every one usable).
+        let off_grid = if i < 3 || c.name == "minicpm3-4b-tp1" { layers[i] * 20 } else { 0 };
         assert_eq!((c.grid.len(), c.off_grid.len()), (layers[i] * 30, off_grid), "{}", c.name);
-        for &s in &c.grid {
+        for &s in c.grid.iter().chain(&c.off_grid) {
             for b in [Libtype::Ck, Libtype::Vendor] {
                 assert!(
                     data.matrix.best_of(s, b).is_some(),
