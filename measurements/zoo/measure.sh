@@ -49,8 +49,6 @@ only=()
 if [ -n "${ZOO_ONLY:-}" ]; then
   IFS=', ' read -ra fields <<< "$ZOO_ONLY"
   for f in "${fields[@]}"; do [ -n "$f" ] && only+=("$f"); done
-fi
-if [ -n "${ZOO_ONLY:-}" ]; then
   known=$(grep '^synth bench ' "$readme" | out_name)
   [ ${#only[@]} -gt 0 ] || { echo "measure.sh: ZOO_ONLY='$ZOO_ONLY' names no configuration" >&2; exit 2; }
   for name in "${only[@]}"; do
