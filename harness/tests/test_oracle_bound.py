@@ -50,6 +50,9 @@ class OracleBoundTest(unittest.TestCase):
         rc, out, err = self.run_main("name,N,K\n", HEADER)
         self.assertEqual(rc, 2)
         self.assertIn("no GEMM rows", err)
+        rc, out, err = self.run_main("name,N,K\na,abc,512\n", HEADER)
+        self.assertEqual(rc, 2)
+        self.assertIn("layer.csv: not a layer list", err)
         rc = oracle_bound.main(["oracle_bound.py", "/nonexistent/layer.csv", "/nonexistent/j.csv"])
         self.assertEqual(rc, 2)
 

@@ -8,6 +8,7 @@
 set -euo pipefail
 OUT=${1:?usage: run.sh OUT_DIR [SYNTH]}
 SYNTH=${2:-target/release/synth}
+[ -x "$SYNTH" ] || { echo "run.sh: $SYNTH is not an executable: build it (cargo build --release) or pass its path" >&2; exit 2; }
 H=measurements/h100/triton
 mkdir -p "$OUT"
 python3 harness/triton_journal.py $H/qwen3-32b-tp2.jsonl.gz $H/qwen3-32b-tp2-added.jsonl.gz \

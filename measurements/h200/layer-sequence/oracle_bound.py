@@ -26,7 +26,11 @@ def journal_rows(path):
 def read_inputs(layers_csv, journals):
     """[(name, N, K)] of the layer, and {(M, N, K): {libtype: best us}} of the journals."""
     with open(layers_csv, newline="") as f:
-        layers = [(r["name"], int(r["N"]), int(r["K"])) for r in csv.DictReader(l for l in f if not l.startswith("#"))]
+        try:
+            layers = [(r["name"], int(r["N"]), int(r["K"]))
+                      for r in csv.DictReader(l for l in f if not l.startswith("#"))]
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError("%s: not a layer list (columns name, N, K as integers): %s" % (layers_csv, e))
     if not layers:
         raise ValueError("%s: no GEMM rows (columns name,N,K)" % layers_csv)
     best = {}

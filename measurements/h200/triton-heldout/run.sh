@@ -11,6 +11,7 @@
 set -euo pipefail
 OUT=${1:?usage: run.sh OUT_DIR [SYNTH]}
 SYNTH=${2:-target/release/synth}
+[ -x "$SYNTH" ] || { echo "run.sh: $SYNTH is not an executable: build it (cargo build --release) or pass its path" >&2; exit 2; }
 H=measurements/h200
 KEPT=${KEPT:-$H/triton-space/kept.txt}
 mkdir -p "$OUT"
