@@ -444,13 +444,17 @@ fn triton_family_sends_the_plan_lines_and_journals_triton_rows() {
 fn triton_family_plans_the_kept_set_and_rechecks_by_default() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("j.csv");
-    // The kept set (9 configs of the cover and vLLM's default) on two shapes.
+    // The kept set (the configs of the cover and vLLM's default, one a line in kept.txt) on two shapes.
+    let kept_file = Path::new(env!("CARGO_MANIFEST_DIR")).join("measurements/h200/triton-space/kept.txt");
+    let kept = std::fs::read_to_string(kept_file).unwrap();
+    let kept: Vec<&str> = kept.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+    assert!(kept.len() >= 2 && kept.iter().all(|c| c.starts_with("triton_bm")), "{kept:?}");
     let mut args = triton_args(&out, &["--dry-run"]);
     let at = args.iter().position(|a| a == "--configs").unwrap();
     args.drain(at..at + 2);
     let o = run(&args, &[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "20", "2 shapes x 10 kept configs");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), (2 * kept.len()).to_string(), "2 shapes x the kept configs");
     assert!(!out.exists());
     // Rechecks: round(4 x 0.5) = 2 cells of the plan again, with recheck 1, after it.
     let plan = dir.path().join("plan.jsonl");

@@ -34,7 +34,7 @@ pub struct BenchArgs {
     /// Legacy kernelIds to measure (comma list), or `all` (the 19 candidates) [default: all]; --family ck.
     #[arg(long)]
     pub instances: Option<String>,
-    /// With --family triton, the configs to measure: `kept` (the 8 configs kept by the set cover of
+    /// With --family triton, the configs to measure: `kept` (the configs kept by the set cover of
     /// measurements/h200/triton-space/ and vLLM's default, embedded), `space` (the tuner's 1280 configs), a
     /// file of config names (one per line, `#` comments: the format of triton-space/kept.txt), or a comma
     /// list of names such as triton_bm64_bn128_bk128_g32_w4_s2 [default: kept].

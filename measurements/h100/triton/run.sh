@@ -14,9 +14,21 @@ mkdir -p "$OUT"
 python3 harness/triton_journal.py $H/qwen3-32b-tp2.jsonl.gz $H/qwen3-32b-tp2-added.jsonl.gz \
   $H/heldout-default.jsonl.gz $H/heldout-kept.jsonl.gz $H/heldout-added.jsonl.gz --out "$OUT/h100.csv"
 python3 harness/triton_journal.py $H/deepseek-tp8.jsonl.gz $H/deepseek-tp8-added.jsonl.gz --out "$OUT/h100-deepseek.csv"
-# The H200's rule as ../../h200/triton-heldout/run.sh trains it (over kept.txt, every config of which this
-# card's journals hold: configs.txt), the rule `synth export` writes the H200's files from.
-bash measurements/h200/triton-heldout/run.sh "$OUT/h200" "$SYNTH" > "$OUT/h200.txt"
+# The H200's rule as ../../h200/triton-heldout/run.sh trains it, over the configs of kept.txt this card's
+# journals hold (kept-measured.txt; a config kept.txt gained after this card's runs is left out and named), so
+# the rule picks nothing this card lacks. With every config measured it is the rule `synth export` writes.
+python3 - "$OUT/h100.csv" measurements/h200/triton-space/kept.txt "$OUT/kept-measured.txt" <<'PY'
+import csv, sys
+measured = {row["kernelName"] for row in csv.DictReader(open(sys.argv[1], newline=""))}
+kept = [l.strip() for l in open(sys.argv[2]) if l.strip() and not l.startswith("#")]
+with open(sys.argv[3], "w") as f:
+    f.write("# the configs of kept.txt with rows in this card's journal\n")
+    f.writelines(c + "\n" for c in kept if c in measured)
+for c in kept:
+    if c not in measured:
+        print(f"kept.txt's {c} has no row on this card: the H200's rule here is trained without it")
+PY
+KEPT="$OUT/kept-measured.txt" bash measurements/h200/triton-heldout/run.sh "$OUT/h200" "$SYNTH" > "$OUT/h200.txt"
 "$SYNTH" run --dataset "$OUT/h100.csv" --model qwen3-32b --tp 2 --backends triton \
   --sample-m 20 --max-leaves 16 --out "$OUT/h100-rule" > "$OUT/h100-run.txt"
 for rule in h200/rule h100-rule; do

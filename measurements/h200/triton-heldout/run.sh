@@ -18,10 +18,10 @@ mkdir -p "$OUT"
 # The manifest journal holds the kept set only (KEPT: the configs a rule may choose from); the DeepSeek-V3
 # journal every config measured there (vLLM's files name their own).
 python3 harness/triton_journal.py $H/triton-manifest/manifest.jsonl.gz $H/triton-manifest/manifest-rescreen.jsonl.gz \
-  $H/triton-manifest/default-timed.jsonl.gz $H/triton-manifest/cover25.jsonl.gz \
+  $H/triton-manifest/default-timed.jsonl.gz $H/triton-manifest/cover25.jsonl.gz $H/triton-manifest/cover27.jsonl.gz \
   --configs "$KEPT" --out "$OUT/triton-manifest.csv"
 python3 harness/triton_journal.py $H/triton-deepseek/deepseek.jsonl.gz $H/triton-deepseek/deepseek-rescreen.jsonl.gz \
-  $H/triton-deepseek/default-timed.jsonl.gz $H/triton-deepseek/cover25.jsonl.gz --out "$OUT/triton-deepseek.csv"
+  $H/triton-deepseek/default-timed.jsonl.gz $H/triton-deepseek/cover25.jsonl.gz $H/triton-deepseek/cover27.jsonl.gz --out "$OUT/triton-deepseek.csv"
 # Training: Qwen3-32B TP=2 only, 20 M values x 4 layers (the other 240 of its shapes are its own held-out set).
 "$SYNTH" run --dataset "$OUT/triton-manifest.csv" --model qwen3-32b --tp 2 --backends triton \
   --sample-m 20 --max-leaves 16 --out "$OUT/rule" > "$OUT/run.txt"
@@ -40,6 +40,6 @@ done
 echo "== the rule over vLLM's default config with the default's screens in place of compare's charge"
 python3 measurements/h200/triton-heldout/default_estimates.py --policy "$OUT/rule/rule.json" \
   --journal $H/triton-manifest/manifest.jsonl.gz $H/triton-manifest/manifest-rescreen.jsonl.gz \
-  $H/triton-manifest/default-timed.jsonl.gz $H/triton-manifest/cover25.jsonl.gz $H/triton-deepseek/deepseek.jsonl.gz \
+  $H/triton-manifest/default-timed.jsonl.gz $H/triton-manifest/cover25.jsonl.gz $H/triton-manifest/cover27.jsonl.gz $H/triton-deepseek/deepseek.jsonl.gz \
   $H/triton-deepseek/deepseek-rescreen.jsonl.gz $H/triton-deepseek/default-timed.jsonl.gz \
-  $H/triton-deepseek/cover25.jsonl.gz -- "$OUT"/compare-*.csv
+  $H/triton-deepseek/cover25.jsonl.gz $H/triton-deepseek/cover27.jsonl.gz -- "$OUT"/compare-*.csv
