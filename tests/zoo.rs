@@ -1191,9 +1191,10 @@ fn the_measure_script_runs_only_the_configurations_named() {
 }
 
 /// The zoo's manifest with cuBLAS rows (`measurements/zoo/backends.toml`): every configuration of the zoo's
-/// manifest but Qwen3-30B-A3B TP 2 (no cuBLAS rows yet), each shape with a usable row of both backends except
-/// the 7 gate_up shapes of Qwen3-32B TP 1 its CK journal lacks, and the zoo's configurations on their grid
-/// only (their CK off-grid M are not measured).
+/// manifest, each shape with a usable row of both backends except the 7 gate_up shapes of Qwen3-32B TP 1 its
+/// CK journal lacks and the 43 off-grid shapes of Qwen2.5-72B TP 1 its CK journal lacks (its off-grid M are
+/// measured in part); the zoo's configurations whose CK off-grid M are not measured on their grid only, the
+/// others on their grid and their 20 off-grid M.
 #[test]
 fn the_zoo_backends_manifest_has_both_backends_on_every_shape() {
     use gemm_synth::catalog::{Backends, Libtype};
@@ -1203,8 +1204,13 @@ fn the_zoo_backends_manifest_has_both_backends_on_every_shape() {
             .unwrap();
     let zoo = gemm_synth::app::manifest::MultiData::open(&root().join("measurements/zoo/datasets.toml")).unwrap();
     let names: Vec<&str> = data.configs.iter().map(|c| c.name.as_str()).collect();
-    let want: Vec<&str> = zoo.configs.iter().map(|c| c.name.as_str()).filter(|n| *n != "qwen3-30b-a3b-tp2").collect();
+    let want: Vec<&str> = zoo.configs.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, want);
+    let pool = |d: &gemm_synth::app::manifest::MultiData| -> Vec<String> {
+        d.pool.iter().map(|&i| d.configs[i].name.clone()).collect()
+    };
+    assert_eq!(pool(&data), pool(&zoo), "the pool as in datasets.toml");
+    assert_eq!(data.train_configs, zoo.train_configs);
     let mut missing = BTreeMap::<(&str, Libtype), usize>::new();
     for c in &data.configs {
         for s in c.grid.iter().chain(&c.off_grid) {
@@ -1214,12 +1220,17 @@ fn the_zoo_backends_manifest_has_both_backends_on_every_shape() {
                 }
             }
         }
-        if ["minicpm3-4b-tp1", "deepseek-v2-lite-tp1", "qwen2.5-0.5b-tp1", "qwen2.5-72b-tp1"].contains(&c.name.as_str())
-        {
-            assert!(c.off_grid.is_empty(), "{}", c.name);
+        let off_grid = match c.name.as_str() {
+            "minicpm3-4b-tp1" | "deepseek-v2-lite-tp1" | "qwen2.5-0.5b-tp1" | "qwen3-30b-a3b-tp2" => Some(0),
+            "qwen2.5-72b-tp1" | "llama-3.1-405b-tp8" => Some(4 * 20),
+            "mistral-large-2411-tp8" => Some(3 * 20),
+            _ => None,
+        };
+        if let Some(n) = off_grid {
+            assert_eq!(c.off_grid.len(), n, "{}", c.name);
         }
     }
-    assert_eq!(missing, BTreeMap::from([(("qwen3-32b-tp1", Libtype::Ck), 7)]));
+    assert_eq!(missing, BTreeMap::from([(("qwen3-32b-tp1", Libtype::Ck), 7), (("qwen2.5-72b-tp1", Libtype::Ck), 43)]));
 }
 
 /// The zoo's manifest reads its gzip-compressed journals and the dense ones beside them: every configuration
@@ -1228,7 +1239,7 @@ fn the_zoo_backends_manifest_has_both_backends_on_every_shape() {
 fn the_zoo_manifest_opens_with_its_compressed_journals() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let data = gemm_synth::app::manifest::MultiData::open(&root.join("measurements/zoo/datasets.toml")).unwrap();
-    assert_eq!(data.configs.len(), 17);
+    assert_eq!(data.configs.len(), 19);
     let by_name = |n: &str| data.configs.iter().find(|c| c.name == n).unwrap();
     let layers = |n: &str| {
         let mut v: Vec<(u32, u32)> = by_name(n).layers.iter().map(|l| (l.n, l.k)).collect();
@@ -1247,13 +1258,27 @@ fn the_zoo_manifest_opens_with_its_compressed_journals() {
     // Qwen2.5-72B at TP 1, its own journal; Qwen3-30B-A3B at TP 2 with DeepSeek-V2-Lite's 2048 x 2048.
     assert_eq!(layers("qwen2.5-72b-tp1"), vec![(8192, 8192), (8192, 29568), (10240, 8192), (59136, 8192)]);
     assert_eq!(layers("qwen3-30b-a3b-tp2"), vec![(768, 2048), (2048, 384), (2048, 2048), (2560, 2048)]);
-    for n in ["qwen2.5-72b-tp1", "qwen3-30b-a3b-tp2"] {
+    // Llama-3.1-405B and Mistral Large 2 at TP 8, their own journals (Mistral's o_proj, 12288 x 1536, is
+    // DeepSeek-V3's q_b_proj at TP 2: held out, not measured).
+    assert_eq!(layers("llama-3.1-405b-tp8"), vec![(2304, 16384), (13312, 16384), (16384, 2048), (16384, 6656)]);
+    assert_eq!(layers("mistral-large-2411-tp8"), vec![(1792, 12288), (7168, 12288), (12288, 3584)]);
+    for n in ["qwen2.5-72b-tp1", "qwen3-30b-a3b-tp2", "llama-3.1-405b-tp8"] {
         assert_eq!(by_name(n).grid.len(), 4 * 80, "{n}");
     }
+    assert_eq!(by_name("mistral-large-2411-tp8").grid.len(), 3 * 80);
+    // Off-grid M: all 20 of Llama-3.1-405B and Mistral Large 2; Qwen2.5-72B TP 1's in part (all of 8192 x
+    // 8192, 17 of 8192 x 29568).
+    assert_eq!(by_name("llama-3.1-405b-tp8").off_grid.len(), 4 * 20);
+    assert_eq!(by_name("mistral-large-2411-tp8").off_grid.len(), 3 * 20);
+    assert_eq!(by_name("qwen2.5-72b-tp1").off_grid.len(), 20 + 17);
+    assert!(by_name("qwen3-30b-a3b-tp2").off_grid.is_empty());
     // The dense configurations are as the main job's manifest has them.
     let dense = gemm_synth::app::manifest::MultiData::open(&root.join("measurements/h200/datasets.toml")).unwrap();
     for c in &dense.configs {
         assert_eq!(by_name(&c.name).shapes().len(), c.shapes().len(), "{}", c.name);
     }
+    // The pool: the two TP-8 configurations at its end (the folds kept them out of the first eight).
+    let pool: Vec<&str> = data.pool.iter().map(|&i| data.configs[i].name.as_str()).collect();
+    assert_eq!(pool[pool.len() - 2..], ["llama-3.1-405b-tp8", "mistral-large-2411-tp8"]);
     assert_eq!(data.train_configs, 8);
 }
