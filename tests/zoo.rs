@@ -457,9 +457,15 @@ fn zoo_rows() -> Vec<Row> {
 
 /// Cells of `synth bench` (every legacy candidate, split-K auto, 132 SMs, 3% rechecks) on one (N, K) at `ms`.
 fn plan_cells(n: u32, k: u32, ms: &[u32]) -> usize {
+    plan_cells_of(&[(n, k)], ms)
+}
+
+/// Cells of one `synth bench` plan over every (N, K) of `layers` at the M of `ms`: rechecks are drawn over the
+/// whole plan, as the configuration's bench command draws them, so this is not the sum over its layers.
+fn plan_cells_of(layers: &[(u32, u32)], ms: &[u32]) -> usize {
     let catalog = Catalog::embedded();
     let spec = PlanSpec {
-        shapes: ms.iter().map(|&m| Shape::new(m, n, k)).collect(),
+        shapes: layers.iter().flat_map(|&(n, k)| ms.iter().map(move |&m| Shape::new(m, n, k))).collect(),
         instances: catalog.legacy_candidates().iter().collect(),
         split_k: SplitKMode::Auto,
         cu_num: H200_CUS,
@@ -591,8 +597,8 @@ fn tables() -> String {
     for (c, optional) in configs {
         let mine: Vec<&Row> = rows.iter().filter(|r| r.model == c.model && r.tp == c.tp).collect();
         let new: Vec<&Row> = mine.iter().copied().filter(|r| r.status == Status::New).collect();
-        let g: usize = new.iter().map(|r| plan_cells(r.n, r.k, &grid)).sum();
-        let o: usize = new.iter().map(|r| plan_cells(r.n, r.k, &off)).sum();
+        let layers: Vec<(u32, u32)> = new.iter().map(|r| (r.n, r.k)).collect();
+        let (g, o) = (plan_cells_of(&layers, &grid), plan_cells_of(&layers, &off));
         if !optional {
             totals = (totals.0 + new.len(), totals.1 + g, totals.2 + o);
         }
