@@ -19,8 +19,10 @@ python3 harness/triton_journal.py $H/deepseek-tp8.jsonl.gz $H/deepseek-tp8-added
 # the rule picks nothing this card lacks. With every config measured it is the rule `synth export` writes.
 python3 - "$OUT/h100.csv" measurements/h200/triton-space/kept.txt "$OUT/kept-measured.txt" <<'PY'
 import csv, sys
+sys.path.insert(0, "harness")
+import triton_plan  # kept.txt's reader
 measured = {row["kernelName"] for row in csv.DictReader(open(sys.argv[1], newline=""))}
-kept = [l.strip() for l in open(sys.argv[2]) if l.strip() and not l.startswith("#")]
+kept = [c.name() for c in triton_plan.read_configs(sys.argv[2])]
 with open(sys.argv[3], "w") as f:
     f.write("# the configs of kept.txt with rows in this card's journal\n")
     f.writelines(c + "\n" for c in kept if c in measured)
