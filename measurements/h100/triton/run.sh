@@ -12,8 +12,10 @@ SYNTH=${2:-target/release/synth}
 H=measurements/h100/triton
 mkdir -p "$OUT"
 python3 harness/triton_journal.py $H/qwen3-32b-tp2.jsonl.gz $H/qwen3-32b-tp2-added.jsonl.gz \
-  $H/heldout-default.jsonl.gz $H/heldout-kept.jsonl.gz $H/heldout-added.jsonl.gz --out "$OUT/h100.csv"
-python3 harness/triton_journal.py $H/deepseek-tp8.jsonl.gz $H/deepseek-tp8-added.jsonl.gz --out "$OUT/h100-deepseek.csv"
+  $H/qwen3-32b-tp2-added2.jsonl.gz $H/heldout-default.jsonl.gz $H/heldout-kept.jsonl.gz $H/heldout-added.jsonl.gz \
+  $H/heldout-added2.jsonl.gz --out "$OUT/h100.csv"
+python3 harness/triton_journal.py $H/deepseek-tp8.jsonl.gz $H/deepseek-tp8-added.jsonl.gz \
+  $H/deepseek-tp8-added2.jsonl.gz --out "$OUT/h100-deepseek.csv"
 # The H200's rule as ../../h200/triton-heldout/run.sh trains it, over the configs of kept.txt this card's
 # journals hold (kept-measured.txt; a config kept.txt gained after this card's runs is left out and named), so
 # the rule picks nothing this card lacks. With every config measured it is the rule `synth export` writes.
