@@ -2,9 +2,9 @@
 # The block-FP8 Triton config family on an H100: the rule trained on the H200's Qwen3-32B TP=2 journal
 # (../../h200/triton-heldout/run.sh) and a rule trained on this card's, both scored on this card's journals of
 # two configurations neither was trained on, against vLLM's and SGLang's default configs, and on DeepSeek-V3's
-# TP 8 layers that vLLM ships H100 files for, against those files (../vllm-h100-configs/).
+# layers that vLLM ships H100 files for (TP 1, 2, 4, 8, 16), against those files (../vllm-h100-configs/).
 #
-#   bash measurements/h100/triton/run.sh OUT_DIR [SYNTH]     (from the repository root; ~15 s)
+#   bash measurements/h100/triton/run.sh OUT_DIR [SYNTH]     (from the repository root; ~6 s)
 set -euo pipefail
 OUT=${1:?usage: run.sh OUT_DIR [SYNTH]}
 SYNTH=${2:-target/release/synth}
@@ -15,7 +15,7 @@ python3 harness/triton_journal.py $H/qwen3-32b-tp2.jsonl.gz $H/qwen3-32b-tp2-add
   $H/qwen3-32b-tp2-added2.jsonl.gz $H/heldout-default.jsonl.gz $H/heldout-kept.jsonl.gz $H/heldout-added.jsonl.gz \
   $H/heldout-added2.jsonl.gz --out "$OUT/h100.csv"
 python3 harness/triton_journal.py $H/deepseek-tp8.jsonl.gz $H/deepseek-tp8-added.jsonl.gz \
-  $H/deepseek-tp8-added2.jsonl.gz --out "$OUT/h100-deepseek.csv"
+  $H/deepseek-tp8-added2.jsonl.gz $H/deepseek-all.jsonl.gz --out "$OUT/h100-deepseek.csv"
 # The H200's rule as ../../h200/triton-heldout/run.sh trains it, over the configs of kept.txt this card's
 # journals hold (kept-measured.txt; a config kept.txt gained after this card's runs is left out and named), so
 # the rule picks nothing this card lacks. With every config measured it is the rule `synth export` writes.
@@ -44,9 +44,11 @@ for rule in h200/rule h100-rule; do
   done
 done
 for rule in h200/rule h100-rule; do
-  echo "== the rule of $rule/rule.json on this card's DeepSeek-V3 TP=8 layers with an H100 file (held out)"
-  "$SYNTH" compare --dataset "$OUT/h100-deepseek.csv" --spec shapes/held-out/deepseek-v3.toml --tp 8 \
-    --backends triton --rule "$OUT/$rule/rule.json" --runtime-default vllm \
-    --runtime-tuned vllm=measurements/h100/vllm-h100-configs --device-name NVIDIA_H100_80GB_HBM3 \
-    --csv "$OUT/compare-${rule%%/*}-deepseek-v3-tp8.csv"
+  for tp in 8 1 2 4 16; do
+    echo "== the rule of $rule/rule.json on this card's DeepSeek-V3 TP=$tp layers with an H100 file (held out)"
+    "$SYNTH" compare --dataset "$OUT/h100-deepseek.csv" --spec shapes/held-out/deepseek-v3.toml --tp "$tp" \
+      --backends triton --rule "$OUT/$rule/rule.json" --runtime-default vllm \
+      --runtime-tuned vllm=measurements/h100/vllm-h100-configs --device-name NVIDIA_H100_80GB_HBM3 \
+      --csv "$OUT/compare-${rule%%/*}-deepseek-v3-tp$tp.csv"
+  done
 done
