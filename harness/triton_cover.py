@@ -23,6 +23,11 @@ whose configs other measurements were taken with. When some of its configs still
 minimum size, that subset is kept (``kept_from`` "incumbent") and the best minimum cover is reported next
 to it (``best_cover``); otherwise the best cover is kept (``kept_from`` "best") and the output says the
 incumbent no longer is a minimum cover.
+
+``--score FILE`` (the same format) searches no cover: it reports how that set does on this space's sample
+and validation shapes, for instance a set chosen on another card's space (``kept_from`` "score"). On a
+shape where every config of the set was screened, its pick is the set's fastest screen (``kept_timing``
+"estimate": more than twice the shape's best, so the loss shown is below the true one).
 """
 import argparse
 import csv
@@ -46,8 +51,9 @@ def read_shapes(path):
     return out
 
 
-def read_space(paths):
-    """{(M, N, K): {config name: us}} of graph-timed ok cells, and {(M, N, K): rows seen}."""
+def read_space(paths, screens=None):
+    """{(M, N, K): {config name: us}} of graph-timed ok cells, and {(M, N, K): rows seen}; the screened
+    cells' estimates go to ``screens`` ({(M, N, K): {config name: us}}) when it is given."""
     times, seen = {}, {}
     for path in paths:
         for _, r in triton_plan.result_lines(path):
@@ -57,6 +63,8 @@ def read_space(paths):
             seen.setdefault(shape, set()).add(r["kernelName"])
             if r.get("status") == "ok" and r.get("timing") == "graph":
                 times.setdefault(shape, {})[r["kernelName"]] = float(r["us"])
+            elif screens is not None and r.get("status") == "ok" and r.get("timing") == "estimate":
+                screens.setdefault(shape, {})[r["kernelName"]] = float(r["us"])
     return times, seen
 
 
@@ -140,23 +148,39 @@ def main(argv=None):
     p.add_argument("--tolerance", type=float, default=0.01)
     p.add_argument("--incumbent", help="file of the config names in use (kept.txt's format): kept while a "
                    "subset of them is still a minimum cover")
+    p.add_argument("--score", help="file of config names (kept.txt's format): search no cover, report how "
+                   "this set does on the sample and validation shapes")
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
+    if a.score and a.incumbent:
+        sys.stderr.write("error: --score and --incumbent exclude each other (--score searches no cover)\n")
+        return 2
     paths = sorted({q for g in a.space for q in (glob.glob(g) or [g])})
+    screens = {}
     try:
-        times, seen = read_space(paths)
+        times, seen = read_space(paths, screens)
         sample, validate = read_shapes(a.sample), read_shapes(a.validate)
         incumbent = read_names(a.incumbent) if a.incumbent else None
+        scored = read_names(a.score) if a.score else None
     except (OSError, ValueError, KeyError) as e:
         sys.stderr.write("error: %s\n" % e)
         return 2
     measured = set().union(*seen.values()) if seen else set()
-    unknown = [c for c in incumbent or () if c not in measured]
-    if unknown:
-        sys.stderr.write("error: %s: not configs of the measured space: %s\n" % (a.incumbent, ", ".join(unknown)))
-        return 2
+    for path, names in ((a.incumbent, incumbent), (a.score, scored)):
+        unknown = [c for c in names or () if c not in measured]
+        if unknown:
+            sys.stderr.write("error: %s: not configs of the measured space: %s\n" % (path, ", ".join(unknown)))
+            return 2
     incomplete = [s for s in sample if len(seen.get(s, ())) < a.space_size]
-    if incomplete:
+    sample_left = []
+    if incomplete and scored is not None:
+        # scoring needs no cover of the sample: the incomplete shapes are named and left out
+        sample_left, sample = incomplete, [s for s in sample if s not in incomplete]
+        if not sample:
+            sys.stderr.write("error: no sample shape is measured over the whole space (M, N, K: rows): %s\n"
+                             % ", ".join("%s: %d" % (s, len(seen.get(s, ()))) for s in incomplete))
+            return 2
+    elif incomplete:
         sys.stderr.write("error: sample shapes not measured over the whole space (M, N, K: rows): %s\n"
                          % ", ".join("%s: %d" % (s, len(seen.get(s, ()))) for s in incomplete))
         return 2
@@ -167,13 +191,16 @@ def main(argv=None):
             if t <= best * (1 + a.tolerance):
                 covers_of.setdefault(c, set()).add(s)
     covers_of = {c: frozenset(v) for c, v in covers_of.items()}
-    try:
-        kept, kept_from, best_cover = choose(sample, covers_of,
-                                             lambda cs: (geomean(loss(times, s, cs) for s in sample), cs),
-                                             incumbent)
-    except ValueError as e:
-        sys.stderr.write("error: %s\n" % e)
-        return 2
+    if scored is not None:
+        kept, kept_from, best_cover = tuple(scored), "score", None
+    else:
+        try:
+            kept, kept_from, best_cover = choose(sample, covers_of,
+                                                 lambda cs: (geomean(loss(times, s, cs) for s in sample), cs),
+                                                 incumbent)
+        except ValueError as e:
+            sys.stderr.write("error: %s\n" % e)
+            return 2
     val_done = [s for s in validate if len(seen.get(s, ())) >= a.space_size]
     val_left = [s for s in validate if s not in val_done]
 
@@ -181,24 +208,37 @@ def main(argv=None):
         out = []
         for s in shapes:
             best_c = min(times[s], key=lambda c: (times[s][c], c))
-            pick = min((c for c in kept if c in times[s]), key=lambda c: (times[s][c], c))
+            timing, got = "graph", times[s]
+            if not any(c in got for c in kept):
+                # only a scored set can lack a graph-timed cell here (a cover covers every sample shape)
+                timing, got = "estimate", screens.get(s, {})
+            pick = min((c for c in kept if c in got), key=lambda c: (got[c], c), default=None)
+            if pick is None:
+                raise ValueError("%s: no config of the set has an ok row on shape M=%d N=%d K=%d"
+                                 % (a.score or a.incumbent or "the cover", *s))
             out.append({"M": s[0], "N": s[1], "K": s[2], "best": best_c, "best_us": times[s][best_c],
-                        "kept_pick": pick, "kept_us": times[s][pick], "loss": times[s][pick] / times[s][best_c],
-                        "graph_timed": len(times[s]), "rows": len(seen[s])})
+                        "kept_pick": pick, "kept_us": got[pick], "kept_timing": timing,
+                        "loss": got[pick] / times[s][best_c], "graph_timed": len(times[s]), "rows": len(seen[s])})
         return out
 
-    srows, vrows = rows(sample), rows(val_done)
+    try:
+        srows, vrows = rows(sample), rows(val_done)
+    except ValueError as e:
+        sys.stderr.write("error: %s\n" % e)
+        return 2
     result = {
         "tolerance": a.tolerance,
         "journals": [p.split("/")[-1] for p in paths],
         "sample_shapes": len(sample),
+        "sample_left": [list(s) for s in sample_left],
         "candidates_within_tolerance": len(covers_of),
         "kept": list(kept),
         "kept_from": kept_from,
-        "best_cover": list(best_cover),
-        "best_cover_sample_loss_geomean": geomean(loss(times, s, best_cover) for s in sample),
+        "best_cover": list(best_cover) if best_cover is not None else None,
+        "best_cover_sample_loss_geomean": (geomean(loss(times, s, best_cover) for s in sample)
+                                           if best_cover is not None else None),
         "best_cover_validation_loss_geomean": (geomean(loss(times, s, best_cover) for s in val_done)
-                                               if val_done else None),
+                                               if val_done and best_cover is not None else None),
         "sample_loss_geomean": geomean(r["loss"] for r in srows),
         "sample_loss_max": max(r["loss"] for r in srows),
         "validation_shapes": len(val_done),
@@ -211,15 +251,21 @@ def main(argv=None):
     with open(a.out, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
         f.write("\n")
-    print("kept %d configs (%s): %s" % (len(kept), kept_from, " ".join(kept)))
+    print("%s %d configs (%s): %s" % ("scored" if scored is not None else "kept", len(kept), kept_from,
+                                      " ".join(kept)))
     if incumbent is not None and kept_from == "best":
         print("the incumbent (%s) is no longer a minimum cover: no %d of its configs cover the sample"
               % (a.incumbent, len(best_cover)))
-    if tuple(best_cover) != tuple(kept):
+    if best_cover is not None and tuple(best_cover) != tuple(kept):
         print("best minimum cover: %s (sample loss geomean %.4f)"
               % (" ".join(best_cover), result["best_cover_sample_loss_geomean"]))
-    print("sample: %d shapes, loss geomean %.4f max %.4f" % (len(sample), result["sample_loss_geomean"],
-                                                                result["sample_loss_max"]))
+    print("sample: %d shapes, loss geomean %.4f max %.4f%s" % (
+        len(sample), result["sample_loss_geomean"], result["sample_loss_max"],
+        "; not measured over the whole space, left out: %s" % sample_left if sample_left else ""))
+    est = [r for r in srows + vrows if r["kept_timing"] == "estimate"]
+    if est:
+        print("%d shapes where every config of the set was screened (loss from its fastest screen, a lower "
+              "bound): %s" % (len(est), ", ".join("M=%d N=%d K=%d" % (r["M"], r["N"], r["K"]) for r in est)))
     if vrows:
         print("validation: %d shapes, loss geomean %.4f max %.4f; left: %s" % (
             len(vrows), result["validation_loss_geomean"], result["validation_loss_max"], val_left))

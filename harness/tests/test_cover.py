@@ -75,6 +75,44 @@ class CoverTest(unittest.TestCase):
             empty = put("none.txt", "# nothing\n")
             self.assertEqual(triton_cover.main(args + ["--incumbent", empty]), 2)
 
+    def test_score_reports_a_given_set_and_searches_no_cover(self):
+        import json
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            def put(name, text):
+                path = os.path.join(d, name)
+                with open(path, "w") as f:
+                    f.write(text)
+                return path
+            # shape 1: x 10, y 12 (set {y}: loss 1.2); shape 2: y screened at 50 against x's 20 (every config
+            # of the set screened: the estimate's loss 2.5); shape 3 lacks z's row (not the whole space)
+            rows = [(1, "x", 10.0, "graph"), (1, "y", 12.0, "graph"), (1, "z", 11.0, "graph"),
+                    (2, "x", 20.0, "graph"), (2, "y", 50.0, "estimate"), (2, "z", 25.0, "graph"),
+                    (3, "x", 5.0, "graph"), (3, "y", 5.0, "graph")]
+            space = put("space.jsonl", "".join(json.dumps(
+                {"libtype": "triton", "M": m, "N": 256, "K": 256, "kernelName": c, "us": us, "status": "ok",
+                 "timing": t}) + "\n" for m, c, us, t in rows))
+            sample = put("s.csv", "M,N,K\n1,256,256\n3,256,256\n")
+            validate = put("v.csv", "M,N,K\n2,256,256\n")
+            out = os.path.join(d, "score.json")
+            args = ["--space", space, "--sample", sample, "--validate", validate, "--space-size", "3", "--out", out]
+            self.assertEqual(triton_cover.main(args + ["--score", put("set.txt", "# another card's\ny\n")]), 0)
+            with open(out) as f:
+                r = json.load(f)
+            self.assertEqual((r["kept"], r["kept_from"], r["best_cover"]), (["y"], "score", None))
+            self.assertEqual(r["sample_left"], [[3, 256, 256]])
+            self.assertAlmostEqual(r["sample_loss_geomean"], 1.2)
+            self.assertEqual([(v["kept_pick"], v["kept_timing"]) for v in r["validation"]], [("y", "estimate")])
+            self.assertAlmostEqual(r["validation_loss_geomean"], 2.5)
+            # the cover itself still refuses the incomplete sample shape
+            self.assertEqual(triton_cover.main(args), 2)
+            self.assertEqual(triton_cover.main(args + ["--score", put("typo.txt", "y_typo\n")]), 2)
+            both = ["--score", put("a.txt", "y\n"), "--incumbent", put("b.txt", "y\n")]
+            self.assertEqual(triton_cover.main(args + both), 2)
+            only3 = put("s3.csv", "M,N,K\n3,256,256\n")
+            args[3] = only3
+            self.assertEqual(triton_cover.main(args + ["--score", put("c.txt", "y\n")]), 2)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -3,7 +3,9 @@
 #   space.sh [SECONDS] [m1-first]
 # The chunk is the compile class of the first shape with cells left; with m1-first the M = 1 shapes are put
 # first, so their class (one, div16, any) is the one measured. SAMPLE and VALIDATE name the shape lists
-# (default sample.csv and validate.csv of this directory).
+# (default sample.csv and validate.csv of this directory). SPACE_JOURNALS names the directory whose
+# space-*.jsonl.gz journals are done (default this one, whose chunks 1-5 have their screened cells planned
+# again); another card's sweep keeps its journals in a directory of its own (../../h100/triton-space/).
 set -u
 case ${2:-} in
   "" | m1-first) ;;
@@ -21,8 +23,14 @@ if [ "${2:-}" = m1-first ]; then
   { head -n 1 $C/all.csv; tail -n +2 $C/all.csv | awk -F, '$6 == 1'; tail -n +2 $C/all.csv | awk -F, '$6 != 1'; } > $C/all-m1.csv
   mv $C/all-m1.csv $C/all.csv
 fi
-python3 harness/triton_plan.py --shapes $C/all.csv --done-rescreen $S/space-chunk-[1-5].jsonl.gz \
-  --done $(ls $S/space-*.jsonl.gz | grep -v "space-chunk-[1-5][.]") --one-class --order prior \
+J=${SPACE_JOURNALS:-$S}
+[ -d "$J" ] || { echo "space.sh: SPACE_JOURNALS=$J is not a directory" >&2; exit 2; }
+if [ "$J" -ef "$S" ]; then
+  done_args=(--done-rescreen $S/space-chunk-[1-5].jsonl.gz --done $(ls $S/space-*.jsonl.gz | grep -v "space-chunk-[1-5][.]"))
+else
+  done_args=(--done $(ls "$J"/space-*.jsonl.gz 2>/dev/null))
+fi
+python3 harness/triton_plan.py --shapes $C/all.csv "${done_args[@]}" --one-class --order prior \
   --recheck-fraction 0.02 --out $C/plan.jsonl 2> $OUT/plan.log
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv; python3 -c "import torch,triton,sys;print(torch.__version__,torch.version.cuda,triton.__version__,sys.version.split()[0])"; nproc; uname -r; } > $OUT/device.txt 2>&1
 timeout $T python3 harness/blockscale_bench.py --plan $C/plan.jsonl --compile-jobs 16 --slow-cutoff 2 --slow-reps 0 \
