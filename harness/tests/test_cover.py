@@ -1,9 +1,24 @@
+import json
 import os
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import triton_cover  # noqa: E402
+
+
+def _put(d, name, text):
+    path = os.path.join(d, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def _space_lines(rows):
+    """Journal lines of (M, config, us, timing) cells of one (N, K) = (256, 256)."""
+    return "".join(json.dumps({"libtype": "triton", "M": m, "N": 256, "K": 256, "kernelName": c, "us": us,
+                               "status": "ok", "timing": t}) + "\n" for m, c, us, t in rows)
 
 
 class CoverTest(unittest.TestCase):
@@ -41,20 +56,13 @@ class CoverTest(unittest.TestCase):
         self.assertEqual(triton_cover.choose({1, 2, 3}, covers, key), (("a", "b"), "best", ("a", "b")))
 
     def test_main_keeps_the_incumbent_and_reports_the_best_cover(self):
-        import json
-        import tempfile
         with tempfile.TemporaryDirectory() as d:
             def put(name, text):
-                path = os.path.join(d, name)
-                with open(path, "w") as f:
-                    f.write(text)
-                return path
+                return _put(d, name, text)
             # two shapes, configs x (best on 1), y (best on 2), z (within 1% of both, slower than x on 1)
             rows = [(1, "x", 10.0), (1, "y", 20.0), (1, "z", 10.05), (2, "x", 30.0), (2, "y", 10.0),
                     (2, "z", 10.09)]
-            space = put("space.jsonl", "".join(json.dumps(
-                {"libtype": "triton", "M": m, "N": 256, "K": 256, "kernelName": c, "us": us, "status": "ok",
-                 "timing": "graph"}) + "\n" for m, c, us in rows))
+            space = put("space.jsonl", _space_lines((m, c, us, "graph") for m, c, us in rows))
             shapes = put("s.csv", "M,N,K\n1,256,256\n2,256,256\n")
             kept = put("kept.txt", "# in use\nx\ny\n")
             out = os.path.join(d, "cover.json")
@@ -76,22 +84,15 @@ class CoverTest(unittest.TestCase):
             self.assertEqual(triton_cover.main(args + ["--incumbent", empty]), 2)
 
     def test_score_reports_a_given_set_and_searches_no_cover(self):
-        import json
-        import tempfile
         with tempfile.TemporaryDirectory() as d:
             def put(name, text):
-                path = os.path.join(d, name)
-                with open(path, "w") as f:
-                    f.write(text)
-                return path
+                return _put(d, name, text)
             # shape 1: x 10, y 12 (set {y}: loss 1.2); shape 2: y screened at 50 against x's 20 (every config
             # of the set screened: the estimate's loss 2.5); shape 3 lacks z's row (not the whole space)
             rows = [(1, "x", 10.0, "graph"), (1, "y", 12.0, "graph"), (1, "z", 11.0, "graph"),
                     (2, "x", 20.0, "graph"), (2, "y", 50.0, "estimate"), (2, "z", 25.0, "graph"),
                     (3, "x", 5.0, "graph"), (3, "y", 5.0, "graph")]
-            space = put("space.jsonl", "".join(json.dumps(
-                {"libtype": "triton", "M": m, "N": 256, "K": 256, "kernelName": c, "us": us, "status": "ok",
-                 "timing": t}) + "\n" for m, c, us, t in rows))
+            space = put("space.jsonl", _space_lines(rows))
             sample = put("s.csv", "M,N,K\n1,256,256\n3,256,256\n")
             validate = put("v.csv", "M,N,K\n2,256,256\n")
             out = os.path.join(d, "score.json")
