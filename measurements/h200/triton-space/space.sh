@@ -14,17 +14,18 @@ esac
 case ${1:-540} in
   '' | *[!0-9]*) echo "space.sh: SECONDS must be a whole number of seconds, not $1" >&2; exit 2 ;;
 esac
-S=measurements/h200/triton-space; C=${SPACE_SCRATCH:-.space-scratch}; T=${1:-540}; OUT=${OUT:-$C/out}; mkdir -p $OUT
-mkdir -p $C/triton; case $C in /*) export TRITON_CACHE_DIR=$C/triton ;; *) export TRITON_CACHE_DIR=$PWD/$C/triton ;; esac
+S=measurements/h200/triton-space
+J=${SPACE_JOURNALS:-$S}
+[ -d "$J" ] || { echo "space.sh: SPACE_JOURNALS=$J is not a directory" >&2; exit 2; }
 SAMPLE=${SAMPLE:-$S/sample.csv} VALIDATE=${VALIDATE:-$S/validate.csv}
 for f in "$SAMPLE" "$VALIDATE"; do [ -f "$f" ] || { echo "space.sh: shape list $f not found" >&2; exit 2; }; done
+C=${SPACE_SCRATCH:-.space-scratch}; T=${1:-540}; OUT=${OUT:-$C/out}; mkdir -p $OUT
+mkdir -p $C/triton; case $C in /*) export TRITON_CACHE_DIR=$C/triton ;; *) export TRITON_CACHE_DIR=$PWD/$C/triton ;; esac
 tail -n +2 "$VALIDATE" | cat "$SAMPLE" - > $C/all.csv
 if [ "${2:-}" = m1-first ]; then
   { head -n 1 $C/all.csv; tail -n +2 $C/all.csv | awk -F, '$6 == 1'; tail -n +2 $C/all.csv | awk -F, '$6 != 1'; } > $C/all-m1.csv
   mv $C/all-m1.csv $C/all.csv
 fi
-J=${SPACE_JOURNALS:-$S}
-[ -d "$J" ] || { echo "space.sh: SPACE_JOURNALS=$J is not a directory" >&2; exit 2; }
 if [ "$J" -ef "$S" ]; then
   done_args=(--done-rescreen $S/space-chunk-[1-5].jsonl.gz --done $(ls $S/space-*.jsonl.gz | grep -v "space-chunk-[1-5][.]"))
 else
