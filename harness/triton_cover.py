@@ -24,6 +24,11 @@ minimum size, that subset is kept (``kept_from`` "incumbent") and the best minim
 to it (``best_cover``); otherwise the best cover is kept (``kept_from`` "best") and the output says the
 incumbent no longer is a minimum cover.
 
+``--other-space GLOB...`` adds another card's journals of the same sample and validation shapes: the cover
+must then be within the tolerance of every sample shape's best on both cards (a shape is then (M, N, K,
+space): space 0 is ``--space``, 1 ``--other-space``), and the losses are reported per card
+(``by_space``). The other card's shapes not measured over the whole space are left out and named.
+
 ``--score FILE`` (the same format) searches no cover: it reports how that set does on this space's sample
 and validation shapes, for instance a set chosen on another card's space (``kept_from`` "score"). On a
 shape where every config of the set was screened, its pick is the set's fastest screen (``kept_timing``
@@ -150,6 +155,8 @@ def main(argv=None):
                    "subset of them is still a minimum cover")
     p.add_argument("--score", help="file of config names (kept.txt's format): search no cover, report how "
                    "this set does on the sample and validation shapes")
+    p.add_argument("--other-space", nargs="+", help="journals of the same shapes on another card (globs are "
+                   "expanded): cover both cards' sample shapes, report each card's losses")
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
     if a.score and a.incumbent:
@@ -157,9 +164,19 @@ def main(argv=None):
         return 2
     paths = sorted({q for g in a.space for q in (glob.glob(g) or [g])})
     screens = {}
+    other = sorted({q for g in a.other_space or () for q in (glob.glob(g) or [g])})
     try:
         times, seen = read_space(paths, screens)
         sample, validate = read_shapes(a.sample), read_shapes(a.validate)
+        if other:
+            # every shape becomes (M, N, K, space); the other card's incomplete shapes are left out by name
+            screens2 = {}
+            times2, seen2 = read_space(other, screens2)
+            other_left = [x for x in dict.fromkeys(sample + validate) if len(seen2.get(x, ())) < a.space_size]
+            times, seen, screens = ({x + (i,): v for i, d in enumerate(pair) for x, v in d.items()}
+                                    for pair in ((times, times2), (seen, seen2), (screens, screens2)))
+            sample = [x + (0,) for x in sample] + [x + (1,) for x in sample if x not in other_left]
+            validate = [x + (0,) for x in validate] + [x + (1,) for x in validate if x not in other_left]
         incumbent = read_names(a.incumbent) if a.incumbent else None
         scored = read_names(a.score) if a.score else None
     except (OSError, ValueError, KeyError) as e:
@@ -219,6 +236,8 @@ def main(argv=None):
             out.append({"M": s[0], "N": s[1], "K": s[2], "best": best_c, "best_us": times[s][best_c],
                         "kept_pick": pick, "kept_us": got[pick], "kept_timing": timing,
                         "loss": got[pick] / times[s][best_c], "graph_timed": len(times[s]), "rows": len(seen[s])})
+            if other:
+                out[-1]["space"] = s[3]
         return out
 
     try:
@@ -248,6 +267,18 @@ def main(argv=None):
         "sample": srows,
         "validation": vrows,
     }
+    if other:
+        result["other_space_journals"] = [q.split("/")[-1] for q in other]
+        result["other_space_left"] = [list(x) for x in other_left]
+        result["by_space"] = [{
+            "space": i,
+            "sample_shapes": sum(r["space"] == i for r in srows),
+            "sample_loss_geomean": (geomean(r["loss"] for r in srows if r["space"] == i)
+                                    if any(r["space"] == i for r in srows) else None),
+            "validation_shapes": sum(r["space"] == i for r in vrows),
+            "validation_loss_geomean": (geomean(r["loss"] for r in vrows if r["space"] == i)
+                                        if any(r["space"] == i for r in vrows) else None),
+        } for i in (0, 1)]
     with open(a.out, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
         f.write("\n")
@@ -262,6 +293,13 @@ def main(argv=None):
     print("sample: %d shapes, loss geomean %.4f max %.4f%s" % (
         len(sample), result["sample_loss_geomean"], result["sample_loss_max"],
         "; not measured over the whole space, left out: %s" % sample_left if sample_left else ""))
+    for b in result.get("by_space", ()):
+        g, v = b["sample_loss_geomean"], b["validation_loss_geomean"]
+        print("  space %d (%s): sample %d shapes, loss geomean %s; validation %d shapes, loss geomean %s" % (
+            b["space"], "--space" if b["space"] == 0 else "--other-space", b["sample_shapes"],
+            "-" if g is None else "%.4f" % g, b["validation_shapes"], "-" if v is None else "%.4f" % v))
+    if other and other_left:
+        print("  --other-space shapes not measured over the whole space, left out: %s" % other_left)
     est = [r for r in srows + vrows if r["kept_timing"] == "estimate"]
     if est:
         print("%d shapes where every config of the set was screened (loss from its fastest screen, a lower "

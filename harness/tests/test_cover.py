@@ -114,6 +114,40 @@ class CoverTest(unittest.TestCase):
             args[3] = only3
             self.assertEqual(triton_cover.main(args + ["--score", put("c.txt", "y\n")]), 2)
 
+    def test_other_space_covers_both_cards(self):
+        with tempfile.TemporaryDirectory() as d:
+            # card A: z within 1% of x on shape 1, y best on 2 and w within 1% of it; card B: z 5% behind x on
+            # shape 1, w best on 2 and y 2% behind it; shape 3 measured on card B only, and not in full
+            a = _put(d, "a.jsonl", _space_lines([
+                (1, "x", 10.0, "graph"), (1, "y", 30.0, "graph"), (1, "z", 10.05, "graph"), (1, "w", 30.0, "graph"),
+                (2, "x", 30.0, "graph"), (2, "y", 10.0, "graph"), (2, "z", 30.0, "graph"), (2, "w", 10.05, "graph")]))
+            b = _put(d, "b.jsonl", _space_lines([
+                (1, "x", 10.0, "graph"), (1, "y", 30.0, "graph"), (1, "z", 10.5, "graph"), (1, "w", 30.0, "graph"),
+                (2, "x", 30.0, "graph"), (2, "y", 10.2, "graph"), (2, "z", 30.0, "graph"), (2, "w", 10.0, "graph"),
+                (3, "x", 9.0, "graph")]))
+            shapes = _put(d, "s.csv", "M,N,K\n1,256,256\n2,256,256\n")
+            val = _put(d, "v.csv", "M,N,K\n3,256,256\n")
+            out = os.path.join(d, "cover.json")
+            args = ["--space", a, "--sample", shapes, "--validate", val, "--space-size", "4", "--out", out]
+            # card A alone: {x, y}, every loss 1.0
+            self.assertEqual(triton_cover.main(args), 0)
+            with open(out) as f:
+                self.assertEqual(json.load(f)["kept"], ["x", "y"])
+            # both cards: card B needs w on shape 2; shape 3 (validation) is left out on both cards
+            self.assertEqual(triton_cover.main(args + ["--other-space", b]), 0)
+            with open(out) as f:
+                r = json.load(f)
+            self.assertEqual(r["kept"], ["w", "x"])
+            self.assertEqual(r["other_space_left"], [[3, 256, 256]])
+            self.assertEqual([(x["space"], x["sample_shapes"]) for x in r["by_space"]], [(0, 2), (1, 2)])
+            self.assertEqual(sorted((x["M"], x["space"]) for x in r["sample"]), [(1, 0), (1, 1), (2, 0), (2, 1)])
+            # scored: {z, y} is within 1% on card A and 5% / 2% behind on card B
+            self.assertEqual(triton_cover.main(args + ["--other-space", b, "--score", _put(d, "zy.txt", "z\ny\n")]), 0)
+            with open(out) as f:
+                r = json.load(f)
+            self.assertAlmostEqual(r["by_space"][0]["sample_loss_geomean"], 1.005 ** 0.5)
+            self.assertAlmostEqual(r["by_space"][1]["sample_loss_geomean"], (1.05 * 1.02) ** 0.5)
+
 
 if __name__ == "__main__":
     unittest.main()
