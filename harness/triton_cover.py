@@ -201,6 +201,11 @@ def main(argv=None):
         sys.stderr.write("error: sample shapes not measured over the whole space (M, N, K: rows): %s\n"
                          % ", ".join("%s: %d" % (s, len(seen.get(s, ()))) for s in incomplete))
         return 2
+    no_best = [s for s in sample if s not in times]
+    if no_best:
+        sys.stderr.write("error: sample shapes without a graph-timed ok row (every config refused or screened): %s\n"
+                         % ", ".join("M=%d N=%d K=%d" % s[:3] for s in no_best))
+        return 2
     covers_of = {}
     for s in sample:
         best = min(times[s].values())
@@ -224,6 +229,9 @@ def main(argv=None):
     def rows(shapes):
         out = []
         for s in shapes:
+            if s not in times:
+                raise ValueError("shape M=%d N=%d K=%d has no graph-timed ok row: no best to measure a loss "
+                                 "against" % s[:3])
             best_c = min(times[s], key=lambda c: (times[s][c], c))
             timing, got = "graph", times[s]
             if not any(c in got for c in kept):
@@ -232,7 +240,7 @@ def main(argv=None):
             pick = min((c for c in kept if c in got), key=lambda c: (got[c], c), default=None)
             if pick is None:
                 raise ValueError("%s: no config of the set has an ok row on shape M=%d N=%d K=%d"
-                                 % (a.score or a.incumbent or "the cover", *s))
+                                 % (a.score or a.incumbent or "the cover", *s[:3]))
             out.append({"M": s[0], "N": s[1], "K": s[2], "best": best_c, "best_us": times[s][best_c],
                         "kept_pick": pick, "kept_us": got[pick], "kept_timing": timing,
                         "loss": got[pick] / times[s][best_c], "graph_timed": len(times[s]), "rows": len(seen[s])})

@@ -147,6 +147,16 @@ class CoverTest(unittest.TestCase):
                 r = json.load(f)
             self.assertAlmostEqual(r["by_space"][0]["sample_loss_geomean"], 1.005 ** 0.5)
             self.assertAlmostEqual(r["by_space"][1]["sample_loss_geomean"], (1.05 * 1.02) ** 0.5)
+            # a validation shape without an ok row (every config refused): one error, with both cards too
+            fails = _put(d, "f.jsonl", "".join(json.dumps(
+                {"libtype": "triton", "M": 4, "N": 256, "K": 256, "kernelName": c, "us": 0.0,
+                 "status": "fail:out-of-resources", "timing": ""}) + "\n" for c in "wxyz"))
+            v4 = _put(d, "v4.csv", "M,N,K\n4,256,256\n")
+            args[5] = v4
+            self.assertEqual(triton_cover.main(args + ["--space", a, fails]), 2)
+            self.assertEqual(triton_cover.main(args + ["--space", a, fails, "--other-space", b, fails]), 2)
+            args[3] = v4  # the same shape as the sample: no best to cover
+            self.assertEqual(triton_cover.main(args + ["--space", a, fails]), 2)
 
 
 if __name__ == "__main__":
