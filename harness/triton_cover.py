@@ -39,6 +39,7 @@ import csv
 import glob
 import json
 import math
+import os
 import sys
 
 import triton_plan
@@ -61,15 +62,19 @@ def read_space(paths, screens=None):
     cells' estimates go to ``screens`` ({(M, N, K): {config name: us}}) when it is given."""
     times, seen = {}, {}
     for path in paths:
-        for _, r in triton_plan.result_lines(path):
+        for lineno, r in triton_plan.result_lines(path):
             if r.get("libtype") != "triton" or r.get("recheck", 0):
                 continue
-            shape = (r["M"], r["N"], r["K"])
-            seen.setdefault(shape, set()).add(r["kernelName"])
-            if r.get("status") == "ok" and r.get("timing") == "graph":
-                times.setdefault(shape, {})[r["kernelName"]] = float(r["us"])
-            elif screens is not None and r.get("status") == "ok" and r.get("timing") == "estimate":
-                screens.setdefault(shape, {})[r["kernelName"]] = float(r["us"])
+            try:
+                shape = (r["M"], r["N"], r["K"])
+                seen.setdefault(shape, set()).add(r["kernelName"])
+                if r.get("status") == "ok" and r.get("timing") == "graph":
+                    times.setdefault(shape, {})[r["kernelName"]] = float(r["us"])
+                elif screens is not None and r.get("status") == "ok" and r.get("timing") == "estimate":
+                    screens.setdefault(shape, {})[r["kernelName"]] = float(r["us"])
+            except (KeyError, TypeError, ValueError) as e:
+                raise ValueError("%s:%d: a triton result line needs M, N, K, kernelName and a number us (%s: %s)"
+                                 % (path, lineno, type(e).__name__, e))
     return times, seen
 
 
@@ -287,9 +292,15 @@ def main(argv=None):
             "validation_loss_geomean": (geomean(r["loss"] for r in vrows if r["space"] == i)
                                         if any(r["space"] == i for r in vrows) else None),
         } for i in (0, 1)]
-    with open(a.out, "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=1)
-        f.write("\n")
+    part = a.out + ".part"  # written whole or not at all
+    try:
+        with open(part, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=1)
+            f.write("\n")
+        os.replace(part, a.out)
+    except OSError as e:
+        sys.stderr.write("error: cannot write %s: %s\n" % (a.out, e))
+        return 2
     print("%s %d configs (%s): %s" % ("scored" if scored is not None else "kept", len(kept), kept_from,
                                       " ".join(kept)))
     if incumbent is not None and kept_from == "best":

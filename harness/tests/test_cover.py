@@ -108,6 +108,10 @@ class CoverTest(unittest.TestCase):
             # the cover itself still refuses the incomplete sample shape
             self.assertEqual(triton_cover.main(args), 2)
             self.assertEqual(triton_cover.main(args + ["--score", put("typo.txt", "y_typo\n")]), 2)
+            bad = put("bad.jsonl", '{"libtype": "triton", "N": 256, "K": 256, "kernelName": "x"}\n')
+            self.assertEqual(triton_cover.main(args + ["--score", put("y.txt", "y\n"), "--space", space, bad]), 2)
+            nowhere = args[:-1] + [os.path.join(d, "no", "such", "dir", "o.json")]
+            self.assertEqual(triton_cover.main(nowhere + ["--score", put("y.txt", "y\n")]), 2)
             both = ["--score", put("a.txt", "y\n"), "--incumbent", put("b.txt", "y\n")]
             self.assertEqual(triton_cover.main(args + both), 2)
             only3 = put("s3.csv", "M,N,K\n3,256,256\n")
