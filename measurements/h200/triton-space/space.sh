@@ -29,7 +29,7 @@ fi
 if [ "$J" -ef "$S" ]; then
   done_args=(--done-rescreen $S/space-chunk-[1-5].jsonl.gz --done $(ls $S/space-*.jsonl.gz | grep -v "space-chunk-[1-5][.]"))
 else
-  done_args=(--done $(ls "$J"/space-*.jsonl.gz 2>/dev/null))
+  done_args=(--done "$J"/space-*.jsonl.gz)  # an unmatched pattern names no file: triton_plan skips it
 fi
 python3 harness/triton_plan.py --shapes $C/all.csv "${done_args[@]}" --one-class --order prior \
   --recheck-fraction 0.02 --out $C/plan.jsonl 2> $OUT/plan.log
