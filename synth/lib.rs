@@ -5,6 +5,10 @@
 //! flows between them through the types re-exported here. `app` wires stages into commands and is
 //! imported by no stage.
 
+// First, so that its `out!` / `outln!` macros are in scope in every module below.
+#[macro_use]
+pub mod stdout;
+
 pub mod aiter;
 pub mod app;
 pub mod catalog;

@@ -100,8 +100,9 @@ pub fn cpp_identifier(name: &str) -> anyhow::Result<&str> {
 }
 
 /// `word` quoted for a POSIX shell so that pasting the command runs exactly that argument: plain words
-/// stay as they are, anything else is single-quoted (`'` written `'\''`). A NUL, which no argument can
-/// hold, is shown as `<U+0000>` inside the quotes.
+/// stay as they are, anything else is single-quoted (`'` written `'\''`); a word holding a line break is
+/// written as bash's `$'...'` with every hazard character (see [`is_hazard`]) escaped, so the command stays
+/// on one line. A NUL, which no argument can hold, is shown as `<U+0000>` inside the quotes.
 pub fn shell_word(word: &str) -> String {
     let plain = !word.is_empty()
         && word
@@ -111,6 +112,27 @@ pub fn shell_word(word: &str) -> String {
         return word.to_string();
     }
     let word = word.replace('\0', "<U+0000>");
+    if word.contains(['\n', '\r']) {
+        // A line break inside '...' would split the line the command is shown on (a comment line of a
+        // generated file): bash's $'...' keeps the word on one line, every hazard character escaped.
+        // (Other hazards stay in '...', and comment lines and messages show them as code points.)
+        let mut out = String::from("$'");
+        for c in word.chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                '\'' => out.push_str("\\'"),
+                c if is_hazard(c) && (c as u32) < 0x80 => {
+                    let _ = write!(out, "\\x{:02x}", c as u32);
+                }
+                c if is_hazard(c) => {
+                    let _ = write!(out, "\\u{:04x}", c as u32);
+                }
+                c => out.push(c),
+            }
+        }
+        out.push('\'');
+        return out;
+    }
     shlex::try_quote(&word).map(|q| q.into_owned()).unwrap_or_else(|_| format!("'{}'", word.replace('\'', "'\\''")))
 }
 
@@ -152,6 +174,15 @@ mod tests {
         // Round trip through a shell word splitter.
         for w in ["a b", "$(id)", "`id`", "x'y\"z", "a\\b", "\u{202E}x", "semi;colon", "~user", "*"] {
             assert_eq!(shlex::split(&shell_word(w)).unwrap(), vec![w.to_string()], "{w}");
+        }
+        // A word with a line break (and an escape or a bidi character) stays on one line and is printed
+        // back as it was by bash.
+        for w in ["my rule\n$(touch pwned).json", "esc\u{1b}[31m\nRED", "x\u{202E}y'z\\\r\n", "tab\there\n"] {
+            let q = shell_word(w);
+            assert!(!q.contains('\n') && !q.chars().any(is_hazard), "{q}");
+            if let Ok(out) = std::process::Command::new("bash").arg("-c").arg(format!("printf '%s' {q}")).output() {
+                assert_eq!(String::from_utf8(out.stdout).unwrap(), w, "{q}");
+            }
         }
         assert!(cpp_identifier("a8w8_blockscale_1x128x128_256x16x128x256_16x16_16x16").is_ok());
         assert!(cpp_identifier("x\"; system(\"id\"); //").is_err());

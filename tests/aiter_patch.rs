@@ -224,6 +224,25 @@ fn git_applies_the_patch_once_and_names_hunks_that_moved() {
     let empty = tempfile::tempdir().unwrap();
     let err = apply(empty.path(), &text, true).unwrap_err().to_string();
     assert!(err.contains("is not an AITER checkout") && err.contains(CU_PATH), "{err}");
+    // A regular file is not a directory, and says so.
+    let file = empty.path().join("afile");
+    std::fs::write(&file, "x").unwrap();
+    let err = apply(&file, &text, true).unwrap_err().to_string();
+    assert!(err.contains("is a regular file, not a directory"), "{err}");
+
+    // A symbolic link on a patched file's path: the link is named, not a moved AITER; nothing changes.
+    let linked = rebuilt_tree(&files);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let cu = linked.path().join(CU_PATH);
+    let moved_to = elsewhere.path().join("real.cu");
+    std::fs::rename(&cu, &moved_to).unwrap();
+    std::os::unix::fs::symlink(&moved_to, &cu).unwrap();
+    let before = std::fs::read(&moved_to).unwrap();
+    let err = apply(linked.path(), &text, false).unwrap_err().to_string();
+    assert!(err.contains(&format!("{CU_PATH}: ")) && err.contains("is a symbolic link"), "{err}");
+    assert!(err.contains("replace the symbolic links"), "{err}");
+    assert!(!err.contains("AITER has moved or removed"), "{err}");
+    assert_eq!(std::fs::read(&moved_to).unwrap(), before, "nothing written through the link");
 }
 
 /// Every file of a tree with its bytes (directories and special files marked), for before/after checks.

@@ -420,6 +420,25 @@ fn compare_writes_the_png_beside_the_svg_and_says_where() {
 }
 
 #[test]
+fn control_characters_of_a_rule_file_name_reach_neither_the_plot_nor_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "esc\u{1b}[31mRED.json";
+    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("generated/rule.json"), dir.path().join(name)).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_synth"))
+        .args(["compare", "--model", "qwen3-32b", "--rule", name, "--svg", "cmp.svg"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let svg = std::fs::read_to_string(dir.path().join("cmp.svg")).unwrap();
+    for (t, shown) in [(&svg, "esc&lt;U+001B&gt;[31mRED.json"), (&text.to_string(), "esc<U+001B>[31mRED.json")] {
+        assert!(!t.contains('\u{1b}'), "a raw escape in {t:?}");
+        assert!(t.contains(shown), "the name is shown with its code point in {t:?}");
+    }
+}
+
+#[test]
 fn compare_writes_its_files_all_or_nothing() {
     // The PNG's path is a directory: nothing is written (the CSV and SVG once were, before the PNG failed).
     let dir = tempfile::tempdir().unwrap();

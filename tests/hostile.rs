@@ -354,6 +354,18 @@ fn endless_inputs_stop_at_a_cap_with_a_clear_error() {
     let msg = text(&out);
     assert_eq!(out.status.code(), Some(1), "{msg}");
     assert!(msg.contains("/dev/full is not a regular file"), "{msg}");
+    // An M count no memory can hold is refused at once; one larger than the set says what it lists.
+    let (out, _) = run_bounded(
+        synth().args(["shapes", "--m-set", "log-uniform", "--count", "4294967295", "--max-m", "4294967295"]),
+        Duration::from_secs(300),
+    );
+    let msg = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{msg}");
+    assert!(msg.contains("--count 4294967295") && msg.contains("at most 100000"), "{msg}");
+    let out = synth().args(["shapes", "--m-set", "forty", "--count", "1000", "--format", "csv"]).output().unwrap();
+    let msg = text(&out);
+    assert!(out.status.success(), "{msg}");
+    assert!(msg.contains("holds only 80 distinct values") && msg.contains("fewer than --count 1000"), "{msg}");
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -374,6 +386,26 @@ fn a_search_whose_every_proposal_fails_says_why_and_exits_non_zero() {
     assert_eq!(out.status.code(), Some(1), "{msg}");
     assert!(msg.contains("every one of the 2 proposals failed") && msg.contains("status 127"), "{msg}");
     assert!(!out_dir.join("dispatch.rs").exists(), "the baseline must not be written as the result");
+}
+
+#[test]
+fn a_proposal_without_a_valid_rule_is_refused_with_the_parse_error() {
+    // The agent answers a code block that is not a rule: the final error says what is wrong with it, not
+    // only that no block is a valid candidate.
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let (out, _) = run_bounded(
+        synth()
+            .args(["search", "--iterations", "1", "--offspring", "1", "--quiet", "--agent"])
+            .arg("cmd:printf '```cpp\nwhile (M) { }\n```\n'")
+            .arg("--out")
+            .arg(&out_dir),
+        Duration::from_secs(300),
+    );
+    let msg = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{msg}");
+    assert!(msg.contains("no code block in the output is a valid candidate"), "{msg}");
+    assert!(msg.contains("code block 1 (cpp) at output line"), "the block's own error must be shown: {msg}");
 }
 
 #[test]
@@ -464,4 +496,32 @@ fn a_split_k_fallback_margin_out_of_range_or_without_guards_is_one_error() {
     assert!(o.status.success(), "{}", text(&o));
     let header = std::fs::read_to_string(out.join("gemm_a8w8_blockscale_heuristic.h")).unwrap();
     assert!(header.contains("--max-leaves 4 --split-k-fallback 0.5"), "{}", &header[..400.min(header.len())]);
+}
+
+#[test]
+fn a_reader_that_closed_its_pipe_ends_the_output_quietly() {
+    // `synth check rule.json | head -1`: once the reader is gone, the next write fails with EPIPE. The
+    // pipe's read end is closed before the command starts, so every run hits it (not only a racy few).
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    unsafe { libc::close(fds[0]) };
+    let write_end = unsafe { std::os::fd::OwnedFd::from_raw_fd(fds[1]) };
+    let rule = root().join("generated/rule.json");
+    let runs: Vec<Vec<std::ffi::OsString>> = vec![
+        vec!["check".into(), rule.into()],
+        vec!["instances".into()],
+        vec!["shapes".into(), "--model".into(), "llama-3.1-8b".into(), "--m-set".into(), "aiter".into()],
+    ];
+    for args in runs {
+        let out = synth()
+            .args(&args)
+            .stdout(Stdio::from(write_end.try_clone().unwrap()))
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{args:?}: {err}");
+    }
 }

@@ -370,6 +370,55 @@ fn command_agent_gets_the_prompt_and_its_rewrite_is_evaluated() {
     assert_eq!(request["context"]["task"], "rewrite");
 }
 
+#[test]
+fn agents_that_never_propose_a_working_rewrite_fail_the_run_and_their_text_is_shown_safely() {
+    if !gcc_available() {
+        eprintln!("gcc not found: skipping");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (task, _) = make_task(tmp.path());
+    let out = tmp.path().join("out");
+    // The agent answers a terminal escape (clear screen, set the window title) and no code.
+    let run = Command::new(env!("CARGO_BIN_EXE_synth"))
+        .args(["rewrite", "--task"])
+        .arg(task.join("spec.toml"))
+        .args(["--agent", "cmd:printf '\\033[2J\\033]0;title\\007 hi'"])
+        .args(["--iterations", "1", "--offspring", "2", "--quiet", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(run.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("every one of the 2 proposals failed"), "{stderr}");
+    let report = fs::read_to_string(out.join("report.txt")).unwrap();
+    for text in [&report, &stdout.to_string(), &stderr.to_string()] {
+        assert!(!text.contains('\u{1b}') && !text.contains('\u{7}'), "raw escape in {text:?}");
+    }
+}
+
+#[test]
+fn a_task_whose_target_links_out_of_it_is_refused_before_any_candidate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (task, _) = make_task(tmp.path());
+    let outside = tmp.path().join("outside.c");
+    fs::rename(task.join("src/kernel.c"), &outside).unwrap();
+    std::os::unix::fs::symlink(&outside, task.join("src/kernel.c")).unwrap();
+    let out = tmp.path().join("out");
+    let run = Command::new(env!("CARGO_BIN_EXE_synth"))
+        .args(["rewrite", "--task"])
+        .arg(task.join("spec.toml"))
+        .args(["--agent", "cmd:true", "--iterations", "2", "--offspring", "2", "--quiet", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot be copied") && stderr.contains("leads out of the task"), "{stderr}");
+    assert!(!out.join("report.txt").exists(), "nothing runs: {stderr}");
+}
+
 fn spec_err(text: &str) -> String {
     let tmp = tempfile::tempdir().unwrap();
     fs::write(tmp.path().join("k.c"), "int x;\n").unwrap();

@@ -80,8 +80,14 @@ pub fn apply(dir: &Path, patch: &str, check_only: bool) -> anyhow::Result<Outcom
 }
 
 fn check_checkout(dir: &Path) -> anyhow::Result<()> {
-    if !dir.is_dir() {
-        anyhow::bail!("--aiter-dir {}: no such directory", dir.display());
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(m) => anyhow::bail!(
+            "--aiter-dir {} is {}, not a directory; give the root of a ROCm/aiter clone",
+            dir.display(),
+            crate::paths::file_kind(&m)
+        ),
+        Err(_) => anyhow::bail!("--aiter-dir {}: no such directory", dir.display()),
     }
     if let Some(missing) = MARKERS.iter().find(|m| !dir.join(m).is_file()) {
         anyhow::bail!(
@@ -151,6 +157,24 @@ fn hunk_state(dir: &Path, file: &FilePatch, i: usize) -> anyhow::Result<HunkStat
     }
 }
 
+/// The first component of `rel` (relative to `dir`, the file itself included) that is a symbolic link,
+/// with where it points.
+fn link_on_path(dir: &Path, rel: &str) -> Option<(PathBuf, PathBuf)> {
+    let mut p = dir.to_path_buf();
+    for part in Path::new(rel).components() {
+        p.push(part);
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let to = std::fs::read_link(&p).unwrap_or_default();
+                return Some((p, to));
+            }
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
 /// The report for a tree the whole patch neither applies to nor is applied in.
 fn diagnose(dir: &Path, files: &[FilePatch]) -> anyhow::Result<String> {
     let mut lines = vec![format!(
@@ -158,8 +182,22 @@ fn diagnose(dir: &Path, files: &[FilePatch]) -> anyhow::Result<String> {
         dir.display()
     )];
     let mut other_patch = false;
+    let mut linked = false;
     for f in files {
         let path = dir.join(&f.path);
+        if let Some((link, to)) = link_on_path(dir, &f.path) {
+            linked = true;
+            // git refuses to patch through a link (it would write outside the checkout): say so, not
+            // that the file is missing or that AITER changed.
+            lines.push(format!(
+                "  {}: {} is a symbolic link (to {}); the patch changes files inside the checkout only: replace \
+                 the link with the directory or file it stands for",
+                f.path,
+                link.display(),
+                to.display()
+            ));
+            continue;
+        }
         if f.new_file {
             // Only a regular file is read (a FIFO there would block).
             let text = match std::fs::symlink_metadata(&path) {
@@ -210,7 +248,13 @@ fn diagnose(dir: &Path, files: &[FilePatch]) -> anyhow::Result<String> {
             lines.push(format!("  {} hunk {} of {}: {state}", f.path, i + 1, f.hunks.len()));
         }
     }
-    if other_patch {
+    if linked {
+        lines.push(
+            "what to do: replace the symbolic links above with real directories or files (a checkout of \
+             ROCm/aiter has none there), then run this again"
+                .to_string(),
+        );
+    } else if other_patch {
         lines.push(format!(
             "what to do: revert the applied patch first (git -C {0} checkout -- {CU_PATH} {GEN_INSTANCES_PATH}, and remove \
              the files it added), then run this again",

@@ -51,7 +51,7 @@ pub fn rule_file_provenance(rule_path: &Path) -> Provenance {
         ),
         training: String::new(),
         figures: Vec::new(),
-        command: format!("synth aiter --rule {}", display_path(rule_path)),
+        command: format!("synth aiter --rule {}", crate::sanitize::shell_word(&display_path(rule_path))),
     }
 }
 
@@ -121,4 +121,15 @@ pub fn run(args: AiterArgs) -> anyhow::Result<()> {
     let paths = super::outputs::write_files(&out.dir, &[writer::GeneratedFile::new(PATCH_FILE, text)], args.check)?;
     let verb = if args.check { "up to date" } else { "written" };
     emit(&paths.iter().map(|p| format!("{verb}: {}\n", p.display())).collect::<String>())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_regenerate_line_of_a_rule_file_patch_is_shell_quoted() {
+        let p = super::rule_file_provenance(std::path::Path::new("my rule $(touch pwned).json"));
+        assert_eq!(p.command, "synth aiter --rule 'my rule $(touch pwned).json'");
+        let p = super::rule_file_provenance(std::path::Path::new("two\nlines.json"));
+        assert_eq!(p.command, "synth aiter --rule $'two\\x0alines.json'");
+    }
 }

@@ -220,7 +220,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             std::fs::write(p, untuned_csv(&todo)).with_context(|| format!("cannot write {}", p.display()))?;
             eprintln!("wrote the untuned CSV of {} shapes to {}", todo.len(), p.display());
         } else {
-            println!("{}", todo.len());
+            outln!("{}", todo.len());
         }
         return Ok(());
     }
@@ -252,7 +252,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         *m.entry(r.libtype.as_str()).or_default() += 1;
         m
     });
-    println!("rows by libtype: {}", by_lib.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
+    outln!("rows by libtype: {}", by_lib.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
     if !unrunnable.is_empty() {
         bail!("the other layers were measured; {}", unrunnable.join("; "));
     }

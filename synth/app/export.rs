@@ -326,9 +326,9 @@ pub fn run(args: ExportArgs) -> anyhow::Result<()> {
     crate::render::outdir::write_all(&args.out, &out)?;
     for f in &files {
         let distinct: BTreeSet<_> = f.keys.iter().map(|(_, c)| *c).collect();
-        println!("{}: {} keys, {} configs", f.file.name, f.keys.len(), distinct.len());
+        outln!("{}: {} keys, {} configs", f.file.name, f.keys.len(), distinct.len());
     }
-    println!(
+    outln!(
         "{} {} files in {} (+ {SIDECAR}); proved: the runtime's nearest-M lookup returns the rule's config at every \
          M in 1..={} of every layer",
         files.len(),

@@ -353,11 +353,22 @@ pub fn run(args: RewriteArgs) -> anyhow::Result<()> {
     let prepared = prepare(&args, &spec_file, &args.out, false, None)?;
     let out = prepared.out.clone();
     let report = run_task(&args, prepared)?;
-    print!("{}", render_text(&report));
+    out!("{}", render_text(&report));
     if report.winner.is_none() {
         bail!(
             "no candidate was correct (the original's status: {}); see {}",
             report.baseline_status,
+            out.join("report.txt").display()
+        );
+    }
+    let proposals: Vec<_> = report.candidates.iter().filter(|c| c.id != 0).collect();
+    if !proposals.is_empty() && proposals.iter().all(|c| c.latency_us.is_none()) {
+        // The original "wins" only because no agent produced anything that ran: a broken agent or build
+        // must not read as success in CI.
+        bail!(
+            "every one of the {} proposals failed, so the original is the result only by default; the \
+             failures are in {}",
+            proposals.len(),
             out.join("report.txt").display()
         );
     }
@@ -443,7 +454,7 @@ fn run_suite(args: &RewriteArgs, dir: &Path) -> anyhow::Result<()> {
         let p = args.out.join(name);
         std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))?;
     }
-    print!("{md}");
+    out!("{md}");
     if !problems.is_empty() {
         bail!("{} of {} task(s) have no correct candidate:\n  {}", problems.len(), specs.len(), problems.join("\n  "));
     }

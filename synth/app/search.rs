@@ -172,13 +172,13 @@ fn run_single(args: &SearchArgs, limits: &ResolvedLimits, started: Instant) -> a
         Arc::new(RuleSetup::new(catalog.clone(), matrix.clone(), sample.train.clone(), weights, limits.limits())?);
     let out_dir = super::outputs::out_dir(args.out.as_deref(), false, "search")?.dir;
     let trace = args.trace.clone().unwrap_or_else(|| out_dir.join(TRACE_FILE));
-    println!(
+    outln!(
         "dataset:  {} ({} shapes × {} candidates)",
         session.dataset.display(),
         matrix.shapes.len(),
         matrix.candidates.len()
     );
-    println!(
+    outln!(
         "training: {} shapes of {}: M in {:?} × {} layers; {} held out",
         sample.train.len(),
         session.what,
@@ -249,11 +249,11 @@ fn search_loop(
     let proposers = build_proposers(args, setup)?;
     check_trace_settings(args, limits, trace)?;
     let cfg = loop_config(args, trace);
-    println!("agents:   {}", proposers.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "));
+    outln!("agents:   {}", proposers.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "));
     let task = RuleTask::new(setup.clone());
     let outcome = run_loop_with(&task, &proposers, &RuleReflector, &cfg)?;
     for s in crate::engine::stats::proposer_stats(&outcome.attempts) {
-        println!("proposer: {s}");
+        outln!("proposer: {s}");
     }
     Ok(outcome)
 }
@@ -288,8 +288,8 @@ fn report_and_render(
     let policies = session.standard_policies(train, Vec::new(), (WINNER_NAME, &rule))?;
     let report = compare::evaluate(matrix, catalog, &policies, &sample.heldout);
     let s = &report.policies[report.policy_index(WINNER_NAME).expect("winner scored")].summary;
-    println!("comparison on {} held-out shapes:", report.shapes.len());
-    println!("{}", compare::report::table(&report, names));
+    outln!("comparison on {} held-out shapes:", report.shapes.len());
+    outln!("{}", compare::report::table(&report, names));
 
     let figures = vec![winner_figure(&rule, outcome, args, best), summary_figure("held-out", &report, WINNER_NAME)?];
     let provenance = Provenance {
@@ -302,10 +302,10 @@ fn report_and_render(
     files.push(GeneratedFile::new(COMPARE_CSV, compare::report::csv(&report, names)));
     let written = render::writer::write_files(out_dir, &files, false)?;
     for f in &written {
-        println!("written:  {}", super::outputs::real_path(f));
+        outln!("written:  {}", super::outputs::real_path(f));
     }
-    println!("trace:    {}", super::outputs::real_path(trace));
-    println!(
+    outln!("trace:    {}", super::outputs::real_path(trace));
+    outln!(
         "summary:  {} iterations, {} evaluations, {:.2} s; training {:.4} of oracle (total); held-out {:.4} of oracle (geomean) with {} leaves",
         outcome.iterations_run,
         outcome.evaluations,
@@ -336,7 +336,7 @@ fn winner_figure(rule: &Rule, outcome: &LoopOutcome, args: &SearchArgs, best: &A
 /// proposal was usable.
 fn winner<'a>(outcome: &'a LoopOutcome, catalog: &Catalog) -> anyhow::Result<(Rule, &'a Attempt)> {
     let failed = outcome.attempts.iter().filter(|a| a.eval.score.is_none()).count();
-    println!(
+    outln!(
         "loop:     {} iterations ({} resumed attempts), {} evaluations this run, {} failed candidates in total, {:.2} s",
         outcome.iterations_run,
         outcome.resumed,
@@ -350,7 +350,7 @@ fn winner<'a>(outcome: &'a LoopOutcome, catalog: &Catalog) -> anyhow::Result<(Ru
             .iter()
             .rev()
             .take(3)
-            .map(|a| format!("attempt {}: {}", a.id, crate::engine::first_line(&a.eval.feedback, 200)))
+            .map(|a| format!("attempt {}: {}", a.id, crate::engine::joined_lines(&a.eval.feedback, 300)))
             .collect();
         bail!("no candidate was evaluated successfully; last feedback:\n  {}", last.join("\n  "));
     };
@@ -362,7 +362,7 @@ fn winner<'a>(outcome: &'a LoopOutcome, catalog: &Catalog) -> anyhow::Result<(Ru
             .rev()
             .take(3)
             .map(|a| {
-                let feedback = crate::engine::first_line(&a.eval.feedback, 300);
+                let feedback = crate::engine::joined_lines(&a.eval.feedback, 400);
                 format!("attempt {} ({}): {}", a.id, a.proposer, crate::sanitize::shown(&feedback))
             })
             .collect();
@@ -379,11 +379,11 @@ fn winner<'a>(outcome: &'a LoopOutcome, catalog: &Catalog) -> anyhow::Result<(Ru
         bail!("the winning rule is invalid: {}", issues.iter().map(|i| i.to_string()).collect::<Vec<_>>().join("; "));
     }
     for i in &issues {
-        println!("warning:  {i}");
+        outln!("warning:  {i}");
     }
     let d = &best.eval.details;
     let num = |k: &str| d.get(k).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
-    println!(
+    outln!(
         "best:     attempt {} (iteration {}, {}): training total {:.2} us, oracle {:.2} us = {:.4} of oracle by total, {:.4} geomean",
         best.id,
         best.iteration,
@@ -393,7 +393,7 @@ fn winner<'a>(outcome: &'a LoopOutcome, catalog: &Catalog) -> anyhow::Result<(Ru
         num("of_oracle_total"),
         num("of_oracle_geomean")
     );
-    println!("\n{}", crate::rule::text::rule_to_cpp_text(&rule, catalog));
+    outln!("\n{}", crate::rule::text::rule_to_cpp_text(&rule, catalog));
     Ok((rule, best))
 }
 
@@ -415,7 +415,7 @@ fn run_manifest(args: &SearchArgs, manifest: &Path, limits: &ResolvedLimits, sta
     let config_names: Vec<String> = configs.iter().map(|&c| shown(&data.configs[c].name)).collect();
     let default_manifest = manifest == Path::new(DEFAULT_MANIFEST);
     let name = if default_manifest { DEFAULT_MANIFEST.to_string() } else { canonical_path(manifest) };
-    println!(
+    outln!(
         "dataset:  {name} ({} configurations; {} shapes × {} candidates)",
         data.configs.len(),
         matrix.shapes.len(),
@@ -428,7 +428,7 @@ fn run_manifest(args: &SearchArgs, manifest: &Path, limits: &ResolvedLimits, sta
         args.sample.sample_m,
         args.sample.seed
     );
-    println!("training: {training}");
+    outln!("training: {training}");
     let outcome = search_loop(args, limits, &setup, &trace)?;
     let line = search_line(args, limits, |l| {
         l.always("--dataset", &name);
@@ -472,14 +472,14 @@ fn report_manifest(
             _ => "every shape without a tuned row (tuned table: the training shapes)",
         };
         if e.report.shapes.is_empty() {
-            println!("\n{title}: no shapes");
+            outln!("\n{title}: no shapes");
             continue;
         }
-        println!("\n{title} ({} shapes):", e.report.shapes.len());
-        print!("{}", summary_table(&e.report));
+        outln!("\n{title} ({} shapes):", e.report.shapes.len());
+        out!("{}", summary_table(&e.report));
     }
-    println!("\nper configuration, every shape (fraction of the oracle; the training configurations include their training shapes):");
-    print!("{}", multi_eval::per_config_table(&evals, WINNER_NAME));
+    outln!("\nper configuration, every shape (fraction of the oracle; the training configurations include their training shapes):");
+    out!("{}", multi_eval::per_config_table(&evals, WINNER_NAME));
     let (worst, worst_f) = multi_eval::worst_config(&evals, WINNER_NAME).unwrap_or(("-", f64::NAN));
     let worst = shown(worst);
     let held = &evals[0].report;
@@ -498,10 +498,10 @@ fn report_manifest(
     files.push(GeneratedFile::new(EVALUATIONS_CSV, multi_eval::evaluations_csv(&evals)));
     let written = render::writer::write_files(paths.out_dir, &files, false)?;
     for f in &written {
-        println!("written:  {}", super::outputs::real_path(f));
+        outln!("written:  {}", super::outputs::real_path(f));
     }
-    println!("trace:    {}", super::outputs::real_path(paths.trace));
-    println!(
+    outln!("trace:    {}", super::outputs::real_path(paths.trace));
+    outln!(
         "summary:  {} iterations, {} evaluations, {:.2} s; held-out grid {:.4} of oracle, worst configuration {worst} {worst_f:.4}, {} leaves",
         outcome.iterations_run,
         outcome.evaluations,

@@ -1,6 +1,5 @@
 //! `synth instances`: list the instance catalog as an aligned table, CSV or JSON.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -142,6 +141,6 @@ pub fn run(args: InstancesArgs) -> anyhow::Result<()> {
         ListFormat::Csv => format_csv(&rows)?,
         ListFormat::Json => serde_json::to_string_pretty(&rows)? + "\n",
     };
-    std::io::stdout().write_all(text.as_bytes())?;
+    out!("{text}");
     Ok(())
 }

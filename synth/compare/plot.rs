@@ -88,7 +88,9 @@ pub fn panels_svg(report: &Report, panels: &[Panel], title: &str) -> anyhow::Res
     {
         let root = SVGBackend::with_string(&mut buf, (w, h)).into_drawing_area();
         root.fill(&WHITE)?;
-        let root = root.titled(title, ("sans-serif", 24))?;
+        // Names come from file names and manifests: a control character is not even valid XML, so every
+        // text drawn from data shows its hazards as code points.
+        let root = root.titled(&crate::sanitize::shown(title), ("sans-serif", 24))?;
         let (subtitle, body) = root.split_vertically(30);
         subtitle.draw(&Text::new(
             "y: oracle time / policy time per scored shape (1.0 = the fastest kernel of that shape); legend: geomean",
@@ -109,7 +111,7 @@ pub fn panels_svg(report: &Report, panels: &[Panel], title: &str) -> anyhow::Res
                 .fold(1.0, f64::min);
             let ymin = (lowest - 0.05).max(0.0);
             let mut chart = ChartBuilder::on(area)
-                .caption(&panel.title, ("sans-serif", 20))
+                .caption(crate::sanitize::shown(&panel.title), ("sans-serif", 20))
                 .margin(10)
                 .x_label_area_size(40)
                 .y_label_area_size(52)
@@ -140,7 +142,7 @@ pub fn panels_svg(report: &Report, panels: &[Panel], title: &str) -> anyhow::Res
                     .collect();
                 let logs: f64 = pts.iter().map(|q| q.1.ln()).sum();
                 let geomean = if pts.is_empty() { f64::NAN } else { (logs / pts.len() as f64).exp() };
-                let label = format!("{} {geomean:.3}", report.policies[p].name);
+                let label = format!("{} {geomean:.3}", crate::sanitize::shown(&report.policies[p].name));
                 // Each marker is an element at the point's pixel, offset in pixels.
                 macro_rules! draw {
                     ($elem:expr) => {{

@@ -117,7 +117,8 @@ pub fn table(report: &Report, names: &LayerNames) -> String {
             w = report.policies.iter().map(|p| p.name.len()).max().unwrap_or(0)
         );
     }
-    out
+    // Policy names are file names and manifest names: no escape sequence reaches the terminal.
+    crate::sanitize::shown_with(&out, true)
 }
 
 /// Quotes a CSV field when needed.

@@ -10,8 +10,8 @@ pub mod stats;
 pub(crate) mod trace;
 
 pub use run::{
-    attempt_id, clip, first_line, run_loop, run_loop_with, DefaultReflector, LoopConfig, LoopOutcome, Reflector,
-    StopReason,
+    attempt_id, clip, first_line, joined_lines, run_loop, run_loop_with, DefaultReflector, LoopConfig, LoopOutcome,
+    Reflector, StopReason,
 };
 
 use serde::{Deserialize, Serialize};

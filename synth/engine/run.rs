@@ -218,7 +218,11 @@ pub fn run_loop_with(
             let contents = read_trace(path)?;
             if let Some(tail) = &contents.dropped_tail {
                 if cfg.verbose {
-                    eprintln!("trace {}: dropping a truncated last line ({tail:.60}...)", path.display());
+                    eprintln!(
+                        "trace {}: dropping a truncated last line ({}...)",
+                        path.display(),
+                        crate::sanitize::shown(&clip(tail, 60))
+                    );
                 }
             }
             for a in contents.attempts {
@@ -613,6 +617,13 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
 /// The first line of `s`, at most `max` characters.
 pub fn first_line(s: &str, max: usize) -> String {
     clip(s.lines().next().unwrap_or(""), max)
+}
+
+/// Every non-empty line of `s`, trimmed and joined with " / ", cut to `max` characters: a multi-line
+/// reason ("no code block ... is a valid candidate:" and the blocks' errors) read on one line.
+pub fn joined_lines(s: &str, max: usize) -> String {
+    let joined: Vec<&str> = s.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    clip(&joined.join(" / "), max)
 }
 
 /// `s` cut to at most `max` characters (marked with "…" when cut).

@@ -92,11 +92,17 @@ pub fn prove(keys: &[(u32, TritonConfig)], wanted: &[TritonConfig]) -> Result<()
         let m = 1;
         return Err(Mismatch { m, wanted: wanted[0], got: runtime_pick(keys, m) });
     }
-    // Sweep: the nearest key of M among sorted keys is the predecessor or the successor; a tie goes to
-    // the earlier (smaller) key, as in `runtime_pick`.
-    let mut j = 0usize;
-    for (i, &want) in wanted.iter().enumerate() {
-        let m = i as u32 + 1;
+    prove_range(keys, wanted, 1, wanted.len() as u32)
+}
+
+/// [`prove`] on `from..=to` only (1-based M; `keys` strictly increasing). The nearest key of M among
+/// sorted keys is the predecessor or the successor; a tie goes to the earlier (smaller) key, as in
+/// [`runtime_pick`].
+fn prove_range(keys: &[(u32, TritonConfig)], wanted: &[TritonConfig], from: u32, to: u32) -> Result<(), Mismatch> {
+    // The last key at or below `from` (or the first key when every key is above it).
+    let mut j = keys.partition_point(|k| k.0 <= from).saturating_sub(1);
+    for m in from..=to {
+        let want = wanted[m as usize - 1];
         while j + 1 < keys.len() && keys[j + 1].0 <= m {
             j += 1;
         }
@@ -131,16 +137,26 @@ pub fn choose_keys(wanted: &[TritonConfig]) -> Vec<(u32, TritonConfig)> {
         }
     }
     debug_assert!(prove(&keys, wanted).is_ok());
-    // Drop keys while the proof holds, last first (a later drop never makes an earlier one wrong: every
-    // candidate is re-proved on the whole range).
-    let mut i = keys.len();
-    while i > 0 && keys.len() > 1 {
-        i -= 1;
-        let removed = keys.remove(i);
-        if prove(&keys, wanted).is_err() {
-            keys.insert(i, removed);
+    // Drop keys while the proof holds, last first. Dropping key i changes the lookup only between its
+    // neighbours, the key before it (every earlier key is still there) and the nearest key after it that
+    // was kept (below the first key or above the last, the nearest key is the first or the last), so
+    // only that span is proved again, against those two keys: linear in the range, not in keys x range.
+    let last_m = wanted.len() as u32;
+    let mut kept_rev: Vec<(u32, TritonConfig)> = Vec::with_capacity(keys.len());
+    for i in (0..keys.len()).rev() {
+        let left = i.checked_sub(1).map(|j| keys[j]);
+        let right = kept_rev.last().copied();
+        let neighbours: Vec<(u32, TritonConfig)> = left.into_iter().chain(right).collect();
+        let from = left.map_or(1, |k| k.0);
+        let to = right.map_or(last_m, |k| k.0);
+        let droppable = !neighbours.is_empty() && prove_range(&neighbours, wanted, from, to).is_ok();
+        if !droppable {
+            kept_rev.push(keys[i]);
         }
     }
+    kept_rev.reverse();
+    let keys = kept_rev;
+    debug_assert!(prove(&keys, wanted).is_ok());
     keys
 }
 
@@ -153,13 +169,14 @@ pub fn parse_runtime_json(text: &str, origin: &str) -> Result<Vec<(u32, TritonCo
     let entries: Entries =
         serde_json::from_str(text).map_err(|e| format!("{origin}: not a JSON object of configs: {e}"))?;
     let mut out: Vec<(u32, TritonConfig)> = Vec::with_capacity(entries.0.len());
+    let mut seen = std::collections::HashSet::with_capacity(entries.0.len());
     for (key, value) in entries.0 {
         let canonical = !key.is_empty() && key.bytes().all(|b| b.is_ascii_digit()) && !key.starts_with('0');
         let m =
             key.parse::<u32>().ok().filter(|_| canonical).ok_or_else(|| {
                 format!("{origin}: key {key:?} is not an M value (a decimal integer in 1..=4294967295)")
             })?;
-        if out.iter().any(|&(k, _)| k == m) {
+        if !seen.insert(m) {
             return Err(format!("{origin}: key \"{m}\" appears twice"));
         }
         let obj = value.as_object().ok_or_else(|| format!("{origin}: key \"{m}\": the config is not a JSON object"))?;
@@ -295,6 +312,61 @@ mod tests {
             }
             let keys = choose_keys(&wanted);
             assert!(keys.windows(2).all(|w| w[0].0 < w[1].0));
+            for (i, &want) in wanted.iter().enumerate() {
+                assert_eq!(runtime_pick(&keys, i as u32 + 1), Some(want), "M={}", i + 1);
+            }
+        }
+    }
+
+    /// The key choice before the proof was made local: every removal re-proved on the whole range.
+    fn choose_keys_whole_range(wanted: &[TritonConfig]) -> Vec<(u32, TritonConfig)> {
+        let mut keys: Vec<(u32, TritonConfig)> = Vec::new();
+        for (i, &c) in wanted.iter().enumerate() {
+            let m = i as u32 + 1;
+            let starts = i == 0 || wanted[i - 1] != c;
+            let ends = i + 1 == wanted.len() || wanted[i + 1] != c;
+            if starts || ends {
+                keys.push((m, c));
+            }
+        }
+        let mut i = keys.len();
+        while i > 0 && keys.len() > 1 {
+            i -= 1;
+            let removed = keys.remove(i);
+            if (1..=wanted.len()).any(|m| runtime_pick(&keys, m as u32) != Some(wanted[m - 1])) {
+                keys.insert(i, removed);
+            }
+        }
+        keys
+    }
+
+    #[test]
+    fn local_proof_drops_the_same_keys_as_a_whole_range_one() {
+        // Alternating configs (a key at every M: the case the local proof exists for), short runs and
+        // long runs, against the whole-range choice and the runtime lookup at every M.
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let alternating: Vec<TritonConfig> = (0..300).map(|i| cfg(i % 2)).collect();
+        let mut cases = vec![alternating];
+        for max_run in [1u64, 3, 40, 400] {
+            for _ in 0..6 {
+                let max_m = 1 + (next() % 600) as usize;
+                let mut wanted = Vec::new();
+                while wanted.len() < max_m {
+                    let len = 1 + (next() % max_run) as usize;
+                    wanted.extend(std::iter::repeat_n(cfg((next() % 4) as usize), len.min(max_m - wanted.len())));
+                }
+                cases.push(wanted);
+            }
+        }
+        for wanted in &cases {
+            let keys = choose_keys(wanted);
+            assert_eq!(keys, choose_keys_whole_range(wanted), "{} M values", wanted.len());
             for (i, &want) in wanted.iter().enumerate() {
                 assert_eq!(runtime_pick(&keys, i as u32 + 1), Some(want), "M={}", i + 1);
             }

@@ -180,5 +180,7 @@ pub fn render_text(r: &Report) -> String {
             }
         }
     }
-    s
+    // Feedback and sources come from compilers and agents: an escape sequence or a bidi override must
+    // reach neither the terminal nor report.txt as such.
+    crate::sanitize::shown_with(&s, true)
 }

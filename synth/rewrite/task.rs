@@ -77,6 +77,15 @@ impl RewriteTask {
     pub fn new(spec: RewriteSpec) -> anyhow::Result<Self> {
         let original = std::fs::read_to_string(&spec.target)
             .with_context(|| format!("cannot read the target {} as UTF-8 text", spec.target.display()))?;
+        // Every candidate runs in a copy of the task directory: a tree that cannot be copied (a link out
+        // of the task, a cycle, a special file) is refused here, once, not as every candidate's failure.
+        let trial = tempfile::Builder::new()
+            .prefix("gemm-synth-rewrite-check-")
+            .tempdir()
+            .context("cannot create a temporary directory")?;
+        copy_tree(&spec.workdir.root, &trial.path().join("work"), &spec.workdir.exclude).with_context(|| {
+            format!("the task directory {} cannot be copied for its builds", spec.workdir.root.display())
+        })?;
         Ok(RewriteTask {
             spec,
             original,

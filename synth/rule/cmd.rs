@@ -33,7 +33,8 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
     };
     let parsed = super::load_with_source(&args.file, &catalog, args.input_format)?;
     let issues = validate_with_source(&parsed.rule, &catalog, &parsed.source);
-    let file = args.file.display();
+    // The file name goes to the terminal: its control and bidi characters are shown as code points.
+    let file = crate::sanitize::shown(&args.file.display().to_string());
     for issue in &issues {
         match issue.line {
             Some(line) => eprintln!("{file}:{line}: {}: {}", issue.severity, issue.message),
@@ -46,7 +47,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
         Form::Rust => super::text::rule_to_rust_text(rule, &catalog),
         Form::Json => super::to_json(rule) + "\n",
     };
-    print!("{text}");
+    out!("{text}");
     let vars: Vec<&str> = rule.vars_used().into_iter().map(|v| v.upper()).collect();
     eprintln!(
         "{file}: read as {}; {} leaves, depth {}, {} distinct instances, variables [{}]; {} issue(s)",

@@ -682,8 +682,12 @@ impl Parser<'_> {
         if self.eat_punct(",") && !self.is_punct("}") {
             let t = self.bump();
             split_k = match t.tok {
-                Tok::Int(v) => u32::try_from(v)
-                    .map_err(|_| RuleError::at(t.pos, format!("split-K {v} is out of range (expected 0..3)")))?,
+                Tok::Int(v) => u32::try_from(v).map_err(|_| {
+                    RuleError::at(
+                        t.pos,
+                        format!("split-K {v} is out of range (expected 0..={})", crate::catalog::MAX_SPLIT_K),
+                    )
+                })?,
                 other => {
                     return Err(RuleError::at(
                         t.pos,

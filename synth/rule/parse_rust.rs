@@ -147,8 +147,9 @@ fn selection_leaf(e: &syn::Expr, catalog: &Catalog) -> Result<Leaf, RuleError> {
         catalog,
     )?;
     let sk_expr = field("split_k")?;
-    let split_k = u32::try_from(int("split_k")?)
-        .map_err(|_| err(sk_expr, "split_k is out of range: expected 0..3 (log2 of KBatch)"))?;
+    let split_k = u32::try_from(int("split_k")?).map_err(|_| {
+        err(sk_expr, format!("split_k is out of range: expected 0..={} (log2 of KBatch)", crate::catalog::MAX_SPLIT_K))
+    })?;
     let name_expr = field("name")?;
     let syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(name), .. }) = name_expr else {
         return Err(err(name_expr, format!("expected the instance name as a string, found {}", shown(name_expr))));
@@ -378,7 +379,13 @@ impl Reader<'_> {
                         Some(v) => {
                             let v = v?;
                             u32::try_from(v).map_err(|_| {
-                                err(s, format!("split-K {v} is out of range: expected 0..3 (log2 of KBatch)"))
+                                err(
+                                    s,
+                                    format!(
+                                        "split-K {v} is out of range: expected 0..={} (log2 of KBatch)",
+                                        crate::catalog::MAX_SPLIT_K
+                                    ),
+                                )
                             })?
                         }
                         None => {

@@ -1,7 +1,6 @@
 //! `synth shapes`: print a model's layers at a TP and the (M, N, K) list for an M set.
 
 use crate::textable::{left, right, TextTable};
-use std::io::Write;
 use std::path::PathBuf;
 
 use super::{m_aiter_grid, m_dataset_grid, m_decode, m_log_uniform, m_pow2, sample_m, Layer, ModelSpec};
@@ -71,7 +70,9 @@ pub fn m_values(set: MSet, max_m: u32, count: usize, seed: u64) -> Vec<u32> {
 }
 
 fn render_table(spec: &ModelSpec, tp: u32, layers: &[Layer], ms: &[u32]) -> String {
-    let mut out = format!("model {} at TP {tp} ({} decoder layers)\n", spec.name, spec.num_layers);
+    // The name comes from a user's spec file: a newline or a bidi override must not reach the terminal.
+    let mut out =
+        format!("model {} at TP {tp} ({} decoder layers)\n", crate::sanitize::shown(&spec.name), spec.num_layers);
     // Notes only for what a dense grouped-query spec does not have, so its output keeps its bytes.
     if let Some(moe) = &spec.moe {
         out.push_str(&format!(
@@ -119,14 +120,33 @@ fn render_csv(layers: &[Layer], ms: &[u32]) -> anyhow::Result<String> {
     Ok(String::from_utf8(w.into_inner()?)?)
 }
 
+/// The most M values `--count` may ask for: a log-uniform draw keeps every value in memory, and no
+/// measurement or training run uses more than a few hundred.
+const MAX_COUNT: usize = 100_000;
+
 pub fn run(args: ShapesArgs) -> anyhow::Result<()> {
     let spec = match &args.spec {
         Some(path) => ModelSpec::load(path)?,
         None => ModelSpec::builtin(&args.model)?,
     };
     let layers = spec.layers(args.tp)?;
-    let ms = m_values(args.m_set, args.max_m, args.count, args.seed);
     let set = clap::ValueEnum::to_possible_value(&args.m_set).map_or_else(String::new, |v| v.get_name().to_string());
+    let draws = matches!(args.m_set, MSet::LogUniform | MSet::Forty);
+    if draws && args.count > MAX_COUNT {
+        anyhow::bail!(
+            "--count {} is more M values than any run measures (at most {MAX_COUNT}); pass a smaller --count",
+            args.count
+        );
+    }
+    let ms = m_values(args.m_set, args.max_m, args.count, args.seed);
+    if draws && args.count > 0 && ms.len() < args.count {
+        eprintln!(
+            "note: --m-set {set} holds only {} distinct values up to --max-m {}, fewer than --count {}: all of them are listed",
+            ms.len(),
+            args.max_m,
+            args.count
+        );
+    }
     if ms.is_empty() && args.count == 0 && matches!(args.m_set, MSet::LogUniform | MSet::Forty) {
         anyhow::bail!("--m-set {set} draws --count values, and --count is 0; pass --count 1 or more");
     }
@@ -137,7 +157,7 @@ pub fn run(args: ShapesArgs) -> anyhow::Result<()> {
         ShapesFormat::Table => render_table(&spec, args.tp, &layers, &ms),
         ShapesFormat::Csv => render_csv(&layers, &ms)?,
     };
-    std::io::stdout().write_all(text.as_bytes())?;
+    out!("{text}");
     Ok(())
 }
 

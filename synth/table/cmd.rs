@@ -1,7 +1,6 @@
 //! `synth import`: load an AITER tuned/profile CSV (or a measurement file in the same format), validate every
 //! row, and summarize it.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -149,6 +148,6 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
             serde_json::to_string_pretty(&v)? + "\n"
         }
     };
-    std::io::stdout().write_all(text.as_bytes())?;
+    out!("{text}");
     Ok(())
 }
