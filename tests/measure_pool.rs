@@ -665,3 +665,27 @@ fn a_shard_on_several_gpus_is_that_shard() {
     ok(run(&bench_args(&spread, &["--shard", "2/3", "--gpus", "1,3"]), &[("FAKE_DEVICES", "4")]));
     assert_eq!(sorted_rows(&spread), sorted_rows(&alone));
 }
+
+#[test]
+fn gpu_ids_are_indices_or_uuids_compared_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("j.csv");
+    for (gpus, want) in [
+        ("0,00", "GPU 0 is named twice (entries 1 and 2)"),
+        ("GPU-8932f937-d72c,gpu-8932F937-D72C", "is not a GPU id"),
+        ("GPU-8932f937-d72c,GPU-8932F937-D72C", "GPU GPU-8932F937-D72C is named twice"),
+        ("a", "--gpus: a is not a GPU id"),
+        ("0x0", "--gpus: 0x0 is not a GPU id"),
+        ("999999999999999999999", "--gpus: 999999999999999999999 is not a GPU id"),
+        ("GPU-", "--gpus: GPU- is not a GPU id"),
+    ] {
+        let o = run(&bench_args(&out, &["--gpus", gpus, "--dry-run"]), &[]);
+        assert_eq!(o.status.code(), Some(1), "{gpus}: {}", text(&o));
+        assert!(text(&o).contains(want), "{gpus}: {}", text(&o));
+    }
+    // An index is printed as a number; UUIDs as given.
+    let o = ok(run(&bench_args(&out, &["--gpus", "00,01", "--dry-run"]), &[]));
+    assert!(text(&o).contains("workers: GPU 0: ") && text(&o).contains(", GPU 1: "), "{}", text(&o));
+    let o = ok(run(&bench_args(&out, &["--gpus", "GPU-8932f937-d72c,MIG-0e5b1f2c-9a6d", "--dry-run"]), &[]));
+    assert!(text(&o).contains("workers: GPU GPU-8932f937-d72c: "), "{}", text(&o));
+}
