@@ -689,3 +689,24 @@ fn gpu_ids_are_indices_or_uuids_compared_as_such() {
     let o = ok(run(&bench_args(&out, &["--gpus", "GPU-8932f937-d72c,MIG-0e5b1f2c-9a6d", "--dry-run"]), &[]));
     assert!(text(&o).contains("workers: GPU GPU-8932f937-d72c: "), "{}", text(&o));
 }
+
+#[test]
+fn merge_names_an_input_that_is_not_a_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.csv");
+    shard_run(&a, Some("1/2"), &[]);
+    let out = dir.path().join("out.csv");
+    let empty = dir.path().join("empty.csv");
+    std::fs::write(&empty, "").unwrap();
+    let o = merge(&[&empty, &a], &out);
+    let msg = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{msg}");
+    assert!(msg.contains(&format!("{}:1: the file is empty, not a journal", empty.display())), "{msg}");
+    assert!(!msg.contains("--out"), "advice about --out for an input: {msg}");
+    let notes = dir.path().join("notes.csv");
+    std::fs::write(&notes, "a,b\n1,2\n").unwrap();
+    let msg = text(&merge(&[&a, &notes], &out));
+    assert!(msg.contains(&format!("{}:1: header is `a,b`, not a journal's", notes.display())), "{msg}");
+    assert!(!msg.contains("--out"), "advice about --out for an input: {msg}");
+    assert!(!out.exists());
+}

@@ -144,14 +144,32 @@ fn read_journal_bytes(bytes: &[u8], src: &str, catalog: &Catalog) -> Result<Vec<
 
 /// Every row of a journal's bytes with its 1-based line, after the header check of [`read_journal`].
 pub(crate) fn read_journal_lines(bytes: &[u8], src: &str, catalog: &Catalog) -> Result<Vec<(usize, CellResult)>> {
-    check_header(bytes, src, false)?;
+    check_header(bytes, src, false, Role::Out)?;
+    rows_with_lines(bytes, src, catalog)
+}
+
+/// [`read_journal_lines`] for a journal given as an input (`synth merge`): a file that is not a journal is
+/// named as such, with advice about inputs rather than about `--out`.
+pub(crate) fn read_input_journal_lines(bytes: &[u8], src: &str, catalog: &Catalog) -> Result<Vec<(usize, CellResult)>> {
+    check_header(bytes, src, false, Role::Input)?;
+    rows_with_lines(bytes, src, catalog)
+}
+
+fn rows_with_lines(bytes: &[u8], src: &str, catalog: &Catalog) -> Result<Vec<(usize, CellResult)>> {
     let rows = parse_aiter_csv(bytes, src, catalog)?;
     Ok(rows.iter().map(|r| (r.line, CellResult::from_aiter_row(r))).collect())
 }
 
+/// Whose journal a header is checked for: the `--out` a run appends to, or an input it reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Out,
+    Input,
+}
+
 /// The first line of `bytes` must be the journal's header. With `torn_ok`, a first line without its newline
 /// may be a prefix of it (a header whose write was interrupted).
-fn check_header(bytes: &[u8], src: &str, torn_ok: bool) -> Result<()> {
+fn check_header(bytes: &[u8], src: &str, torn_ok: bool, role: Role) -> Result<()> {
     let want = columns().join(",");
     let first = bytes.split(|&b| b == b'\n').next().unwrap_or(&[]);
     let complete = first.len() < bytes.len();
@@ -159,10 +177,15 @@ fn check_header(bytes: &[u8], src: &str, torn_ok: bool) -> Result<()> {
     if header == want || (torn_ok && !complete && want.as_bytes().starts_with(first)) {
         return Ok(());
     }
-    Err(crate::diag::Located::new(src, format!("header is `{header}`"))
-        .line(1)
-        .hint(format!("expected `{want}` (a journal written by `synth bench`); use another --out"))
-        .into())
+    let err = match role {
+        Role::Out => crate::diag::Located::new(src, format!("header is `{header}`"))
+            .hint(format!("expected `{want}` (a journal written by `synth bench`); use another --out")),
+        Role::Input if bytes.is_empty() => crate::diag::Located::new(src, "the file is empty, not a journal")
+            .hint("name only journals written by `synth bench` (nothing was written)"),
+        Role::Input => crate::diag::Located::new(src, format!("header is `{header}`, not a journal's"))
+            .hint(format!("expected `{want}`; name only journals written by `synth bench` (nothing was written)")),
+    };
+    Err(err.line(1).into())
 }
 
 impl CellResult {
@@ -245,7 +268,7 @@ impl Journal {
             }
             // The header is checked before a torn tail is cut: a file that is not a journal is never changed.
             if !bytes.is_empty() {
-                check_header(&bytes, &path.display().to_string(), true)?;
+                check_header(&bytes, &path.display().to_string(), true, Role::Out)?;
             }
             let torn = crate::logfile::torn_tail(&bytes);
             cut = torn.cut(bytes.len());
