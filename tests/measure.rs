@@ -503,3 +503,32 @@ fn triton_family_options_are_checked() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("add --family triton"));
     assert!(!out.exists(), "nothing is written on an error");
 }
+
+/// `args` with the value of option `name` replaced by `value`.
+fn with_opt(mut args: Vec<String>, name: &str, value: &str) -> Vec<String> {
+    let i = args.iter().position(|a| a == name).unwrap();
+    args[i + 1] = value.to_string();
+    args
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn repeated_instances_are_refused_and_repeated_shapes_counted_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("j.csv");
+    let o = run(&with_opt(bench_args(&out, &[]), "--instances", "7,0,7"), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--instances: kernelId 7 is named twice"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("CellKey"), "{}", stderr(&o));
+    assert!(!out.exists());
+    // M and (N, K) repeats are planned once and counted once.
+    let args =
+        with_opt(with_opt(bench_args(&out, &["--dry-run"]), "--m-set", "1,16,1"), "--shapes", "5120:5120,5120:5120");
+    let o = run(&args, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), PLAN_CELLS.to_string());
+    assert!(stderr(&o).contains(&format!("plan: {PLAN_CELLS} cells (2 shapes x 3 instances")), "{}", stderr(&o));
+}

@@ -22,12 +22,17 @@ fn select_instances<'a>(catalog: &'a Catalog, text: &str) -> Result<Vec<&'a Inst
     if text == "all" {
         return Ok(catalog.legacy_candidates().iter().collect());
     }
+    let mut seen: Vec<i32> = Vec::new();
     text.split(',')
         .map(|s| {
             let id: i32 = s.trim().parse().with_context(|| format!("--instances: {s:?} is not a kernelId"))?;
             if id < 0 {
                 bail!("--instances: {id} is an alias; name the candidate id it stands for ({})", catalog.default_alias);
             }
+            if seen.contains(&id) {
+                bail!("--instances: kernelId {id} is named twice; name each instance once");
+            }
+            seen.push(id);
             catalog.legacy_by_id(id).with_context(|| format!("--instances: no legacy instance with kernelId {id}"))
         })
         .collect()
@@ -56,7 +61,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
         bail!("--worker-retries applies to --gpus (several GPU workers); one worker stops at its first failure");
     }
     let shapes: Vec<Shape> = layers.iter().flat_map(|&(n, k)| ms.iter().map(move |&m| Shape::new(m, n, k))).collect();
-    let n_shapes = shapes.len();
+    // Repeats in --m-set or --shapes are planned once.
+    let n_shapes = shapes.iter().collect::<std::collections::HashSet<_>>().len();
     let mut device: Option<DeviceInfo> = None;
     let (plan, what) = match args.family {
         Family::Ck => {

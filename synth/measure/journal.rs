@@ -319,7 +319,7 @@ impl Journal {
             anyhow::anyhow!("harness row M={} N={} K={} id={}: {e}", row.m, row.n, row.k, row.kernel_id)
         })?;
         if !self.done.insert(row.key()) {
-            bail!("harness measured cell {:?} twice", row.key());
+            bail!("the harness measured {} twice; it was written once", row.key());
         }
         self.writer.write_record(row.to_record())?;
         self.writer.flush()?;
