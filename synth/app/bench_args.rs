@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::aiter_args::{AiterArgs, Backend};
 use crate::catalog::triton::TritonConfig;
@@ -261,6 +261,71 @@ pub(crate) fn gpu_id(entry: &str) -> Option<String> {
     ok.then(|| entry.to_string())
 }
 
+/// Refuses a `--plan-only` path whose writing would lose something: the journal itself (`--out`, under any
+/// name, also before it exists), something that is not a regular file, or an existing file that is not a
+/// plan `synth bench` wrote (`is_plan` judges its first line; `what` names such a plan). Nothing is written.
+pub(crate) fn check_plan_path(plan: &Path, out: &Path, is_plan: impl Fn(&str) -> bool, what: &str) -> Result<()> {
+    if same_file(plan, out) {
+        bail!(
+            "--plan-only {} is the journal (--out {}): the plan would replace its measurements; write the plan to \
+             another file (nothing was written)",
+            plan.display(),
+            out.display()
+        );
+    }
+    let Ok(meta) = std::fs::metadata(plan) else { return Ok(()) };
+    if !meta.is_file() {
+        bail!(
+            "--plan-only {} is {}; pass the path of a plan file to write (nothing was written)",
+            plan.display(),
+            crate::paths::file_kind(&meta)
+        );
+    }
+    let mut first = Vec::new();
+    std::fs::File::open(plan)
+        .and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, 64 * 1024), &mut first))
+        .with_context(|| format!("--plan-only {}: cannot read it", plan.display()))?;
+    if first.is_empty() {
+        return Ok(());
+    }
+    let line = String::from_utf8_lossy(first.split(|&b| b == b'\n').next().unwrap_or(&[])).into_owned();
+    if !is_plan(line.trim_end_matches('\r')) {
+        bail!(
+            "--plan-only {} exists and is not {what} written by `synth bench` (its first line is {}); remove it or \
+             pass another path (nothing was written)",
+            plan.display(),
+            crate::sanitize::shown(&line.chars().take(120).collect::<String>())
+        );
+    }
+    Ok(())
+}
+
+/// Whether `a` and `b` name one file: the same inode when both exist, else the same canonical path (of the
+/// parent directory and name for a file not created yet).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+        return x.dev() == y.dev() && x.ino() == y.ino();
+    }
+    let would_be = |p: &Path| -> Option<PathBuf> {
+        if let Ok(c) = p.canonicalize() {
+            return Some(c);
+        }
+        let name = p.file_name()?;
+        let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        Some(dir.canonicalize().ok()?.join(name))
+    };
+    match (would_be(a), would_be(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// Writes a plan file all or nothing (staged beside it, then renamed into place).
+pub(crate) fn write_plan(path: &Path, text: String) -> Result<()> {
+    super::outputs::write_named_files(&[(path.to_path_buf(), text.into_bytes())])
+}
+
 /// The off-grid M set of `--m-set off-grid`: 20 seeded log-uniform values over 1..=16384 off AITER's grid.
 pub const OFF_GRID_COUNT: usize = 20;
 /// Largest M of the off-grid set.
@@ -417,11 +482,21 @@ mod tests {
         let none = |_: &str| None;
         assert_eq!(check_gpus("0,1, 3", none).unwrap(), ["0", "1", "3"]);
         assert_eq!(check_gpus("GPU-8932f937-d72c", none).unwrap(), ["GPU-8932f937-d72c"]);
+        assert_eq!(check_gpus("007, 1", none).unwrap(), ["7", "1"]);
+        assert_eq!(
+            check_gpus("MIG-0e5b1f2c-9a6d,MIG-GPU-8932f937-d72c/1/0", none).unwrap(),
+            ["MIG-0e5b1f2c-9a6d", "MIG-GPU-8932f937-d72c/1/0"]
+        );
         for (text, want) in [
             ("0,,1", "an empty entry"),
             ("0,1,0", "GPU 0 is named twice (entries 1 and 3)"),
             ("0;1", "is not a GPU id"),
             ("", "an empty entry"),
+            ("0,00", "GPU 0 is named twice (entries 1 and 2)"),
+            ("a", "a is not a GPU id"),
+            ("0x0", "0x0 is not a GPU id"),
+            ("999999999999999999999", "999999999999999999999 is not a GPU id"),
+            ("GPU-xyz", "GPU-xyz is not a GPU id"),
         ] {
             let e = check_gpus(text, none).unwrap_err().to_string();
             assert!(e.contains(want), "{text}: {e}");
@@ -447,13 +522,3 @@ mod tests {
         assert_eq!(parse_m_set("sparse+off-grid").unwrap().len(), 50);
     }
 }
-        assert_eq!(check_gpus("007, 1", none).unwrap(), ["7", "1"]);
-        assert_eq!(
-            check_gpus("MIG-0e5b1f2c-9a6d,MIG-GPU-8932f937-d72c/1/0", none).unwrap(),
-            ["MIG-0e5b1f2c-9a6d", "MIG-GPU-8932f937-d72c/1/0"]
-        );
-            ("0,00", "GPU 0 is named twice (entries 1 and 2)"),
-            ("a", "a is not a GPU id"),
-            ("0x0", "0x0 is not a GPU id"),
-            ("999999999999999999999", "999999999999999999999 is not a GPU id"),
-            ("GPU-xyz", "GPU-xyz is not a GPU id"),
