@@ -503,3 +503,182 @@ fn triton_family_options_are_checked() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("add --family triton"));
     assert!(!out.exists(), "nothing is written on an error");
 }
+
+/// `args` with the value of option `name` replaced by `value`.
+fn with_opt(mut args: Vec<String>, name: &str, value: &str) -> Vec<String> {
+    let i = args.iter().position(|a| a == name).unwrap();
+    args[i + 1] = value.to_string();
+    args
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn plan_only_never_replaces_the_journal_or_a_file_it_did_not_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("j.csv");
+    let o = run(&with_opt(bench_args(&out, &[]), "--m-set", "1"), &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let journal = std::fs::read_to_string(&out).unwrap();
+    // The journal itself, by its name, another spelling of it, a link or a hard link to it.
+    let link = dir.path().join("link.csv");
+    std::os::unix::fs::symlink(&out, &link).unwrap();
+    let hard = dir.path().join("hard.csv");
+    std::fs::hard_link(&out, &hard).unwrap();
+    let dotted = dir.path().join(".").join("j.csv");
+    for plan in [&out, &dotted, &link, &hard] {
+        let o = run(&bench_args(&out, &["--plan-only", plan.to_str().unwrap()]), &[]);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert!(stderr(&o).contains("is the journal (--out"), "{}", stderr(&o));
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), journal, "the journal is unchanged");
+    }
+    // A journal that does not exist yet.
+    let new = dir.path().join("new.csv");
+    let o = run(&bench_args(&new, &["--plan-only", new.to_str().unwrap()]), &[]);
+    assert!(stderr(&o).contains("is the journal (--out"), "{}", stderr(&o));
+    assert!(!new.exists());
+    // A file that is not a plan is not replaced; a plan is.
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "my notes\n").unwrap();
+    let o = run(&bench_args(&new, &["--plan-only", notes.to_str().unwrap()]), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("exists and is not a plan file written by `synth bench`"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("my notes"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "my notes\n");
+    let plan = dir.path().join("plan.jsonl");
+    for _ in 0..2 {
+        let o = run(&bench_args(&new, &["--plan-only", plan.to_str().unwrap()]), &[]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(std::fs::read_to_string(&plan).unwrap().lines().count(), PLAN_CELLS);
+    }
+    assert!(!new.exists());
+}
+
+/// The first `rows` rows of a journal of `bench_args` measured with the environment `envs`, and the
+/// journal's next row.
+fn partial_journal(dir: &Path, name: &str, rows: usize, envs: &[(&str, &str)]) -> (PathBuf, String) {
+    let full = dir.join(format!("full-{name}"));
+    let o = run(&bench_args(&full, &[]), envs);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&full).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let path = dir.join(name);
+    std::fs::write(&path, lines[..=rows].iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+    (path, lines[rows + 1].to_string())
+}
+
+#[test]
+fn a_journal_of_another_device_is_refused_before_measuring() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("measured.log");
+    let log_s = log.display().to_string();
+    let refused = |path: &Path, args: &[String], want: &[&str]| {
+        let before = std::fs::read(path).unwrap();
+        let o = run(args, &[("FAKE_LOG", &log_s)]);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        for w in want {
+            assert!(stderr(&o).contains(w), "{w}: {}", stderr(&o));
+        }
+        assert!(stderr(&o).contains("pass another --out"), "{}", stderr(&o));
+        assert_eq!(std::fs::read(path).unwrap(), before, "the journal is unchanged");
+        assert!(!log.exists(), "nothing was measured");
+    };
+    // One row of another device among this device's rows.
+    let (mixed, next) = partial_journal(dir.path(), "mixed.csv", 5, &[]);
+    let mut text = std::fs::read_to_string(&mixed).unwrap();
+    text.push_str(&format!("{}\n", next.replace("Fake GPU", "Other GPU")));
+    std::fs::write(&mixed, text).unwrap();
+    let mixed_s = format!("{}:7:", mixed.display());
+    refused(&mixed, &bench_args(&mixed, &[]), &[&mixed_s, "\"Other GPU\"", "line 2 is from \"Fake GPU\""]);
+    refused(&mixed, &bench_args(&mixed, &["--dry-run"]), &[&mixed_s]);
+    // A journal of another device, another runtime version, another CU count.
+    let line2 = |p: &Path| format!("{}:2:", p.display());
+    let (other, _) = partial_journal(dir.path(), "other.csv", 5, &[("FAKE_DEVICE_NAMES", "0=Other GPU")]);
+    refused(&other, &bench_args(&other, &[]), &[&line2(&other), "device differs", "\"Other GPU\""]);
+    let (newer, _) = partial_journal(dir.path(), "newer.csv", 5, &[("FAKE_BACKEND", "fake-2.0")]);
+    refused(&newer, &bench_args(&newer, &[]), &[&line2(&newer), "backend (runtime and version) differs"]);
+    let (mine, _) = partial_journal(dir.path(), "mine.csv", 5, &[]);
+    for extra in [&[][..], &["--dry-run"][..]] {
+        refused(
+            &mine,
+            &with_opt(bench_args(&mine, extra), "--cu-num", "304"),
+            &[&line2(&mine), "CU count differs", "304"],
+        );
+    }
+    // This device's journal resumes.
+    let o = run(&bench_args(&mine, &[]), &[("FAKE_LOG", &log_s)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(log_counts(&log).len(), PLAN_CELLS - 5);
+}
+
+#[test]
+fn dry_run_and_plan_only_only_read_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("j.csv");
+    let o = run(&bench_args(&out, &[]), &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&out).unwrap();
+    let torn = &text[..text.len() - 30];
+    std::fs::write(&out, torn).unwrap();
+    let rows = text.lines().count();
+    let o = run(&bench_args(&out, &["--dry-run"]), &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "1", "the torn row's cell is still to measure");
+    assert!(stderr(&o).contains(&format!("{}:{rows}: the last line has no line end", out.display())), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), torn, "the dry run left the torn line");
+    let plan = dir.path().join("plan.jsonl");
+    let o = run(&bench_args(&out, &["--plan-only", plan.to_str().unwrap()]), &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&plan).unwrap().lines().count(), 1);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), torn, "the plan export left the torn line");
+    // An empty journal file stays empty, and no lock file is made beside it.
+    let empty = dir.path().join("empty.csv");
+    std::fs::write(&empty, "").unwrap();
+    for extra in [&["--dry-run"][..], &["--plan-only", plan.to_str().unwrap()][..]] {
+        let o = run(&bench_args(&empty, extra), &[]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(std::fs::read(&empty).unwrap(), b"");
+    }
+    assert!(!dir.path().join("empty.csv.lock").exists());
+}
+
+#[test]
+fn repeated_instances_are_refused_and_repeated_shapes_counted_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("j.csv");
+    let o = run(&with_opt(bench_args(&out, &[]), "--instances", "7,0,7"), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--instances: kernelId 7 is named twice"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("CellKey"), "{}", stderr(&o));
+    assert!(!out.exists());
+    // M and (N, K) repeats are planned once and counted once.
+    let args =
+        with_opt(with_opt(bench_args(&out, &["--dry-run"]), "--m-set", "1,16,1"), "--shapes", "5120:5120,5120:5120");
+    let o = run(&args, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), PLAN_CELLS.to_string());
+    assert!(stderr(&o).contains(&format!("plan: {PLAN_CELLS} cells (2 shapes x 3 instances")), "{}", stderr(&o));
+}
+
+#[test]
+fn a_failed_first_run_leaves_no_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sub").join("j.csv");
+    let o = run(&bench_args(&out, &[]), &[("FAKE_EXIT", "3")]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("PyTorch is not importable"), "{}", stderr(&o));
+    assert!(!out.exists(), "no header-only journal is left");
+    // An empty file is left empty; a journal with rows keeps them.
+    std::fs::write(&out, "").unwrap();
+    let o = run(&bench_args(&out, &[]), &[("FAKE_EXIT", "3")]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&out).unwrap(), b"");
+    let o = run(&with_opt(bench_args(&out, &[]), "--m-set", "1"), &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&out).unwrap();
+    let o = run(&bench_args(&out, &[]), &[("FAKE_EXIT", "3")]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), text);
+}

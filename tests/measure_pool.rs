@@ -359,7 +359,7 @@ fn gpus_that_differ_or_do_not_exist_are_refused() {
         msg.contains("GPU 2 is \"Other GPU\" (sm_90, 132 CUs/SMs") && msg.contains("but GPU 0 is \"Fake GPU\""),
         "{msg}"
     );
-    assert!(journal_keys(&out).is_empty(), "nothing was measured");
+    assert!(!out.exists(), "nothing was measured, no journal is left");
 
     let o = run(&bench_args(&out, &["--gpus", "0,7"]), &[("FAKE_DEVICES", "4")]);
     let msg = text(&o);
@@ -664,4 +664,49 @@ fn a_shard_on_several_gpus_is_that_shard() {
     let spread = dir.path().join("spread.csv");
     ok(run(&bench_args(&spread, &["--shard", "2/3", "--gpus", "1,3"]), &[("FAKE_DEVICES", "4")]));
     assert_eq!(sorted_rows(&spread), sorted_rows(&alone));
+}
+
+#[test]
+fn gpu_ids_are_indices_or_uuids_compared_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("j.csv");
+    for (gpus, want) in [
+        ("0,00", "GPU 0 is named twice (entries 1 and 2)"),
+        ("GPU-8932f937-d72c,gpu-8932F937-D72C", "is not a GPU id"),
+        ("GPU-8932f937-d72c,GPU-8932F937-D72C", "GPU GPU-8932F937-D72C is named twice"),
+        ("a", "--gpus: a is not a GPU id"),
+        ("0x0", "--gpus: 0x0 is not a GPU id"),
+        ("999999999999999999999", "--gpus: 999999999999999999999 is not a GPU id"),
+        ("GPU-", "--gpus: GPU- is not a GPU id"),
+    ] {
+        let o = run(&bench_args(&out, &["--gpus", gpus, "--dry-run"]), &[]);
+        assert_eq!(o.status.code(), Some(1), "{gpus}: {}", text(&o));
+        assert!(text(&o).contains(want), "{gpus}: {}", text(&o));
+    }
+    // An index is printed as a number; UUIDs as given.
+    let o = ok(run(&bench_args(&out, &["--gpus", "00,01", "--dry-run"]), &[]));
+    assert!(text(&o).contains("workers: GPU 0: ") && text(&o).contains(", GPU 1: "), "{}", text(&o));
+    let o = ok(run(&bench_args(&out, &["--gpus", "GPU-8932f937-d72c,MIG-0e5b1f2c-9a6d", "--dry-run"]), &[]));
+    assert!(text(&o).contains("workers: GPU GPU-8932f937-d72c: "), "{}", text(&o));
+}
+
+#[test]
+fn merge_names_an_input_that_is_not_a_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.csv");
+    shard_run(&a, Some("1/2"), &[]);
+    let out = dir.path().join("out.csv");
+    let empty = dir.path().join("empty.csv");
+    std::fs::write(&empty, "").unwrap();
+    let o = merge(&[&empty, &a], &out);
+    let msg = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{msg}");
+    assert!(msg.contains(&format!("{}:1: the file is empty, not a journal", empty.display())), "{msg}");
+    assert!(!msg.contains("--out"), "advice about --out for an input: {msg}");
+    let notes = dir.path().join("notes.csv");
+    std::fs::write(&notes, "a,b\n1,2\n").unwrap();
+    let msg = text(&merge(&[&a, &notes], &out));
+    assert!(msg.contains(&format!("{}:1: header is `a,b`, not a journal's", notes.display())), "{msg}");
+    assert!(!msg.contains("--out"), "advice about --out for an input: {msg}");
+    assert!(!out.exists());
 }

@@ -22,9 +22,9 @@ use rand_chacha::ChaCha8Rng;
 use super::aiter_tuner::{
     import_profile, shape_in_journal, shape_of, untuned_csv, AiterDevice, RowMeta, RunFiles, Tuner,
 };
-use super::bench_args::{bench_grid, print_summary, BenchArgs};
+use super::bench_args::{bench_grid, check_plan_path, print_summary, write_plan, BenchArgs};
 use crate::catalog::Catalog;
-use crate::measure::journal::Journal;
+use crate::measure::journal::{check_resumable, ExpectedDevice, Journal};
 use crate::measure::shard::shard_shapes;
 use crate::table::Shape;
 
@@ -77,16 +77,34 @@ pub fn measure_shapes(
     if cut > 0 {
         eprintln!("journal {}: dropped an incomplete last line ({cut} bytes, an interrupted write)", out.display());
     }
-    if let Some(r) = journal.rows().iter().find(|r| r.gfx != device.gfx || r.cu_num != device.cu_num) {
-        bail!(
-            "journal {} holds measurements of {} with {} CUs; this device is {} with {} CUs; use another --out",
-            out.display(),
-            r.gfx,
-            r.cu_num,
-            device.gfx,
-            device.cu_num
-        );
+    match fill_journal(tuner, device, shapes, rechecks, out, catalog, &mut journal) {
+        Ok(appended) => Ok((journal, appended)),
+        Err(e) => {
+            // A failed first run leaves no journal behind (one with rows is kept).
+            journal.discard_if_unused();
+            Err(e)
+        }
     }
+}
+
+/// [`measure_shapes`] into the open `journal`; returns the rows appended.
+fn fill_journal(
+    tuner: &Tuner,
+    device: &AiterDevice,
+    shapes: &[Shape],
+    rechecks: &[Shape],
+    out: &Path,
+    catalog: &Catalog,
+    journal: &mut Journal,
+) -> Result<usize> {
+    let expected = ExpectedDevice {
+        name: Some(device.name.clone()),
+        gfx: Some(device.gfx.clone()),
+        cu_num: Some(device.cu_num),
+        backend: None,
+        source: "as PyTorch reports the device".to_string(),
+    };
+    check_resumable(out, journal.first_read(), &expected)?;
     let dir = work_dir(out);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
@@ -113,7 +131,7 @@ pub fn measure_shapes(
         let meta = RowMeta { recheck, ..meta.clone() };
         // What an interrupted run left in the profile file is imported before deciding what to tune.
         if files.profile.exists() {
-            let s = import_profile(&files.profile, &mut journal, &meta, catalog, None)?;
+            let s = import_profile(&files.profile, journal, &meta, catalog, None)?;
             if s.appended > 0 {
                 eprintln!(
                     "aiter: imported {} rows of {} shapes left in {} by an earlier run",
@@ -124,7 +142,7 @@ pub fn measure_shapes(
             }
             appended += s.appended;
         }
-        let todo: Vec<Shape> = list.iter().filter(|s| !shape_in_journal(&journal, s, recheck)).copied().collect();
+        let todo: Vec<Shape> = list.iter().filter(|s| !shape_in_journal(journal, s, recheck)).copied().collect();
         let what = if recheck == 1 { "recheck shapes" } else { "shapes" };
         eprintln!(
             "aiter: {} {what}; {} already in {}; {} to tune",
@@ -136,7 +154,7 @@ pub fn measure_shapes(
         if todo.is_empty() {
             continue;
         }
-        let s = tuner.run(&todo, &files, &mut journal, &meta, catalog)?;
+        let s = tuner.run(&todo, &files, journal, &meta, catalog)?;
         if s.other_libtype > 0 {
             eprintln!(
                 "aiter: {} asm/opus rows left out (the catalog has CK legacy and CK-tile instances only)",
@@ -145,7 +163,7 @@ pub fn measure_shapes(
         }
         appended += s.appended;
     }
-    Ok((journal, appended))
+    Ok(appended)
 }
 
 /// `synth bench --backend aiter`.
@@ -202,9 +220,23 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     if let Some(g) = &gpus {
         tuner = tuner.on_gpus(g)?;
     }
+    if let Some(p) = &args.plan_only {
+        check_plan_path(p, &args.out, |line| line == "M,N,K", "an untuned CSV")?;
+    }
     if args.dry_run || args.plan_only.is_some() {
+        // Only read: a torn last line is reported, not cut.
         let done: BTreeSet<Shape> = if args.out.exists() {
-            crate::measure::read_journal(&args.out, &catalog)?.iter().filter(|r| r.recheck == 0).map(shape_of).collect()
+            let contents = crate::measure::journal::read_for_resume(&args.out, &catalog)?;
+            if let Some(torn) = &contents.torn {
+                eprintln!(
+                    "journal {}:{}: the last line has no line end ({} bytes, an interrupted write): it is not counted \
+                     as measured; a measuring run cuts it and measures that shape again",
+                    args.out.display(),
+                    torn.line,
+                    torn.bytes
+                );
+            }
+            contents.rows.iter().map(|(_, r)| r).filter(|r| r.recheck == 0).map(shape_of).collect()
         } else {
             BTreeSet::new()
         };
@@ -217,7 +249,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             todo.len()
         );
         if let Some(p) = &args.plan_only {
-            std::fs::write(p, untuned_csv(&todo)).with_context(|| format!("cannot write {}", p.display()))?;
+            write_plan(p, untuned_csv(&todo))?;
             eprintln!("wrote the untuned CSV of {} shapes to {}", todo.len(), p.display());
         } else {
             outln!("{}", todo.len());

@@ -3,10 +3,10 @@
 //! harness, appending to a resumable journal.
 
 use super::aiter_args::Backend;
-use super::bench_args::{bench_grid, parse_configs, print_summary, Family};
+use super::bench_args::{bench_grid, check_plan_path, parse_configs, print_summary, write_plan, Family};
 use crate::catalog::{Catalog, Instance};
 use crate::measure::driver::{DeviceInfo, Harness, PROBE_LIMIT};
-use crate::measure::journal::{CellResult, Journal};
+use crate::measure::journal::{check_resumable, read_for_resume, CellResult, ExpectedDevice, Journal};
 use crate::measure::plan::{build_plan, build_triton_plan, PlanCell, PlanSpec, SplitKMode, TritonPlanSpec};
 use crate::measure::pool::{probe_all, Pool, PoolEvent, DEFAULT_RETRIES};
 use crate::measure::shard::{deal_by_shape, shard_plan};
@@ -22,15 +22,37 @@ fn select_instances<'a>(catalog: &'a Catalog, text: &str) -> Result<Vec<&'a Inst
     if text == "all" {
         return Ok(catalog.legacy_candidates().iter().collect());
     }
+    let mut seen: Vec<i32> = Vec::new();
     text.split(',')
         .map(|s| {
             let id: i32 = s.trim().parse().with_context(|| format!("--instances: {s:?} is not a kernelId"))?;
             if id < 0 {
                 bail!("--instances: {id} is an alias; name the candidate id it stands for ({})", catalog.default_alias);
             }
+            if seen.contains(&id) {
+                bail!("--instances: kernelId {id} is named twice; name each instance once");
+            }
+            seen.push(id);
             catalog.legacy_by_id(id).with_context(|| format!("--instances: no legacy instance with kernelId {id}"))
         })
         .collect()
+}
+
+/// Whether `line` is a line of a plan file `--plan-only` writes (a JSON object naming a cell).
+fn is_plan_line(line: &str) -> bool {
+    serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(line)
+        .is_ok_and(|o| ["M", "N", "K", "kernelId", "splitK", "kernelName"].iter().all(|k| o.contains_key(*k)))
+}
+
+/// What a run expects of the journal's device: the harness's answer to the probe.
+fn expected_of(d: &DeviceInfo) -> ExpectedDevice {
+    ExpectedDevice {
+        name: Some(d.name.clone()),
+        gfx: Some(d.gfx.clone()),
+        cu_num: Some(d.cu_num),
+        backend: Some(d.backend.clone()),
+        source: "as the harness reports the device".to_string(),
+    }
 }
 
 fn harness_of(args: &BenchArgs) -> Harness {
@@ -55,9 +77,14 @@ pub fn run(args: BenchArgs) -> Result<()> {
     if gpus.is_none() && args.scale.worker_retries.is_some() {
         bail!("--worker-retries applies to --gpus (several GPU workers); one worker stops at its first failure");
     }
+    if let Some(path) = &args.plan_only {
+        check_plan_path(path, &args.out, is_plan_line, "a plan file")?;
+    }
     let shapes: Vec<Shape> = layers.iter().flat_map(|&(n, k)| ms.iter().map(move |&m| Shape::new(m, n, k))).collect();
-    let n_shapes = shapes.len();
+    // Repeats in --m-set or --shapes are planned once.
+    let n_shapes = shapes.iter().collect::<std::collections::HashSet<_>>().len();
     let mut device: Option<DeviceInfo> = None;
+    let mut expected = ExpectedDevice::default();
     let (plan, what) = match args.family {
         Family::Ck => {
             if args.configs.is_some() {
@@ -69,10 +96,18 @@ pub fn run(args: BenchArgs) -> Result<()> {
                 Some(0) => {
                     bail!("--cu-num 0: the device's CU/SM count is at least 1 (e.g. 304 for MI300X, 132 for H200)")
                 }
-                Some(c) => c,
+                Some(c) => {
+                    expected = ExpectedDevice {
+                        cu_num: Some(c),
+                        source: format!("as --cu-num {c} plans it"),
+                        ..ExpectedDevice::default()
+                    };
+                    c
+                }
                 None => {
                     let d = probe(&harness, gpus.as_deref())?;
                     let c = d.cu_num;
+                    expected = expected_of(&d);
                     device = Some(d);
                     c
                 }
@@ -129,9 +164,25 @@ pub fn run(args: BenchArgs) -> Result<()> {
         }
     };
     let only_plan = args.dry_run || args.plan_only.is_some();
-    // A dry run or plan export reads an existing journal but creates none.
-    let journal = if only_plan && !args.out.exists() {
-        None
+    // A dry run or plan export only reads the journal: it creates none, takes no lock, cuts no torn line.
+    let (journal, todo) = if only_plan {
+        let done: std::collections::HashSet<_> = if args.out.exists() {
+            let contents = read_for_resume(&args.out, &catalog)?;
+            if let Some(torn) = &contents.torn {
+                eprintln!(
+                    "journal {}:{}: the last line has no line end ({} bytes, an interrupted write): it is not counted \
+                     as measured; a measuring run cuts it and measures that cell again",
+                    args.out.display(),
+                    torn.line,
+                    torn.bytes
+                );
+            }
+            check_resumable(&args.out, contents.rows.first().map(|(l, r)| (*l, r)), &expected)?;
+            contents.rows.iter().map(|(_, r)| r.key()).collect()
+        } else {
+            Default::default()
+        };
+        (None, plan.iter().filter(|c| !done.contains(&c.key())).cloned().collect::<Vec<_>>())
     } else {
         let (j, cut) = Journal::open(&args.out, &catalog)?;
         if cut > 0 {
@@ -140,11 +191,12 @@ pub fn run(args: BenchArgs) -> Result<()> {
                 args.out.display()
             );
         }
-        Some(j)
-    };
-    let todo = match &journal {
-        Some(j) => crate::measure::remaining(&plan, j),
-        None => plan.clone(),
+        if let Err(e) = check_resumable(&args.out, j.first_read(), &expected) {
+            j.discard_if_unused();
+            return Err(e);
+        }
+        let todo = crate::measure::remaining(&plan, &j);
+        (Some(j), todo)
     };
     let n_recheck = plan.iter().filter(|c| c.recheck != 0).count();
     eprintln!(
@@ -162,7 +214,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             text.push_str(&c.to_json_line());
             text.push('\n');
         }
-        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+        write_plan(path, text)?;
         eprintln!("wrote {} plan cells to {}", todo.len(), path.display());
         return Ok(());
     }
@@ -184,20 +236,38 @@ pub fn run(args: BenchArgs) -> Result<()> {
         print_summary(&journal, 0, 0.0);
         return Ok(());
     }
-    if device.is_none() {
-        // The early check for Python, PyTorch and the GPU(s) (--cu-num or --family triton skipped the first
-        // probe); a triton plan shows the device here.
-        match (&gpus, args.family) {
-            (_, Family::Triton) => drop(probe(&harness, gpus.as_deref())?),
-            (None, Family::Ck) => drop(harness.probe()?),
-            (Some(g), Family::Ck) => drop(probe_all(&harness, g, PROBE_LIMIT)?),
-        }
+    let result = probe_and_measure(&args, &harness, gpus, device, &todo, &mut journal, &unrunnable);
+    if result.is_err() {
+        // A failed first run leaves no journal behind (one with rows is kept).
+        journal.discard_if_unused();
     }
+    result
+}
+
+/// The early check for Python, PyTorch and the GPU(s) where the plan did not probe already (--cu-num or
+/// --family triton), the journal's device checked against the harness's, then the measuring.
+fn probe_and_measure(
+    args: &BenchArgs,
+    harness: &Harness,
+    gpus: Option<Vec<String>>,
+    device: Option<DeviceInfo>,
+    todo: &[PlanCell],
+    journal: &mut Journal,
+    unrunnable: &[String],
+) -> Result<()> {
+    let device = match (device, &gpus, args.family) {
+        (Some(d), _, _) => d,
+        // A triton plan shows the device here.
+        (None, _, Family::Triton) => probe(harness, gpus.as_deref())?,
+        (None, None, Family::Ck) => harness.probe()?,
+        (None, Some(g), Family::Ck) => probe_all(harness, g, PROBE_LIMIT)?,
+    };
+    check_resumable(&args.out, journal.first_read(), &expected_of(&device))?;
     match gpus {
-        None => measure(&args, &harness, &todo, &mut journal, &unrunnable),
+        None => measure(args, harness, todo, journal, unrunnable),
         Some(gpus) => {
-            let pool = Pool { harness: &harness, gpus, retries: args.scale.worker_retries.unwrap_or(DEFAULT_RETRIES) };
-            measure_on_gpus(&args, &pool, &todo, &mut journal, &unrunnable)
+            let pool = Pool { harness, gpus, retries: args.scale.worker_retries.unwrap_or(DEFAULT_RETRIES) };
+            measure_on_gpus(args, &pool, todo, journal, unrunnable)
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::aiter_args::{AiterArgs, Backend};
 use crate::catalog::triton::TritonConfig;
@@ -181,27 +181,33 @@ impl ScaleArgs {
     }
 }
 
-/// Parses a `--gpus` list: ids of letters, digits and `-_:./` (indices, `GPU-…` and `MIG-…` UUIDs), none
-/// twice, at most [`MAX_GPUS`]. Where the environment (`env`) already limits the GPUs this process may use
+/// Parses a `--gpus` list: each id a decimal index (as `CUDA_VISIBLE_DEVICES` / `HIP_VISIBLE_DEVICES` number
+/// GPUs; returned without leading zeros) or a UUID as `nvidia-smi -L` / `rocm-smi --showuniqueid` print it
+/// ([`gpu_id`]: `GPU-…`, a MIG instance's `MIG-…`), none twice (compared as numbers, UUIDs ignoring case),
+/// at most [`MAX_GPUS`]. Where the environment (`env`) already limits the GPUs this process may use
 /// (`CUDA_VISIBLE_DEVICES`, `HIP_VISIBLE_DEVICES`), every id must be one it lists; under
 /// `ROCR_VISIBLE_DEVICES` (which HIP numbers from 0) a numeric id must be below its count.
 pub(crate) fn check_gpus(text: &str, env: impl Fn(&str) -> Option<String>) -> Result<Vec<String>> {
-    let ids: Vec<String> = text.split(',').map(|s| s.trim().to_string()).collect();
-    for id in &ids {
-        if id.is_empty() {
+    let mut ids: Vec<String> = Vec::new();
+    for entry in text.split(',').map(str::trim) {
+        if entry.is_empty() {
             bail!("--gpus {:?}: an empty entry; name GPUs as a comma list, e.g. --gpus 0,1,2,3", text);
         }
-        if !id.chars().all(|c| c.is_ascii_alphanumeric() || "-_:./".contains(c)) {
+        let Some(id) = gpu_id(entry) else {
             bail!(
-                "--gpus: {} is not a GPU id (an index such as 0, or a UUID such as GPU-8932f937…)",
-                crate::sanitize::shown(id)
+                "--gpus: {} is not a GPU id (an index such as 0, at most {}, or a UUID as nvidia-smi -L prints it, \
+                 such as GPU-8932f937-…)",
+                crate::sanitize::shown(entry),
+                u32::MAX
             );
-        }
+        };
+        ids.push(id);
     }
-    if let Some((i, id)) = ids.iter().enumerate().find(|(i, id)| ids[..*i].contains(id)) {
+    let same = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
+    if let Some((i, id)) = ids.iter().enumerate().find(|(i, id)| ids[..*i].iter().any(|x| same(x, id))) {
         bail!(
             "--gpus: GPU {id} is named twice (entries {} and {}); one worker per GPU",
-            ids[..i].iter().position(|x| x == id).unwrap() + 1,
+            ids[..i].iter().position(|x| same(x, id)).unwrap() + 1,
             i + 1
         );
     }
@@ -210,8 +216,9 @@ pub(crate) fn check_gpus(text: &str, env: impl Fn(&str) -> Option<String>) -> Re
     }
     for var in ["CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"] {
         let Some(value) = env(var) else { continue };
-        let allowed: Vec<&str> = value.split(',').map(str::trim).collect();
-        if let Some(id) = ids.iter().find(|id| !allowed.contains(&id.as_str())) {
+        let allowed: Vec<String> =
+            value.split(',').map(str::trim).map(|a| gpu_id(a).unwrap_or_else(|| a.to_string())).collect();
+        if let Some(id) = ids.iter().find(|id| !allowed.iter().any(|a| same(a, id))) {
             bail!(
                 "--gpus: GPU {id} is not among the GPUs this environment allows ({var}={}); name GPUs from that list",
                 crate::sanitize::shown(&value)
@@ -228,6 +235,95 @@ pub(crate) fn check_gpus(text: &str, env: impl Fn(&str) -> Option<String>) -> Re
         }
     }
     Ok(ids)
+}
+
+/// One `--gpus` entry as the harness is given it, or `None` when it is no GPU id: a decimal index that fits
+/// a u32, written without leading zeros; `GPU-` and a UUID (hex digits and dashes), as `nvidia-smi -L` and
+/// ROCm's tools print it; or a MIG instance, `MIG-` and a UUID or the older `MIG-GPU-<uuid>/<gi>/<ci>`.
+pub(crate) fn gpu_id(entry: &str) -> Option<String> {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if digits(entry) {
+        return entry.parse::<u32>().ok().map(|n| n.to_string());
+    }
+    let uuid =
+        |s: &str| s.bytes().any(|b| b.is_ascii_hexdigit()) && s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
+    let ok = match (entry.strip_prefix("GPU-"), entry.strip_prefix("MIG-")) {
+        (Some(rest), _) => uuid(rest),
+        (None, Some(rest)) => match rest.strip_prefix("GPU-") {
+            Some(old) => {
+                let parts: Vec<&str> = old.split('/').collect();
+                parts.len() == 3 && uuid(parts[0]) && digits(parts[1]) && digits(parts[2])
+            }
+            None => uuid(rest),
+        },
+        (None, None) => false,
+    };
+    ok.then(|| entry.to_string())
+}
+
+/// Refuses a `--plan-only` path whose writing would lose something: the journal itself (`--out`, under any
+/// name, also before it exists), something that is not a regular file, or an existing file that is not a
+/// plan `synth bench` wrote (`is_plan` judges its first line; `what` names such a plan). Nothing is written.
+pub(crate) fn check_plan_path(plan: &Path, out: &Path, is_plan: impl Fn(&str) -> bool, what: &str) -> Result<()> {
+    if same_file(plan, out) {
+        bail!(
+            "--plan-only {} is the journal (--out {}): the plan would replace its measurements; write the plan to \
+             another file (nothing was written)",
+            plan.display(),
+            out.display()
+        );
+    }
+    let Ok(meta) = std::fs::metadata(plan) else { return Ok(()) };
+    if !meta.is_file() {
+        bail!(
+            "--plan-only {} is {}; pass the path of a plan file to write (nothing was written)",
+            plan.display(),
+            crate::paths::file_kind(&meta)
+        );
+    }
+    let mut first = Vec::new();
+    std::fs::File::open(plan)
+        .and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, 64 * 1024), &mut first))
+        .with_context(|| format!("--plan-only {}: cannot read it", plan.display()))?;
+    if first.is_empty() {
+        return Ok(());
+    }
+    let line = String::from_utf8_lossy(first.split(|&b| b == b'\n').next().unwrap_or(&[])).into_owned();
+    if !is_plan(line.trim_end_matches('\r')) {
+        bail!(
+            "--plan-only {} exists and is not {what} written by `synth bench` (its first line is {}); remove it or \
+             pass another path (nothing was written)",
+            plan.display(),
+            crate::sanitize::shown(&line.chars().take(120).collect::<String>())
+        );
+    }
+    Ok(())
+}
+
+/// Whether `a` and `b` name one file: the same inode when both exist, else the same canonical path (of the
+/// parent directory and name for a file not created yet).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+        return x.dev() == y.dev() && x.ino() == y.ino();
+    }
+    let would_be = |p: &Path| -> Option<PathBuf> {
+        if let Ok(c) = p.canonicalize() {
+            return Some(c);
+        }
+        let name = p.file_name()?;
+        let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        Some(dir.canonicalize().ok()?.join(name))
+    };
+    match (would_be(a), would_be(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// Writes a plan file all or nothing (staged beside it, then renamed into place).
+pub(crate) fn write_plan(path: &Path, text: String) -> Result<()> {
+    super::outputs::write_named_files(&[(path.to_path_buf(), text.into_bytes())])
 }
 
 /// The off-grid M set of `--m-set off-grid`: 20 seeded log-uniform values over 1..=16384 off AITER's grid.
@@ -386,11 +482,21 @@ mod tests {
         let none = |_: &str| None;
         assert_eq!(check_gpus("0,1, 3", none).unwrap(), ["0", "1", "3"]);
         assert_eq!(check_gpus("GPU-8932f937-d72c", none).unwrap(), ["GPU-8932f937-d72c"]);
+        assert_eq!(check_gpus("007, 1", none).unwrap(), ["7", "1"]);
+        assert_eq!(
+            check_gpus("MIG-0e5b1f2c-9a6d,MIG-GPU-8932f937-d72c/1/0", none).unwrap(),
+            ["MIG-0e5b1f2c-9a6d", "MIG-GPU-8932f937-d72c/1/0"]
+        );
         for (text, want) in [
             ("0,,1", "an empty entry"),
             ("0,1,0", "GPU 0 is named twice (entries 1 and 3)"),
             ("0;1", "is not a GPU id"),
             ("", "an empty entry"),
+            ("0,00", "GPU 0 is named twice (entries 1 and 2)"),
+            ("a", "a is not a GPU id"),
+            ("0x0", "0x0 is not a GPU id"),
+            ("999999999999999999999", "999999999999999999999 is not a GPU id"),
+            ("GPU-xyz", "GPU-xyz is not a GPU id"),
         ] {
             let e = check_gpus(text, none).unwrap_err().to_string();
             assert!(e.contains(want), "{text}: {e}");

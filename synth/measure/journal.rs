@@ -144,14 +144,32 @@ fn read_journal_bytes(bytes: &[u8], src: &str, catalog: &Catalog) -> Result<Vec<
 
 /// Every row of a journal's bytes with its 1-based line, after the header check of [`read_journal`].
 pub(crate) fn read_journal_lines(bytes: &[u8], src: &str, catalog: &Catalog) -> Result<Vec<(usize, CellResult)>> {
-    check_header(bytes, src, false)?;
+    check_header(bytes, src, false, Role::Out)?;
+    rows_with_lines(bytes, src, catalog)
+}
+
+/// [`read_journal_lines`] for a journal given as an input (`synth merge`): a file that is not a journal is
+/// named as such, with advice about inputs rather than about `--out`.
+pub(crate) fn read_input_journal_lines(bytes: &[u8], src: &str, catalog: &Catalog) -> Result<Vec<(usize, CellResult)>> {
+    check_header(bytes, src, false, Role::Input)?;
+    rows_with_lines(bytes, src, catalog)
+}
+
+fn rows_with_lines(bytes: &[u8], src: &str, catalog: &Catalog) -> Result<Vec<(usize, CellResult)>> {
     let rows = parse_aiter_csv(bytes, src, catalog)?;
     Ok(rows.iter().map(|r| (r.line, CellResult::from_aiter_row(r))).collect())
 }
 
+/// Whose journal a header is checked for: the `--out` a run appends to, or an input it reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Out,
+    Input,
+}
+
 /// The first line of `bytes` must be the journal's header. With `torn_ok`, a first line without its newline
 /// may be a prefix of it (a header whose write was interrupted).
-fn check_header(bytes: &[u8], src: &str, torn_ok: bool) -> Result<()> {
+fn check_header(bytes: &[u8], src: &str, torn_ok: bool, role: Role) -> Result<()> {
     let want = columns().join(",");
     let first = bytes.split(|&b| b == b'\n').next().unwrap_or(&[]);
     let complete = first.len() < bytes.len();
@@ -159,10 +177,160 @@ fn check_header(bytes: &[u8], src: &str, torn_ok: bool) -> Result<()> {
     if header == want || (torn_ok && !complete && want.as_bytes().starts_with(first)) {
         return Ok(());
     }
-    Err(crate::diag::Located::new(src, format!("header is `{header}`"))
-        .line(1)
-        .hint(format!("expected `{want}` (a journal written by `synth bench`); use another --out"))
-        .into())
+    let err = match role {
+        Role::Out => crate::diag::Located::new(src, format!("header is `{header}`"))
+            .hint(format!("expected `{want}` (a journal written by `synth bench`); use another --out")),
+        Role::Input if bytes.is_empty() => crate::diag::Located::new(src, "the file is empty, not a journal")
+            .hint("name only journals written by `synth bench` (nothing was written)"),
+        Role::Input => crate::diag::Located::new(src, format!("header is `{header}`, not a journal's"))
+            .hint(format!("expected `{want}`; name only journals written by `synth bench` (nothing was written)")),
+    };
+    Err(err.line(1).into())
+}
+
+/// Refuses rows of more than one device or software stack in one journal (what `synth import` and
+/// `synth merge` require of it), naming the first row that differs from the first row and that row.
+pub(crate) fn check_one_device(rows: &[(usize, CellResult)], src: &str) -> Result<()> {
+    let Some((l0, r0)) = rows.first() else { return Ok(()) };
+    let Some((line, row)) = rows.iter().find(|(_, r)| !same_device(r, r0)) else { return Ok(()) };
+    bail!(
+        "{src}:{line}: the row is from {} but line {l0} is from {}: a journal holds the measurements of one device \
+         and one software stack (`synth import` and `synth merge` refuse others); move the rows of the other device \
+         to a journal of their own, or pass another --out (nothing was measured)",
+        describe_device(row),
+        describe_device(r0)
+    )
+}
+
+fn same_device(a: &CellResult, b: &CellResult) -> bool {
+    a.device == b.device && a.gfx == b.gfx && a.cu_num == b.cu_num && a.backend == b.backend
+}
+
+/// `"name" (gfx, N CUs, backend "b")`, as the journal's messages show a row's device.
+pub(crate) fn describe_device(r: &CellResult) -> String {
+    use crate::sanitize::shown;
+    format!("\"{}\" ({}, {} CUs, backend \"{}\")", shown(&r.device), shown(&r.gfx), r.cu_num, shown(&r.backend))
+}
+
+/// What a run measures on, as far as it knows it: the plan's CU count (`--cu-num`), and once the harness
+/// has been asked, the device's name, gfx and backend.
+#[derive(Debug, Clone, Default)]
+pub struct ExpectedDevice {
+    pub name: Option<String>,
+    pub gfx: Option<String>,
+    pub cu_num: Option<u32>,
+    pub backend: Option<String>,
+    /// Where the expectation comes from, for the message (e.g. "--cu-num 304", "the harness reports").
+    pub source: String,
+}
+
+/// Refuses to resume a journal whose rows (one device: [`check_one_device`]) are from another device than
+/// this run's: `first` is the journal's first row and its line.
+pub fn check_resumable(path: &Path, first: Option<(usize, &CellResult)>, want: &ExpectedDevice) -> Result<()> {
+    use crate::sanitize::shown;
+    let Some((line, row)) = first else { return Ok(()) };
+    let what = if want.name.as_ref().is_some_and(|n| *n != row.device) {
+        "device"
+    } else if want.gfx.as_ref().is_some_and(|g| *g != row.gfx) {
+        "gfx"
+    } else if want.cu_num.is_some_and(|c| c != row.cu_num) {
+        "CU count"
+    } else if want.backend.as_ref().is_some_and(|b| *b != row.backend) {
+        "backend (runtime and version)"
+    } else {
+        return Ok(());
+    };
+    let mut this = Vec::new();
+    if let Some(n) = &want.name {
+        this.push(format!("\"{}\"", shown(n)));
+    }
+    if let Some(g) = &want.gfx {
+        this.push(shown(g));
+    }
+    if let Some(c) = want.cu_num {
+        this.push(format!("{c} CUs"));
+    }
+    if let Some(b) = &want.backend {
+        this.push(format!("backend \"{}\"", shown(b)));
+    }
+    bail!(
+        "{}:{line}: {what} differs: the journal holds measurements of {}, and this run measures {} ({}); a journal \
+         holds one device's measurements, so its cells are not this run's: pass another --out for this device \
+         (nothing was measured)",
+        path.display(),
+        describe_device(row),
+        this.join(", "),
+        want.source
+    )
+}
+
+/// A journal as a resuming run reads it ([`read_for_resume`]): its rows with their 1-based lines, and a torn
+/// last line left by an interrupted write, which holds no row.
+#[derive(Debug)]
+pub struct JournalContents {
+    pub rows: Vec<(usize, CellResult)>,
+    pub torn: Option<TornLine>,
+}
+
+/// The incomplete last line of a journal (no line end): an interrupted write.
+#[derive(Debug, Clone)]
+pub struct TornLine {
+    /// Its 1-based line.
+    pub line: usize,
+    /// Its length in bytes.
+    pub bytes: usize,
+    /// Bytes before it (the whole lines).
+    keep: usize,
+}
+
+/// Reads the journal at `path` for a run that only plans (`--dry-run`, `--plan-only`): the checks of
+/// [`Journal::open`] (a regular file, not too large, not compressed, the header, one device), but nothing is
+/// changed: a torn last line is reported in [`JournalContents::torn`], not cut, and no lock is taken.
+pub fn read_for_resume(path: &Path, catalog: &Catalog) -> Result<JournalContents> {
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        bail!("journal {} is not a regular file; pass the path of a CSV file to --out", path.display());
+    }
+    let mut f = File::open(path).with_context(|| format!("cannot open journal {}", path.display()))?;
+    let mut bytes = Vec::new();
+    (&mut f)
+        .take(crate::input::MAX_TABLE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read journal {}", path.display()))?;
+    contents_for_resume(&bytes, path, catalog)
+}
+
+/// The checks and rows of [`read_for_resume`] on a journal's bytes.
+fn contents_for_resume(bytes: &[u8], path: &Path, catalog: &Catalog) -> Result<JournalContents> {
+    let src = path.display().to_string();
+    if bytes.len() as u64 > crate::input::MAX_TABLE_BYTES {
+        bail!(
+            "journal {} holds more than {} MiB, the cap for a journal; pass another --out",
+            path.display(),
+            crate::input::MAX_TABLE_BYTES >> 20
+        );
+    }
+    if crate::input::is_gzip(bytes) {
+        bail!(
+            "journal {} is gzip-compressed, and a journal is appended to: decompress it (`gunzip -k {}`) and pass \
+             the .csv to --out",
+            path.display(),
+            path.display()
+        );
+    }
+    // The header is checked before a torn tail is looked at: a file that is not a journal is never changed.
+    if !bytes.is_empty() {
+        check_header(bytes, &src, true, Role::Out)?;
+    }
+    let torn = crate::logfile::torn_tail(bytes);
+    let kept = &bytes[..torn.keep];
+    let rows = if kept.is_empty() { Vec::new() } else { read_journal_lines(kept, &src, catalog)? };
+    check_one_device(&rows, &src)?;
+    let torn = torn.tail.as_ref().map(|_| TornLine {
+        line: kept.iter().filter(|&&b| b == b'\n').count() + 1,
+        bytes: torn.cut(bytes.len()),
+        keep: torn.keep,
+    });
+    Ok(JournalContents { rows, torn })
 }
 
 impl CellResult {
@@ -206,6 +374,21 @@ pub struct Journal {
     writer: csv::Writer<File>,
     done: HashSet<CellKey>,
     rows: Vec<CellResult>,
+    /// The first row read at open and its line.
+    first: Option<(usize, CellResult)>,
+    /// What the file was before [`Journal::open`] wrote the header into it.
+    before: Before,
+}
+
+/// The journal file before this run opened it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Before {
+    /// There was none: `open` created it.
+    Absent,
+    /// An empty file.
+    Empty,
+    /// A journal with at least its header.
+    Journal,
 }
 
 impl Journal {
@@ -220,7 +403,8 @@ impl Journal {
         let lock = lock_journal(path)?;
         let mut cut = 0;
         let mut rows = Vec::new();
-        if path.exists() {
+        let existed = path.exists();
+        if existed {
             let mut f = OpenOptions::new()
                 .read(true)
                 .write(true)
@@ -228,37 +412,20 @@ impl Journal {
                 .with_context(|| format!("cannot open journal {}", path.display()))?;
             let mut bytes = Vec::new();
             (&mut f).take(crate::input::MAX_TABLE_BYTES + 1).read_to_end(&mut bytes)?;
-            if bytes.len() as u64 > crate::input::MAX_TABLE_BYTES {
-                bail!(
-                    "journal {} holds more than {} MiB, the cap for a journal; pass another --out",
-                    path.display(),
-                    crate::input::MAX_TABLE_BYTES >> 20
-                );
-            }
-            if crate::input::is_gzip(&bytes) {
-                bail!(
-                    "journal {} is gzip-compressed, and a journal is appended to: decompress it (`gunzip -k {}`) \
-                     and pass the .csv to --out",
-                    path.display(),
-                    path.display()
-                );
-            }
-            // The header is checked before a torn tail is cut: a file that is not a journal is never changed.
-            if !bytes.is_empty() {
-                check_header(&bytes, &path.display().to_string(), true)?;
-            }
-            let torn = crate::logfile::torn_tail(&bytes);
-            cut = torn.cut(bytes.len());
-            if cut > 0 {
+            let contents = contents_for_resume(&bytes, path, catalog)?;
+            if let Some(torn) = &contents.torn {
+                cut = torn.bytes;
                 f.set_len(torn.keep as u64)?;
                 f.seek(SeekFrom::Start(torn.keep as u64))?;
-                bytes.truncate(torn.keep);
             }
-            if !bytes.is_empty() {
-                rows = read_journal_bytes(&bytes, &path.display().to_string(), catalog)?;
-            }
+            rows = contents.rows;
         }
-        let needs_header = !path.exists() || std::fs::metadata(path)?.len() == 0;
+        let needs_header = !existed || std::fs::metadata(path)?.len() == 0;
+        let before = match (existed, needs_header) {
+            (false, _) => Before::Absent,
+            (true, true) => Before::Empty,
+            (true, false) => Before::Journal,
+        };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         }
@@ -272,8 +439,32 @@ impl Journal {
             writer.write_record(columns())?;
             writer.flush()?;
         }
-        let done = rows.iter().map(|r| r.key()).collect();
-        Ok((Journal { path: path.to_path_buf(), _lock: lock, writer, done, rows }, cut))
+        let done = rows.iter().map(|(_, r)| r.key()).collect();
+        let first = rows.first().cloned();
+        let rows = rows.into_iter().map(|(_, r)| r).collect();
+        Ok((Journal { path: path.to_path_buf(), _lock: lock, writer, done, rows, first, before }, cut))
+    }
+
+    /// The first row read at open and its 1-based line (`None` for a new or empty journal).
+    pub fn first_read(&self) -> Option<(usize, &CellResult)> {
+        self.first.as_ref().map(|(l, r)| (*l, r))
+    }
+
+    /// After a failed run: a journal that [`Journal::open`] created (or whose empty file it wrote the header
+    /// into) and that holds no row is taken back: removed (or emptied again), so a failed first run leaves no
+    /// journal behind. A journal with rows is kept as it is.
+    pub fn discard_if_unused(self) {
+        if !self.rows.is_empty() {
+            return;
+        }
+        let Journal { path, _lock, writer, before, .. } = self;
+        drop(writer);
+        match before {
+            Before::Absent => drop(std::fs::remove_file(&path)),
+            Before::Empty => drop(OpenOptions::new().write(true).open(&path).and_then(|f| f.set_len(0))),
+            Before::Journal => {}
+        }
+        drop(_lock);
     }
 
     pub fn path(&self) -> &Path {
@@ -296,7 +487,7 @@ impl Journal {
             anyhow::anyhow!("harness row M={} N={} K={} id={}: {e}", row.m, row.n, row.k, row.kernel_id)
         })?;
         if !self.done.insert(row.key()) {
-            bail!("harness measured cell {:?} twice", row.key());
+            bail!("the harness measured {} twice; it was written once", row.key());
         }
         self.writer.write_record(row.to_record())?;
         self.writer.flush()?;

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use super::journal::{columns, lock_journal, lock_path, read_journal_lines, CellResult};
+use super::journal::{columns, lock_journal, lock_path, read_input_journal_lines, CellResult};
 use crate::catalog::{Catalog, Libtype};
 use crate::sanitize::shown;
 
@@ -162,7 +162,7 @@ pub fn merge_journals(inputs: &[PathBuf], out: &Path, catalog: &Catalog) -> Resu
                 shown(tail)
             );
         }
-        let rows = read_journal_lines(bytes, src, catalog)?;
+        let rows = read_input_journal_lines(bytes, src, catalog)?;
         let raws = raw_records(bytes, src)?;
         counts.push((inputs[f].clone(), rows.len()));
         for (line, row) in rows {

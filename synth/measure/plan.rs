@@ -75,6 +75,23 @@ pub struct CellKey {
     pub libtype: Libtype,
 }
 
+impl std::fmt::Display for CellKey {
+    /// The cell as messages name it: `M=1 N=512 K=512 ck kernelId 0 splitK 0` (and `, recheck`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "M={} N={} K={} {} kernelId {} splitK {}{}",
+            self.m,
+            self.n,
+            self.k,
+            self.libtype,
+            self.kernel_id,
+            self.split_k,
+            if self.recheck { ", recheck" } else { "" }
+        )
+    }
+}
+
 impl PlanCell {
     /// A plan cell for a legacy instance.
     pub fn new(shape: Shape, inst: &Instance, p: &LegacyParams, split_k: u32) -> Self {
