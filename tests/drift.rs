@@ -185,3 +185,30 @@ fn a_rule_of_several_backends_is_rechecked_on_one_table_per_backend() {
     let o = synth(&s(&["drift", "--dataset", "a.csv", "--dataset", "b.csv", "--remeasure", "--baseline", DATA]), &[]);
     assert!(text(&o).contains("--dataset is given 2 times, but --remeasure writes one journal"), "{}", text(&o));
 }
+
+/// A tolerance that is not a number (or out of its range) is refused by name: NaN compared with anything is
+/// false, so `--min-fraction NaN` or `--max-drop NaN` turned the gate off and drift passed.
+#[test]
+fn tolerances_out_of_range_are_refused() {
+    for (flag, value) in [
+        ("--min-fraction", "NaN"),
+        ("--min-fraction", "0"),
+        ("--min-fraction", "1.5"),
+        ("--min-fraction", "inf"),
+        ("--max-drop", "NaN"),
+        ("--max-drop", "inf"),
+        ("--max-drop", "-0.1"),
+        ("--max-drop", "1"),
+        ("--shape-regret", "NaN"),
+        ("--shape-regret", "-1"),
+    ] {
+        let o = synth(&s(&["drift", "--dataset", DATA, "--baseline", DATA, &format!("{flag}={value}")]), &[]);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(flag) && err.contains(value) && err.contains("expected"), "{flag} {value}: {err}");
+        assert!(o.stdout.is_empty(), "{flag} {value}: nothing is checked: {}", text(&o));
+    }
+    // In range: the gate applies (the committed rule is below 0.999 of the oracle).
+    let o = synth(&s(&["drift", "--dataset", DATA, "--min-fraction", "0.999"]), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}
