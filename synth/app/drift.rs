@@ -86,6 +86,10 @@ fn print_score(label: &str, mat: &LatencyMatrix, score: &RuleScore) {
 
 /// `synth drift`: exit non-zero when the rule no longer holds on the new measurements.
 pub fn run(args: DriftArgs, invocation: &Invocation) -> Result<()> {
+    super::outputs::check_distinct(
+        &super::drift_args::drift_inputs(&args),
+        &super::drift_args::report_outputs(&args.remeasure),
+    )?;
     if args.remeasure.remeasure {
         return super::drift_remeasure::run(&args);
     }

@@ -192,14 +192,37 @@ pub fn refuse_remeasure_only(invocation: &Invocation) -> Result<()> {
     )
 }
 
-/// Writes the markdown summary and the JSON report where the options name them.
+/// Writes the markdown summary and the JSON report where the options name them, all or nothing: both are
+/// staged beside their targets first ([`super::outputs::write_named_files`]), so a report that cannot be
+/// written leaves the other unwritten too.
 pub fn write_reports(args: &RemeasureArgs, markdown: &str, json: &impl serde::Serialize) -> Result<()> {
-    let write = |p: &Path, text: &str| std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display()));
+    let mut files = Vec::new();
     if let Some(p) = &args.report_md {
-        write(p, markdown)?;
+        files.push((p.clone(), markdown.as_bytes().to_vec()));
     }
     if let Some(p) = &args.report_json {
-        write(p, &(serde_json::to_string_pretty(json).context("cannot serialize the report")? + "\n"))?;
+        let text = serde_json::to_string_pretty(json).context("cannot serialize the report")? + "\n";
+        files.push((p.clone(), text.into_bytes()));
     }
-    Ok(())
+    super::outputs::write_named_files(&files)
+}
+
+/// The report files of `args` as outputs (option, path), for [`super::outputs::check_distinct`].
+pub fn report_outputs(args: &RemeasureArgs) -> Vec<(&'static str, PathBuf)> {
+    let mut out = Vec::new();
+    if let Some(p) = &args.report_md {
+        out.push(("--report-md", p.clone()));
+    }
+    if let Some(p) = &args.report_json {
+        out.push(("--report-json", p.clone()));
+    }
+    out
+}
+
+/// The files `synth drift` reads (option, path): the rule, every --dataset and --baseline.
+pub fn drift_inputs(args: &DriftArgs) -> Vec<(&'static str, PathBuf)> {
+    let mut inputs = vec![("--rule", args.rule.clone())];
+    inputs.extend(args.dataset.iter().map(|p| ("--dataset", p.clone())));
+    inputs.extend(args.baseline.iter().map(|p| ("--baseline", p.clone())));
+    inputs
 }
