@@ -1,5 +1,6 @@
-//! Where commands write: an output never replaces one of the command's inputs or another output, and the
-//! report files of `drift` are written all or nothing.
+//! Where commands write: an output never replaces one of the command's inputs or another output, the
+//! report files of `drift` are written all or nothing, and an output directory is written in place when it
+//! cannot be exchanged (the working directory), never through a link inside it.
 
 mod common;
 
@@ -90,4 +91,40 @@ fn drift_reports_are_written_all_or_nothing() {
     assert!(text(&o).contains(&format!("cannot write {}", json.display())), "{}", text(&o));
     assert!(!md.exists(), "the markdown report is not written when the JSON one cannot be");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing staged is left: {}", text(&o));
+}
+
+#[test]
+fn the_working_directory_is_written_in_place_and_links_in_it_are_refused() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    std::fs::write(work.join("notes.md"), "mine").unwrap();
+    let inode = std::fs::metadata(&work).unwrap().ino();
+    let rule = Path::new(env!("CARGO_MANIFEST_DIR")).join("generated/rule.json");
+    let aiter = |cwd: &Path, out: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_synth"))
+            .args(["aiter", "--rule", rule.to_str().unwrap(), "--out", out])
+            .current_dir(cwd)
+            .output()
+            .unwrap()
+    };
+    let o = aiter(&work, ".");
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(std::fs::metadata(&work).unwrap().ino(), inode, "the working directory is the same directory");
+    let names: Vec<String> =
+        std::fs::read_dir(&work).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names.len(), 2, "the patch and the user's file, no staging left: {names:?}");
+    assert_eq!(std::fs::read_to_string(work.join("notes.md")).unwrap(), "mine");
+
+    // `synth run ... --out ud7` with ud7/aiter a link to a directory elsewhere: refused, nothing written there.
+    let (ud7, elsewhere) = (dir.path().join("ud7"), dir.path().join("elsewhere"));
+    std::fs::create_dir(&ud7).unwrap();
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, ud7.join("aiter")).unwrap();
+    let o = synth(&s(&["run", "--dataset", DATA, "--max-leaves", "2", "--out", ud7.to_str().unwrap()]), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains(&format!("{} is a symbolic link", ud7.join("aiter").display())), "{}", text(&o));
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    assert_eq!(std::fs::read_dir(&ud7).unwrap().count(), 1, "nothing but the link");
 }
