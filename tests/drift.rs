@@ -185,3 +185,68 @@ fn a_rule_of_several_backends_is_rechecked_on_one_table_per_backend() {
     let o = synth(&s(&["drift", "--dataset", "a.csv", "--dataset", "b.csv", "--remeasure", "--baseline", DATA]), &[]);
     assert!(text(&o).contains("--dataset is given 2 times, but --remeasure writes one journal"), "{}", text(&o));
 }
+
+/// A tolerance that is not a number (or out of its range) is refused by name: NaN compared with anything is
+/// false, so `--min-fraction NaN` or `--max-drop NaN` turned the gate off and drift passed.
+#[test]
+fn tolerances_out_of_range_are_refused() {
+    for (flag, value) in [
+        ("--min-fraction", "NaN"),
+        ("--min-fraction", "0"),
+        ("--min-fraction", "1.5"),
+        ("--min-fraction", "inf"),
+        ("--max-drop", "NaN"),
+        ("--max-drop", "inf"),
+        ("--max-drop", "-0.1"),
+        ("--max-drop", "1"),
+        ("--shape-regret", "NaN"),
+        ("--shape-regret", "-1"),
+    ] {
+        let o = synth(&s(&["drift", "--dataset", DATA, "--baseline", DATA, &format!("{flag}={value}")]), &[]);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(flag) && err.contains(value) && err.contains("expected"), "{flag} {value}: {err}");
+        assert!(o.stdout.is_empty(), "{flag} {value}: nothing is checked: {}", text(&o));
+    }
+    // In range: the gate applies (the committed rule is below 0.999 of the oracle).
+    let o = synth(&s(&["drift", "--dataset", DATA, "--min-fraction", "0.999"]), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}
+
+/// A baseline of another device (an MI300X table against H200 measurements) was accepted and reported "no
+/// drift" from a baseline of unusable picks; a tuned table (only each shape's winner) is no baseline either.
+#[test]
+fn a_baseline_of_another_device_or_a_tuned_table_is_refused() {
+    let mi300x = "measurements/mi300x/a8w8_blockscale_tuned_gemm_glm5_1.csv";
+    let o = synth(&s(&["drift", "--dataset", DATA, "--baseline", mi300x]), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("--baseline {mi300x} holds measurements of gfx942 with 304 CUs"))
+            && err.contains(&format!("--dataset {DATA} of NVIDIA H200 (sm_90, 132 CUs)")),
+        "{err}"
+    );
+    assert!(!text(&o).contains("no drift"), "{}", text(&o));
+    // The same against a manifest.
+    let o = synth(&s(&["drift", "--dataset", "measurements/h200/datasets.toml", "--baseline", mi300x]), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("holds measurements of gfx942 with 304 CUs"), "{}", text(&o));
+    // The H200 data's winners as a tuned table of the same device: refused as a baseline.
+    let dir = tempfile::tempdir().unwrap();
+    let all = std::fs::read_to_string(DATA).unwrap();
+    let mut lines = all.lines();
+    let mut tuned = format!("{}\n", lines.next().unwrap());
+    let mut seen = std::collections::BTreeSet::new();
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        if f[21] == "ok" && seen.insert((f[2], f[3], f[4])) {
+            tuned.push_str(l);
+            tuned.push('\n');
+        }
+    }
+    let tuned_path = dir.path().join("tuned.csv");
+    std::fs::write(&tuned_path, tuned).unwrap();
+    let o = synth(&s(&["drift", "--dataset", DATA, "--baseline", tuned_path.to_str().unwrap()]), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("is a tuned table (one row per shape, only its winner)"), "{}", text(&o));
+}

@@ -444,3 +444,47 @@ fn the_multi_model_job_over_two_backends() {
     let (ok, text) = synth(&["compare", "--dataset", m.to_str().unwrap(), "--backends", "ck,vendor"], dir.path());
     assert!(!ok && text.contains("this job scores CK legacy candidates only"), "{text}");
 }
+
+/// A manifest file's journal that does not exist is an error naming the manifest, the configuration and the
+/// path as resolved: it was read from the copy built into the binary when its path was one of the embedded
+/// names, so the rule was scored on the built-in shapes instead of the user's and nothing said so. The
+/// built-in manifest (the main job's data outside the checkout) still reads its built-in journals, saying so.
+#[test]
+fn a_manifest_journal_that_does_not_exist_is_an_error_not_the_built_in_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let rule = write(dir.path(), "r.json", &gemm_synth::rule::to_json(&Rule::new(Node::Leaf(Leaf::new(8, 0)))));
+    let text = "off_grid_m = []\ntrain_pool = [\"a\", \"b\"]\ntrain_configs = 1\nvendor = []\n\
+         [[config]]\nname = \"a\"\nmodel = \"llama-3.1-8b\"\ntp = 1\njournals = [\"measurements/h200/llama-3.1-8b-tp1.csv\"]\n\
+         [[config]]\nname = \"b\"\nmodel = \"qwen3-32b\"\ntp = 2\njournals = [\"measurements/h200/qwen3-32b-tp2.csv\"]\n";
+    write(dir.path(), "fb.toml", text);
+    let r = rule.to_str().unwrap();
+    // The manifest beside the working directory (its journal paths read as embedded names there), and in
+    // another directory.
+    std::fs::create_dir(dir.path().join("man")).unwrap();
+    write(&dir.path().join("man"), "fb.toml", text);
+    for (manifest, resolved) in [
+        ("fb.toml", dir.path().join("measurements/h200/llama-3.1-8b-tp1.csv")),
+        ("man/fb.toml", dir.path().join("man/measurements/h200/llama-3.1-8b-tp1.csv")),
+    ] {
+        for cmd in [vec!["drift", "--rule", r, "--dataset", manifest], vec!["run", "--manifest", manifest]] {
+            let (ok, out) = synth(&cmd, dir.path());
+            assert!(!ok, "{cmd:?}: {out}");
+            let resolved = std::fs::canonicalize(dir.path()).unwrap().join(resolved.strip_prefix(dir.path()).unwrap());
+            assert!(
+                out.contains(&format!("{manifest}: configuration \"a\" names the journal"))
+                    && out.contains(&format!("does not exist at {}", resolved.display())),
+                "{cmd:?}: {out}"
+            );
+            assert!(!out.contains("fraction of oracle"), "{cmd:?}: nothing is scored: {out}");
+        }
+    }
+    // The built-in manifest where no file of its name exists: its built-in journals, and a note on stderr.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_synth"))
+        .args(["drift", "--rule", r, "--dataset", DEFAULT_MANIFEST, "--min-fraction", "0.01"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("reading the copy built into this binary"), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("configurations"), "{err}");
+}

@@ -57,6 +57,7 @@ pub struct CompareArgs {
 
 /// Runs `synth compare`.
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
+    check_paths(&args)?;
     let opts = DataOptions {
         data: &args.data,
         manifest: None,
@@ -178,6 +179,21 @@ fn plot_files(files: &mut Vec<(PathBuf, Vec<u8>, &str)>, svg_path: &Path, svg: S
     files.push((svg_path.to_path_buf(), svg.into_bytes(), ""));
     files.push((png_path, png, ""));
     Ok(())
+}
+
+/// Refuses outputs (`--csv`, `--svg` and the PNG beside it) that name an input or each other.
+fn check_paths(args: &CompareArgs) -> anyhow::Result<()> {
+    let mut inputs: Vec<(&str, PathBuf)> = args.data.dataset.iter().map(|p| ("--dataset", p.clone())).collect();
+    inputs.extend(args.data.spec.iter().map(|p| ("--spec", p.clone())));
+    inputs.extend(args.rule.iter().map(|p| ("--rule", p.clone())));
+    inputs.extend(args.tuned.iter().map(|p| ("--tuned", p.clone())));
+    inputs.extend(args.runtime.runtime_tuned.iter().map(|(_, p)| ("--runtime-tuned", p.clone())));
+    let mut outputs: Vec<(&str, PathBuf)> = args.csv.iter().map(|p| ("--csv", p.clone())).collect();
+    if let Some(svg) = &args.svg {
+        outputs.push(("--svg", svg.clone()));
+        outputs.push(("the PNG beside --svg", png_beside(svg)?));
+    }
+    super::outputs::check_distinct(&inputs, &outputs)
 }
 
 /// Writes `files` all or nothing ([`super::outputs::write_named_files`]) and lists them in `text`.

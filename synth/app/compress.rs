@@ -266,6 +266,9 @@ pub fn run(args: CompressArgs) -> anyhow::Result<()> {
         );
     }
     let files = output_files(&args, &outcome, &catalog)?;
+    let mut inputs = vec![("--tuned", args.tuned.clone())];
+    inputs.extend(args.rule.iter().map(|p| ("--rule", p.clone())));
+    super::outputs::check_out_dir(&args.out, &files, &inputs)?;
     for f in super::outputs::write_files(&args.out, &files, false)? {
         let _ = writeln!(text, "written:  {}", display_path(&f));
     }

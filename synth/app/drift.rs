@@ -86,6 +86,10 @@ fn print_score(label: &str, mat: &LatencyMatrix, score: &RuleScore) {
 
 /// `synth drift`: exit non-zero when the rule no longer holds on the new measurements.
 pub fn run(args: DriftArgs, invocation: &Invocation) -> Result<()> {
+    super::outputs::check_distinct(
+        &super::drift_args::drift_inputs(&args),
+        &super::drift_args::report_outputs(&args.remeasure),
+    )?;
     if args.remeasure.remeasure {
         return super::drift_remeasure::run(&args);
     }
@@ -163,6 +167,7 @@ fn check_single(args: &DriftArgs, rule: &Rule, catalog: &Catalog) -> Result<Plai
     let mut baseline_fraction = None;
     if !args.baseline.is_empty() {
         let base = load_tables(&args.baseline, catalog, backends)?;
+        check_baseline(&new, &DriftArgs::shown(&args.dataset), &base, &DriftArgs::shown(&args.baseline))?;
         let base_score = score_rule(rule, &base, catalog, args.shape_regret);
         print_score("baseline", &base, &base_score);
         let drop = base_score.fraction_of_oracle - score.fraction_of_oracle;
@@ -228,6 +233,40 @@ fn check_single(args: &DriftArgs, rule: &Rule, catalog: &Catalog) -> Result<Plai
     Ok(report)
 }
 
+/// The device of a matrix as messages name it (`NVIDIA H200 (sm_90, 132 CUs)`).
+fn device_text(m: &LatencyMatrix) -> String {
+    match &m.device {
+        Some(name) => format!("{name} ({}, {} CUs)", m.gfx, m.cu_num),
+        None => format!("{} with {} CUs", m.gfx, m.cu_num),
+    }
+}
+
+/// Refuses a baseline that cannot be compared with the new data: measured on another device (a fraction of
+/// the oracle on one GPU says nothing of another), or a tuned table (only each shape's winner: the rule's
+/// pick is mostly not among its rows, so it scores as unusable picks, not as the rule).
+fn check_baseline(new: &LatencyMatrix, dataset: &str, base: &LatencyMatrix, baseline: &str) -> Result<()> {
+    if (new.gfx.as_str(), new.cu_num) != (base.gfx.as_str(), base.cu_num) {
+        anyhow::bail!(
+            "--baseline {} holds measurements of {}, --dataset {} of {}: a baseline is the same device's \
+             measurements the rule was accepted on (one matrix holds one device); give a baseline measured on {}",
+            crate::sanitize::shown(baseline),
+            device_text(base),
+            crate::sanitize::shown(dataset),
+            device_text(new),
+            device_text(new)
+        );
+    }
+    if crate::tuned::is_tuned_matrix(base) {
+        anyhow::bail!(
+            "--baseline {} is a tuned table (one row per shape, only its winner), not a measurement table: the \
+             rule's picks are mostly not among its rows and would score as unusable, not as the rule; give the \
+             measurements the rule was accepted on (every candidate of each shape, e.g. a `synth bench` journal)",
+            crate::sanitize::shown(baseline)
+        );
+    }
+    Ok(())
+}
+
 /// Per-configuration fraction of the oracle of `rule` on a manifest's data (the default and the oracle
 /// beside it), and the whole data's.
 fn manifest_scores(rule: &Rule, data: &super::multi::MultiData) -> Vec<super::multi_eval::Evaluation> {
@@ -249,7 +288,9 @@ fn whole_against_baseline(
     data: &super::multi::MultiData,
     all: f64,
 ) -> Result<(f64, Option<String>)> {
+    let shown = base.display().to_string();
     let base = load_matrix(base, &data.catalog)?;
+    check_baseline(&data.matrix, &args.dataset[0].display().to_string(), &base, &shown)?;
     let score = score_rule(rule, &base, &data.catalog, args.shape_regret);
     print_score("baseline", &base, &score);
     let drop = score.fraction_of_oracle - all;
@@ -289,7 +330,9 @@ fn check_manifest(args: &DriftArgs, rule: &Rule, manifest: &Path) -> Result<Plai
     let mut whole_baseline = None;
     let baseline = match args.baseline.first() {
         Some(b) if matches!(dataset_mode(b)?, DataMode::Manifest(_)) => {
-            Some(manifest_scores(rule, &super::multi_eval::open(b)?))
+            let base = super::multi_eval::open(b)?;
+            check_baseline(&data.matrix, &manifest.display().to_string(), &base.matrix, &b.display().to_string())?;
+            Some(manifest_scores(rule, &base))
         }
         Some(b) => {
             let (fraction, problem) = whole_against_baseline(args, rule, b, &data, all_fraction)?;

@@ -25,14 +25,14 @@ pub struct DriftArgs {
     pub baseline: Vec<PathBuf>,
     #[command(flatten)]
     pub backends: super::args::BackendArgs,
-    /// Fail when the rule's geomean fraction of oracle on the new data is below this.
-    #[arg(long, default_value_t = 0.85)]
+    /// Fail when the rule's geomean fraction of oracle on the new data is below this (in (0, 1]).
+    #[arg(long, default_value_t = 0.85, value_parser = min_fraction)]
     pub min_fraction: f64,
-    /// Fail when the fraction of oracle dropped by more than this against the baseline.
-    #[arg(long, default_value_t = 0.05)]
+    /// Fail when the fraction of oracle dropped by more than this against the baseline (in [0, 1)).
+    #[arg(long, default_value_t = 0.05, value_parser = max_drop)]
     pub max_drop: f64,
-    /// List shapes where the rule's choice is this much slower than the new oracle (0.25 = 25%).
-    #[arg(long, default_value_t = 0.25)]
+    /// List shapes where the rule's choice is this much slower than the new oracle (0.25 = 25%; at least 0).
+    #[arg(long, default_value_t = 0.25, value_parser = shape_regret)]
     pub shape_regret: f64,
     #[command(flatten)]
     pub remeasure: RemeasureArgs,
@@ -121,6 +121,36 @@ pub struct RemeasureArgs {
     pub aiter: super::aiter_backend::AiterArgs,
 }
 
+/// `--min-fraction`: a fraction of the oracle in (0, 1] (NaN or 0 would turn the gate off).
+fn min_fraction(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1.0 => Ok(v),
+        _ => Err(format!(
+            "expected a fraction of the oracle in (0, 1] (e.g. 0.85), got {s:?}: the check fails when the rule's \
+             fraction is below it"
+        )),
+    }
+}
+
+/// `--max-drop`: a drop of the fraction of the oracle in [0, 1) (NaN or infinity would turn the gate off).
+fn max_drop(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..1.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "expected a drop of the fraction of the oracle in [0, 1) (e.g. 0.05), got {s:?}: the check fails when \
+             the fraction falls by more than it"
+        )),
+    }
+}
+
+/// `--shape-regret`: a share >= 0, finite (0.25 = 25% slower than the oracle).
+fn shape_regret(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=1e6).contains(&v) => Ok(v),
+        _ => Err(format!("expected a share of at least 0 (e.g. 0.25 for 25% slower than the oracle), got {s:?}")),
+    }
+}
+
 /// A number of seconds >= 0 (a budget of 0 measures nothing).
 fn seconds(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -162,14 +192,37 @@ pub fn refuse_remeasure_only(invocation: &Invocation) -> Result<()> {
     )
 }
 
-/// Writes the markdown summary and the JSON report where the options name them.
+/// Writes the markdown summary and the JSON report where the options name them, all or nothing: both are
+/// staged beside their targets first ([`super::outputs::write_named_files`]), so a report that cannot be
+/// written leaves the other unwritten too.
 pub fn write_reports(args: &RemeasureArgs, markdown: &str, json: &impl serde::Serialize) -> Result<()> {
-    let write = |p: &Path, text: &str| std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display()));
+    let mut files = Vec::new();
     if let Some(p) = &args.report_md {
-        write(p, markdown)?;
+        files.push((p.clone(), markdown.as_bytes().to_vec()));
     }
     if let Some(p) = &args.report_json {
-        write(p, &(serde_json::to_string_pretty(json).context("cannot serialize the report")? + "\n"))?;
+        let text = serde_json::to_string_pretty(json).context("cannot serialize the report")? + "\n";
+        files.push((p.clone(), text.into_bytes()));
     }
-    Ok(())
+    super::outputs::write_named_files(&files)
+}
+
+/// The report files of `args` as outputs (option, path), for [`super::outputs::check_distinct`].
+pub fn report_outputs(args: &RemeasureArgs) -> Vec<(&'static str, PathBuf)> {
+    let mut out = Vec::new();
+    if let Some(p) = &args.report_md {
+        out.push(("--report-md", p.clone()));
+    }
+    if let Some(p) = &args.report_json {
+        out.push(("--report-json", p.clone()));
+    }
+    out
+}
+
+/// The files `synth drift` reads (option, path): the rule, every --dataset and --baseline.
+pub fn drift_inputs(args: &DriftArgs) -> Vec<(&'static str, PathBuf)> {
+    let mut inputs = vec![("--rule", args.rule.clone())];
+    inputs.extend(args.dataset.iter().map(|p| ("--dataset", p.clone())));
+    inputs.extend(args.baseline.iter().map(|p| ("--baseline", p.clone())));
+    inputs
 }

@@ -323,6 +323,7 @@ pub fn run(args: ExportArgs) -> anyhow::Result<()> {
     let files = nks.iter().map(|&nk| export_layer(&spec, nk)).collect::<anyhow::Result<Vec<_>>>()?;
     let mut out: Vec<GeneratedFile> = files.iter().map(|f| f.file.clone()).collect();
     out.push(GeneratedFile::new(SIDECAR, sidecar(&spec, &files)));
+    super::outputs::check_out_dir(&args.out, &out, &[("--rule", args.rule.clone())])?;
     crate::render::outdir::write_all(&args.out, &out)?;
     for f in &files {
         let distinct: BTreeSet<_> = f.keys.iter().map(|(_, c)| *c).collect();

@@ -94,7 +94,15 @@ impl MultiData {
     /// configuration must have rows of each named backend (a configuration without them would charge every
     /// pick of that backend the default's time and read as a weak rule).
     pub fn open_for(manifest: &Path, backends: Option<&crate::catalog::Backends>) -> anyhow::Result<MultiData> {
-        let text = if !manifest.exists() && manifest == Path::new(super::data::EMBEDDED_MANIFEST.0) {
+        // The main job's manifest where no file of that name exists (a copied binary, a working directory
+        // outside the checkout): the copy built into the binary, whose journals are built in too. Only this
+        // manifest reads built-in journals; a manifest file's journals are files.
+        let built_in = !manifest.exists() && manifest == Path::new(super::data::EMBEDDED_MANIFEST.0);
+        let text = if built_in {
+            eprintln!(
+                "note: no file {} here: reading the copy built into this binary (its journals built in too)",
+                manifest.display()
+            );
             super::data::EMBEDDED_MANIFEST.1.to_string()
         } else {
             crate::input::read_text_capped(manifest, crate::input::MAX_SPEC_BYTES, "dataset manifest")
@@ -140,13 +148,28 @@ impl MultiData {
             );
         }
         let mut journals: Vec<PathBuf> = Vec::new();
-        for j in file.config.iter().flat_map(|c| &c.journals).chain(&file.vendor) {
+        let named = file
+            .config
+            .iter()
+            .flat_map(|c| c.journals.iter().map(move |j| (format!("configuration {:?}", c.name), j)))
+            .chain(file.vendor.iter().map(|j| ("the vendor list".to_string(), j)));
+        for (whose, j) in named {
             let p = dir.join(j);
+            // A journal is a file (or a directory of them); the built-in manifest's are built in.
+            let built_in_journal = built_in && p.to_str().and_then(super::data::embedded).is_some();
+            if !(p.exists() || built_in_journal) {
+                bail!(
+                    "{}: {whose} names the journal {:?}, which does not exist at {} (a manifest's paths are \
+                     relative to its directory): fix the path or measure it with `synth bench ... --out FILE.csv`",
+                    manifest.display(),
+                    crate::sanitize::shown(j),
+                    super::line::absolute(&p).display()
+                );
+            }
             if !journals.contains(&p) {
                 journals.push(p);
             }
         }
-        // A journal is a file (or a directory of them) where one exists, else a dataset embedded in the binary.
         let on_disk: Vec<PathBuf> = journals.iter().filter(|p| p.exists()).cloned().collect();
         let mut journals: Vec<PathBuf> = journals.into_iter().filter(|p| !p.exists()).collect();
         journals.extend(expand_paths(&on_disk).map_err(|e| anyhow::anyhow!("{e}"))?);

@@ -299,7 +299,14 @@ pub fn run(job: &MultiJob, out: Option<&Path>, check: bool) -> anyhow::Result<()
             Ok(f)
         })
         .and_then(|f| super::outputs::rule_files(&o.synth().rule, &data.catalog, &data.matrix, &provenance, f))
-        .and_then(|f| super::outputs::write_files(&target.dir, &f, check));
+        .and_then(|f| {
+            if !check {
+                let mut inputs = vec![("--manifest", job.manifest.clone())];
+                inputs.extend(data.journals.iter().map(|j| ("a journal of --manifest", j.clone())));
+                super::outputs::check_out_dir(&target.dir, &f, &inputs)?;
+            }
+            super::outputs::write_files(&target.dir, &f, check)
+        });
     let text = terminal_text(&data, &provenance, &o);
     let end = super::outputs::RunEnd {
         target: &target,

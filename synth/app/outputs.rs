@@ -157,6 +157,113 @@ pub fn write_named_files(files: &[(PathBuf, Vec<u8>)]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The files `synth run` reads (option, path), for [`check_out_dir`].
+pub fn run_inputs(args: &super::args::RunArgs) -> Vec<(&'static str, PathBuf)> {
+    let mut inputs: Vec<(&str, PathBuf)> = args.data.dataset.iter().map(|p| ("--dataset", p.clone())).collect();
+    inputs.extend(args.data.spec.iter().map(|p| ("--spec", p.clone())));
+    inputs.extend(args.tuned.iter().map(|p| ("--tuned", p.clone())));
+    inputs.extend(args.rule.iter().map(|p| ("--rule", p.clone())));
+    inputs.extend(args.manifest.iter().map(|p| ("--manifest", p.clone())));
+    inputs.extend(args.tuned_train.train_tuned.iter().map(|p| ("--train-tuned", p.clone())));
+    inputs
+}
+
+/// One file named on the command line, for [`check_distinct`]: where it resolves (symbolic links and `..`
+/// resolved where the file or its directory exists) and, for a file that exists, its device and inode (a
+/// hard link is the same file under another name).
+struct Identity {
+    path: PathBuf,
+    inode: Option<(u64, u64)>,
+    exists: bool,
+}
+
+fn identity(p: &Path) -> Identity {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(p).ok();
+    let inode = meta.as_ref().map(|m| (m.dev(), m.ino()));
+    let path = std::fs::canonicalize(p).unwrap_or_else(|_| {
+        let abs = super::line::absolute(p);
+        let abs: PathBuf = abs.components().filter(|c| !matches!(c, std::path::Component::CurDir)).collect();
+        match (abs.parent(), abs.file_name()) {
+            (Some(dir), Some(name)) => std::fs::canonicalize(dir).map_or_else(|_| abs.clone(), |d| d.join(name)),
+            _ => abs,
+        }
+    });
+    Identity { path, inode, exists: meta.is_some() }
+}
+
+fn same(a: &Identity, b: &Identity) -> bool {
+    a.path == b.path || (a.inode.is_some() && a.inode == b.inode)
+}
+
+/// Refuses a command whose outputs would replace one of its inputs or each other: every output path (option,
+/// path) must be a file other than every input that exists (the same path once links are resolved, or the
+/// same inode) and than every other output. One error naming both options and the path.
+pub fn check_distinct<A: AsRef<str>, B: AsRef<str>>(
+    inputs: &[(A, PathBuf)],
+    outputs: &[(B, PathBuf)],
+) -> anyhow::Result<()> {
+    check_paths(inputs, outputs, true)
+}
+
+/// For a command that writes `files` into the directory `dir` (`--out DIR`): refuses an input that is one of
+/// the files it would write there (e.g. `compress --tuned rule.json --out .`, whose generated `rule.json`
+/// would replace its input).
+pub fn check_out_dir<A: AsRef<str>>(
+    dir: &Path,
+    files: &[GeneratedFile],
+    inputs: &[(A, PathBuf)],
+) -> anyhow::Result<()> {
+    let outputs: Vec<(String, PathBuf)> =
+        files.iter().map(|f| (format!("--out {} (its {})", dir.display(), f.name), dir.join(&f.name))).collect();
+    check_paths(inputs, &outputs, false)
+}
+
+fn check_paths<A: AsRef<str>, B: AsRef<str>>(
+    inputs: &[(A, PathBuf)],
+    outputs: &[(B, PathBuf)],
+    pairwise: bool,
+) -> anyhow::Result<()> {
+    let ins: Vec<Identity> = inputs.iter().map(|(_, p)| identity(p)).collect();
+    let outs: Vec<Identity> = outputs.iter().map(|(_, p)| identity(p)).collect();
+    for (o, (oflag, opath)) in outs.iter().zip(outputs) {
+        for (i, (iflag, ipath)) in ins.iter().zip(inputs) {
+            if i.exists && same(o, i) {
+                let real = real_path(ipath);
+                let real = if real == ipath.display().to_string() { String::new() } else { format!(" ({real})") };
+                anyhow::bail!(
+                    "{} {} is the file {} {}{real} reads: writing it would replace that input; name another path \
+                     for {}",
+                    oflag.as_ref(),
+                    opath.display(),
+                    iflag.as_ref(),
+                    ipath.display(),
+                    oflag.as_ref()
+                );
+            }
+        }
+    }
+    if pairwise {
+        for a in 0..outs.len() {
+            for b in 0..a {
+                if same(&outs[a], &outs[b]) {
+                    let ((aflag, apath), (bflag, bpath)) = (&outputs[a], &outputs[b]);
+                    anyhow::bail!(
+                        "{} {} and {} {} are the same file ({}): one output would overwrite the other; give each \
+                         its own path",
+                        bflag.as_ref(),
+                        bpath.display(),
+                        aflag.as_ref(),
+                        apath.display(),
+                        outs[a].path.display()
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The first lines a `run` prints: its dataset and training set, as the provenance names them.
 pub fn run_header(provenance: &crate::render::Provenance) -> String {
     format!("dataset:  {}\ntraining: {}\n", provenance.dataset, provenance.training)

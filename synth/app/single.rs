@@ -126,7 +126,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     // The single-dataset job never writes the committed generated/ unless --out says so.
     let target = super::outputs::out_dir(args.out.as_deref(), false, "run")?;
     let files = super::outputs::rule_files(&o.synth.rule, catalog, matrix, &provenance, extra);
-    let written = files.and_then(|f| super::outputs::write_files(&target.dir, &f, args.check));
+    let written = files.and_then(|f| {
+        if !args.check {
+            super::outputs::check_out_dir(&target.dir, &f, &super::outputs::run_inputs(args))?;
+        }
+        super::outputs::write_files(&target.dir, &f, args.check)
+    });
 
     let mut text = super::outputs::run_header(&provenance);
     let s = &o.synth;

@@ -278,6 +278,9 @@ fn write_outputs(
     mut extra: Vec<GeneratedFile>,
 ) -> anyhow::Result<Vec<std::path::PathBuf>> {
     let files = super::outputs::rule_files(rule, catalog, &rows_matrix(sets)?, provenance, std::mem::take(&mut extra))?;
+    let inputs: Vec<(&str, std::path::PathBuf)> =
+        sets.iter().map(|s| ("--train-tuned", std::path::PathBuf::from(&s.source))).collect();
+    super::outputs::check_out_dir(out, &files, &inputs)?;
     super::outputs::write_files(out, &files, false)
 }
 

@@ -8,8 +8,18 @@
 //! (a new `D` is renamed into place), and the replica of the old state is deleted. A failure before the
 //! exchange leaves `D` exactly as it was; a signal at any moment leaves either the old or the new `D`
 //! (at worst a hidden staging directory beside it, which the next run of the same directory removes).
-//! Where the exchange is not available (not Linux, or a file system without it) the changed files are
-//! renamed into place one by one from the staging directory.
+//! Where the exchange is not possible — not Linux or a file system without it, `D` a mount point (a bind
+//! mount, a container volume: `EBUSY`, `EXDEV`), a parent where a staging directory cannot be created
+//! (`EACCES`, `EPERM`: `D` writable inside a read-only directory), or `D` the working directory or one
+//! containing it (exchanging it would leave this process, and the shell that started it, in a deleted
+//! directory) — the files are staged inside `D` itself instead: a hidden `.synth-<pid>-<n>` subdirectory
+//! receives every changed file, each written and synced (any failure removes it and leaves `D` unchanged),
+//! and only then are they renamed into place one by one (each rename atomic; a signal in the middle of the
+//! renames leaves some files new and the others old).
+//!
+//! A symbolic link at a subdirectory of `D` that a file is written into (`D/aiter` → elsewhere) is refused
+//! with an error naming it, before anything is written: output never goes through a link outside the
+//! directory the user named. (A link at an output file's own name is replaced by the file, not followed.)
 //!
 //! New files get the mode the process umask gives (`0666 & !umask`, as any file a program creates); a
 //! file that is replaced keeps the mode it had, and `D` keeps its own.
@@ -41,8 +51,32 @@ pub fn write_all_with(
     files: &[GeneratedFile],
     stop: &mut dyn FnMut(Step) -> anyhow::Result<()>,
 ) -> anyhow::Result<Vec<PathBuf>> {
+    write_all_seamed(dir, files, stop, &Seams::REAL)
+}
+
+/// The system calls a test replaces to stand in for a file system that refuses them.
+struct Seams {
+    /// Exchanges two directories ([`exchange`]).
+    exchange: fn(&Path, &Path) -> std::io::Result<()>,
+    /// Creates the staging directory beside the target.
+    create_beside: fn(&Path) -> std::io::Result<()>,
+}
+
+impl Seams {
+    const REAL: Seams = Seams { exchange, create_beside: |p| std::fs::create_dir(p) };
+}
+
+fn write_all_seamed(
+    dir: &Path,
+    files: &[GeneratedFile],
+    stop: &mut dyn FnMut(Step) -> anyhow::Result<()>,
+    seams: &Seams,
+) -> anyhow::Result<Vec<PathBuf>> {
     for f in files {
         check_name(&f.name)?;
+    }
+    for f in files {
+        check_no_link(dir, &f.name)?;
     }
     let paths: Vec<PathBuf> = files.iter().map(|f| dir.join(&f.name)).collect();
     let mut changed = Vec::new();
@@ -63,9 +97,22 @@ pub fn write_all_with(
         return Ok(paths);
     }
     let target = real_target(dir)?;
-    remove_stale_staging(&target);
-    let staging = Staging::create(&target)?;
     let existed = target.is_dir();
+    if existed && cannot_exchange(&target) {
+        write_in_place(dir, &target, &changed, stop)?;
+        return Ok(paths);
+    }
+    remove_stale_staging(&target);
+    let staging = match Staging::create(&target, seams.create_beside) {
+        Ok(s) => s,
+        Err(e) if existed && matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM | libc::EROFS)) => {
+            write_in_place(dir, &target, &changed, stop)?;
+            return Ok(paths);
+        }
+        Err(e) => {
+            bail!("cannot create a staging directory in {}: {e}", target.parent().unwrap_or(Path::new("/")).display())
+        }
+    };
     if existed {
         replicate(&target, &staging.path)
             .with_context(|| format!("cannot stage the new files of {}", dir.display()))?;
@@ -87,21 +134,128 @@ pub fn write_all_with(
         stop(Step::Swapped)?;
         return Ok(paths);
     }
-    match exchange(&staging.path, &target) {
+    match (seams.exchange)(&staging.path, &target) {
         Ok(()) => stop(Step::Swapped)?,
-        Err(e) if exchange_unsupported(&e) => {
-            for file in &changed {
-                let to = target.join(&file.name);
-                if let Some(parent) = to.parent() {
-                    std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
-                }
-                std::fs::rename(staging.path.join(&file.name), &to)
-                    .with_context(|| format!("cannot move the new {} into place", to.display()))?;
-            }
+        Err(e) if exchange_unavailable(&e) => {
+            drop(staging);
+            write_in_place(dir, &target, &changed, stop)?;
         }
         Err(e) => bail!("cannot move the new {} into place: {e}", target.display()),
     }
     Ok(paths)
+}
+
+/// Refuses to write `name` into `dir` when a subdirectory on its way is a symbolic link: writing through it
+/// would put the file outside `dir` (and replacing it would delete something of the user's).
+fn check_no_link(dir: &Path, name: &str) -> anyhow::Result<()> {
+    let mut at = dir.to_path_buf();
+    let parts: Vec<_> = Path::new(name).components().collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let to = std::fs::read_link(&at).map(|t| t.display().to_string()).unwrap_or_default();
+                bail!(
+                    "cannot write {}: {} is a symbolic link (to {}), and output is written only inside {}, never \
+                     through a link: remove the link (or choose another --out)",
+                    dir.join(name).display(),
+                    at.display(),
+                    crate::sanitize::shown(&to),
+                    dir.display()
+                );
+            }
+            Ok(_) => {}
+            Err(_) => return Ok(()),
+        }
+    }
+    Ok(())
+}
+
+/// Whether `target` cannot be exchanged with a directory beside it: it is a mount point (another file
+/// system than its parent's), or the working directory or one containing it.
+fn cannot_exchange(target: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let dev = |p: &Path| std::fs::metadata(p).map(|m| m.dev()).ok();
+    let mount = target.parent().is_some_and(|parent| dev(parent) != dev(target));
+    mount || std::env::current_dir().is_ok_and(|cwd| cwd.starts_with(target))
+}
+
+/// The prefix of the staging directories inside a target ([`write_in_place`]).
+const INNER_PREFIX: &str = ".synth-";
+
+/// Writes `changed` into `target` where it cannot be exchanged (see the module docs): every file is first
+/// written and synced in a hidden staging directory inside `target` (a failure removes it, `target`
+/// unchanged), then renamed into place.
+fn write_in_place(
+    dir: &Path,
+    target: &Path,
+    changed: &[&GeneratedFile],
+    stop: &mut dyn FnMut(Step) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    remove_stale_in(target, INNER_PREFIX);
+    for file in changed {
+        clear_way(target, dir, &file.name)?;
+    }
+    let staging = Staging::create_in(target, INNER_PREFIX, |p| std::fs::create_dir(p))
+        .map_err(|e| anyhow::anyhow!("cannot create a staging directory in {}: {e}", target.display()))?;
+    for (n, file) in changed.iter().enumerate() {
+        let staged = staging.path.join(n.to_string());
+        write_synced(&staged, file.contents.as_bytes())
+            .and_then(|()| match std::fs::metadata(target.join(&file.name)) {
+                Ok(meta) if meta.is_file() => std::fs::set_permissions(&staged, meta.permissions()),
+                _ => Ok(()),
+            })
+            .with_context(|| format!("cannot write {}", dir.join(&file.name).display()))?;
+    }
+    sync_dir(&staging.path);
+    stop(Step::Staged)?;
+    for (n, file) in changed.iter().enumerate() {
+        let to = target.join(&file.name);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        std::fs::rename(staging.path.join(n.to_string()), &to)
+            .with_context(|| format!("cannot move the new {} into place", to.display()))?;
+        if let Some(parent) = to.parent() {
+            sync_dir(parent);
+        }
+    }
+    drop(staging);
+    stop(Step::Swapped)
+}
+
+/// An error naming the file in the way when a directory `name` is written into is a file in `target`.
+fn clear_way(target: &Path, dir: &Path, name: &str) -> anyhow::Result<()> {
+    let mut at = target.to_path_buf();
+    let parts: Vec<_> = Path::new(name).components().collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => bail!(
+                "cannot write {}: a file is in the way of the directory {}",
+                dir.join(name).display(),
+                at.display()
+            ),
+            Err(_) => return Ok(()),
+        }
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to a new file at `path` and syncs it to disk.
+fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut f = std::fs::File::create(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
+/// Syncs a directory's entries to disk (best effort: not every file system syncs a directory).
+fn sync_dir(path: &Path) {
+    if let Ok(f) = std::fs::File::open(path) {
+        let _ = f.sync_all();
+    }
 }
 
 /// A file name must stay inside the output directory: relative, no `..`, no `.`-only name.
@@ -147,18 +301,27 @@ fn staging_prefix(target: &Path) -> String {
 }
 
 impl Staging {
-    fn create(target: &Path) -> anyhow::Result<Staging> {
+    /// The staging directory beside `target`.
+    fn create(target: &Path, create_dir: fn(&Path) -> std::io::Result<()>) -> std::io::Result<Staging> {
         let parent = target.parent().expect("an absolute directory with a name");
-        let prefix = staging_prefix(target);
+        Staging::create_in(parent, &staging_prefix(target), create_dir)
+    }
+
+    /// A new directory `<prefix><pid>-<n>` in `parent`.
+    fn create_in(
+        parent: &Path,
+        prefix: &str,
+        create_dir: fn(&Path) -> std::io::Result<()>,
+    ) -> std::io::Result<Staging> {
         for n in 0..100u32 {
             let path = parent.join(format!("{prefix}{}-{n}", std::process::id()));
-            match std::fs::create_dir(&path) {
+            match create_dir(&path) {
                 Ok(()) => return Ok(Staging { path, armed: true.into() }),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => bail!("cannot create a staging directory in {}: {e}", parent.display()),
+                Err(e) => return Err(e),
             }
         }
-        bail!("cannot create a staging directory in {}: every name is taken", parent.display())
+        Err(std::io::Error::other("every name is taken"))
     }
 
     fn disarm(&self) {
@@ -176,11 +339,17 @@ impl Drop for Staging {
 
 /// Removes staging directories of `target` left by a run that was killed (their process is gone).
 fn remove_stale_staging(target: &Path) {
-    let (Some(parent), prefix) = (target.parent(), staging_prefix(target)) else { return };
+    if let Some(parent) = target.parent() {
+        remove_stale_in(parent, &staging_prefix(target));
+    }
+}
+
+/// Removes the directories `<prefix><pid>-<n>` in `parent` whose process is gone.
+fn remove_stale_in(parent: &Path, prefix: &str) {
     let Ok(entries) = std::fs::read_dir(parent) else { return };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix(&prefix) else { continue };
+        let Some(rest) = name.strip_prefix(prefix) else { continue };
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
         if pid != std::process::id() && !process_alive(pid) {
             let _ = std::fs::remove_dir_all(e.path());
@@ -234,7 +403,7 @@ fn stage_file(staging: &Path, target: &Path, file: &GeneratedFile) -> anyhow::Re
         Err(_) => {}
     }
     // std creates files with 0666 filtered by the umask.
-    std::fs::write(&staged, file.contents.as_bytes())?;
+    write_synced(&staged, file.contents.as_bytes())?;
     if let Ok(meta) = std::fs::metadata(target.join(&file.name)) {
         if meta.is_file() {
             std::fs::set_permissions(&staged, meta.permissions())?;
@@ -272,10 +441,15 @@ fn exchange(_a: &Path, _b: &Path) -> std::io::Result<()> {
     Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
 }
 
-/// Whether the exchange failed only because the system or file system does not offer it.
-fn exchange_unsupported(e: &std::io::Error) -> bool {
+/// Whether the exchange failed because the system, the file system or the target does not allow it
+/// (a mount point is busy, another file system, a directory that may not be renamed), not because of
+/// the files: then the files are written inside the target instead ([`write_in_place`]).
+fn exchange_unavailable(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::Unsupported
-        || matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS | libc::EXDEV))
+        || matches!(
+            e.raw_os_error(),
+            Some(libc::EINVAL | libc::ENOSYS | libc::EXDEV | libc::EBUSY | libc::EPERM | libc::EACCES)
+        )
 }
 
 #[cfg(test)]
@@ -376,6 +550,97 @@ mod tests {
         assert!(!stale.exists());
         assert_eq!(std::fs::read_to_string(d.join("notes.md")).unwrap(), "the user's own file");
         assert_eq!(siblings(&d), vec!["out"]);
+    }
+
+    /// A directory the exchange cannot replace — a mount point (`EBUSY`), one in a parent where no staging
+    /// directory can be created (`EACCES`), another file system (`EXDEV`) — is written through a staging
+    /// directory inside it: all or nothing, the directory itself (its inode) kept.
+    #[test]
+    fn a_directory_that_cannot_be_exchanged_is_written_in_place_all_or_nothing() {
+        use std::os::unix::fs::MetadataExt;
+        fn busy(_: &Path, _: &Path) -> std::io::Result<()> {
+            Err(std::io::Error::from_raw_os_error(libc::EBUSY))
+        }
+        fn cross(_: &Path, _: &Path) -> std::io::Result<()> {
+            Err(std::io::Error::from_raw_os_error(libc::EXDEV))
+        }
+        fn denied(_: &Path) -> std::io::Result<()> {
+            Err(std::io::Error::from_raw_os_error(libc::EACCES))
+        }
+        let seams = [
+            Seams { exchange: busy, create_beside: Seams::REAL.create_beside },
+            Seams { exchange: cross, create_beside: Seams::REAL.create_beside },
+            Seams { exchange: Seams::REAL.exchange, create_beside: denied },
+        ];
+        for seam in &seams {
+            let base = tempfile::tempdir().unwrap();
+            let d = base.path().join("mnt");
+            std::fs::create_dir(&d).unwrap();
+            std::fs::write(d.join("a.txt"), "old a").unwrap();
+            std::fs::write(d.join("notes.md"), "the user's").unwrap();
+            std::fs::set_permissions(d.join("a.txt"), std::fs::Permissions::from_mode(0o640)).unwrap();
+            let inode = std::fs::metadata(&d).unwrap().ino();
+            // A failure while staging: nothing changes, nothing is left behind.
+            std::fs::write(d.join("aiter"), "a file where a directory goes").unwrap();
+            let files = vec![GeneratedFile::new("a.txt", "new a"), GeneratedFile::new("aiter/p.patch", "patch")];
+            let old = tree(&d);
+            let e = write_all_seamed(&d, &files, &mut |_| Ok(()), seam).unwrap_err();
+            assert!(format!("{e:#}").contains("a file is in the way"), "{e:#}");
+            assert_eq!(tree(&d), old);
+            // Stopped once every file is staged: still the old state.
+            std::fs::remove_file(d.join("aiter")).unwrap();
+            let old = tree(&d);
+            let stop = &mut |s| if s == Step::Staged { anyhow::bail!("killed") } else { Ok(()) };
+            assert!(write_all_seamed(&d, &files, stop, seam).is_err());
+            assert_eq!(tree(&d), old);
+            // Written: the new files in the same directory, the replaced file's mode kept, no staging left.
+            write_all_seamed(&d, &files, &mut |_| Ok(()), seam).unwrap();
+            assert_eq!(std::fs::metadata(&d).unwrap().ino(), inode, "the directory itself is kept");
+            assert_eq!(std::fs::read_to_string(d.join("a.txt")).unwrap(), "new a");
+            assert_eq!(std::fs::read_to_string(d.join("aiter/p.patch")).unwrap(), "patch");
+            assert_eq!(std::fs::read_to_string(d.join("notes.md")).unwrap(), "the user's");
+            assert_eq!(mode(&d.join("a.txt")), 0o640);
+            let mut names: Vec<String> =
+                std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+            names.sort();
+            assert_eq!(names, ["a.txt", "aiter", "notes.md"]);
+            assert_eq!(siblings(&d), vec!["mnt"]);
+        }
+    }
+
+    /// The working directory (or a directory containing it) is not exchanged: that would leave this process
+    /// and the user's shell in a deleted directory.
+    #[test]
+    fn the_working_directory_is_never_exchanged() {
+        let cwd = std::env::current_dir().unwrap();
+        assert!(cannot_exchange(&cwd));
+        assert!(cannot_exchange(cwd.parent().unwrap()));
+        let other = tempfile::tempdir().unwrap();
+        assert!(!cannot_exchange(&std::fs::canonicalize(other.path()).unwrap()));
+    }
+
+    /// A symbolic link at a subdirectory a file is written into is refused, naming it: the file would land
+    /// outside the directory. Nothing is written, the link and what it points to are untouched.
+    #[test]
+    fn a_link_on_the_way_to_a_file_is_refused() {
+        let base = tempfile::tempdir().unwrap();
+        let (d, elsewhere) = (base.path().join("ud7"), base.path().join("elsewhere"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, d.join("aiter")).unwrap();
+        let files = vec![GeneratedFile::new("rule.json", "{}"), GeneratedFile::new("aiter/x.patch", "patch")];
+        let e = write_all(&d, &files).unwrap_err().to_string();
+        assert!(e.contains(&format!("{} is a symbolic link", d.join("aiter").display())), "{e}");
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0, "nothing is written through the link");
+        assert!(!d.join("rule.json").exists());
+        assert!(std::fs::symlink_metadata(d.join("aiter")).unwrap().file_type().is_symlink());
+        // A link at an output file's own name is replaced by the file, not followed.
+        std::fs::remove_file(d.join("aiter")).unwrap();
+        std::fs::write(elsewhere.join("target.json"), "theirs").unwrap();
+        std::os::unix::fs::symlink(elsewhere.join("target.json"), d.join("rule.json")).unwrap();
+        write_all(&d, &files).unwrap();
+        assert_eq!(std::fs::read_to_string(elsewhere.join("target.json")).unwrap(), "theirs");
+        assert_eq!(std::fs::read_to_string(d.join("rule.json")).unwrap(), "{}");
     }
 
     #[test]
