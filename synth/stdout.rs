@@ -1,21 +1,27 @@
-//! Standard output that a closed pipe ends quietly: `synth check rule.cpp | head -1` stops the program
-//! when `head` exits, as any Unix filter does, instead of a panic (`println!` panics on a write error).
+//! Standard output that a closed pipe cannot break: `synth check rule.cpp | head -1` ends without a panic
+//! (`println!` panics on a write error) and a command whose reader went away still finishes its work (its
+//! files are written, its journal complete); only what it would have printed is dropped.
 //!
-//! [`out!`] and [`outln!`] take `print!`'s arguments. A broken pipe exits with status 0 (the reader has
-//! what it wanted); any other write error (a full disk behind a redirect) is one error line and status 1.
-//! Crate-root helper: it imports nothing of the crate.
+//! [`out!`] and [`outln!`] take `print!`'s arguments. After a broken pipe nothing more is printed; any
+//! other write error (a full disk behind a redirect) is said once on stderr and printing stops the same
+//! way. Crate-root helper: it imports nothing of the crate.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set once standard output cannot be written.
+static CLOSED: AtomicBool = AtomicBool::new(false);
 
 /// Writes `args` to standard output (see the module docs).
 pub fn write(args: std::fmt::Arguments) {
+    if CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
+        if !CLOSED.swap(true, Ordering::Relaxed) && e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("warning: cannot write to standard output ({e}); nothing more is printed there");
         }
-        eprintln!("error: cannot write to standard output: {e}");
-        std::process::exit(1);
     }
 }
 

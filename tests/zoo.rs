@@ -1097,8 +1097,11 @@ fn the_measure_script_runs_the_readme_commands_and_resumes() {
 
     // Seeded from the committed journal (complete on the H200): nothing is measured, and the journal in
     // the directory is the committed one, decompressed.
+    // The fake harness answers as the device of the committed journal: a journal of another device is
+    // refused before anything is measured.
     let seeded = dir.path().join("s");
-    let (o, text) = measure_script(&seeded, &out, "deep", &[FAKE_BENCH]);
+    let h200 = [FAKE_BENCH, ("FAKE_DEVICE_NAMES", "0=NVIDIA H200"), ("FAKE_BACKEND", "cuda-13.0")];
+    let (o, text) = measure_script(&seeded, &out, "deep", &h200);
     assert!(o.status.success(), "{text}");
     let log = std::fs::read_to_string(seeded.join("bench.log")).unwrap();
     assert!(log.contains("== seeded zoo-splitk-aiter.csv from measurements/zoo/zoo-splitk-aiter.csv.gz"), "{log}");

@@ -228,7 +228,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         eprintln!("workers: {}", text.join(", "));
     }
     if args.dry_run {
-        println!("{}", todo.len());
+        outln!("{}", todo.len());
         return Ok(());
     }
     let mut journal = journal.expect("opened unless only planning");

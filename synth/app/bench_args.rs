@@ -432,18 +432,18 @@ pub(crate) fn print_summary(journal: &Journal, appended: usize, elapsed: f64) {
         }
     }
     let ok = rows.iter().filter(|r| r.is_ok()).count();
-    println!("journal {}: {} rows, {} ok, {} failed", journal.path().display(), rows.len(), ok, rows.len() - ok);
+    outln!("journal {}: {} rows, {} ok, {} failed", journal.path().display(), rows.len(), ok, rows.len() - ok);
     if appended > 0 {
-        println!("this run: {appended} cells in {elapsed:.1} s = {:.2} cells/s", appended as f64 / elapsed.max(1e-9));
+        outln!("this run: {appended} cells in {elapsed:.1} s = {:.2} cells/s", appended as f64 / elapsed.max(1e-9));
     }
     for (reason, n) in &fails {
-        println!("  fail:{reason}: {n}");
+        outln!("  fail:{reason}: {n}");
     }
     match recheck_noise(rows) {
         Some((med, n)) => {
-            println!("noise: median |us - us_recheck| / us = {:.2}% over {n} rechecked cells", med * 100.0)
+            outln!("noise: median |us - us_recheck| / us = {:.2}% over {n} rechecked cells", med * 100.0)
         }
-        None => println!("noise: no rechecked cell pairs yet"),
+        None => outln!("noise: no rechecked cell pairs yet"),
     }
 }
 

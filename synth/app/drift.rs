@@ -72,7 +72,7 @@ pub fn score_rule(rule: &Rule, mat: &LatencyMatrix, catalog: &Catalog, shape_reg
 }
 
 fn print_score(label: &str, mat: &LatencyMatrix, score: &RuleScore) {
-    println!(
+    outln!(
         "{label}: {} shapes, {} on {} ({} CUs): geomean fraction of oracle {:.3}; {} shapes slower than allowed, {} choices unusable",
         score.shapes,
         mat.device.as_deref().unwrap_or("unknown device"),
@@ -131,7 +131,7 @@ pub fn run(args: DriftArgs, invocation: &Invocation) -> Result<()> {
     };
     write_reports(&args.remeasure, &report::markdown(&report), &report)?;
     if report.problems.is_empty() {
-        println!("{}", report.ok_line);
+        outln!("{}", report.ok_line);
         Ok(())
     } else {
         anyhow::bail!("drift detected:\n  - {}\n{}", report.problems.join("\n  - "), report.fix)
@@ -171,7 +171,7 @@ fn check_single(args: &DriftArgs, rule: &Rule, catalog: &Catalog) -> Result<Plai
         let base_score = score_rule(rule, &base, catalog, args.shape_regret);
         print_score("baseline", &base, &base_score);
         let drop = base_score.fraction_of_oracle - score.fraction_of_oracle;
-        println!("change in fraction of oracle: {:+.3}", -drop);
+        outln!("change in fraction of oracle: {:+.3}", -drop);
         if drop > args.max_drop {
             problems.push(format!(
                 "fraction of oracle fell by {drop:.3} (from {:.3} to {:.3}), more than --max-drop {}",
@@ -187,7 +187,7 @@ fn check_single(args: &DriftArgs, rule: &Rule, catalog: &Catalog) -> Result<Plai
         ));
     }
     for (s, cand, reason) in &score.unusable {
-        println!("  unusable: {} -> {cand}: {reason}", new.shapes[*s]);
+        outln!("  unusable: {} -> {cand}: {reason}", new.shapes[*s]);
     }
     if !score.unusable.is_empty() {
         problems.push(format!(
@@ -198,7 +198,7 @@ fn check_single(args: &DriftArgs, rule: &Rule, catalog: &Catalog) -> Result<Plai
     let mut worst = score.regressions.clone();
     worst.sort_by(|a, b| (b.2 / b.3).total_cmp(&(a.2 / a.3)));
     for (s, cand, us, best) in worst.iter().take(10) {
-        println!(
+        outln!(
             "  slower: {} -> {cand}: {us:.2} us vs oracle {best:.2} us ({:+.0}%)",
             new.shapes[*s],
             (us / best - 1.0) * 100.0
@@ -294,7 +294,7 @@ fn whole_against_baseline(
     let score = score_rule(rule, &base, &data.catalog, args.shape_regret);
     print_score("baseline", &base, &score);
     let drop = score.fraction_of_oracle - all;
-    println!("change in fraction of oracle: {:+.3}", -drop);
+    outln!("change in fraction of oracle: {:+.3}", -drop);
     let problem = (drop > args.max_drop).then(|| {
         format!(
             "fraction of oracle fell by {drop:.3} (from {:.3} to {all:.3}), more than --max-drop {}",
@@ -313,7 +313,7 @@ fn check_manifest(args: &DriftArgs, rule: &Rule, manifest: &Path) -> Result<Plai
     let data = super::multi_eval::open(manifest)?;
     let evals = manifest_scores(rule, &data);
     let m = &data.matrix;
-    println!(
+    outln!(
         "new measurements: {} ({} configurations, {} shapes, {} on {} ({} CUs))",
         super::session::display_path(manifest),
         data.configs.len(),
@@ -322,10 +322,10 @@ fn check_manifest(args: &DriftArgs, rule: &Rule, manifest: &Path) -> Result<Plai
         m.gfx,
         m.cu_num
     );
-    print!("{}", per_config_table(&evals, RULE_NAME));
+    out!("{}", per_config_table(&evals, RULE_NAME));
     let all = evals.last().expect("the whole data is scored");
     let all_fraction = of_oracle(&all.report, RULE_NAME);
-    println!("  {:<18} {:>6} fraction of oracle {:.3}", "all", all.report.shapes.len(), all_fraction);
+    outln!("  {:<18} {:>6} fraction of oracle {:.3}", "all", all.report.shapes.len(), all_fraction);
     let mut problems = Vec::new();
     let mut whole_baseline = None;
     let baseline = match args.baseline.first() {
@@ -358,7 +358,7 @@ fn check_manifest(args: &DriftArgs, rule: &Rule, manifest: &Path) -> Result<Plai
             match base.iter().find(|b| b.config == e.config) {
                 Some(b) => {
                     let was = of_oracle(&b.report, RULE_NAME);
-                    println!("  {:<18} baseline {was:.3} -> {f:.3} ({:+.3})", e.config, f - was);
+                    outln!("  {:<18} baseline {was:.3} -> {f:.3} ({:+.3})", e.config, f - was);
                     if was - f > args.max_drop {
                         problems.push(format!(
                             "{}: fraction of oracle fell by {:.3} (from {was:.3} to {f:.3}), more than --max-drop {}",
@@ -369,7 +369,7 @@ fn check_manifest(args: &DriftArgs, rule: &Rule, manifest: &Path) -> Result<Plai
                     }
                     before = Some(was);
                 }
-                None => println!("  {:<18} not in the baseline", e.config),
+                None => outln!("  {:<18} not in the baseline", e.config),
             }
         }
         configs.push(ConfigScore {

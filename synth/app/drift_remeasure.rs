@@ -358,7 +358,7 @@ pub fn run(d: &DriftArgs) -> Result<()> {
     };
     let md = markdown(&report);
     super::drift_args::write_reports(args, &md, &report)?;
-    print!("{md}");
+    out!("{md}");
     if unchecked {
         bail!("{}; raise --budget-s", problems.join("; "))
     } else if problems.is_empty() {

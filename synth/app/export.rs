@@ -303,6 +303,57 @@ pub fn runtime_policies(
     Ok((policies, notes))
 }
 
+/// The config files an earlier `synth export` wrote into `dir` (its sidecar's `files` and `earlier_files`)
+/// that this one does not write and that are still there, as the sidecar listed them: the new sidecar keeps
+/// them, so it names every config file the tool wrote there. Refuses, changing nothing, to replace a config
+/// file of `new` that no earlier export wrote (e.g. a runtime's shipped file in the directory it loads).
+fn earlier_exports(dir: &std::path::Path, new: &[GeneratedFile]) -> anyhow::Result<Vec<serde_json::Value>> {
+    let sidecar_path = dir.join(SIDECAR);
+    let listed: Vec<serde_json::Value> = match std::fs::symlink_metadata(&sidecar_path) {
+        Ok(m) if m.is_file() => {
+            let text = crate::input::read_text_capped(&sidecar_path, crate::input::MAX_SPEC_BYTES, "export sidecar")
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", sidecar_path.display()))?;
+            let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+                anyhow::anyhow!(
+                    "{} is not the sidecar synth export writes ({e}); move it away or pass another --out (nothing was written)",
+                    sidecar_path.display()
+                )
+            })?;
+            ["files", "earlier_files"]
+                .iter()
+                .filter_map(|k| doc.get(*k).and_then(|v| v.as_array()))
+                .flatten()
+                .filter(|e| e.get("file").and_then(|f| f.as_str()).is_some())
+                .cloned()
+                .collect()
+        }
+        _ => Vec::new(),
+    };
+    let name_of = |e: &serde_json::Value| e["file"].as_str().unwrap_or_default().to_string();
+    for f in new {
+        let path = dir.join(&f.name);
+        let Ok(on_disk) = std::fs::read(&path) else { continue };
+        if on_disk != f.contents.as_bytes() && !listed.iter().any(|e| name_of(e) == f.name) {
+            bail!(
+                "{} exists and no earlier synth export wrote it (it is not in {SIDECAR} there): it may be a file the \
+                 runtime ships; nothing was written: move it away or pass another --out",
+                path.display()
+            );
+        }
+    }
+    let mut kept = Vec::new();
+    let mut seen = BTreeSet::new();
+    for e in listed {
+        let name = name_of(&e);
+        let rewritten = new.iter().any(|f| f.name == name);
+        let safe = !name.is_empty() && std::path::Path::new(&name).file_name().is_some_and(|b| b == name.as_str());
+        if !rewritten && safe && dir.join(&name).is_file() && seen.insert(name) {
+            kept.push(e);
+        }
+    }
+    Ok(kept)
+}
+
 pub fn run(args: ExportArgs) -> anyhow::Result<()> {
     let device = device_component(&args.device_name).map_err(anyhow::Error::msg)?;
     if !(1..=MAX_MAX_M).contains(&args.max_m) {
@@ -322,7 +373,12 @@ pub fn run(args: ExportArgs) -> anyhow::Result<()> {
     };
     let files = nks.iter().map(|&nk| export_layer(&spec, nk)).collect::<anyhow::Result<Vec<_>>>()?;
     let mut out: Vec<GeneratedFile> = files.iter().map(|f| f.file.clone()).collect();
-    out.push(GeneratedFile::new(SIDECAR, sidecar(&spec, &files)));
+    let earlier = earlier_exports(&args.out, &out)?;
+    let mut doc: serde_json::Value = serde_json::from_str(&sidecar(&spec, &files)).expect("the sidecar is JSON");
+    if !earlier.is_empty() {
+        doc["earlier_files"] = serde_json::Value::Array(earlier);
+    }
+    out.push(GeneratedFile::new(SIDECAR, serde_json::to_string_pretty(&doc).expect("JSON serializes") + "\n"));
     super::outputs::check_out_dir(&args.out, &out, &[("--rule", args.rule.clone())])?;
     crate::render::outdir::write_all(&args.out, &out)?;
     for f in &files {
@@ -473,6 +529,40 @@ for f in sorted(os.listdir(d)):
         let e = run(a.clone()).unwrap_err().to_string();
         assert!(e.contains("M=9000") && e.contains("kernelId 15"), "{e}");
         assert!(!a.out.exists(), "nothing may be written on an error");
+    }
+
+    #[test]
+    fn a_config_file_no_export_wrote_is_never_replaced_and_earlier_exports_stay_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let rule = test_rule();
+        std::fs::write(dir.path().join("rule.json"), crate::rule::to_json(&rule)).unwrap();
+        let a = args(dir.path(), Runtime::Vllm, "1536:7168");
+        // A directory a runtime loads, with a file it ships for that layer: refused, nothing written.
+        std::fs::create_dir_all(&a.out).unwrap();
+        let shipped = a.out.join(Runtime::Vllm.file_name(1536, 7168, "NVIDIA_H200"));
+        std::fs::write(&shipped, "{\"1\": {}}").unwrap();
+        let e = run(a.clone()).unwrap_err().to_string();
+        assert!(e.contains("no earlier synth export wrote it") && e.contains("N=1536,K=7168"), "{e}");
+        assert_eq!(std::fs::read_to_string(&shipped).unwrap(), "{\"1\": {}}");
+        assert!(!a.out.join(SIDECAR).exists());
+        // Its own files it replaces; a second export of other layers keeps the first one's listed.
+        std::fs::remove_file(&shipped).unwrap();
+        run(a.clone()).unwrap();
+        run(a.clone()).unwrap();
+        let mut b = a.clone();
+        b.shapes = Some("2048:512".into());
+        run(b).unwrap();
+        let side: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(a.out.join(SIDECAR)).unwrap()).unwrap();
+        let names = |k: &str| -> Vec<String> {
+            side[k]
+                .as_array()
+                .map_or(Vec::new(), |v| v.iter().map(|e| e["file"].as_str().unwrap().to_string()).collect())
+        };
+        assert_eq!(names("files"), vec![Runtime::Vllm.file_name(2048, 512, "NVIDIA_H200")]);
+        assert_eq!(names("earlier_files"), vec![Runtime::Vllm.file_name(1536, 7168, "NVIDIA_H200")]);
+        // And the first layer can be exported again over its own earlier file.
+        run(a).unwrap();
     }
 
     #[test]

@@ -21,13 +21,13 @@ pub struct MergeArgs {
 pub fn run(args: MergeArgs) -> Result<()> {
     let report = merge_journals(&args.journals, &args.out, &Catalog::embedded())?;
     for (path, rows) in &report.inputs {
-        println!("{}: {rows} rows", path.display());
+        outln!("{}: {rows} rows", path.display());
     }
     let dup = if report.duplicates > 0 {
         format!(" ({} cells held byte for byte the same by two journals written once)", report.duplicates)
     } else {
         String::new()
     };
-    println!("merged {} journals into {}: {} rows{dup}", report.inputs.len(), args.out.display(), report.rows);
+    outln!("merged {} journals into {}: {} rows{dup}", report.inputs.len(), args.out.display(), report.rows);
     Ok(())
 }

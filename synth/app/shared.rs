@@ -33,14 +33,10 @@ pub fn published_rule(catalog: &Catalog) -> anyhow::Result<Rule> {
     crate::rule::parse_any(PUBLISHED_RULE, catalog).map_err(|e| anyhow::anyhow!("published rule: {e}"))
 }
 
-/// Writes `text` to stdout; a closed pipe (`synth run | head`) is not an error.
+/// Writes `text` to stdout; a closed pipe (`synth run | head`) is not an error (see [`crate::stdout`]).
 pub fn emit(text: &str) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(anyhow::anyhow!("cannot write to stdout: {e}")),
-        _ => Ok(()),
-    }
+    out!("{text}");
+    Ok(())
 }
 
 /// A configuration or policy name for the terminal: control, bidi and line-breaking characters shown as
