@@ -409,6 +409,27 @@ fn a_proposal_without_a_valid_rule_is_refused_with_the_parse_error() {
 }
 
 #[test]
+fn a_second_search_into_the_same_directory_keeps_the_first_ones_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let search = || {
+        run_bounded(
+            synth().args(["search", "--iterations", "1", "--offspring", "1", "--quiet"]).arg("--out").arg(&out_dir),
+            Duration::from_secs(300),
+        )
+        .0
+    };
+    let first = search();
+    assert!(first.status.success(), "{}", text(&first));
+    let trace = std::fs::read(out_dir.join("trace.jsonl")).unwrap();
+    let again = search();
+    let msg = text(&again);
+    assert_eq!(again.status.code(), Some(1), "{msg}");
+    assert!(msg.contains("holds the attempts of an earlier run") && msg.contains("--resume"), "{msg}");
+    assert_eq!(std::fs::read(out_dir.join("trace.jsonl")).unwrap(), trace, "the earlier trace is kept");
+}
+
+#[test]
 fn resuming_a_trace_of_other_settings_or_garbage_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("out");

@@ -159,7 +159,10 @@ fn rewrite_with_the_model_turns_build_errors_and_mismatches_into_feedback() {
         .args(["rewrite", "--task", spec.to_str().unwrap(), "--agent", "openai", "--base-url", &s.url])
         .args(["--chat-model", &s.model, "--iterations", "2", "--offspring", "2", "--agent-timeout", "900"])
         .args(["--context-tokens", "4096", "--max-tokens", "512", "--out", out.to_str().unwrap()]));
-    assert!(ok, "{log}");
+    // The loop completes: a result, or the one error saying that no proposal built and ran (a small
+    // model often writes none that does); either way every attempt is in the trace and the report.
+    assert!(ok || log.contains("every one of the 4 proposals failed"), "{log}");
+    assert!(out.join("report.txt").is_file(), "{log}");
     let attempts = trace(&out.join("trace.jsonl"));
     assert_eq!(attempts.len(), 5, "{log}");
     let answered = check_proposals(&attempts, &log);

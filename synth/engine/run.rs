@@ -251,7 +251,18 @@ pub fn run_loop_with(
             }
             Some(TraceWriter::append_after(path, contents.valid_len)?)
         }
-        Some(path) => Some(TraceWriter::create(path)?),
+        Some(path) => {
+            // A trace of an earlier run holds its attempts (agents' answers, perhaps paid for): it is
+            // continued with --resume or kept, never silently started over.
+            if std::fs::metadata(path).is_ok_and(|m| m.len() > 0) {
+                bail!(
+                    "{} holds the attempts of an earlier run; pass --resume to continue it, or another --out \
+                     (or move the trace away) to start over (nothing was changed)",
+                    path.display()
+                );
+            }
+            Some(TraceWriter::create(path)?)
+        }
     };
     let resumed = loaded.len();
 
