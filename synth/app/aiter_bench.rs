@@ -226,16 +226,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     if args.dry_run || args.plan_only.is_some() {
         // Only read: a torn last line is reported, not cut.
         let done: BTreeSet<Shape> = if args.out.exists() {
-            let contents = crate::measure::journal::read_for_resume(&args.out, &catalog)?;
-            if let Some(torn) = &contents.torn {
-                eprintln!(
-                    "journal {}:{}: the last line has no line end ({} bytes, an interrupted write): it is not counted \
-                     as measured; a measuring run cuts it and measures that shape again",
-                    args.out.display(),
-                    torn.line,
-                    torn.bytes
-                );
-            }
+            let contents = crate::measure::journal::read_for_planning(&args.out, &catalog, "shape")?;
             contents.rows.iter().map(|(_, r)| r).filter(|r| r.recheck == 0).map(shape_of).collect()
         } else {
             BTreeSet::new()

@@ -6,7 +6,7 @@ use super::aiter_args::Backend;
 use super::bench_args::{bench_grid, check_plan_path, parse_configs, print_summary, write_plan, Family};
 use crate::catalog::{Catalog, Instance};
 use crate::measure::driver::{DeviceInfo, Harness, PROBE_LIMIT};
-use crate::measure::journal::{check_resumable, read_for_resume, CellResult, ExpectedDevice, Journal};
+use crate::measure::journal::{check_resumable, read_for_planning, CellResult, ExpectedDevice, Journal};
 use crate::measure::plan::{build_plan, build_triton_plan, PlanCell, PlanSpec, SplitKMode, TritonPlanSpec};
 use crate::measure::pool::{probe_all, Pool, PoolEvent, DEFAULT_RETRIES};
 use crate::measure::shard::{deal_by_shape, shard_plan};
@@ -167,16 +167,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     // A dry run or plan export only reads the journal: it creates none, takes no lock, cuts no torn line.
     let (journal, todo) = if only_plan {
         let done: std::collections::HashSet<_> = if args.out.exists() {
-            let contents = read_for_resume(&args.out, &catalog)?;
-            if let Some(torn) = &contents.torn {
-                eprintln!(
-                    "journal {}:{}: the last line has no line end ({} bytes, an interrupted write): it is not counted \
-                     as measured; a measuring run cuts it and measures that cell again",
-                    args.out.display(),
-                    torn.line,
-                    torn.bytes
-                );
-            }
+            let contents = read_for_planning(&args.out, &catalog, "cell")?;
             check_resumable(&args.out, contents.rows.first().map(|(l, r)| (*l, r)), &expected)?;
             contents.rows.iter().map(|(_, r)| r.key()).collect()
         } else {

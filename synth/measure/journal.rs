@@ -283,6 +283,22 @@ pub struct TornLine {
     keep: usize,
 }
 
+/// [`read_for_resume`], saying on stderr when the last line is torn (`unit`: what a measuring run measures
+/// again there, "cell" or "shape").
+pub fn read_for_planning(path: &Path, catalog: &Catalog, unit: &str) -> Result<JournalContents> {
+    let contents = read_for_resume(path, catalog)?;
+    if let Some(torn) = &contents.torn {
+        eprintln!(
+            "journal {}:{}: the last line has no line end ({} bytes, an interrupted write): it is not counted as \
+             measured; a measuring run cuts it and measures that {unit} again",
+            path.display(),
+            torn.line,
+            torn.bytes
+        );
+    }
+    Ok(contents)
+}
+
 /// Reads the journal at `path` for a run that only plans (`--dry-run`, `--plan-only`): the checks of
 /// [`Journal::open`] (a regular file, not too large, not compressed, the header, one device), but nothing is
 /// changed: a torn last line is reported in [`JournalContents::torn`], not cut, and no lock is taken.

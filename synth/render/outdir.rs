@@ -350,7 +350,14 @@ fn remove_stale_in(parent: &Path, prefix: &str) {
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let Some(rest) = name.strip_prefix(prefix) else { continue };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        // Only a name of exactly this tool's form, `<prefix><pid>-<n>`, and only a directory.
+        let Some((pid, n)) = rest.split_once('-') else { continue };
+        let (Ok(pid), true) = (pid.parse::<u32>(), !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) else {
+            continue;
+        };
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
         if pid != std::process::id() && !process_alive(pid) {
             let _ = std::fs::remove_dir_all(e.path());
         }
