@@ -292,16 +292,20 @@ mod tests {
         assert_eq!(keys, vec![(1, VLLM_DEFAULT)]);
     }
 
-    #[test]
-    fn random_step_functions_are_exact_at_every_m() {
-        // Deterministic pseudo-random runs (xorshift), lengths 1..=700, configs from a small pool.
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = || {
+    /// A deterministic pseudo-random sequence (xorshift64) from `seed`.
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             x
-        };
+        }
+    }
+
+    #[test]
+    fn random_step_functions_are_exact_at_every_m() {
+        // Deterministic pseudo-random runs (xorshift), lengths 1..=700, configs from a small pool.
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         for _ in 0..40 {
             let max_m = 1 + (next() % 5000) as usize;
             let mut wanted = Vec::with_capacity(max_m);
@@ -344,13 +348,7 @@ mod tests {
     fn local_proof_drops_the_same_keys_as_a_whole_range_one() {
         // Alternating configs (a key at every M: the case the local proof exists for), short runs and
         // long runs, against the whole-range choice and the runtime lookup at every M.
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         let alternating: Vec<TritonConfig> = (0..300).map(|i| cfg(i % 2)).collect();
         let mut cases = vec![alternating];
         for max_run in [1u64, 3, 40, 400] {
