@@ -546,3 +546,14 @@ fn a_reader_that_closed_its_pipe_ends_the_output_quietly() {
         assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn output_that_cannot_be_written_is_an_error() {
+    // A redirect to a full disk: the command finishes its work and exits 1, saying the output is incomplete.
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let out = synth().arg("instances").stdout(Stdio::from(full)).stderr(Stdio::piped()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot write to standard output") && err.contains("incomplete"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
