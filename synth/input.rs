@@ -19,10 +19,26 @@ fn mib(bytes: u64) -> String {
 
 /// The whole file at `path`, or an error (kind `InvalidData`) when it holds more than `cap` bytes; `what`
 /// names the kind of file in that message.
+///
+/// A FIFO (named pipe) is read as a pipe from a program (`--rule <(...)`) is, but never waited on: opening
+/// it does not block for a writer, and one that no program writes to is an error naming it.
 pub fn read_bytes_capped(path: &Path, cap: u64, what: &str) -> std::io::Result<Vec<u8>> {
-    let file = std::fs::File::open(path)?;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    let meta = file.metadata()?;
+    let fifo = meta.file_type().is_fifo();
+    if fifo {
+        // Reads block again (for data of the program writing), only the open above did not.
+        set_blocking(&file)?;
+    }
     let mut bytes = Vec::new();
-    file.take(cap + 1).read_to_end(&mut bytes)?;
+    (&file).take(cap + 1).read_to_end(&mut bytes)?;
+    if fifo && bytes.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "it is a FIFO (named pipe) that no program is writing to; pass the file itself",
+        ));
+    }
     if bytes.len() as u64 > cap {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -34,6 +50,18 @@ pub fn read_bytes_capped(path: &Path, cap: u64, what: &str) -> std::io::Result<V
         ));
     }
     Ok(bytes)
+}
+
+/// Clears `O_NONBLOCK` on an open file.
+pub(crate) fn set_blocking(file: &std::fs::File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a descriptor this function's caller owns; F_GETFL/F_SETFL read and set its flags only.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// The two bytes every gzip member starts with (RFC 1952).
@@ -110,5 +138,35 @@ mod tests {
         std::fs::write(&gz, [0x1f, 0x8b, 0, 1, 2]).unwrap();
         let err = read_table_capped(&gz, 1 << 20, "dataset").unwrap_err();
         assert!(err.to_string().starts_with("it is not valid gzip"), "{err}");
+    }
+
+    /// A FIFO no program writes to is an error at once, not a wait for a writer; a pipe a program writes
+    /// (what `--rule <(...)` passes) is read to its end.
+    #[test]
+    fn a_fifo_is_never_waited_on_and_a_pipe_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("f.json");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let started = std::time::Instant::now();
+        let err = read_bytes_capped(&fifo, 1 << 20, "rule file").unwrap_err();
+        assert!(err.to_string().contains("FIFO (named pipe) that no program is writing to"), "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe() writes.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let writer = std::thread::spawn(move || {
+            use std::io::Write as _;
+            use std::os::fd::FromRawFd;
+            // SAFETY: the write end is this thread's alone from here on; File closes it when dropped.
+            let mut w = unsafe { std::fs::File::from_raw_fd(fds[1]) };
+            w.write_all(&b"x".repeat(100_000)).unwrap();
+        });
+        let read = read_bytes_capped(Path::new(&format!("/dev/fd/{}", fds[0])), 1 << 20, "rule file").unwrap();
+        writer.join().unwrap();
+        // SAFETY: the read end was opened by pipe() above and is closed once.
+        unsafe { libc::close(fds[0]) };
+        assert_eq!(read.len(), 100_000);
     }
 }

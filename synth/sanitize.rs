@@ -76,6 +76,11 @@ pub fn shown_with(text: &str, multiline: bool) -> String {
     out
 }
 
+/// [`shown`] of a path as the terminal shows it (a file name may hold any byte but `/` and NUL).
+pub fn shown_path(path: &std::path::Path) -> String {
+    shown(&path.display().to_string())
+}
+
 /// `text` for a one-line message: see [`shown_with`].
 pub fn shown(text: &str) -> String {
     shown_with(text, false)
@@ -112,10 +117,11 @@ pub fn shell_word(word: &str) -> String {
         return word.to_string();
     }
     let word = word.replace('\0', "<U+0000>");
-    if word.contains(['\n', '\r']) {
+    if word.chars().any(is_hazard) {
         // A line break inside '...' would split the line the command is shown on (a comment line of a
-        // generated file): bash's $'...' keeps the word on one line, every hazard character escaped.
-        // (Other hazards stay in '...', and comment lines and messages show them as code points.)
+        // generated file), and comment lines and messages show other control and format characters as
+        // code points (`<U+0009>`), which a shell would not read back: bash's $'...' keeps the word on one
+        // line, every hazard character escaped, so the line pastes as the command it was.
         let mut out = String::from("$'");
         for c in word.chars() {
             match c {
@@ -172,12 +178,21 @@ mod tests {
         assert_eq!(shell_word("a;touch PWNED;$(id).csv"), "'a;touch PWNED;$(id).csv'");
         assert_eq!(shell_word(""), "''");
         // Round trip through a shell word splitter.
-        for w in ["a b", "$(id)", "`id`", "x'y\"z", "a\\b", "\u{202E}x", "semi;colon", "~user", "*"] {
+        for w in ["a b", "$(id)", "`id`", "x'y\"z", "a\\b", "semi;colon", "~user", "*"] {
             assert_eq!(shlex::split(&shell_word(w)).unwrap(), vec![w.to_string()], "{w}");
         }
         // A word with a line break (and an escape or a bidi character) stays on one line and is printed
         // back as it was by bash.
-        for w in ["my rule\n$(touch pwned).json", "esc\u{1b}[31m\nRED", "x\u{202E}y'z\\\r\n", "tab\there\n"] {
+        // So does any other control or format character (a tab, a bidi override): comment lines show those
+        // as code points, which a shell would not read back.
+        for w in [
+            "my rule\n$(touch pwned).json",
+            "esc\u{1b}[31m\nRED",
+            "x\u{202E}y'z\\\r\n",
+            "tab\there\n",
+            "tab\there",
+            "\u{202E}x",
+        ] {
             let q = shell_word(w);
             assert!(!q.contains('\n') && !q.chars().any(is_hazard), "{q}");
             if let Ok(out) = std::process::Command::new("bash").arg("-c").arg(format!("printf '%s' {q}")).output() {

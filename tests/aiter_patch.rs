@@ -530,3 +530,33 @@ fn the_deepest_split_level_validates_and_reaches_aiter_as_kbatch_32() {
     }
     assert!(deep > 0, "some shapes have M <= 16");
 }
+
+/// The kit's options: `--shapes` within 10,000..=1,000,000 (a clear error past it, not an allocation that
+/// panics or aborts), `--shapes` / `--seed` only with `--kit`, and `--check` (change nothing) not with
+/// `--kit` (which writes); nothing is written by a refused call.
+#[test]
+fn kit_options_are_refused_where_they_do_not_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let rule = root().join("generated/rule.json");
+    let kit = dir.path().join("kit");
+    let run =
+        |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_synth")).current_dir(dir.path()).args(args).output().unwrap();
+    let rule = rule.to_str().unwrap();
+    let kit = kit.to_str().unwrap();
+    let o = run(&["aiter", "--rule", rule, "--kit", kit, "--shapes", "18446744073709551615"]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("--shapes 18446744073709551615 is more than the check needs: use at most 1000000"), "{e}");
+    let o = run(&["aiter", "--rule", rule, "--kit", kit, "--check"]);
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be used with"));
+    for extra in [["--shapes", "20000"], ["--seed", "3"]] {
+        for place in [&["--out", "p"][..], &[]] {
+            let o = run(&[&["aiter", "--rule", rule], place, &extra[..]].concat());
+            let e = String::from_utf8_lossy(&o.stderr);
+            assert!(!o.status.success(), "{e}");
+            assert!(e.contains("--kit"), "{e}");
+        }
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "a refused call writes nothing");
+}

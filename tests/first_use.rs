@@ -154,7 +154,10 @@ fn error_texts_say_what_to_do_on_one_line() {
     assert!(e.contains("--m-set log-uniform") && e.contains("--count 1 or more"), "{e}");
     assert!(!e.contains("LogUniform") && !e.contains("--max-m"), "{e}");
     let e = fails(synth(bin, root, &["shapes", "--m-set", "pow2", "--max-m", "0"]), "shapes --max-m 0");
-    assert!(e.contains("--m-set pow2 has no value up to --max-m 0; raise --max-m"), "{e}");
+    assert!(e.contains("'--max-m <MAX_M>': 0 is not in 1..=1048576"), "{e}");
+    // A --max-m past any batch a server runs would list millions of M values: refused at once.
+    let e = fails(synth(bin, root, &["shapes", "--m-set", "aiter", "--max-m", "4294967295"]), "shapes --max-m 2^32-1");
+    assert!(e.contains("4294967295 is not in 1..=1048576"), "{e}");
 
     let journal = tmp.path().join("j.csv");
     let e = fails(

@@ -670,7 +670,10 @@ fn a_failed_first_run_leaves_no_journal() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("PyTorch is not importable"), "{}", stderr(&o));
     assert!(!out.exists(), "no header-only journal is left");
+    // Nor the lock file or the directory the run created for them.
+    assert!(!dir.path().join("sub").exists(), "the run wrote nothing, so it leaves nothing");
     // An empty file is left empty; a journal with rows keeps them.
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
     std::fs::write(&out, "").unwrap();
     let o = run(&bench_args(&out, &[]), &[("FAKE_EXIT", "3")]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));

@@ -303,3 +303,199 @@ fn a_kit_that_cannot_be_written_whole_changes_nothing() {
         assert!(kit.join(f).is_file(), "{f} missing: {}", text(&o));
     }
 }
+
+// ---------------------------------------------------------------------------------------------------
+// The harness backend's journal: rows the reader would refuse, rows of another device, the lock file,
+// and AITER tuner options given to it.
+
+const FAKE_HARNESS: &str = "tests/fixtures/fake_harness.py";
+
+/// `synth bench` with the fake harness on M in {1, 16}, N = K = 5120, instances 0 and 7 (split-K auto).
+fn harness_bench(harness: &Path, out: &Path, extra: &[&str]) -> Command {
+    let mut c = synth();
+    c.current_dir(root()).args(["bench", "--m-set", "1,16", "--shapes", "5120:5120", "--instances", "0,7"]);
+    c.args(["--cu-num", "132", "--recheck-fraction", "0", "--python", "python3", "--harness"]).arg(harness);
+    c.arg("--out").arg(out).args(extra);
+    c
+}
+
+/// `synth import PATH` succeeds.
+#[track_caller]
+fn imports(path: &Path) {
+    let (o, _) = run_bounded(synth().arg("import").arg(path), Duration::from_secs(120));
+    assert!(o.status.success(), "import {}: {}", path.display(), text(&o));
+}
+
+/// A harness row the journal reader would refuse (a negative tflops, an errRatio past 1, a negative bw) is
+/// an error naming the column, and is not written: the journal keeps the first, honest row, imports, and a
+/// run without the lie resumes it to the end.
+#[test]
+fn a_row_the_journal_reader_would_refuse_is_not_written() {
+    for (patch, column) in
+        [(r#"{"tflops": -5}"#, "tflops"), (r#"{"errRatio": 1.5}"#, "errRatio"), (r#"{"bw": -1}"#, "bw")]
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("j.csv");
+        let harness = Path::new(FAKE_HARNESS);
+        let (o, _) = run_bounded(harness_bench(harness, &out, &[]).env("FAKE_PATCH", patch), Duration::from_secs(120));
+        let msg = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{patch}: {msg}");
+        assert!(msg.contains(&format!("column {column} = ")), "{patch}: {msg}");
+        assert!(msg.contains("the journal reader would refuse it"), "{patch}: {msg}");
+        assert!(msg.contains("the row was not written"), "{patch}: {msg}");
+        assert_eq!(journal_rows(&out), 1, "{patch}: only the first row: {}", std::fs::read_to_string(&out).unwrap());
+        imports(&out);
+        let (again, _) = run_bounded(&mut harness_bench(harness, &out, &[]), Duration::from_secs(120));
+        assert!(again.status.success(), "{patch}: {}", text(&again));
+        assert!(text(&again).contains("1 already in"), "{patch}: {}", text(&again));
+        assert!(journal_rows(&out) > 1);
+        imports(&out);
+    }
+}
+
+/// A row from another device than the harness probe reported is refused before it is written: a backend
+/// (runtime and version) that changes from the second row on (which the check of each row against the
+/// run's first row does not compare) ...
+#[test]
+fn a_row_of_another_backend_than_the_probe_is_not_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("j.csv");
+    let (o, _) = run_bounded(
+        harness_bench(Path::new(FAKE_HARNESS), &out, &[]).env("FAKE_PATCH", r#"{"backend": "other-2.0"}"#),
+        Duration::from_secs(120),
+    );
+    let msg = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{msg}");
+    assert!(msg.contains("backend (runtime and version) differs"), "{msg}");
+    assert!(msg.contains("backend \"other-2.0\"") && msg.contains("backend \"fake-1.0\""), "{msg}");
+    assert!(msg.contains("the row was not written"), "{msg}");
+    let written = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(journal_rows(&out), 1, "{written}");
+    assert!(!written.contains("other-2.0"), "{written}");
+    imports(&out);
+    // The journal resumes with the honest harness.
+    let (again, _) = run_bounded(&mut harness_bench(Path::new(FAKE_HARNESS), &out, &[]), Duration::from_secs(120));
+    assert!(again.status.success(), "{}", text(&again));
+    imports(&out);
+}
+
+/// ... and a harness whose rows, from the first on, name another device than its probe did: not one row is
+/// written.
+#[test]
+fn rows_of_another_device_than_the_probe_are_not_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let harness = dir.path().join("harness.py");
+    std::fs::write(
+        &harness,
+        format!(
+            "import os, runpy, sys\n\
+             if '--probe' in sys.argv:\n    os.environ['FAKE_DEVICE_NAMES'] = '0=Probe GPU'\n\
+             sys.argv[0] = {0:?}\n\
+             runpy.run_path({0:?}, run_name='__main__')\n",
+            root().join(FAKE_HARNESS).display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("j.csv");
+    let (o, _) = run_bounded(&mut harness_bench(&harness, &out, &[]), Duration::from_secs(120));
+    let msg = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{msg}");
+    assert!(msg.contains("its device differs"), "{msg}");
+    assert!(msg.contains("\"Fake GPU\"") && msg.contains("\"Probe GPU\""), "{msg}");
+    assert!(msg.contains("the row was not written"), "{msg}");
+    assert_eq!(journal_rows(&out), 0, "{}", std::fs::read_to_string(&out).unwrap_or_default());
+}
+
+/// The journal lock `<out>.lock`: a file of the user's already there (not the `pid ...` line bench writes)
+/// is in the way and stays as it was; an empty file or an old lock is taken over.
+#[test]
+fn a_user_file_at_the_lock_path_is_in_the_way_and_kept() {
+    let harness = Path::new(FAKE_HARNESS);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("j.csv");
+    let lock = dir.path().join("j.csv.lock");
+    for notes in ["my notes\n", "{\"M\": 1}\n", "PID 12: not ours"] {
+        std::fs::write(&lock, notes).unwrap();
+        let (o, _) = run_bounded(&mut harness_bench(harness, &out, &[]), Duration::from_secs(120));
+        let msg = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{notes:?}: {msg}");
+        assert!(msg.contains(&format!("{} is in the way", lock.display())), "{notes:?}: {msg}");
+        assert_eq!(std::fs::read_to_string(&lock).unwrap(), notes, "the file at the lock path was changed");
+        assert!(!out.exists(), "{notes:?}: the journal was written");
+    }
+    for old in ["", "pid 12345: synth bench --out j.csv"] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("j.csv");
+        let lock = dir.path().join("j.csv.lock");
+        std::fs::write(&lock, old).unwrap();
+        let (o, _) = run_bounded(&mut harness_bench(harness, &out, &[]), Duration::from_secs(120));
+        assert!(o.status.success(), "{old:?}: {}", text(&o));
+        let now = std::fs::read_to_string(&lock).unwrap();
+        assert!(now.starts_with("pid ") && now != old, "{old:?}: {now}");
+        assert!(journal_rows(&out) > 0);
+    }
+}
+
+/// `bench --plan-only <out>.lock` is refused: the next run on that journal would replace the plan.
+#[test]
+fn plan_only_to_the_journal_lock_file_is_refused() {
+    let harness = Path::new(FAKE_HARNESS);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("j.csv");
+    let lock = dir.path().join("j.csv.lock");
+    let (o, _) = run_bounded(
+        &mut harness_bench(harness, &out, &["--plan-only", lock.to_str().unwrap()]),
+        Duration::from_secs(120),
+    );
+    let msg = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{msg}");
+    assert!(msg.contains("lock file"), "{msg}");
+    assert!(!lock.exists() && !out.exists(), "{msg}");
+    // The same with the lock of an earlier run there: it stays as it was.
+    let (first, _) = run_bounded(&mut harness_bench(harness, &out, &[]), Duration::from_secs(120));
+    assert!(first.status.success(), "{}", text(&first));
+    let before = std::fs::read(&lock).unwrap();
+    let (o, _) = run_bounded(
+        &mut harness_bench(harness, &out, &["--plan-only", lock.to_str().unwrap()]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("lock file"), "{}", text(&o));
+    assert_eq!(std::fs::read(&lock).unwrap(), before);
+    // Another plan path is fine.
+    let plan = dir.path().join("plan.jsonl");
+    let (o, _) = run_bounded(
+        &mut harness_bench(harness, &dir.path().join("k.csv"), &["--plan-only", plan.to_str().unwrap()]),
+        Duration::from_secs(120),
+    );
+    assert!(o.status.success() && plan.is_file(), "{}", text(&o));
+}
+
+/// Options of the AITER tuner given to the harness backend are refused, never silently ignored; nothing is
+/// measured or written.
+#[test]
+fn aiter_tuner_options_are_refused_by_the_harness_backend() {
+    let harness = Path::new(FAKE_HARNESS);
+    for (args, flag) in [
+        (&["--err-ratio", "NaN"][..], "--err-ratio"),
+        (&["--err-ratio", "0.2"], "--err-ratio"),
+        (&["--tuner-batch", "0"], "--tuner-batch"),
+        (&["--mp", "2"], "--mp"),
+        (&["--aiter-dir", "/x"], "--aiter-dir"),
+        (&["--libtype", "ck"], "--libtype"),
+        (&["--tuner-arg=--x"], "--tuner-arg"),
+        (&["--warmup", "3"], "--warmup"),
+        (&["--iters", "20"], "--iters"),
+        (&["--timeout", "60"], "--timeout"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("j.csv");
+        let log = dir.path().join("cells.log");
+        let (o, _) = run_bounded(harness_bench(harness, &out, args).env("FAKE_LOG", &log), Duration::from_secs(120));
+        let msg = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {msg}");
+        assert!(msg.contains(&format!("{flag} is an option of the AITER tuner")), "{args:?}: {msg}");
+        assert!(msg.contains("applies to --backend aiter"), "{args:?}: {msg}");
+        assert!(!out.exists() && !log.exists(), "{args:?}: measured or wrote: {msg}");
+    }
+}

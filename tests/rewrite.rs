@@ -559,3 +559,151 @@ fn result_line_extraction() {
     let r = extract_result("RES {\"ok\": true, \"t\": 7}\n", &custom).unwrap();
     assert_eq!(r.latency_us, Some(7.0));
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Where a rewrite writes: tasks whose name or target file name collide with the output directory's own
+// names, all-or-nothing outputs, and the counts the argument parser refuses. The "kernel" is a shell
+// script with one knob (latency 10 - V, correct for every V), so these need no compiler.
+
+/// A task directory `dir/<root>/` whose target `<root>/<target>` declares the knob V, and its spec
+/// `dir/<spec_file>` (with `name = <name>` when given, else the spec's file stem names the task).
+fn knob_task(dir: &Path, spec_file: &str, name: Option<&str>, root: &str, target: &str) -> PathBuf {
+    let r = dir.join(root);
+    fs::create_dir_all(&r).unwrap();
+    fs::write(r.join(target), "# synth:knob V 1 2 3\nV=1\n").unwrap();
+    fs::write(
+        r.join("test.sh"),
+        format!(". ./{target}\necho \"GEMMSYNTH_RESULT {{\\\"correct\\\": true, \\\"latency_us\\\": $((10 - V))}}\"\n"),
+    )
+    .unwrap();
+    let name = name.map(|n| format!("name = {n:?}\n")).unwrap_or_default();
+    let spec = dir.join(spec_file);
+    fs::write(
+        &spec,
+        format!(
+            "{name}target = \"{root}/{target}\"\n[workdir]\nroot = \"{root}\"\n[test]\ncommand = \"sh test.sh\"\n\
+             timeout_s = 20\n"
+        ),
+    )
+    .unwrap();
+    spec
+}
+
+fn rewrite(args: &[&str], out: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_synth"))
+        .arg("rewrite")
+        .args(args)
+        .args(["--agent", "knobs", "--iterations", "1", "--offspring", "2", "--quiet", "--out"])
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+fn text(o: &std::process::Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> =
+        fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_suite_task_named_dot_dot_writes_inside_the_output_directory() {
+    // Once, a task named ".." wrote its report, trace and winner into the parent of --out.
+    for (spec_file, name) in [("a.toml", Some("..")), ("...toml", None)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let suite = tmp.path().join("suite");
+        fs::create_dir_all(&suite).unwrap();
+        knob_task(&suite, spec_file, name, "k", "kernel.sh");
+        let parent = tmp.path().join("parent");
+        fs::create_dir_all(&parent).unwrap();
+        let out = parent.join("out");
+        let r = rewrite(&["--suite", suite.to_str().unwrap()], &out);
+        assert!(r.status.success(), "{spec_file}: {}", text(&r));
+        assert_eq!(names(&parent), ["out"], "{spec_file}: written beside --out: {}", text(&r));
+        assert_eq!(names(&out), ["suite.json", "suite.md", "suite.svg", "task__"], "{spec_file}");
+        let task = out.join("task__");
+        for f in ["report.json", "report.txt", "trace.jsonl", "kernel.sh"] {
+            assert!(task.join(f).is_file(), "{spec_file}: no task__/{f}: {:?}", names(&task));
+        }
+        let summary: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(out.join("suite.json")).unwrap()).unwrap();
+        assert_eq!(summary["tasks"][0]["task"], "..", "{spec_file}: the summary keeps the task's own name");
+    }
+}
+
+#[test]
+fn a_target_named_like_a_report_gets_its_winner_under_another_name() {
+    for target in ["report.txt", "trace.jsonl", "report.json"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let spec = knob_task(tmp.path(), "t.toml", None, "k", target);
+        let out = tmp.path().join("out");
+        let r = rewrite(&["--task", spec.to_str().unwrap()], &out);
+        assert!(r.status.success(), "{target}: {}", text(&r));
+        let winner = fs::read_to_string(out.join(format!("winner-{target}"))).unwrap();
+        assert!(winner.starts_with("# synth:knob V 1 2 3\nV=") && !winner.contains("V=1"), "{target}: {winner}");
+        let report: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+        assert_eq!(report["winner"]["path"], out.join(format!("winner-{target}")).to_str().unwrap(), "{target}");
+        let txt = fs::read_to_string(out.join("report.txt")).unwrap();
+        assert!(txt.contains("winner: #"), "{target}: report.txt is not the text report: {txt}");
+        // The trace is the loop's, one attempt a line.
+        let trace = fs::read_to_string(out.join("trace.jsonl")).unwrap();
+        assert!(!trace.is_empty(), "{target}");
+        for l in trace.lines() {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{target}: {e}: {l}"));
+            assert!(v.get("id").is_some(), "{target}: {l}");
+        }
+    }
+}
+
+#[test]
+fn rewrite_outputs_are_written_all_or_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = knob_task(tmp.path(), "t.toml", None, "k", "kernel.sh");
+    let out = tmp.path().join("out");
+    fs::create_dir_all(out.join("report.json")).unwrap();
+    let r = rewrite(&["--task", spec.to_str().unwrap()], &out);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    assert!(text(&r).contains("a directory is in the way"), "{}", text(&r));
+    // The trace is written during the loop; the files of the run's end are not, none of them.
+    assert!(!out.join("candidates").exists(), "{:?}", names(&out));
+    assert!(!out.join("kernel.sh").exists(), "{:?}", names(&out));
+    assert!(!out.join("report.txt").exists(), "{:?}", names(&out));
+    assert!(out.join("report.json").is_dir());
+    for n in names(&out) {
+        assert!(["report.json", "trace.jsonl", "trace.jsonl.settings.json", "work"].contains(&n.as_str()), "{n}");
+    }
+}
+
+#[test]
+fn rewrite_counts_out_of_range_are_refused_by_the_argument_parser() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = knob_task(tmp.path(), "t.toml", None, "k", "kernel.sh");
+    let spec = spec.to_str().unwrap();
+    let out = tmp.path().join("out");
+    for (args, needle) in [
+        (&["--task", spec, "--threads", "100000"][..], "100000 is not in 0..=256"),
+        (&["--suite", tmp.path().to_str().unwrap(), "--jobs", "0"][..], "0 is not in 1..=64"),
+    ] {
+        let r = rewrite(args, &out);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {}", text(&r));
+        assert!(String::from_utf8_lossy(&r.stderr).contains(needle), "{args:?}: {}", text(&r));
+        assert!(!out.exists(), "{args:?} ran");
+    }
+}
+
+#[test]
+fn rewrite_jobs_without_a_suite_is_an_error() {
+    // --jobs runs the tasks of a suite side by side; with one --task it would be silently ignored.
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = knob_task(tmp.path(), "t.toml", None, "k", "kernel.sh");
+    let out = tmp.path().join("out");
+    let r = rewrite(&["--task", spec.to_str().unwrap(), "--jobs", "2"], &out);
+    assert!(!r.status.success(), "{}", text(&r));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("--suite"), "{}", text(&r));
+    assert!(!out.exists(), "it ran: {}", text(&r));
+}

@@ -366,3 +366,237 @@ fn summary_matches_an_independent_count() {
         8172
     );
 }
+
+#[test]
+fn a_cell_has_at_most_one_recheck_row() {
+    // One recheck row per cell (as `synth bench` writes them) stays fine ...
+    let one = format!(
+        "{HEADER},recheck\n{},0\n{},1\n{},1\n",
+        row(16, 8, "16.0", ID8),
+        row(16, 8, "16.4", ID8),
+        row(16, 0, "20.5", ID0)
+    );
+    assert_eq!(parse(&one).unwrap().len(), 3);
+    // ... a second one of the same cell is refused on its line, naming the first.
+    let two = format!("{one}{},1\n", row(16, 8, "16.9", ID8));
+    let e = expect_err(&two, 5, "kernelId", Some("8"), "duplicate recheck row");
+    assert!(e.to_string().contains("already re-measured on line 3"), "{e}");
+    // The same for a recheck row whose cell has no measurement row.
+    let orphan = format!("{HEADER},recheck\n{},1\n{},1\n", row(48, 8, "18.0", ID8), row(48, 8, "18.2", ID8));
+    let e = parse(&orphan).unwrap_err();
+    assert_eq!((e.line, e.column.as_deref()), (Some(3), Some("kernelId")), "{e}");
+    assert!(e.to_string().contains("duplicate recheck row"), "{e}");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// `synth import` and `synth merge` through the binary.
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn synth() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_synth"));
+    c.current_dir(env!("CARGO_MANIFEST_DIR"));
+    c
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// Runs `cmd` to completion, or kills it after `limit` and fails (a hang).
+fn run_bounded(cmd: &mut Command, limit: Duration) -> (Output, Duration) {
+    use std::io::Read;
+    use wait_timeout::ChildExt;
+    let started = Instant::now();
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let (mut so, mut se) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let t_out = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = so.read_to_end(&mut b);
+        b
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = se.read_to_end(&mut b);
+        b
+    });
+    let status = match child.wait_timeout(limit).unwrap() {
+        Some(s) => s,
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the command hung (killed after {limit:?}): {cmd:?}");
+        }
+    };
+    (Output { status, stdout: t_out.join().unwrap(), stderr: t_err.join().unwrap() }, started.elapsed())
+}
+
+/// `synth import ARGS`, which must succeed: its standard output.
+#[track_caller]
+fn import_ok(args: &[&std::ffi::OsStr]) -> String {
+    let (o, _) = run_bounded(synth().arg("import").args(args), Duration::from_secs(120));
+    assert!(o.status.success(), "import {args:?}: {}", text(&o));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// The value of the overview line `key` (`rows`, `candidates`, ...).
+#[track_caller]
+fn overview_line<'a>(out: &'a str, key: &str) -> &'a str {
+    out.lines()
+        .find_map(|l| l.strip_prefix(key).filter(|_| l.as_bytes().get(16).is_some_and(|b| *b != b' ')))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no {key} line in:\n{out}"))
+}
+
+/// A journal of libtype triton rows only (`bench --family triton` with the fake harness, 2 shapes x 2
+/// configs) imports: its matrix holds the triton configs.
+#[test]
+fn import_reads_a_triton_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("triton.csv");
+    let (o, _) = run_bounded(
+        synth()
+            .args(["bench", "--family", "triton", "--m-set", "16,1", "--shapes", "5120:4096", "--configs"])
+            .args(["triton_bm64_bn128_bk128_g32_w4_s2,triton_bm16_bn32_bk128_g1_w4_s5", "--recheck-fraction", "0"])
+            .args(["--python", "python3", "--harness", "tests/fixtures/fake_harness.py", "--out"])
+            .arg(&out),
+        Duration::from_secs(120),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let shown = import_ok(&[out.as_os_str()]);
+    assert_eq!(overview_line(&shown, "rows"), "4 (0 recheck)", "{shown}");
+    assert_eq!(overview_line(&shown, "candidates"), "2 measured: triton:#45700125 triton:#67703222", "{shown}");
+    assert_eq!(overview_line(&shown, "cells"), "4 ok, 0 invalid, 0 missing", "{shown}");
+    assert_eq!(overview_line(&shown, "shapes"), "2 (2 M values in 1..=16, 1 layers)", "{shown}");
+    assert!(!shown.contains("outside the matrix"), "{shown}");
+
+    // A hand-written one of one config, with a recheck row, too.
+    use gemm_synth::catalog::triton::VLLM_DEFAULT;
+    let name = VLLM_DEFAULT.name();
+    let id = VLLM_DEFAULT.kernel_id();
+    let header = "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio,status,recheck";
+    let line = |m: u32, us: f64, recheck: u8| {
+        format!("sm_90,132,{m},1280,8192,triton,{id},0,{us},{name},1,1,0.0,ok,{recheck}")
+    };
+    let hand = dir.path().join("hand.csv");
+    std::fs::write(&hand, format!("{header}\n{}\n{}\n{}\n", line(32, 52.5, 0), line(64, 60.0, 0), line(32, 53.0, 1)))
+        .unwrap();
+    let shown = import_ok(&[hand.as_os_str()]);
+    assert_eq!(overview_line(&shown, "rows"), "3 (1 recheck)", "{shown}");
+    assert_eq!(overview_line(&shown, "candidates"), format!("1 measured: triton:#{id}"), "{shown}");
+}
+
+/// A vendor reference CSV (libtype vendor rows only) imports: one candidate, `vendor`.
+#[test]
+fn import_reads_a_vendor_reference_csv() {
+    let path = root().join("measurements/h200/vendor-qwen3-32b-tp2.csv");
+    let shown = import_ok(&[path.as_os_str()]);
+    assert_eq!(overview_line(&shown, "rows"), "400 (0 recheck)", "{shown}");
+    assert_eq!(overview_line(&shown, "candidates"), "1 measured: vendor", "{shown}");
+    assert_eq!(overview_line(&shown, "device"), "sm_90, 132 CUs, NVIDIA H200", "{shown}");
+    assert_eq!(overview_line(&shown, "cells"), "400 ok, 0 invalid, 0 missing", "{shown}");
+}
+
+/// With CK legacy rows in the file, the matrix holds those, and the CK-tile rows are counted outside it.
+#[test]
+fn import_counts_cktile_rows_outside_the_ck_matrix() {
+    let path = root().join("measurements/mi300x/a8w8_blockscale_tuned_gemm_glm5_1.csv");
+    let shown = import_ok(&[path.as_os_str()]);
+    assert_eq!(overview_line(&shown, "rows"), "1510 (0 recheck, 1 cktile outside the matrix)", "{shown}");
+    assert!(!overview_line(&shown, "candidates").contains("cktile"), "{shown}");
+    let json = import_ok(&[path.as_os_str(), "--format".as_ref(), "json".as_ref()]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["outside_matrix_rows"], serde_json::json!({"cktile": 1}), "{json}");
+    // A CK journal without other libtypes has nothing outside the matrix to report.
+    let path = root().join("measurements/h200/qwen3-32b-tp2.csv");
+    let shown = import_ok(&[path.as_os_str()]);
+    assert_eq!(overview_line(&shown, "rows"), "7425 (354 recheck)", "{shown}");
+}
+
+/// The rows of `path` (a CSV with a header) split in two journals: those with M below `m` and the rest.
+fn split_journal(path: &Path, m: u32, a: &Path, b: &Path) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    let (mut first, mut second) = (format!("{header}\n"), format!("{header}\n"));
+    for l in lines {
+        let this: u32 = l.split(',').nth(2).unwrap().parse().unwrap();
+        if this < m { &mut first } else { &mut second }.push_str(&format!("{l}\n"));
+    }
+    std::fs::write(a, first).unwrap();
+    std::fs::write(b, second).unwrap();
+}
+
+/// File names and device names with control characters (an ANSI colour sequence) reach the terminal
+/// escaped, as code points: `import` and `merge` write no raw ESC byte.
+#[test]
+fn import_and_merge_escape_control_characters_in_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let esc = "\u{1b}[31m";
+    let journal = root().join("measurements/h200/qwen3-32b-tp2.csv");
+    let named = dir.path().join(format!("a{esc}b.csv"));
+    std::fs::copy(&journal, &named).unwrap();
+    let (o, _) = run_bounded(synth().arg("import").arg(&named), Duration::from_secs(120));
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!o.stdout.contains(&0x1b), "a raw ESC in: {}", text(&o));
+    let shown = String::from_utf8(o.stdout).unwrap();
+    assert!(overview_line(&shown, "file").ends_with("a<U+001B>[31mb.csv"), "{shown}");
+
+    let device = dir.path().join("device.csv");
+    std::fs::write(&device, std::fs::read_to_string(&journal).unwrap().replace("NVIDIA H200", &format!("NV{esc}X")))
+        .unwrap();
+    let (o, _) = run_bounded(synth().arg("import").arg(&device), Duration::from_secs(120));
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!o.stdout.contains(&0x1b), "a raw ESC in: {}", text(&o));
+    let shown = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(overview_line(&shown, "device"), "sm_90, 132 CUs, NV<U+001B>[31mX", "{shown}");
+
+    let (a, b) = (dir.path().join(format!("one{esc}.csv")), dir.path().join(format!("two{esc}.csv")));
+    split_journal(&device, 256, &a, &b);
+    let merged = dir.path().join(format!("all{esc}.csv"));
+    let (o, _) = run_bounded(synth().arg("merge").arg(&a).arg(&b).arg("--out").arg(&merged), Duration::from_secs(120));
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!o.stdout.contains(&0x1b) && !o.stderr.contains(&0x1b), "a raw ESC in: {}", text(&o));
+    let shown = String::from_utf8(o.stdout).unwrap();
+    assert!(shown.contains("one<U+001B>[31m.csv: ") && shown.contains("two<U+001B>[31m.csv: "), "{shown}");
+    assert!(shown.contains("all<U+001B>[31m.csv: 7425 rows"), "{shown}");
+    assert!(merged.is_file());
+}
+
+/// A FIFO that no program writes to is an error naming it at once; `import` never waits for a writer.
+#[test]
+fn import_of_a_fifo_without_a_writer_fails_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe.csv");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let (o, took) = run_bounded(synth().arg("import").arg(&fifo), Duration::from_secs(60));
+    let msg = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{msg}");
+    assert!(msg.contains("FIFO") && msg.contains("pipe.csv"), "{msg}");
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    // One a program writes to is read as that program's output (`import <(zcat j.csv.gz)` style). The test
+    // holds the FIFO open for reading and writing, so the writer is there before import opens it.
+    let writer = std::fs::OpenOptions::new().read(true).write(true).open(&fifo).unwrap();
+    // The pipe holds one page: the writer is still there, blocked on the rest, when import opens the FIFO.
+    // SAFETY: fcntl on a descriptor this test owns; F_SETPIPE_SZ sets its pipe's capacity only.
+    let pipe = unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&writer), libc::F_SETPIPE_SZ, 4096) };
+    let data = std::fs::read(root().join("measurements/h200/qwen3-32b-tp2.csv")).unwrap();
+    assert!(pipe > 0 && data.len() > pipe as usize, "{pipe} {}", data.len());
+    let feeder = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut w = writer;
+        w.write_all(&data).unwrap();
+        // Dropping the only writer ends the data.
+    });
+    let (o, _) = run_bounded(synth().arg("import").arg(&fifo), Duration::from_secs(60));
+    assert!(o.status.success(), "{}", text(&o));
+    feeder.join().unwrap();
+    let shown = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(overview_line(&shown, "rows"), "7425 (354 recheck)", "{shown}");
+}

@@ -1291,3 +1291,22 @@ fn the_zoo_manifest_opens_with_its_compressed_journals() {
     assert_eq!(pool[pool.len() - 2..], ["llama-3.1-405b-tp8", "mistral-large-2411-tp8"]);
     assert_eq!(data.train_configs, 8);
 }
+
+/// `synth shapes --help` names every built-in model, and an unknown model's error lists them and offers
+/// only options a command has (a spec file with --spec, or --shapes where there is no --spec).
+#[test]
+fn the_help_and_the_unknown_model_error_name_every_built_in_model() {
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_synth")).args(["shapes", "--help"]).output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap().replace('\n', " ");
+    let bench = std::process::Command::new(env!("CARGO_BIN_EXE_synth"))
+        .args(["bench", "--model", "nope", "--out", "x.csv", "--dry-run", "--cu-num", "132"])
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    let e = String::from_utf8(bench.stderr).unwrap();
+    for name in ModelSpec::builtin_names() {
+        assert!(help.contains(name), "shapes --help does not name {name}");
+        assert!(e.contains(name), "{e}");
+    }
+    assert!(e.contains("--shapes N:K"), "{e}");
+}

@@ -27,6 +27,8 @@ use crate::rule::Rule;
 
 /// Fewest shapes a kit holds.
 pub const MIN_SHAPES: usize = 10_000;
+/// The most random shapes in a check kit (the shapes file is then about 20 MB).
+pub const MAX_SHAPES: usize = 1_000_000;
 
 #[derive(Serialize)]
 struct TInstance {
@@ -57,6 +59,9 @@ pub fn random_shapes(count: usize, seed: u64) -> Vec<(u32, u32, u32)> {
 pub fn write_kit(rule: &Rule, catalog: &Catalog, dir: &Path, shapes: usize, seed: u64) -> anyhow::Result<Vec<PathBuf>> {
     if shapes < MIN_SHAPES {
         anyhow::bail!("--shapes {shapes} is too few for the check: use at least {MIN_SHAPES}");
+    }
+    if shapes > MAX_SHAPES {
+        anyhow::bail!("--shapes {shapes} is more than the check needs: use at most {MAX_SHAPES}");
     }
     let kernels = heuristic_kernels(rule, catalog)?;
     let rule = resolved(rule, catalog)?;

@@ -28,19 +28,22 @@ pub struct AiterArgs {
     pub patch: Option<PathBuf>,
     /// Change nothing: with --aiter-dir report whether the patch applies or is applied; with --out check
     /// that the written patch is up to date.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "kit")]
     pub check: bool,
     /// Write the check kit of scripts/check-aiter-patch.sh (stub headers, driver, shapes, expected
     /// choices) into this directory.
     #[arg(long)]
     pub kit: Option<PathBuf>,
-    /// Random shapes in the check kit (at least 10000).
-    #[arg(long, default_value_t = 20_000)]
-    pub shapes: usize,
-    /// Seed of the check kit's shapes.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    /// Random shapes in the check kit, 10000 to 1000000 [default: 20000].
+    #[arg(long, requires = "kit")]
+    pub shapes: Option<usize>,
+    /// Seed of the check kit's shapes [default: 0].
+    #[arg(long, requires = "kit")]
+    pub seed: Option<u64>,
 }
+
+/// Random shapes in a check kit when `--shapes` is not given.
+const DEFAULT_KIT_SHAPES: usize = 20_000;
 
 /// The provenance of a patch built from a rule file (the dataset is not known).
 pub fn rule_file_provenance(rule_path: &Path) -> Provenance {
@@ -77,18 +80,28 @@ pub fn run(args: AiterArgs) -> anyhow::Result<()> {
         crate::rule::load_checked(path, &catalog)
             .map_err(|e| anyhow::anyhow!("cannot use rule {}: {e:#}", display_path(path)))
     };
+    if args.kit.is_none() {
+        // clap's `requires` gives way to `--out`'s conflict with --kit: said here for every case.
+        if let Some(flag) = [(args.shapes.is_some(), "--shapes"), (args.seed.is_some(), "--seed")]
+            .iter()
+            .find_map(|(given, flag)| given.then_some(*flag))
+        {
+            anyhow::bail!(
+                "{flag} sets the check kit's shapes and applies to --kit DIR only; drop it, or add --kit DIR"
+            );
+        }
+    }
     if let Some(dir) = &args.kit {
         let path = match &args.rule {
             Some(r) => r.clone(),
             None => generated_dir()?.join("rule.json"),
         };
         let rule = load_rule(&path)?;
-        let written = kit::write_kit(&rule, &catalog, dir, args.shapes, args.seed)?;
+        let (shapes, seed) = (args.shapes.unwrap_or(DEFAULT_KIT_SHAPES), args.seed.unwrap_or(0));
+        let written = kit::write_kit(&rule, &catalog, dir, shapes, seed)?;
         return emit(&format!(
-            "check kit for {} ({} shapes, seed {}) written to {} ({} files)\n",
+            "check kit for {} ({shapes} shapes, seed {seed}) written to {} ({} files)\n",
             display_path(&path),
-            args.shapes,
-            args.seed,
             dir.display(),
             written.len()
         ));

@@ -36,6 +36,26 @@ impl TunerLibtype {
     }
 }
 
+impl AiterArgs {
+    /// The first of these options given (set away from its default), as its flag: a run of another backend
+    /// refuses it rather than ignore it.
+    pub fn given(&self) -> Option<&'static str> {
+        let defaults = [
+            (self.aiter_dir.is_some(), "--aiter-dir"),
+            (self.libtype != TunerLibtype::Both, "--libtype"),
+            (self.mp.is_some(), "--mp"),
+            (self.err_ratio.to_bits() != 0.05f64.to_bits(), "--err-ratio"),
+            (self.warmup.is_some(), "--warmup"),
+            (self.iters.is_some(), "--iters"),
+            (self.timeout.is_some(), "--timeout"),
+            (!self.block_per_cu.is_empty(), "--block-per-cu"),
+            (self.tuner_batch != 4, "--tuner-batch"),
+            (!self.tuner_args.is_empty(), "--tuner-arg"),
+        ];
+        defaults.iter().find(|(set, _)| *set).map(|(_, flag)| *flag)
+    }
+}
+
 /// Options of the AITER tuner (used with `--backend aiter`), passed through under the tuner's own names.
 #[derive(Debug, Clone, clap::Args)]
 pub struct AiterArgs {

@@ -105,6 +105,7 @@ fn fill_journal(
         source: "as PyTorch reports the device".to_string(),
     };
     check_resumable(out, journal.first_read(), &expected)?;
+    journal.expect_device(expected);
     let dir = work_dir(out);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {

@@ -459,8 +459,9 @@ pub struct RunArgs {
     pub train_all: bool,
     #[command(flatten)]
     pub limits: LimitArgs,
-    /// Depth of the exact search phase (default: from the number of training rows).
-    #[arg(long)]
+    /// Depth of the exact search phase, 1 to 3 (default: from the number of training rows; each level
+    /// deeper multiplies the search's time by the number of candidate splits).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=3))]
     pub exact_depth: Option<usize>,
     /// Keep the search's thresholds (halfway between training values of the first feature in preference
     /// order) instead of refining them against a nearest-M reading of the training data.

@@ -70,6 +70,12 @@ pub fn run(args: BenchArgs) -> Result<()> {
     if args.backend == Backend::Aiter {
         return super::aiter_bench::bench(&args);
     }
+    if let Some(flag) = args.aiter.given() {
+        bail!(
+            "{flag} is an option of the AITER tuner and applies to --backend aiter; the harness backend does not use \
+             it: drop it, or add --backend aiter"
+        );
+    }
     let catalog = Catalog::embedded();
     let (ms, (layers, unrunnable)) = bench_grid(&args)?;
     let harness = harness_of(&args);
@@ -179,7 +185,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         if cut > 0 {
             eprintln!(
                 "journal {}: dropped an incomplete last line ({cut} bytes, an interrupted write)",
-                args.out.display()
+                crate::sanitize::shown_path(&args.out)
             );
         }
         if let Err(e) = check_resumable(&args.out, j.first_read(), &expected) {
@@ -196,7 +202,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         if args.scale.shard.is_some() { shape_count(&plan) } else { n_shapes },
         n_recheck,
         plan.len() - todo.len(),
-        args.out.display(),
+        crate::sanitize::shown_path(&args.out),
         todo.len()
     );
     if let Some(path) = &args.plan_only {
@@ -206,7 +212,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             text.push('\n');
         }
         write_plan(path, text)?;
-        eprintln!("wrote {} plan cells to {}", todo.len(), path.display());
+        eprintln!("wrote {} plan cells to {}", todo.len(), crate::sanitize::shown_path(path));
         return Ok(());
     }
     if let Some(gpus) = &gpus {
@@ -254,6 +260,7 @@ fn probe_and_measure(
         (None, Some(g), Family::Ck) => probe_all(harness, g, PROBE_LIMIT)?,
     };
     check_resumable(&args.out, journal.first_read(), &expected_of(&device))?;
+    journal.expect_device(expected_of(&device));
     match gpus {
         None => measure(args, harness, todo, journal, unrunnable),
         Some(gpus) => {
@@ -369,11 +376,7 @@ fn measure(
     journal: &mut Journal,
     unrunnable: &[String],
 ) -> Result<()> {
-    let plan_file = tempfile::Builder::new()
-        .prefix("synth-bench-plan")
-        .suffix(".jsonl")
-        .tempfile()
-        .context("cannot create a plan file")?;
+    let plan_file = crate::measure::auxfile::plan_file()?;
     let interactive = std::io::stderr().is_terminal();
     let pb = if interactive { ProgressBar::new(todo.len() as u64) } else { ProgressBar::hidden() };
     pb.set_style(

@@ -273,6 +273,14 @@ pub(crate) fn check_plan_path(plan: &Path, out: &Path, is_plan: impl Fn(&str) ->
             out.display()
         );
     }
+    if same_file(plan, &crate::measure::journal::lock_path(out)) {
+        bail!(
+            "--plan-only {} is the journal's lock file: the next run on --out {} would replace the plan; write the \
+             plan to another file (nothing was written)",
+            plan.display(),
+            out.display()
+        );
+    }
     let Ok(meta) = std::fs::metadata(plan) else { return Ok(()) };
     if !meta.is_file() {
         bail!(
@@ -432,12 +440,13 @@ pub(crate) fn print_summary(journal: &Journal, appended: usize, elapsed: f64) {
         }
     }
     let ok = rows.iter().filter(|r| r.is_ok()).count();
-    outln!("journal {}: {} rows, {} ok, {} failed", journal.path().display(), rows.len(), ok, rows.len() - ok);
+    let path = crate::sanitize::shown_path(journal.path());
+    outln!("journal {path}: {} rows, {} ok, {} failed", rows.len(), ok, rows.len() - ok);
     if appended > 0 {
         outln!("this run: {appended} cells in {elapsed:.1} s = {:.2} cells/s", appended as f64 / elapsed.max(1e-9));
     }
     for (reason, n) in &fails {
-        outln!("  fail:{reason}: {n}");
+        outln!("  fail:{}: {n}", crate::sanitize::shown(reason));
     }
     match recheck_noise(rows) {
         Some((med, n)) => {

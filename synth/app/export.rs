@@ -87,6 +87,14 @@ pub fn wanted(rule: &Rule, rule_name: &str, n: u32, k: u32, max_m: u32) -> anyho
     (1..=max_m)
         .map(|m| {
             let leaf = rule.eval(m, n, k);
+            if leaf.backend != crate::catalog::Libtype::Triton {
+                bail!(
+                    "{rule_name}: at M={m} N={n} K={k} the rule picks a {} kernel (kernelId {}); vLLM and SGLang config \
+                     files name triton configs only (a rule over `--backends triton`)",
+                    leaf.backend,
+                    leaf.kernel_id
+                );
+            }
             if leaf.split_k != 0 {
                 bail!(
                     "{rule_name}: at M={m} N={n} K={k} the rule picks splitK {}; triton configs have none",
@@ -332,7 +340,18 @@ fn earlier_exports(dir: &std::path::Path, new: &[GeneratedFile]) -> anyhow::Resu
     let name_of = |e: &serde_json::Value| e["file"].as_str().unwrap_or_default().to_string();
     for f in new {
         let path = dir.join(&f.name);
-        let Ok(on_disk) = std::fs::read(&path) else { continue };
+        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+        if !meta.is_file() && !meta.is_symlink() {
+            bail!(
+                "cannot write {}: {} is in the way (not a regular file); nothing was written: remove it or pass \
+                 another --out",
+                path.display(),
+                crate::paths::file_kind(&meta)
+            );
+        }
+        let Ok(on_disk) = crate::input::read_bytes_capped(&path, crate::input::MAX_TABLE_BYTES, "config file") else {
+            continue;
+        };
         if on_disk != f.contents.as_bytes() && !listed.iter().any(|e| name_of(e) == f.name) {
             bail!(
                 "{} exists and no earlier synth export wrote it (it is not in {SIDECAR} there): it may be a file the \
@@ -361,7 +380,7 @@ pub fn run(args: ExportArgs) -> anyhow::Result<()> {
     }
     let nks = layers(&args)?;
     let catalog = Catalog::embedded();
-    let rule = crate::rule::load(&args.rule, &catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let rule = crate::rule::load_checked(&args.rule, &catalog)?;
     let rule_name = crate::paths::display_path(&args.rule);
     let spec = ExportSpec {
         runtime: args.runtime,
@@ -405,7 +424,7 @@ mod tests {
     /// M <= 64: space[0]; M <= 2000 (and N >= 4096): space[700]; else the vLLM default.
     fn test_rule() -> Rule {
         let le = |v: Var, x: i64| Cond::Cmp { op: CmpOp::Le, lhs: Expr::Var(v), rhs: Expr::Lit(x) };
-        let leaf = |c: TritonConfig| Box::new(Node::Leaf(Leaf::new(c.kernel_id(), 0)));
+        let leaf = |c: TritonConfig| Box::new(Node::Leaf(Leaf::of(crate::catalog::Libtype::Triton, c.kernel_id(), 0)));
         Rule {
             root: Node::Chain {
                 branches: vec![
@@ -523,11 +542,16 @@ for f in sorted(os.listdir(d)):
                 Cond::Cmp { op: CmpOp::Ge, lhs: Expr::Var(Var::M), rhs: Expr::Lit(9000) },
                 Node::Leaf(Leaf::new(15, 0)),
             )],
-            otherwise: Box::new(Node::Leaf(Leaf::new(VLLM_DEFAULT.kernel_id(), 0))),
+            otherwise: Box::new(Node::Leaf(Leaf::of(crate::catalog::Libtype::Triton, VLLM_DEFAULT.kernel_id(), 0))),
         };
         std::fs::write(dir.path().join("rule.json"), crate::rule::to_json(&rule)).unwrap();
         let e = run(a.clone()).unwrap_err().to_string();
-        assert!(e.contains("M=9000") && e.contains("kernelId 15"), "{e}");
+        assert!(e.contains("M=9000") && e.contains("a ck kernel (kernelId 15)"), "{e}");
+        // A triton config's id in a CK leaf is not a CK instance: the rule check refuses the file.
+        rule.root = Node::Leaf(Leaf::new(VLLM_DEFAULT.kernel_id(), 0));
+        std::fs::write(dir.path().join("rule.json"), crate::rule::to_json(&rule)).unwrap();
+        let e = format!("{:#}", run(a.clone()).unwrap_err());
+        assert!(e.contains("invalid rule") && e.contains("not a legacy candidate"), "{e}");
         assert!(!a.out.exists(), "nothing may be written on an error");
     }
 
@@ -621,5 +645,22 @@ for f in sorted(os.listdir(d)):
         a.model = Some("qwen3-32b".into());
         a.tp = Some(2);
         assert_eq!(layers(&a).unwrap(), vec![(5120, 4096), (5120, 5120), (5120, 12800), (25600, 5120)]);
+    }
+
+    /// A FIFO at a config file's name (or any non-file) is refused, naming it, without blocking on it;
+    /// nothing is written.
+    #[test]
+    fn a_fifo_in_the_way_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("rule.json"), crate::rule::to_json(&test_rule())).unwrap();
+        let a = args(dir.path(), Runtime::Vllm, "1536:7168");
+        std::fs::create_dir_all(&a.out).unwrap();
+        let fifo = a.out.join(Runtime::Vllm.file_name(1536, 7168, "NVIDIA_H200"));
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let e = run(a.clone()).unwrap_err().to_string();
+        assert!(e.contains("a FIFO is in the way") && e.contains("N=1536,K=7168"), "{e}");
+        assert!(!a.out.join(SIDECAR).exists());
     }
 }

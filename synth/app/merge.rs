@@ -21,13 +21,18 @@ pub struct MergeArgs {
 pub fn run(args: MergeArgs) -> Result<()> {
     let report = merge_journals(&args.journals, &args.out, &Catalog::embedded())?;
     for (path, rows) in &report.inputs {
-        outln!("{}: {rows} rows", path.display());
+        outln!("{}: {rows} rows", crate::sanitize::shown_path(path));
     }
     let dup = if report.duplicates > 0 {
         format!(" ({} cells held byte for byte the same by two journals written once)", report.duplicates)
     } else {
         String::new()
     };
-    outln!("merged {} journals into {}: {} rows{dup}", report.inputs.len(), args.out.display(), report.rows);
+    outln!(
+        "merged {} journals into {}: {} rows{dup}",
+        report.inputs.len(),
+        crate::sanitize::shown_path(&args.out),
+        report.rows
+    );
     Ok(())
 }

@@ -125,8 +125,11 @@ pub fn write_run_files(
 /// Writes files the user named one by one (`compare --csv/--svg`), all or nothing: every file is first
 /// written beside its target (a hidden name in the same directory), and only when all of them were are
 /// they renamed into place; a failure removes what was staged and changes none of the targets. A replaced
-/// file keeps its mode; a new one gets the umask's.
+/// file keeps its mode; a new one gets the umask's. A target that is a stream — a character device such as
+/// `/dev/stdout` or `/dev/null`, or a FIFO a program reads — is written into, never replaced (after every
+/// file is staged, before any is moved into place); a socket or block device there is refused.
 pub fn write_named_files(files: &[(PathBuf, Vec<u8>)]) -> anyhow::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
     struct Staged(Vec<PathBuf>);
     impl Drop for Staged {
         fn drop(&mut self) {
@@ -136,25 +139,66 @@ pub fn write_named_files(files: &[(PathBuf, Vec<u8>)]) -> anyhow::Result<()> {
         }
     }
     let mut staged = Staged(Vec::new());
+    let mut moves = Vec::new();
+    let mut streams = Vec::new();
     for (n, (target, bytes)) in files.iter().enumerate() {
         if target.is_dir() {
             anyhow::bail!("cannot write {}: a directory is in the way", target.display());
         }
+        if let Ok(meta) = std::fs::metadata(target) {
+            let t = meta.file_type();
+            if t.is_char_device() || t.is_fifo() {
+                streams.push((target, bytes));
+                continue;
+            }
+            if !t.is_file() {
+                anyhow::bail!(
+                    "cannot write {}: it is {}; name a file (or a stream such as /dev/stdout)",
+                    target.display(),
+                    crate::paths::file_kind(&meta)
+                );
+            }
+        }
         let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let tmp = target.with_file_name(format!(".{name}.synth-{}-{n}", std::process::id()));
+        // The hidden name fits the file system's 255-byte limit whatever the target's name.
+        let tmp = if name.len() > 200 {
+            target.with_file_name(format!(".synth-{}-{n}.tmp", std::process::id()))
+        } else {
+            target.with_file_name(format!(".{name}.synth-{}-{n}", std::process::id()))
+        };
         std::fs::write(&tmp, bytes).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", target.display()))?;
         staged.0.push(tmp.clone());
         if let Ok(meta) = std::fs::metadata(target) {
             std::fs::set_permissions(&tmp, meta.permissions())
                 .map_err(|e| anyhow::anyhow!("cannot set the mode of {}: {e}", target.display()))?;
         }
+        moves.push((target, tmp));
     }
-    for ((target, _), tmp) in files.iter().zip(&staged.0) {
+    for (target, bytes) in streams {
+        write_stream(target, bytes).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", target.display()))?;
+    }
+    for (target, tmp) in &moves {
         std::fs::rename(tmp, target)
             .map_err(|e| anyhow::anyhow!("cannot move the new {} into place: {e}", target.display()))?;
     }
     staged.0.clear();
     Ok(())
+}
+
+/// Writes `bytes` into a character device or FIFO; a FIFO no program reads is an error, not a wait.
+fn write_stream(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(target).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ENXIO) {
+            std::io::Error::other("it is a FIFO that no program is reading")
+        } else {
+            e
+        }
+    })?;
+    crate::input::set_blocking(&f)?;
+    f.write_all(bytes)?;
+    f.flush()
 }
 
 /// The files `synth run` reads (option, path), for [`check_out_dir`].
@@ -214,6 +258,20 @@ pub fn check_out_dir<A: AsRef<str>>(
     files: &[GeneratedFile],
     inputs: &[(A, PathBuf)],
 ) -> anyhow::Result<()> {
+    let out = identity(dir);
+    for (iflag, ipath) in inputs {
+        let input = identity(ipath);
+        if input.exists && ipath.is_dir() && out.path.starts_with(&input.path) {
+            anyhow::bail!(
+                "--out {} is inside the directory {} {} reads: the next run would read its files as inputs; name \
+                 a directory outside {}",
+                dir.display(),
+                iflag.as_ref(),
+                ipath.display(),
+                ipath.display()
+            );
+        }
+    }
     let outputs: Vec<(String, PathBuf)> =
         files.iter().map(|f| (format!("--out {} (its {})", dir.display(), f.name), dir.join(&f.name))).collect();
     check_paths(inputs, &outputs, false)
@@ -239,6 +297,21 @@ fn check_paths<A: AsRef<str>, B: AsRef<str>>(
                     iflag.as_ref(),
                     ipath.display(),
                     oflag.as_ref()
+                );
+            }
+        }
+    }
+    for (o, (oflag, opath)) in outs.iter().zip(outputs) {
+        for (i, (iflag, ipath)) in ins.iter().zip(inputs) {
+            if i.exists && ipath.is_dir() && o.path.starts_with(&i.path) {
+                anyhow::bail!(
+                    "{} {} is inside the directory {} {} reads: the next run would read it as one of its inputs; \
+                     name a path outside {}",
+                    oflag.as_ref(),
+                    opath.display(),
+                    iflag.as_ref(),
+                    ipath.display(),
+                    ipath.display()
                 );
             }
         }
@@ -368,6 +441,179 @@ mod tests {
         write_named_files(&files).unwrap();
         assert_eq!(std::fs::read(d.join("b.png")).unwrap(), b"png");
         assert_eq!(std::fs::read_dir(d).unwrap().count(), 2);
+    }
+
+    /// Makes a FIFO at `path`.
+    fn mkfifo(path: &Path) {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "{}", std::io::Error::last_os_error());
+    }
+
+    /// A thread reading `len` bytes from the FIFO at `path` (it opens it first, without waiting for a writer,
+    /// and says so on the returned channel's first message).
+    fn fifo_reader(path: &Path, len: usize) -> (std::sync::mpsc::Receiver<()>, std::thread::JoinHandle<Vec<u8>>) {
+        use std::io::Read as _;
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = path.to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let mut f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&path).unwrap();
+            tx.send(()).unwrap();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; 65536];
+            while got.len() < len && std::time::Instant::now() < deadline {
+                match f.read(&mut buf) {
+                    Ok(n) if n > 0 => got.extend_from_slice(&buf[..n]),
+                    // No writer yet (0) or nothing to read yet (WouldBlock): try again.
+                    Ok(_) => std::thread::sleep(std::time::Duration::from_millis(2)),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(std::time::Duration::from_millis(2))
+                    }
+                    Err(e) => panic!("reading the FIFO: {e}"),
+                }
+            }
+            got
+        });
+        (rx, reader)
+    }
+
+    fn is_fifo(p: &Path) -> bool {
+        use std::os::unix::fs::FileTypeExt;
+        std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_fifo())
+    }
+
+    #[test]
+    fn a_fifo_with_a_reader_gets_the_bytes_and_stays_a_fifo() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let fifo = d.join("out.csv");
+        mkfifo(&fifo);
+        std::fs::write(d.join("b.svg"), "old").unwrap();
+        // More than a pipe holds: the writer must wait for the reader, not fail with EAGAIN.
+        let bytes: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        let (opened, reader) = fifo_reader(&fifo, bytes.len());
+        opened.recv().unwrap();
+        write_named_files(&[(fifo.clone(), bytes.clone()), (d.join("b.svg"), b"new".to_vec())]).unwrap();
+        assert_eq!(reader.join().unwrap(), bytes, "the reader got every byte");
+        assert!(is_fifo(&fifo), "the FIFO was replaced by a file");
+        assert_eq!(std::fs::read(d.join("b.svg")).unwrap(), b"new");
+        assert_eq!(std::fs::read_dir(d).unwrap().count(), 2, "nothing staged is left");
+    }
+
+    #[test]
+    fn a_fifo_nobody_reads_is_an_error_and_nothing_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let fifo = d.join("out.csv");
+        mkfifo(&fifo);
+        std::fs::write(d.join("a.svg"), "old").unwrap();
+        // Either order of the two targets: the stream is written after every file is staged, before any is
+        // moved into place.
+        for files in [
+            vec![(d.join("a.svg"), b"new".to_vec()), (fifo.clone(), b"csv".to_vec())],
+            vec![(fifo.clone(), b"csv".to_vec()), (d.join("a.svg"), b"new".to_vec())],
+        ] {
+            let started = std::time::Instant::now();
+            let e = format!("{:#}", write_named_files(&files).unwrap_err());
+            assert!(e.contains("no program is reading") && e.contains(&fifo.display().to_string()), "{e}");
+            assert!(started.elapsed() < std::time::Duration::from_secs(10), "an error, not a wait");
+            assert_eq!(std::fs::read_to_string(d.join("a.svg")).unwrap(), "old", "all or nothing");
+            assert!(is_fifo(&fifo));
+            assert_eq!(std::fs::read_dir(d).unwrap().count(), 2, "nothing staged is left");
+        }
+    }
+
+    #[test]
+    fn dev_null_is_written_into_and_stays_a_device() {
+        use std::os::unix::fs::FileTypeExt;
+        let null = Path::new("/dev/null");
+        let kind = |p: &Path| std::fs::symlink_metadata(p).unwrap().file_type();
+        assert!(kind(null).is_char_device());
+        let dir = tempfile::tempdir().unwrap();
+        let other = dir.path().join("a.csv");
+        write_named_files(&[(null.to_path_buf(), b"to nowhere".to_vec()), (other.clone(), b"kept".to_vec())]).unwrap();
+        assert!(kind(null).is_char_device(), "/dev/null was replaced");
+        assert_eq!(std::fs::read(null).unwrap(), b"", "/dev/null still reads empty");
+        assert_eq!(std::fs::read(&other).unwrap(), b"kept");
+        let dev = std::fs::read_dir("/dev").unwrap();
+        let staged: Vec<_> = dev
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .filter(|n| n.starts_with(".null.synth-"))
+            .collect();
+        assert!(staged.is_empty(), "staged files in /dev: {staged:?}");
+    }
+
+    #[test]
+    fn a_socket_at_a_target_is_refused() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let sock = d.join("out.csv");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        std::fs::write(d.join("a.svg"), "old").unwrap();
+        let files = vec![(d.join("a.svg"), b"new".to_vec()), (sock.clone(), b"csv".to_vec())];
+        let e = format!("{:#}", write_named_files(&files).unwrap_err());
+        assert!(e.contains(&format!("cannot write {}: it is a socket", sock.display())), "{e}");
+        assert!(std::fs::symlink_metadata(&sock).unwrap().file_type().is_socket(), "the socket was replaced");
+        assert_eq!(std::fs::read_to_string(d.join("a.svg")).unwrap(), "old");
+        assert_eq!(std::fs::read_dir(d).unwrap().count(), 2, "nothing staged is left");
+    }
+
+    #[test]
+    fn a_target_with_a_long_name_is_written() {
+        // Names of 240 and 250 bytes are valid; the hidden staging name beside them must fit the 255-byte
+        // limit too (the long form `.{name}.synth-{pid}-{n}` of a 240-byte name fits only with a process id
+        // of at most 5 digits, that of a 250-byte name never).
+        for len in [240, 250] {
+            let dir = tempfile::tempdir().unwrap();
+            let d = dir.path();
+            let name = format!("{}.csv", "n".repeat(len - 4));
+            assert_eq!(name.len(), len);
+            let long = d.join(&name);
+            write_named_files(&[(long.clone(), b"first".to_vec())]).unwrap();
+            assert_eq!(std::fs::read(&long).unwrap(), b"first");
+            // Replaced too (an existing target), and nothing staged is left.
+            write_named_files(&[(long.clone(), b"second".to_vec()), (d.join("b.svg"), b"svg".to_vec())]).unwrap();
+            assert_eq!(std::fs::read(&long).unwrap(), b"second");
+            let names: Vec<String> =
+                std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+            assert_eq!(names.len(), 2, "{names:?}");
+        }
+    }
+
+    #[test]
+    fn an_output_inside_an_input_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::write(data.join("t.csv"), "x").unwrap();
+        let inputs = [("--dataset", data.clone())];
+        let e = check_distinct(&inputs, &[("--csv", data.join("out.csv"))]).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!(
+                "--csv {} is inside the directory --dataset {}",
+                data.join("out.csv").display(),
+                data.display()
+            )),
+            "{e}"
+        );
+        // Also when named through `..`, and as the directory the files are written into.
+        let back = data.join("../data/out.csv");
+        assert!(check_distinct(&inputs, &[("--csv", back)])
+            .unwrap_err()
+            .to_string()
+            .contains("is inside the directory"));
+        check_distinct(&inputs, &[("--csv", data.join("../elsewhere.csv"))]).unwrap();
+        let files = [GeneratedFile::new("rule.json", "")];
+        let e = check_out_dir(&data, &files, &inputs).unwrap_err().to_string();
+        assert!(e.contains("is inside the directory --dataset"), "{e}");
+        // A sibling whose name starts with the directory's is outside it.
+        check_distinct(&inputs, &[("--csv", dir.path().join("data2/out.csv"))]).unwrap();
+        check_distinct(&inputs, &[("--csv", dir.path().join("data.csv"))]).unwrap();
+        check_out_dir(&dir.path().join("out"), &files, &inputs).unwrap();
     }
 
     #[test]

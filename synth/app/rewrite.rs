@@ -12,6 +12,7 @@ use crate::engine::proposers::command::CommandProposer;
 use crate::engine::proposers::knobs::KnobProposer;
 use crate::engine::proposers::Checker;
 use crate::engine::{run_loop, Attempt, LoopConfig, Proposer, Rejection};
+use crate::render::writer::GeneratedFile;
 use crate::rewrite::replay::ReplayProposer;
 use crate::rewrite::report::{render_text, rows, status_of, Report, Winner};
 use crate::rewrite::spec::{load_spec, RewriteSpec};
@@ -37,7 +38,12 @@ pub struct RewriteArgs {
     pub suite: Option<PathBuf>,
     /// Tasks of a suite run at the same time (their builds overlap; test runs stay one at a time
     /// across all tasks unless a spec sets `test.exclusive = false`).
-    #[arg(long, default_value_t = 1)]
+    #[arg(
+        long,
+        default_value_t = 1,
+        requires = "suite",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64)
+    )]
     pub jobs: usize,
     /// Proposer: `knobs` (or `builtin`: local search over the `// synth:knob` values the target
     /// declares, no model needed), `replay:DIR` (pre-written rewrites, in file-name order),
@@ -72,9 +78,9 @@ pub struct RewriteArgs {
     /// Continue the run recorded in `<out>/trace.jsonl`.
     #[arg(long)]
     pub resume: bool,
-    /// Worker threads for building candidates (0: one per core). Test runs are serialized unless the
+    /// Worker threads for building candidates, at most 256 (0: one per core). Test runs are serialized unless the
     /// spec sets `test.exclusive = false`.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=256))]
     pub threads: usize,
     /// No per-iteration progress lines.
     #[arg(long)]
@@ -180,8 +186,28 @@ fn slug(s: &str) -> String {
     let t: String = s
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' { c } else { '_' })
+        .take(60)
         .collect();
-    t.chars().take(60).collect()
+    // `.` and `..` (or nothing) name no directory of their own: a task so named would write into the
+    // suite's output directory or its parent.
+    if t.chars().all(|c| c == '.') {
+        format!("task{}", "_".repeat(t.len()))
+    } else {
+        t
+    }
+}
+
+/// The files a rewrite writes in its output directory besides the winner.
+const REWRITE_OUTPUTS: [&str; 5] = ["report.json", "report.txt", "trace.jsonl", "candidates", "work"];
+
+/// The winner's file name: the target's, unless that is one of [`REWRITE_OUTPUTS`] (or a trace's
+/// settings record), which it must not replace: then `winner-` before it.
+fn winner_file_name(target: &str) -> String {
+    if REWRITE_OUTPUTS.contains(&target) || target.starts_with("trace.jsonl") {
+        format!("winner-{target}")
+    } else {
+        target.to_string()
+    }
 }
 
 /// The program a shell command starts, when it is a bare name (not a path, a builtin or an assignment)
@@ -293,9 +319,9 @@ fn run_task(args: &RewriteArgs, p: Prepared) -> anyhow::Result<Report> {
     let baseline_latency_us = base.and_then(|a| a.eval.score);
     let ext = task.spec().target.extension().map(|e| e.to_string_lossy().into_owned()).unwrap_or_else(|| "txt".into());
 
-    // Every distinct candidate text.
-    let cand_dir = out.join("candidates");
-    std::fs::create_dir_all(&cand_dir).with_context(|| format!("cannot create {}", cand_dir.display()))?;
+    // Every file of the run's end, written all or nothing: the distinct candidate texts, the winner and the
+    // two reports.
+    let mut files = Vec::new();
     let mut written = BTreeSet::new();
     for a in &outcome.attempts {
         if a.candidate.is_empty() || a.duplicate_of.is_some() || !written.insert(a.id) {
@@ -303,21 +329,19 @@ fn run_task(args: &RewriteArgs, p: Prepared) -> anyhow::Result<Report> {
         }
         let label = slug(&source(a));
         let label = label.strip_suffix(&format!(".{ext}")).unwrap_or(&label);
-        let p = cand_dir.join(format!("{:03}-{label}.{ext}", a.id));
-        std::fs::write(&p, &a.candidate).with_context(|| format!("cannot write {}", p.display()))?;
+        files.push(GeneratedFile::new(format!("candidates/{:03}-{label}.{ext}", a.id), a.candidate.clone()));
     }
 
     let winner = match &outcome.best {
         Some(b) => {
-            let path = out.join(task.spec().target_file_name());
-            std::fs::write(&path, crate::rewrite::task::unfence(&b.candidate))
-                .with_context(|| format!("cannot write the winner to {}", path.display()))?;
+            let name = winner_file_name(&task.spec().target_file_name());
+            files.push(GeneratedFile::new(name.clone(), crate::rewrite::task::unfence(&b.candidate)));
             Some(Winner {
                 id: b.id,
                 source: source(b),
                 latency_us: b.eval.score.unwrap_or(f64::NAN),
                 speedup: baseline_latency_us.zip(b.eval.score).map(|(x, y)| x / y),
-                path: path.display().to_string(),
+                path: out.join(name).display().to_string(),
             })
         }
         None => None,
@@ -336,16 +360,17 @@ fn run_task(args: &RewriteArgs, p: Prepared) -> anyhow::Result<Report> {
         elapsed_s: outcome.elapsed.as_secs_f64(),
         candidates: rows(&outcome.attempts, baseline_latency_us, &source),
     };
-    let json_path = out.join("report.json");
-    std::fs::write(&json_path, serde_json::to_string_pretty(&report)? + "\n")
-        .with_context(|| format!("cannot write {}", json_path.display()))?;
-    let txt_path = out.join("report.txt");
-    std::fs::write(&txt_path, render_text(&report)).with_context(|| format!("cannot write {}", txt_path.display()))?;
+    files.push(GeneratedFile::new("report.json", serde_json::to_string_pretty(&report)? + "\n"));
+    files.push(GeneratedFile::new("report.txt", render_text(&report)));
+    crate::render::outdir::write_all(&out, &files)?;
     Ok(report)
 }
 
 /// Runs `synth rewrite`.
 pub fn run(args: RewriteArgs) -> anyhow::Result<()> {
+    if args.suite.is_none() && args.jobs != 1 {
+        bail!("--jobs runs the tasks of a suite at the same time and applies to --suite DIR only; drop it for --task");
+    }
     if let Some(dir) = &args.suite {
         return run_suite(&args, dir);
     }

@@ -63,8 +63,8 @@ pub struct SearchArgs {
     /// Continue the run recorded in the trace.
     #[arg(long)]
     pub resume: bool,
-    /// Worker threads for proposals and evaluations (0: one per core).
-    #[arg(long, default_value_t = 0)]
+    /// Worker threads for proposals and evaluations, at most 256 (0: one per core).
+    #[arg(long, default_value_t = 0, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=256))]
     pub jobs: usize,
     #[command(flatten)]
     pub data: DataArgs,
@@ -127,6 +127,7 @@ pub fn run(args: SearchArgs, invocation: &Invocation) -> anyhow::Result<()> {
     if args.sample.sample_m == 0 && mode != DataMode::Tuned {
         bail!("--sample-m must be at least 1");
     }
+    check_paths(&args)?;
     match mode {
         DataMode::Tuned => run_tuned(&args, &limits),
         DataMode::Manifest(manifest) => {
@@ -136,6 +137,35 @@ pub fn run(args: SearchArgs, invocation: &Invocation) -> anyhow::Result<()> {
         }
         DataMode::Single => run_single(&args, &limits, started),
     }
+}
+
+/// Refuses, before the loop runs, a search whose outputs would replace one of its inputs or its trace (the
+/// files it writes in --out: the generated sources, compare.csv, evaluations.csv, the trace), or whose
+/// trace is one of its inputs.
+fn check_paths(args: &SearchArgs) -> anyhow::Result<()> {
+    let out_dir = super::outputs::out_dir(args.out.as_deref(), false, "search")?.dir;
+    let trace = args.trace.clone().unwrap_or_else(|| out_dir.join(TRACE_FILE));
+    let mut inputs: Vec<(&str, std::path::PathBuf)> =
+        args.data.dataset.iter().map(|p| ("--dataset", p.clone())).collect();
+    inputs.extend(args.data.spec.iter().map(|p| ("--spec", p.clone())));
+    inputs.extend(args.tuned_train.train_tuned.iter().map(|p| ("--train-tuned", p.clone())));
+    let names = [
+        render::CPP_HEADER,
+        render::INSTANCES_CSV,
+        render::NO_INSTANCES_NOTE,
+        render::RUST_MODULE,
+        super::shared::RULE_JSON,
+        COMPARE_CSV,
+        EVALUATIONS_CSV,
+        super::tuned::LOTO_CSV,
+    ];
+    // The trace against the inputs and, whether they exist yet or not, the files written beside it.
+    let mut outputs = vec![("--trace".to_string(), trace.clone())];
+    outputs.extend(names.iter().map(|n| (format!("--out {} (its {n})", out_dir.display()), out_dir.join(n))));
+    super::outputs::check_distinct(&inputs, &outputs)?;
+    inputs.push(("--trace", trace));
+    let files: Vec<GeneratedFile> = names.iter().map(|n| GeneratedFile::new(*n, "")).collect();
+    super::outputs::check_out_dir(&out_dir, &files, &inputs)
 }
 
 /// The line of a search: the loop's settings, then the data's (`data`), then the sample and the limits.
@@ -247,7 +277,7 @@ fn search_loop(
     trace: &Path,
 ) -> anyhow::Result<LoopOutcome> {
     let proposers = build_proposers(args, setup)?;
-    check_trace_settings(args, limits, trace)?;
+    check_trace_settings(args, limits, setup, trace)?;
     let cfg = loop_config(args, trace);
     outln!("agents:   {}", proposers.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "));
     let task = RuleTask::new(setup.clone());
@@ -514,8 +544,9 @@ fn report_manifest(
 
 /// The settings a trace belongs to: everything that decides what the attempts in it mean. `--iterations`
 /// is left out (a resumed run may go further).
-fn trace_settings(args: &SearchArgs, limits: &ResolvedLimits) -> serde_json::Value {
+fn trace_settings(args: &SearchArgs, limits: &ResolvedLimits, setup: &RuleSetup) -> serde_json::Value {
     serde_json::json!({
+        "training_data": training_fingerprint(setup),
         "agents": args.agents,
         "offspring": args.offspring,
         "repair_limit": args.repair_limit,
@@ -533,6 +564,32 @@ fn trace_settings(args: &SearchArgs, limits: &ResolvedLimits) -> serde_json::Val
     })
 }
 
+/// A fingerprint (64-bit FNV-1a, hex) of what the loop scores against: every training shape, every
+/// candidate and every measured time of them. A trace's scores are reused on --resume only when the data
+/// they were computed on is the same, not merely the same path.
+fn training_fingerprint(setup: &RuleSetup) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    let m = &setup.matrix;
+    for c in &m.candidates {
+        eat(c.to_string().as_bytes());
+    }
+    for &s in &setup.train {
+        let shape = &m.shapes[s];
+        for v in [shape.m, shape.n, shape.k] {
+            eat(&v.to_le_bytes());
+        }
+        for c in 0..m.candidates.len() {
+            eat(&m.us(s, c).map_or(u64::MAX, f64::to_bits).to_le_bytes());
+        }
+    }
+    format!("{h:016x}")
+}
+
 /// The settings record kept beside a trace: `<trace>.settings.json`.
 pub fn settings_path(trace: &std::path::Path) -> PathBuf {
     let mut name = trace.file_name().map(|n| n.to_os_string()).unwrap_or_default();
@@ -542,9 +599,14 @@ pub fn settings_path(trace: &std::path::Path) -> PathBuf {
 
 /// With `--resume`: the trace must hold attempts and have been written with the same settings (else one
 /// error naming each differing setting). Without: records this run's settings beside the trace.
-fn check_trace_settings(args: &SearchArgs, limits: &ResolvedLimits, trace: &Path) -> anyhow::Result<()> {
+fn check_trace_settings(
+    args: &SearchArgs,
+    limits: &ResolvedLimits,
+    setup: &RuleSetup,
+    trace: &Path,
+) -> anyhow::Result<()> {
     let path = settings_path(trace);
-    let now = trace_settings(args, limits);
+    let now = trace_settings(args, limits, setup);
     if args.resume && trace.exists() {
         let contents = crate::engine::trace::read_trace(trace)?;
         if contents.attempts.is_empty() {
@@ -583,11 +645,24 @@ fn check_trace_settings(args: &SearchArgs, limits: &ResolvedLimits, trace: &Path
             );
         }
     } else {
+        if args.resume {
+            eprintln!("note:     --resume: no trace at {} yet; this run starts it", crate::sanitize::shown_path(trace));
+        }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         }
-        if trace.exists() && std::fs::metadata(trace).is_ok_and(|m| m.len() > 0) {
-            eprintln!("note:     replacing the existing trace {} (pass --resume to continue it)", trace.display());
+        // Refused here, before the settings record is written (the loop refuses it too): a refused run
+        // must leave the earlier run's record as it was, or a later --resume would mix two runs.
+        match std::fs::metadata(trace) {
+            Ok(m) if m.is_dir() => {
+                bail!("--trace {} is a directory; name a file (nothing was changed)", trace.display())
+            }
+            Ok(m) if m.len() > 0 => bail!(
+                "{} holds the attempts of an earlier run; pass --resume to continue it, or another --out (or move \
+                 the trace away) to start over (nothing was changed)",
+                trace.display()
+            ),
+            _ => {}
         }
         std::fs::write(&path, serde_json::to_string_pretty(&now)? + "\n")
             .with_context(|| format!("cannot write {}", path.display()))?;

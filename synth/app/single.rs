@@ -100,6 +100,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let session = Session::open(&args.data, Scope::DefaultModel)?;
     let job = SingleJob::resolve(args, &session)?;
+    if !args.check {
+        // Before the synthesis: an --out inside a dataset directory is refused at once.
+        let target = super::outputs::out_dir(args.out.as_deref(), false, "run")?;
+        super::outputs::check_out_dir(&target.dir, &[], &super::outputs::run_inputs(args))?;
+    }
     let o = synthesize_and_score(args, &session, &job)?;
     let (catalog, matrix, what) = (&session.catalog, &session.matrix, &session.what);
     let scope = if job.train_all { "in-sample" } else { "held-out" };

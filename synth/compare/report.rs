@@ -75,7 +75,7 @@ pub fn table(report: &Report, names: &LayerNames) -> String {
     for p in &report.policies {
         let s = &p.summary;
         rows.push(vec![
-            p.name.clone(),
+            crate::sanitize::shown(&p.name),
             format!("{:.3}", s.total_us / 1000.0),
             format!("{:.3}", s.total_vs_default),
             format!("{:.3}", s.geomean_vs_default),
@@ -94,7 +94,7 @@ pub fn table(report: &Report, names: &LayerNames) -> String {
             .chain(layers.keys().map(|&(n, k)| layer_name(names, n, k)))
             .collect::<Vec<_>>()];
         for (pi, p) in report.policies.iter().enumerate() {
-            let mut r = vec![p.name.clone()];
+            let mut r = vec![crate::sanitize::shown(&p.name)];
             for idx in layers.values() {
                 let s = report.summarize(pi, idx);
                 r.push(format!("{:.3} / {:.3}", s.geomean_vs_default, s.of_oracle));
@@ -112,9 +112,9 @@ pub fn table(report: &Report, names: &LayerNames) -> String {
         let _ = writeln!(
             out,
             "{:<w$}  picks: {}",
-            p.name,
+            crate::sanitize::shown(&p.name),
             picks_text(&p.summary),
-            w = report.policies.iter().map(|p| p.name.len()).max().unwrap_or(0)
+            w = report.policies.iter().map(|p| crate::sanitize::shown(&p.name).len()).max().unwrap_or(0)
         );
     }
     // Policy names are file names and manifest names: no escape sequence reaches the terminal.

@@ -227,41 +227,53 @@ pub struct ExpectedDevice {
 /// Refuses to resume a journal whose rows (one device: [`check_one_device`]) are from another device than
 /// this run's: `first` is the journal's first row and its line.
 pub fn check_resumable(path: &Path, first: Option<(usize, &CellResult)>, want: &ExpectedDevice) -> Result<()> {
-    use crate::sanitize::shown;
     let Some((line, row)) = first else { return Ok(()) };
-    let what = if want.name.as_ref().is_some_and(|n| *n != row.device) {
-        "device"
-    } else if want.gfx.as_ref().is_some_and(|g| *g != row.gfx) {
-        "gfx"
-    } else if want.cu_num.is_some_and(|c| c != row.cu_num) {
-        "CU count"
-    } else if want.backend.as_ref().is_some_and(|b| *b != row.backend) {
-        "backend (runtime and version)"
-    } else {
-        return Ok(());
-    };
-    let mut this = Vec::new();
-    if let Some(n) = &want.name {
-        this.push(format!("\"{}\"", shown(n)));
-    }
-    if let Some(g) = &want.gfx {
-        this.push(shown(g));
-    }
-    if let Some(c) = want.cu_num {
-        this.push(format!("{c} CUs"));
-    }
-    if let Some(b) = &want.backend {
-        this.push(format!("backend \"{}\"", shown(b)));
-    }
+    let Some(what) = want.mismatch(row) else { return Ok(()) };
     bail!(
         "{}:{line}: {what} differs: the journal holds measurements of {}, and this run measures {} ({}); a journal \
          holds one device's measurements, so its cells are not this run's: pass another --out for this device \
          (nothing was measured)",
         path.display(),
         describe_device(row),
-        this.join(", "),
+        want.describe(),
         want.source
     )
+}
+
+impl ExpectedDevice {
+    /// What of `row`'s device differs from this expectation (`"device"`, `"CU count"`, ...), or `None`.
+    fn mismatch(&self, row: &CellResult) -> Option<&'static str> {
+        if self.name.as_ref().is_some_and(|n| *n != row.device) {
+            Some("device")
+        } else if self.gfx.as_ref().is_some_and(|g| *g != row.gfx) {
+            Some("gfx")
+        } else if self.cu_num.is_some_and(|c| c != row.cu_num) {
+            Some("CU count")
+        } else if self.backend.as_ref().is_some_and(|b| *b != row.backend) {
+            Some("backend (runtime and version)")
+        } else {
+            None
+        }
+    }
+
+    /// `"name", gfx, N CUs, backend "b"` (the parts known).
+    fn describe(&self) -> String {
+        use crate::sanitize::shown;
+        let mut this = Vec::new();
+        if let Some(n) = &self.name {
+            this.push(format!("\"{}\"", shown(n)));
+        }
+        if let Some(g) = &self.gfx {
+            this.push(shown(g));
+        }
+        if let Some(c) = self.cu_num {
+            this.push(format!("{c} CUs"));
+        }
+        if let Some(b) = &self.backend {
+            this.push(format!("backend \"{}\"", shown(b)));
+        }
+        this.join(", ")
+    }
 }
 
 /// A journal as a resuming run reads it ([`read_for_resume`]): its rows with their 1-based lines, and a torn
@@ -291,7 +303,7 @@ pub fn read_for_planning(path: &Path, catalog: &Catalog, unit: &str) -> Result<J
         eprintln!(
             "journal {}:{}: the last line has no line end ({} bytes, an interrupted write): it is not counted as \
              measured; a measuring run cuts it and measures that {unit} again",
-            path.display(),
+            crate::sanitize::shown_path(path),
             torn.line,
             torn.bytes
         );
@@ -386,7 +398,7 @@ impl CellResult {
 pub struct Journal {
     path: PathBuf,
     /// The exclusive lock on `<journal>.lock`, held while the journal is open.
-    _lock: File,
+    _lock: JournalLock,
     writer: csv::Writer<File>,
     done: HashSet<CellKey>,
     rows: Vec<CellResult>,
@@ -394,6 +406,10 @@ pub struct Journal {
     first: Option<(usize, CellResult)>,
     /// What the file was before [`Journal::open`] wrote the header into it.
     before: Before,
+    /// The catalog rows are read against: a row is written only if the reader would read it back.
+    catalog: Catalog,
+    /// The device this run measures on, once the harness has said ([`Journal::expect_device`]).
+    expected: Option<ExpectedDevice>,
 }
 
 /// The journal file before this run opened it.
@@ -417,48 +433,70 @@ impl Journal {
             bail!("journal {} is not a regular file; pass the path of a CSV file to --out", path.display());
         }
         let lock = lock_journal(path)?;
-        let mut cut = 0;
-        let mut rows = Vec::new();
-        let existed = path.exists();
-        if existed {
-            let mut f = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(path)
-                .with_context(|| format!("cannot open journal {}", path.display()))?;
-            let mut bytes = Vec::new();
-            (&mut f).take(crate::input::MAX_TABLE_BYTES + 1).read_to_end(&mut bytes)?;
-            let contents = contents_for_resume(&bytes, path, catalog)?;
-            if let Some(torn) = &contents.torn {
-                cut = torn.bytes;
-                f.set_len(torn.keep as u64)?;
-                f.seek(SeekFrom::Start(torn.keep as u64))?;
+        // A run refused here wrote nothing: the lock file it created goes too.
+        let opened = (|| -> Result<_> {
+            let mut cut = 0;
+            let mut rows = Vec::new();
+            let existed = path.exists();
+            if existed {
+                let mut f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(path)
+                    .with_context(|| format!("cannot open journal {}", path.display()))?;
+                let mut bytes = Vec::new();
+                (&mut f).take(crate::input::MAX_TABLE_BYTES + 1).read_to_end(&mut bytes)?;
+                let contents = contents_for_resume(&bytes, path, catalog)?;
+                if let Some(torn) = &contents.torn {
+                    cut = torn.bytes;
+                    f.set_len(torn.keep as u64)?;
+                    f.seek(SeekFrom::Start(torn.keep as u64))?;
+                }
+                rows = contents.rows;
             }
-            rows = contents.rows;
-        }
-        let needs_header = !existed || std::fs::metadata(path)?.len() == 0;
-        let before = match (existed, needs_header) {
-            (false, _) => Before::Absent,
-            (true, true) => Before::Empty,
-            (true, false) => Before::Journal,
+            let needs_header = !existed || std::fs::metadata(path)?.len() == 0;
+            let before = match (existed, needs_header) {
+                (false, _) => Before::Absent,
+                (true, true) => Before::Empty,
+                (true, false) => Before::Journal,
+            };
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            }
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("cannot open journal {} for appending", path.display()))?;
+            let mut writer = csv::WriterBuilder::new().has_headers(false).from_writer(file);
+            if needs_header {
+                writer.write_record(columns())?;
+                writer.flush()?;
+            }
+            Ok((cut, rows, before, writer))
+        })();
+        let (cut, rows, before, writer) = match opened {
+            Ok(v) => v,
+            Err(e) => {
+                lock.release_unused();
+                return Err(e);
+            }
         };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        }
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .with_context(|| format!("cannot open journal {} for appending", path.display()))?;
-        let mut writer = csv::WriterBuilder::new().has_headers(false).from_writer(file);
-        if needs_header {
-            writer.write_record(columns())?;
-            writer.flush()?;
-        }
         let done = rows.iter().map(|(_, r)| r.key()).collect();
         let first = rows.first().cloned();
         let rows = rows.into_iter().map(|(_, r)| r).collect();
-        Ok((Journal { path: path.to_path_buf(), _lock: lock, writer, done, rows, first, before }, cut))
+        let journal = Journal {
+            path: path.to_path_buf(),
+            _lock: lock,
+            writer,
+            done,
+            rows,
+            first,
+            before,
+            catalog: catalog.clone(),
+            expected: None,
+        };
+        Ok((journal, cut))
     }
 
     /// The first row read at open and its 1-based line (`None` for a new or empty journal).
@@ -480,7 +518,7 @@ impl Journal {
             Before::Empty => drop(OpenOptions::new().write(true).open(&path).and_then(|f| f.set_len(0))),
             Before::Journal => {}
         }
-        drop(_lock);
+        _lock.release_unused();
     }
 
     pub fn path(&self) -> &Path {
@@ -497,11 +535,33 @@ impl Journal {
         &self.rows
     }
 
-    /// Appends one row and flushes it to the file. A key already present is an error (no duplicates).
+    /// From now on every appended row must be from this device ([`check_resumable`] checked the rows
+    /// read at open): a row of another is refused before it is written, so a later resume never finds
+    /// the journal holding two devices.
+    pub fn expect_device(&mut self, want: ExpectedDevice) {
+        self.expected = Some(want);
+    }
+
+    /// Appends one row and flushes it to the file. A key already present is an error (no duplicates); so is
+    /// a row the journal reader would refuse (a negative tflops, an errRatio past 1, ...) or one from
+    /// another device than [`Journal::expect_device`] named: the row is not written, and the journal
+    /// stays one that resumes, merges and imports.
     pub fn append(&mut self, row: CellResult) -> Result<()> {
-        row.validate().map_err(|e| {
-            anyhow::anyhow!("harness row M={} N={} K={} id={}: {e}", row.m, row.n, row.k, row.kernel_id)
-        })?;
+        let at = || format!("harness row M={} N={} K={} id={}", row.m, row.n, row.k, row.kernel_id);
+        row.validate().map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
+        self.check_readable(&row).map_err(|e| anyhow::anyhow!("{}: {e}; the row was not written", at()))?;
+        if let Some(want) = &self.expected {
+            if let Some(what) = want.mismatch(&row) {
+                bail!(
+                    "{}: its {what} differs: the row is from {}, and this run measures {} ({}); the row was not \
+                     written",
+                    at(),
+                    describe_device(&row),
+                    want.describe(),
+                    want.source
+                );
+            }
+        }
         if !self.done.insert(row.key()) {
             bail!("the harness measured {} twice; it was written once", row.key());
         }
@@ -509,6 +569,21 @@ impl Journal {
         self.writer.flush()?;
         self.rows.push(row);
         Ok(())
+    }
+}
+
+impl Journal {
+    /// Reads `row` back as the journal reader ([`crate::table::aiter_csv::parse_aiter_csv`]) would.
+    fn check_readable(&self, row: &CellResult) -> Result<()> {
+        let mut w = csv::WriterBuilder::new().from_writer(Vec::new());
+        w.write_record(columns())?;
+        w.write_record(row.to_record())?;
+        let bytes = w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?;
+        crate::table::aiter_csv::parse_aiter_csv(&bytes, "row", &self.catalog).map(|_| ()).map_err(|e| {
+            let column = e.column.as_deref().map(|c| format!("column {c}")).unwrap_or_default();
+            let value = e.value.as_deref().map(|v| format!(" = \"{}\"", crate::sanitize::shown(v))).unwrap_or_default();
+            anyhow::anyhow!("{column}{value}: {} (the journal reader would refuse it)", e.message)
+        })
     }
 }
 
@@ -523,35 +598,94 @@ pub fn lock_path(path: &Path) -> PathBuf {
 /// the process ends however it ends) and records this process in it. A second `synth bench` on the same
 /// journal gets one error naming the holder. The lock file is opened without following links
 /// ([`super::auxfile`]).
-pub(crate) fn lock_journal(path: &Path) -> Result<File> {
+pub(crate) fn lock_journal(path: &Path) -> Result<JournalLock> {
     use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
     let lock_path = lock_path(path);
+    let mut created_dirs = Vec::new();
     if let Some(dir) = lock_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let mut missing = dir;
+        while !missing.exists() {
+            created_dirs.push(missing.to_path_buf());
+            match missing.parent().filter(|d| !d.as_os_str().is_empty()) {
+                Some(up) => missing = up,
+                None => break,
+            }
+        }
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    // Never through a link: a planted `<journal>.lock` symlink would get its target overwritten below.
-    let mut file = super::auxfile::open(&lock_path, super::auxfile::Mode::ReadWrite, "the journal lock")?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let mut holder = String::new();
-            let _ = file.take(4096).read_to_string(&mut holder);
-            let holder = crate::sanitize::shown(holder.trim());
+    // A lock file another run removes (after a run that wrote nothing) may be opened here just before: the
+    // lock is taken again on the file the path names when the one locked is no longer it.
+    for _ in 0..100 {
+        let existed = std::fs::symlink_metadata(&lock_path).is_ok();
+        // Never through a link: a planted `<journal>.lock` symlink would get its target overwritten below.
+        let file = super::auxfile::open(&lock_path, super::auxfile::Mode::ReadWrite, "the journal lock")?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let mut holder = String::new();
+                let _ = file.take(4096).read_to_string(&mut holder);
+                let holder = crate::sanitize::shown(holder.trim());
+                bail!(
+                    "journal {} is in use by another measurement run ({}); wait for it to finish, or pass another --out",
+                    path.display(),
+                    if holder.is_empty() { "holder unknown".to_string() } else { holder }
+                );
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                bail!("cannot lock the journal {} (through {}): {e}", path.display(), lock_path.display())
+            }
+        }
+        let held = file.metadata()?;
+        if !std::fs::metadata(&lock_path).is_ok_and(|m| m.dev() == held.dev() && m.ino() == held.ino()) {
+            continue;
+        }
+        let lock = JournalLock { file, path: lock_path.clone(), created: (!existed).then_some(created_dirs.clone()) };
+        // A file of the user's at the lock's name (a plan written there, notes) is not a lock to overwrite.
+        let mut head = Vec::new();
+        (&lock.file).take(64).read_to_end(&mut head)?;
+        if !head.is_empty() && !head.starts_with(b"pid ") {
             bail!(
-                "journal {} is in use by another measurement run ({}); wait for it to finish, or pass another --out",
-                path.display(),
-                if holder.is_empty() { "holder unknown".to_string() } else { holder }
+                "{} is in the way: the journal's lock goes there, and it holds something else (not the `pid ...` \
+                 line synth bench writes); move it away or pass another --out (nothing was written)",
+                lock_path.display()
             );
         }
-        Err(std::fs::TryLockError::Error(e)) => {
-            bail!("cannot lock the journal {} (through {}): {e}", path.display(), lock_path.display())
-        }
+        let mut file = &lock.file;
+        file.seek(SeekFrom::Start(0))?;
+        file.set_len(0)?;
+        let args: Vec<String> = std::env::args().collect();
+        write!(file, "pid {}: {}", std::process::id(), args.join(" "))?;
+        file.flush()?;
+        return Ok(lock);
     }
-    file.set_len(0)?;
-    let args: Vec<String> = std::env::args().collect();
-    write!(file, "pid {}: {}", std::process::id(), args.join(" "))?;
-    file.flush()?;
-    Ok(file)
+    bail!("cannot lock the journal {}: its lock file {} keeps being replaced", path.display(), lock_path.display())
+}
+
+/// The exclusive lock of a journal ([`lock_journal`]), held while this value lives (the OS releases it
+/// when the process ends however it ends). The lock file stays when the run ends; a run that wrote
+/// nothing takes back the lock file it created, and the directories it created for it
+/// ([`JournalLock::release_unused`]).
+pub(crate) struct JournalLock {
+    file: File,
+    path: PathBuf,
+    /// The directories created for the lock file (deepest first), when this run created the file.
+    created: Option<Vec<PathBuf>>,
+}
+
+impl JournalLock {
+    /// After a run that wrote nothing: removes the lock file if this run created it (still holding the lock,
+    /// so a run that opened it meanwhile finds it replaced and locks the new one), then the directories
+    /// created for it that are still empty.
+    pub(crate) fn release_unused(self) {
+        if let Some(dirs) = &self.created {
+            let _ = std::fs::remove_file(&self.path);
+            for d in dirs {
+                let _ = std::fs::remove_dir(d);
+            }
+        }
+        drop(self.file);
+    }
 }
 
 /// Noise: median over recheck pairs (both ok) of |us - us_recheck| / us, and the number of pairs.

@@ -132,7 +132,19 @@ pub fn merge_journals(inputs: &[PathBuf], out: &Path, catalog: &Catalog) -> Resu
         }
     };
     // The output's lock first (created beside it, as a measurement run creates it), then the inputs'.
-    let _out_lock = lock_journal(out)?;
+    let out_lock = lock_journal(out)?;
+    match merge_locked(inputs, out, out_is_input, catalog) {
+        Ok(report) => Ok(report),
+        Err(e) => {
+            // Nothing was written: the lock file this run created (and its directories) go too.
+            out_lock.release_unused();
+            Err(e)
+        }
+    }
+}
+
+/// [`merge_journals`] once the output's lock is held.
+fn merge_locked(inputs: &[PathBuf], out: &Path, out_is_input: Option<usize>, catalog: &Catalog) -> Result<MergeReport> {
     let mut _held = Vec::new();
     for (i, p) in inputs.iter().enumerate() {
         if Some(i) != out_is_input {

@@ -219,11 +219,7 @@ impl Pool<'_> {
 
     /// Starts a harness on `gpu` for `cells` (written to a plan file of its own).
     fn start(&self, gpu: &str, cells: Vec<PlanCell>) -> Result<Job> {
-        let mut plan = tempfile::Builder::new()
-            .prefix("synth-bench-plan")
-            .suffix(".jsonl")
-            .tempfile()
-            .context("cannot create a plan file")?;
+        let mut plan = super::auxfile::plan_file()?;
         for c in &cells {
             writeln!(plan, "{}", c.to_json_line()).context("cannot write a plan file")?;
         }

@@ -2,7 +2,7 @@
 //!
 //! Every file of one run goes into one transaction: a staging directory beside the target directory `D`
 //! (same parent, so the same file system; named `.<D>.synth-<pid>-<n>`) receives a replica of `D` — every
-//! entry hard-linked (copied where links are not possible), so nothing of `D` is read twice or changed —
+//! entry hard-linked, so nothing of `D` is read twice or changed —
 //! and the new contents of the files that change (subdirectories such as `aiter/` included). Only when all
 //! of them were written completely are the two directories exchanged in one `renameat2(RENAME_EXCHANGE)`
 //! (a new `D` is renamed into place), and the replica of the old state is deleted. A failure before the
@@ -10,7 +10,9 @@
 //! (at worst a hidden staging directory beside it, which the next run of the same directory removes).
 //! Where the exchange is not possible — not Linux or a file system without it, `D` a mount point (a bind
 //! mount, a container volume: `EBUSY`, `EXDEV`), a parent where a staging directory cannot be created
-//! (`EACCES`, `EPERM`: `D` writable inside a read-only directory), or `D` the working directory or one
+//! (`EACCES`, `EPERM`: `D` writable inside a read-only directory), `D` holding what a replica cannot
+//! reproduce exactly (a mount point inside it, a subdirectory — or `D` itself — of another owner or group
+//! than a directory this process creates, an entry that cannot be hard-linked), or `D` the working directory or one
 //! containing it (exchanging it would leave this process, and the shell that started it, in a deleted
 //! directory) — the files are staged inside `D` itself instead: a hidden `.synth-<pid>-<n>` subdirectory
 //! receives every changed file, each written and synced (any failure removes it and leaves `D` unchanged),
@@ -60,10 +62,13 @@ struct Seams {
     exchange: fn(&Path, &Path) -> std::io::Result<()>,
     /// Creates the staging directory beside the target.
     create_beside: fn(&Path) -> std::io::Result<()>,
+    /// Hard-links an entry of the target into the replica.
+    link: fn(&Path, &Path) -> std::io::Result<()>,
 }
 
 impl Seams {
-    const REAL: Seams = Seams { exchange, create_beside: |p| std::fs::create_dir(p) };
+    const REAL: Seams =
+        Seams { exchange, create_beside: |p| std::fs::create_dir(p), link: |a, b| std::fs::hard_link(a, b) };
 }
 
 fn write_all_seamed(
@@ -84,13 +89,13 @@ fn write_all_seamed(
         if path.is_dir() {
             bail!("cannot write {}: a directory is in the way", path.display());
         }
-        match std::fs::read(path) {
-            Ok(bytes) if bytes == file.contents.as_bytes() => {}
+        match existing_contents(path) {
+            Ok(Some(bytes)) if bytes == file.contents.as_bytes() => {}
             Ok(_) => changed.push(file),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.kind() == std::io::ErrorKind::NotADirectory => {
                 changed.push(file)
             }
-            Err(e) => bail!("cannot read {}: {e}", path.display()),
+            Err(e) => bail!("cannot write {}: {e}", path.display()),
         }
     }
     if changed.is_empty() {
@@ -109,13 +114,32 @@ fn write_all_seamed(
             write_in_place(dir, &target, &changed, stop)?;
             return Ok(paths);
         }
+        // A name within the file system's limit whose staging name (`.<D>.synth-<pid>-<n>`) is not: the
+        // files are staged inside `D` (created empty first when new; removed again if the write fails).
+        Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => {
+            if !existed {
+                std::fs::create_dir(&target).with_context(|| format!("cannot create {}", target.display()))?;
+            }
+            let written = write_in_place(dir, &target, &changed, stop);
+            if written.is_err() && !existed {
+                let _ = std::fs::remove_dir(&target);
+            }
+            written?;
+            return Ok(paths);
+        }
         Err(e) => {
             bail!("cannot create a staging directory in {}: {e}", target.parent().unwrap_or(Path::new("/")).display())
         }
     };
     if existed {
-        replicate(&target, &staging.path)
-            .with_context(|| format!("cannot stage the new files of {}", dir.display()))?;
+        let exact = same_owner(&target, &staging.path)
+            && replicate(&target, &staging.path, seams.link)
+                .with_context(|| format!("cannot stage the new files of {}", dir.display()))?;
+        if !exact {
+            drop(staging);
+            write_in_place(dir, &target, &changed, stop)?;
+            return Ok(paths);
+        }
     }
     for file in &changed {
         stage_file(&staging.path, &target, file)
@@ -143,6 +167,27 @@ fn write_all_seamed(
         Err(e) => bail!("cannot move the new {} into place: {e}", target.display()),
     }
     Ok(paths)
+}
+
+/// The contents of the regular file at an output's path (`None` when a link to something else is there:
+/// it is replaced, not followed); an error when something other than a file, a directory or a link is in
+/// the way (a FIFO would block the read, and replacing a device or socket is never what was meant).
+fn existing_contents(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    let meta = std::fs::symlink_metadata(path)?;
+    let kind = meta.file_type();
+    if kind.is_symlink() {
+        return match std::fs::metadata(path) {
+            Ok(m) if m.is_file() => std::fs::read(path).map(Some),
+            _ => Ok(None),
+        };
+    }
+    if !kind.is_file() {
+        return Err(std::io::Error::other(format!(
+            "{} is in the way (not a regular file); remove it or choose another --out",
+            crate::paths::file_kind(&meta)
+        )));
+    }
+    std::fs::read(path).map(Some)
 }
 
 /// Refuses to write `name` into `dir` when a subdirectory on its way is a symbolic link: writing through it
@@ -369,27 +414,47 @@ fn process_alive(pid: u32) -> bool {
     Path::new("/proc").join(pid.to_string()).exists() || !Path::new("/proc/self").exists()
 }
 
+/// Whether two paths have the same owner and group.
+fn same_owner(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.uid() == b.uid() && a.gid() == b.gid(),
+        _ => false,
+    }
+}
+
 /// Fills `to` with a replica of `from`: subdirectories recreated (same mode), every other entry
-/// hard-linked (copied when that is not possible), symbolic links recreated as links.
-fn replicate(from: &Path, to: &Path) -> anyhow::Result<()> {
+/// hard-linked, symbolic links recreated as links. Returns `false` (and stops) where the replica could not
+/// be exact, so the exchange would change something that is not an output file: a subdirectory that is a
+/// mount point (deleting the old directory would empty it), one whose owner or group a recreated
+/// directory would not have (another user's directory in a shared one), or an entry that cannot be
+/// hard-linked (a copy would get this process's owner, and a FIFO or device would not copy at all).
+fn replicate(from: &Path, to: &Path, link: fn(&Path, &Path) -> std::io::Result<()>) -> anyhow::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(from).with_context(|| format!("cannot read {}", from.display()))?.dev();
     for entry in std::fs::read_dir(from).with_context(|| format!("cannot list {}", from.display()))? {
         let entry = entry.with_context(|| format!("cannot list {}", from.display()))?;
         let (src, dst) = (entry.path(), to.join(entry.file_name()));
         let kind = entry.file_type().with_context(|| format!("cannot read {}", src.display()))?;
         if kind.is_dir() {
+            let meta = std::fs::metadata(&src).with_context(|| format!("cannot read {}", src.display()))?;
+            if meta.dev() != dev {
+                return Ok(false);
+            }
             std::fs::create_dir(&dst).with_context(|| format!("cannot create {}", dst.display()))?;
-            replicate(&src, &dst)?;
-            let mode = std::fs::metadata(&src).with_context(|| format!("cannot read {}", src.display()))?;
-            std::fs::set_permissions(&dst, mode.permissions())
+            if !same_owner(&src, &dst) || !replicate(&src, &dst, link)? {
+                return Ok(false);
+            }
+            std::fs::set_permissions(&dst, meta.permissions())
                 .with_context(|| format!("cannot set the mode of {}", dst.display()))?;
         } else if kind.is_symlink() {
             let link = std::fs::read_link(&src).with_context(|| format!("cannot read {}", src.display()))?;
             std::os::unix::fs::symlink(link, &dst).with_context(|| format!("cannot create {}", dst.display()))?;
-        } else if std::fs::hard_link(&src, &dst).is_err() {
-            std::fs::copy(&src, &dst).with_context(|| format!("cannot copy {}", src.display()))?;
+        } else if link(&src, &dst).is_err() {
+            return Ok(false);
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Writes `file` into the staging directory (its parents created), replacing the replica's link (never
@@ -462,7 +527,7 @@ fn exchange_unavailable(e: &std::io::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 
     fn mode(p: &Path) -> u32 {
         std::fs::metadata(p).unwrap().permissions().mode() & 0o777
@@ -574,10 +639,17 @@ mod tests {
         fn denied(_: &Path) -> std::io::Result<()> {
             Err(std::io::Error::from_raw_os_error(libc::EACCES))
         }
+        fn unlinkable(_: &Path, _: &Path) -> std::io::Result<()> {
+            Err(std::io::Error::from_raw_os_error(libc::EPERM))
+        }
+        let real = Seams::REAL;
         let seams = [
-            Seams { exchange: busy, create_beside: Seams::REAL.create_beside },
-            Seams { exchange: cross, create_beside: Seams::REAL.create_beside },
-            Seams { exchange: Seams::REAL.exchange, create_beside: denied },
+            Seams { exchange: busy, ..real },
+            Seams { exchange: cross, ..real },
+            Seams { create_beside: denied, ..real },
+            // An entry that cannot be hard-linked (`protected_hardlinks` and another user's file): a copy
+            // would change its owner, so the directory is written in place, the user's files untouched.
+            Seams { link: unlinkable, ..real },
         ];
         for seam in &seams {
             let base = tempfile::tempdir().unwrap();
@@ -587,6 +659,7 @@ mod tests {
             std::fs::write(d.join("notes.md"), "the user's").unwrap();
             std::fs::set_permissions(d.join("a.txt"), std::fs::Permissions::from_mode(0o640)).unwrap();
             let inode = std::fs::metadata(&d).unwrap().ino();
+            let notes_inode = std::fs::metadata(d.join("notes.md")).unwrap().ino();
             // A failure while staging: nothing changes, nothing is left behind.
             std::fs::write(d.join("aiter"), "a file where a directory goes").unwrap();
             let files = vec![GeneratedFile::new("a.txt", "new a"), GeneratedFile::new("aiter/p.patch", "patch")];
@@ -603,6 +676,7 @@ mod tests {
             // Written: the new files in the same directory, the replaced file's mode kept, no staging left.
             write_all_seamed(&d, &files, &mut |_| Ok(()), seam).unwrap();
             assert_eq!(std::fs::metadata(&d).unwrap().ino(), inode, "the directory itself is kept");
+            assert_eq!(std::fs::metadata(d.join("notes.md")).unwrap().ino(), notes_inode, "the user's file is kept");
             assert_eq!(std::fs::read_to_string(d.join("a.txt")).unwrap(), "new a");
             assert_eq!(std::fs::read_to_string(d.join("aiter/p.patch")).unwrap(), "patch");
             assert_eq!(std::fs::read_to_string(d.join("notes.md")).unwrap(), "the user's");
@@ -664,5 +738,40 @@ mod tests {
         assert_eq!(mode(&d.join("kept.h")), 0o640);
         assert_eq!(mode(&d.join("new.rs")), umask_mode);
         assert_ne!(mode(&d.join("new.rs")), 0o600, "not tempfile's private mode (umask {umask_mode:o})");
+    }
+
+    /// Something other than a file at an output's name: a FIFO would block the read (and replacing it is
+    /// never what was meant): one error naming it, nothing written.
+    #[test]
+    fn a_fifo_at_an_output_name_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("out");
+        std::fs::create_dir(&d).unwrap();
+        let fifo = std::ffi::CString::new(d.join("rule.json").to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let files = vec![GeneratedFile::new("a.txt", "a"), GeneratedFile::new("rule.json", "{}")];
+        let e = write_all(&d, &files).unwrap_err().to_string();
+        assert!(e.contains("rule.json") && e.contains("FIFO") && e.contains("in the way"), "{e}");
+        assert!(!d.join("a.txt").exists());
+        assert!(std::fs::symlink_metadata(d.join("rule.json")).unwrap().file_type().is_fifo());
+    }
+
+    /// A directory whose name fits the file system's limit but whose staging name would not is written
+    /// (in place), whether it exists or not.
+    #[test]
+    fn a_directory_with_a_name_near_the_limit_is_written() {
+        let base = tempfile::tempdir().unwrap();
+        let d = base.path().join("d".repeat(250));
+        write_all(&d, &[GeneratedFile::new("a.txt", "one")]).unwrap();
+        assert_eq!(std::fs::read_to_string(d.join("a.txt")).unwrap(), "one");
+        write_all(&d, &[GeneratedFile::new("a.txt", "two"), GeneratedFile::new("b.txt", "b")]).unwrap();
+        assert_eq!(std::fs::read_to_string(d.join("a.txt")).unwrap(), "two");
+        let mut names: Vec<String> = std::fs::read_dir(base.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, vec!["d".repeat(250)], "no staging directory left beside it");
     }
 }

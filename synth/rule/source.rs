@@ -192,6 +192,11 @@ pub(crate) const MAX_PREFIX_RUN: usize = 64;
 /// nested deeper than [`MAX_BRACKET_DEPTH`] or more than [`MAX_OPERATOR_RUN`] operator characters
 /// in one condition or more than [`MAX_PREFIX_RUN`] `!`/`-` in a row. Comments are skipped.
 pub(crate) fn check_text_limits(text: &str) -> Result<(), RuleError> {
+    check_text_limits_within(text, MAX_BRACKET_DEPTH)
+}
+
+/// [`check_text_limits`] with brackets nested at most `max_depth` deep.
+pub(crate) fn check_text_limits_within(text: &str, max_depth: usize) -> Result<(), RuleError> {
     let chars: Vec<char> = text.chars().collect();
     let (mut line, mut col) = (1usize, 1usize);
     let mut depth = 0usize;
@@ -213,10 +218,10 @@ pub(crate) fn check_text_limits(text: &str) -> Result<(), RuleError> {
             match c {
                 '(' | '[' | '{' => {
                     depth += 1;
-                    if depth > MAX_BRACKET_DEPTH {
+                    if depth > max_depth {
                         return Err(RuleError::at(
                             pos,
-                            format!("brackets nest more than {MAX_BRACKET_DEPTH} levels deep here; flatten the rule"),
+                            format!("brackets nest more than {max_depth} levels deep here; flatten the rule"),
                         ));
                     }
                 }

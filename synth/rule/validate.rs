@@ -99,7 +99,37 @@ pub fn validate_with_source(rule: &Rule, catalog: &Catalog, source: &SourceMap) 
     }
     let mut path = Vec::new();
     v.node(&rule.root, &mut path, Some(Region::all()));
+    if !v.issues.iter().any(|i| i.severity == Severity::Error) {
+        if let Some(why) = unprintable(rule, catalog) {
+            v.push(Severity::Error, None, &[], why);
+        }
+    }
     v.issues
+}
+
+/// Bracket levels the generated files wrap a rule's text in (namespace, function, block), kept free when
+/// a rule is checked against the readers' limits.
+const WRAPPER_DEPTH: usize = 4;
+
+/// Why the rule cannot be written in every text form so that it reads back (its nesting or a condition's
+/// length past what the C++ and Rust readers accept), or `None`. A rule from JSON or an agent is held to
+/// the same limits as one read from text, so every valid rule renders to files `synth check` reads.
+fn unprintable(rule: &Rule, catalog: &Catalog) -> Option<String> {
+    type Reader = fn(&str, &Catalog) -> Result<Rule, super::RuleError>;
+    let forms: [(&str, String, Reader); 2] = [
+        ("C++", super::text::rule_to_cpp_text(rule, catalog), super::parse_cpp::parse_cpp),
+        ("Rust", super::text::rule_to_rust_text(rule, catalog), super::parse_rust::parse_rust),
+    ];
+    for (form, text, parse) in forms {
+        let limited = super::source::check_text_limits_within(&text, super::source::MAX_BRACKET_DEPTH - WRAPPER_DEPTH);
+        if let Err(e) = limited.and_then(|()| parse(&text, catalog).map(|_| ())) {
+            return Some(format!(
+                "the rule's {form} form would not read back ({}); flatten the nesting or simplify the conditions",
+                e.message
+            ));
+        }
+    }
+    None
 }
 
 struct Validator<'a> {
@@ -424,5 +454,39 @@ pub fn other_backend_issue(leaf: &Leaf) -> Option<String> {
             Some(format!("cktile leaf: split-K {} is out of range: expected 0..={MAX_SPLIT_K}", leaf.split_k))
         }
         Libtype::Cktile => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `if (3 * (3 * ... (3 * M)) <= 1)` nested `depth` deep, else kernel 2.
+    fn nested(depth: usize) -> Rule {
+        let mut e = Expr::Var(Var::M);
+        for _ in 0..depth {
+            e = Expr::bin(BinOp::Mul, Expr::Lit(3), e);
+        }
+        let cond = Cond::Cmp { op: CmpOp::Le, lhs: e, rhs: Expr::Lit(1) };
+        Rule::new(Node::Chain {
+            branches: vec![(cond, Node::Leaf(Leaf::new(1, 0)))],
+            otherwise: Box::new(Node::Leaf(Leaf::new(2, 0))),
+        })
+    }
+
+    /// A rule (from JSON or an agent) nested past what the C++ and Rust readers take is invalid, so every
+    /// valid rule prints to text that `synth check` reads back; a shallower one is valid and reads back.
+    #[test]
+    fn every_valid_rule_reads_back_from_its_text_forms() {
+        let catalog = Catalog::embedded();
+        let deep = validate(&nested(50), &catalog);
+        assert!(has_errors(&deep), "{deep:?}");
+        assert!(deep.iter().any(|i| i.message.contains("would not read back")), "{deep:?}");
+        let shallow = nested(20);
+        assert!(!has_errors(&validate(&shallow, &catalog)));
+        let cpp = crate::rule::text::rule_to_cpp_text(&shallow, &catalog);
+        let rust = crate::rule::text::rule_to_rust_text(&shallow, &catalog);
+        assert_eq!(crate::rule::parse_cpp::parse_cpp(&cpp, &catalog).unwrap().canonical(), shallow.canonical());
+        assert_eq!(crate::rule::parse_rust::parse_rust(&rust, &catalog).unwrap().canonical(), shallow.canonical());
     }
 }

@@ -30,7 +30,8 @@ pub enum ShapesFormat {
 
 #[derive(Debug, clap::Args)]
 pub struct ShapesArgs {
-    /// Built-in model name (qwen3-32b, llama-3.1-8b, llama-3.1-70b, qwen2.5-72b).
+    /// Built-in model name (qwen3-32b, llama-3.1-8b, llama-3.1-70b, qwen2.5-72b, qwen2.5-7b, llama-3.2-3b,
+    /// minicpm3-4b, deepseek-v2-lite, qwen3-30b-a3b, qwen2.5-0.5b, llama-3.1-405b, mistral-large-2411).
     #[arg(long, default_value = "qwen3-32b", conflicts_with = "spec")]
     pub model: String,
     /// Model spec TOML file instead of a built-in model.
@@ -42,8 +43,9 @@ pub struct ShapesArgs {
     /// M set.
     #[arg(long, value_enum, default_value = "dataset")]
     pub m_set: MSet,
-    /// Largest M for aiter, pow2, log-uniform, forty and dataset.
-    #[arg(long, default_value_t = 16384)]
+    /// Largest M for aiter, pow2, log-uniform, forty and dataset (at most 1048576: the aiter grid is then
+    /// about 8,300 values).
+    #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub max_m: u32,
     /// Seed for log-uniform and forty.
     #[arg(long, default_value_t = 0)]
@@ -94,7 +96,8 @@ fn render_table(spec: &ModelSpec, tp: u32, layers: &[Layer], ms: &[u32]) -> Stri
     out.push('\n');
     let mut t = TextTable::new(vec![left("layer").min(14), right("N").min(8), right("K").min(8)]).gap(0);
     for l in layers {
-        t.row([l.name.to_string(), l.n.to_string(), l.k.to_string()]);
+        // A space before every number keeps columns apart whatever the widths (gap 0 keeps the usual layout).
+        t.row([l.name.to_string(), format!(" {}", l.n), format!(" {}", l.k)]);
     }
     out.push_str(&t.render());
     out.push_str(&format!("\n{} M values x {} layers = {} shapes\n", ms.len(), layers.len(), ms.len() * layers.len()));
@@ -102,7 +105,7 @@ fn render_table(spec: &ModelSpec, tp: u32, layers: &[Layer], ms: &[u32]) -> Stri
         TextTable::new(vec![left("layer").min(14), right("M").min(8), right("N").min(8), right("K").min(8)]).gap(0);
     for l in layers {
         for &m in ms {
-            t.row([l.name.to_string(), m.to_string(), l.n.to_string(), l.k.to_string()]);
+            t.row([l.name.to_string(), format!(" {m}"), format!(" {}", l.n), format!(" {}", l.k)]);
         }
     }
     out.push_str(&t.render());
@@ -199,5 +202,71 @@ mod tests {
             text,
             "layer,M,N,K\no_proj,1,7168,2048\no_proj,16,7168,2048\n\"odd,name\",1,64,128\n\"odd,name\",16,64,128\n"
         );
+    }
+
+    /// A spec whose sizes have ten digits: every number of both tables stands apart from its neighbours
+    /// (a hidden size of 2^32 - 1 once ran N and K together as `51204294967295`).
+    #[test]
+    fn ten_digit_sizes_never_run_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.toml");
+        std::fs::write(
+            &path,
+            "name = 'big'\nhidden = 4294967295\nintermediate = 25600\nheads = 64\nkv_heads = 8\nhead_dim = 128\n\
+             layers = 64\n",
+        )
+        .unwrap();
+        let spec = ModelSpec::load(&path).unwrap();
+        let layers = spec.layers(2).unwrap();
+        let ms = m_values(MSet::Decode, 16384, 10, 0);
+        let text = render_table(&spec, 2, &layers, &ms);
+        assert!(text.contains("\nqkv_proj             5120 4294967295\n"), "{text}");
+        assert!(text.contains("\nqkv_proj             1       5120 4294967295\n"), "{text}");
+        // Each row of the layer table reads back as its layer, N and K; each row of the shape table as its
+        // layer, M, N and K.
+        let (head, shapes) = text.split_once(" shapes\n").unwrap();
+        let wanted: Vec<String> = layers.iter().map(|l| format!("{} {} {}", l.name, l.n, l.k)).collect();
+        let rows: Vec<String> = head
+            .lines()
+            .skip_while(|l| !l.starts_with("layer"))
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect();
+        assert_eq!(rows, wanted, "{text}");
+        let wanted: Vec<String> =
+            layers.iter().flat_map(|l| ms.iter().map(move |m| format!("{} {m} {} {}", l.name, l.n, l.k))).collect();
+        let rows: Vec<String> =
+            shapes.lines().skip(1).map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")).collect();
+        assert_eq!(rows, wanted, "{text}");
+    }
+
+    /// The default `synth shapes` (qwen3-32b at TP 2, the dataset M set) keeps its layout byte for byte:
+    /// names left in 14 columns, numbers right in 8.
+    #[test]
+    fn the_default_qwen3_32b_table_keeps_its_layout() {
+        let spec = ModelSpec::builtin("qwen3-32b").unwrap();
+        let layers = spec.layers(2).unwrap();
+        let ms = m_values(MSet::Dataset, 16384, 10, 0);
+        let text = render_table(&spec, 2, &layers, &ms);
+        let mut want = String::from("model qwen3-32b at TP 2 (64 decoder layers)\n\n");
+        want.push_str(&format!("{:<14}{:>8}{:>8}\n", "layer", "N", "K"));
+        for (name, n, k) in [
+            ("qkv_proj", 5120, 5120),
+            ("o_proj", 5120, 4096),
+            ("gate_up_proj", 25600, 5120),
+            ("down_proj", 5120, 12800),
+        ] {
+            want.push_str(&format!("{name:<14}{n:>8}{k:>8}\n"));
+        }
+        want.push_str(&format!("\n{} M values x 4 layers = {} shapes\n", ms.len(), ms.len() * 4));
+        want.push_str(&format!("{:<14}{:>8}{:>8}{:>8}\n", "layer", "M", "N", "K"));
+        for l in &layers {
+            for m in &ms {
+                want.push_str(&format!("{:<14}{m:>8}{:>8}{:>8}\n", l.name, l.n, l.k));
+            }
+        }
+        assert_eq!(ms.len(), 80);
+        assert_eq!(text, want);
     }
 }

@@ -39,7 +39,7 @@ pub const SCALE_K: u32 = 128;
 /// Errors from loading a spec or deriving its shapes.
 #[derive(Debug, thiserror::Error)]
 pub enum ShapeError {
-    #[error("unknown model \"{name}\"; built-in models: {}; or pass a spec file with --spec", .available.join(", "))]
+    #[error("unknown model \"{name}\"; built-in models: {}; for another model pass its spec file with --spec, or (where a command has no --spec) its layers from `synth shapes --spec FILE` as --shapes N:K,...", .available.join(", "))]
     UnknownModel { name: String, available: Vec<String> },
     #[error("{path}: cannot read the model spec: {source}")]
     Io { path: String, source: std::io::Error },

@@ -206,7 +206,9 @@ pub fn parse_aiter_csv(text: &[u8], file: &str, catalog: &Catalog) -> Result<Vec
         .collect();
 
     let mut rows = Vec::new();
-    let mut seen: HashMap<(String, u32, Shape, Libtype, i32, u32), usize> = HashMap::new();
+    // (gfx, CU count, shape, libtype, kernelId, splitK, recheck) -> the line that measured it first.
+    type CellOfRow = (String, u32, Shape, Libtype, i32, u32, bool);
+    let mut seen: HashMap<CellOfRow, usize> = HashMap::new();
     for rec in rdr.records() {
         let rec = rec.map_err(|e| {
             let line = e.position().map(|p| lines.line_of(p.byte()));
@@ -228,23 +230,36 @@ pub fn parse_aiter_csv(text: &[u8], file: &str, catalog: &Catalog) -> Result<Vec
         let line = rec.position().map_or(0, |p| lines.line_of(p.byte()));
         let row = RowReader { file, line, rec: &rec, index: &index };
         let parsed = row.parse(catalog, &extras)?;
-        if !parsed.is_recheck() {
-            let key =
-                (parsed.gfx.clone(), parsed.cu_num, parsed.shape(), parsed.libtype, parsed.kernel_id, parsed.split_k);
-            if let Some(first) = seen.insert(key, line) {
-                return Err(err(
-                    Some(line),
-                    Some("kernelId"),
-                    Some(&parsed.kernel_id.to_string()),
-                    format!(
-                        "duplicate row: shape {} kernelId {} splitK {} was already measured on line {first}; \
-                         mark a deliberate re-measurement with recheck=1",
-                        parsed.shape(),
-                        parsed.kernel_id,
-                        parsed.split_k
-                    ),
-                ));
-            }
+        // One measurement and at most one recheck of a cell (as `synth bench` writes and `synth merge` requires).
+        let recheck = parsed.is_recheck();
+        let key = (
+            parsed.gfx.clone(),
+            parsed.cu_num,
+            parsed.shape(),
+            parsed.libtype,
+            parsed.kernel_id,
+            parsed.split_k,
+            recheck,
+        );
+        if let Some(first) = seen.insert(key, line) {
+            let message = if recheck {
+                format!(
+                    "duplicate recheck row: shape {} kernelId {} splitK {} was already re-measured on line {first}; a \
+                     cell has at most one recheck row",
+                    parsed.shape(),
+                    parsed.kernel_id,
+                    parsed.split_k
+                )
+            } else {
+                format!(
+                    "duplicate row: shape {} kernelId {} splitK {} was already measured on line {first}; mark a \
+                     deliberate re-measurement with recheck=1",
+                    parsed.shape(),
+                    parsed.kernel_id,
+                    parsed.split_k
+                )
+            };
+            return Err(err(Some(line), Some("kernelId"), Some(&parsed.kernel_id.to_string()), message));
         }
         rows.push(parsed);
     }
@@ -539,5 +554,36 @@ mod tests {
         assert_eq!(serde_json::to_string(&s).unwrap(), "\"fail:timeout\"");
         assert_eq!(serde_json::from_str::<RowStatus>("\"fail:timeout\"").unwrap(), s);
         assert!(serde_json::from_str::<RowStatus>("\"bogus\"").is_err());
+    }
+
+    /// A cell holds one measurement and at most one recheck: a second recheck row of the same cell (the
+    /// same device, shape, libtype, kernelId and splitK) is refused on its own line; rechecks of other
+    /// cells, of another splitK or of a cell without a measurement row are fine.
+    #[test]
+    fn a_second_recheck_row_of_a_cell_is_refused() {
+        let catalog = crate::catalog::Catalog::embedded();
+        let name = catalog.legacy_by_id(8).unwrap().name.clone();
+        let header = "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio,recheck";
+        let row = |m: u32, split_k: u32, us: &str, recheck: u8| {
+            format!("gfx942,304,{m},5120,4096,ck,8,{split_k},{us},{name},1,1,0.0,{recheck}")
+        };
+        let table = |rows: &[String]| format!("{header}\n{}\n", rows.join("\n"));
+        let ok = table(&[row(16, 0, "16.0", 0), row(16, 0, "16.5", 1), row(16, 1, "17.0", 1), row(32, 0, "18.0", 1)]);
+        assert_eq!(super::parse_aiter_csv(ok.as_bytes(), "j.csv", &catalog).unwrap().len(), 4);
+        for rows in [
+            vec![row(16, 0, "16.0", 0), row(16, 0, "16.5", 1), row(32, 0, "18.0", 0), row(16, 0, "16.7", 1)],
+            vec![row(32, 0, "18.0", 0), row(16, 0, "16.5", 1), row(32, 0, "18.1", 1), row(16, 0, "16.7", 1)],
+        ] {
+            let e = super::parse_aiter_csv(table(&rows).as_bytes(), "j.csv", &catalog).unwrap_err();
+            assert_eq!(
+                (e.line, e.column.as_deref(), e.value.as_deref()),
+                (Some(5), Some("kernelId"), Some("8")),
+                "{e}"
+            );
+            let shown = e.to_string();
+            assert!(shown.contains("duplicate recheck row"), "{shown}");
+            assert!(shown.contains("already re-measured on line 3"), "{shown}");
+            assert!(shown.contains("at most one recheck row"), "{shown}");
+        }
     }
 }

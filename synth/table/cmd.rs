@@ -36,8 +36,9 @@ pub struct Overview {
     pub file: String,
     pub rows: usize,
     pub recheck_rows: usize,
-    /// CK-tile rows: validated, but outside the (CK legacy) latency matrix.
-    pub cktile_rows: usize,
+    /// Rows validated but outside the latency matrix, by libtype (with CK legacy rows in a file the
+    /// matrix holds those; without, every backend's rows are in it).
+    pub outside_matrix_rows: std::collections::BTreeMap<String, usize>,
     pub gfx: String,
     pub cu_num: u32,
     pub device: Option<String>,
@@ -58,18 +59,31 @@ pub struct Overview {
     pub median_recheck_ratio: Option<f64>,
 }
 
-/// Builds the matrix from the CK legacy rows and the overview of the whole file.
+/// Builds the matrix and the overview of the whole file: the matrix of the CK legacy rows where there are
+/// any (an AITER profile's CK-tile rows stay outside it, as the CK rules use them), else of every backend's
+/// rows (a `bench --family triton` journal, a vendor reference file).
 pub fn overview(file: &Path, rows: &[AiterRow]) -> anyhow::Result<(Overview, LatencyMatrix)> {
-    let ck: Vec<AiterRow> = rows.iter().filter(|r| r.libtype == crate::catalog::Libtype::Ck).cloned().collect();
-    let cktile_rows = rows.len() - ck.len();
-    if ck.iter().all(|r| r.is_recheck()) {
-        anyhow::bail!(
-            "{}: no CK legacy measurement rows ({} rows, {cktile_rows} of them CK-tile); the latency matrix needs libtype ck rows",
-            file.display(),
-            rows.len()
-        );
+    use crate::catalog::{Backends, Libtype};
+    let measured = |r: &&AiterRow| !r.is_recheck();
+    let has_ck = rows.iter().filter(measured).any(|r| r.libtype == Libtype::Ck);
+    let (used, backends): (Vec<AiterRow>, Option<Backends>) = if has_ck {
+        (rows.iter().filter(|r| r.libtype == Libtype::Ck).cloned().collect(), None)
+    } else {
+        let present: std::collections::BTreeSet<Libtype> = rows.iter().map(|r| r.libtype).collect();
+        let list: Vec<Libtype> = present.into_iter().collect();
+        (rows.to_vec(), Backends::new(&list).ok())
+    };
+    if !rows.iter().any(|r| !r.is_recheck()) {
+        anyhow::bail!("{}: no measurement rows ({} recheck rows only)", file.display(), rows.len());
     }
-    let matrix = LatencyMatrix::from_rows(&ck).map_err(|mut e| {
+    let mut outside_matrix_rows = std::collections::BTreeMap::new();
+    if has_ck {
+        for r in rows.iter().filter(|r| r.libtype != Libtype::Ck) {
+            *outside_matrix_rows.entry(r.libtype.to_string()).or_insert(0) += 1;
+        }
+    }
+    let ck = used;
+    let matrix = LatencyMatrix::from_rows_for(&ck, backends.as_ref()).map_err(|mut e| {
         e.file = file.display().to_string();
         e
     })?;
@@ -81,7 +95,7 @@ pub fn overview(file: &Path, rows: &[AiterRow]) -> anyhow::Result<(Overview, Lat
         file: file.display().to_string(),
         rows: rows.len(),
         recheck_rows: rows.iter().filter(|r| r.is_recheck()).count(),
-        cktile_rows,
+        outside_matrix_rows,
         gfx: matrix.gfx.clone(),
         cu_num: matrix.cu_num,
         device: matrix.device.clone(),
@@ -105,11 +119,18 @@ fn overview_text(o: &Overview) -> String {
     let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.3}"));
     let mut s = String::new();
     let mut kv = |k: &str, v: String| s.push_str(&format!("{k:<16}{v}\n"));
-    kv("file", o.file.clone());
-    kv("rows", format!("{} ({} recheck, {} CK-tile outside the matrix)", o.rows, o.recheck_rows, o.cktile_rows));
+    kv("file", crate::sanitize::shown(&o.file));
+    let outside: Vec<String> =
+        o.outside_matrix_rows.iter().map(|(l, n)| format!(", {n} {l} outside the matrix")).collect();
+    kv("rows", format!("{} ({} recheck{})", o.rows, o.recheck_rows, outside.concat()));
     kv(
         "device",
-        format!("{}, {} CUs{}", o.gfx, o.cu_num, o.device.as_ref().map(|d| format!(", {d}")).unwrap_or_default()),
+        format!(
+            "{}, {} CUs{}",
+            crate::sanitize::shown(&o.gfx),
+            o.cu_num,
+            o.device.as_ref().map(|d| format!(", {}", crate::sanitize::shown(d))).unwrap_or_default()
+        ),
     );
     kv(
         "shapes",

@@ -29,15 +29,23 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, TableError> {
         if p.is_dir() {
             let entries = std::fs::read_dir(p)
                 .map_err(|e| TableError::new(p.display().to_string(), format!("cannot list the directory: {e}")))?;
-            let mut files: Vec<PathBuf> = entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|f| f.is_file() && f.extension().is_some_and(|x| x == "csv"))
-                .collect();
+            let mut files = Vec::new();
+            for e in entries {
+                let e =
+                    e.map_err(|e| TableError::new(p.display().to_string(), format!("cannot list the directory: {e}")))?;
+                let f = e.path();
+                // Latency tables by name, as `synth bench` and the committed data name them: `.csv` and
+                // gzip-compressed `.csv.gz`, in any letter case.
+                let name = e.file_name().to_string_lossy().to_lowercase();
+                if (name.ends_with(".csv") || name.ends_with(".csv.gz")) && f.is_file() {
+                    files.push(f);
+                }
+            }
             files.sort();
             if files.is_empty() {
                 return Err(TableError::new(
                     p.display().to_string(),
-                    "the directory holds no .csv latency table; pass a file or a directory of journals",
+                    "the directory holds no .csv or .csv.gz latency table; pass a file or a directory of journals",
                 ));
             }
             out.extend(files);
@@ -146,4 +154,34 @@ pub fn merge_tables_for(
         }
     }
     Ok((out, vendor))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_reads_csv_and_csv_gz_tables_in_any_case() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        for name in ["a.csv", "b.csv.gz", "C.CSV", "notes.txt", "old.csv.bak", "csv"] {
+            std::fs::write(d.join(name), "x").unwrap();
+        }
+        // A directory named like a table is not one.
+        std::fs::create_dir(d.join("sub.csv")).unwrap();
+        let got = expand_paths(&[d.to_path_buf()]).unwrap();
+        assert_eq!(got, vec![d.join("C.CSV"), d.join("a.csv"), d.join("b.csv.gz")]);
+        // A file named on its own is taken as given, whatever its name.
+        let one = expand_paths(&[d.join("notes.txt"), d.to_path_buf()]).unwrap();
+        assert_eq!(one.len(), 4);
+        assert_eq!(one[0], d.join("notes.txt"));
+    }
+
+    #[test]
+    fn a_directory_without_a_table_names_both_forms() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
+        let e = expand_paths(&[dir.path().to_path_buf()]).unwrap_err().to_string();
+        assert!(e.contains("holds no .csv or .csv.gz latency table"), "{e}");
+    }
 }
