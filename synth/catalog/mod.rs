@@ -238,7 +238,8 @@ impl Catalog {
     pub fn load_dir(dir: &std::path::Path) -> Result<Catalog, CatalogError> {
         let read = |file: &str| {
             let path = dir.join(file);
-            std::fs::read_to_string(&path).map_err(|e| CatalogError::io(&path, e))
+            crate::input::read_text_capped(&path, crate::input::MAX_TABLE_BYTES, "instance catalog")
+                .map_err(|e| CatalogError::io(&path, e))
         };
         let legacy_path = dir.join(LEGACY_FILE);
         let cktile_path = dir.join(CKTILE_FILE);

@@ -27,7 +27,8 @@ pub struct TraceContents {
 /// ([`crate::logfile`]): they are dropped (and reported in [`TraceContents::dropped_tail`]). Every line
 /// before them must be a whole attempt; a malformed one is an error naming its file, line and column.
 pub fn read_trace(path: &Path) -> anyhow::Result<TraceContents> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read trace {}", path.display()))?;
+    let bytes = crate::input::read_bytes_capped(path, crate::input::MAX_TABLE_BYTES, "trace")
+        .with_context(|| format!("cannot read trace {}", path.display()))?;
     let torn = crate::logfile::torn_tail(&bytes);
     let mut attempts = Vec::new();
     for (i, line) in bytes[..torn.keep].split(|&b| b == b'\n').enumerate() {
