@@ -5,6 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::run_bounded;
+
 fn synth() -> Command {
     Command::new(env!("CARGO_BIN_EXE_synth"))
 }
@@ -36,37 +39,6 @@ fn set(rec: &mut csv::StringRecord, headers: &csv::StringRecord, column: &str, v
     let mut fields: Vec<String> = rec.iter().map(str::to_string).collect();
     fields[i] = value.to_string();
     *rec = csv::StringRecord::from(fields);
-}
-
-/// Runs `cmd` to completion or kills it after `limit` (generous: only a hang reaches it). Output is drained
-/// on threads so a chatty command cannot block on a full pipe.
-fn run_bounded(cmd: &mut Command, limit: Duration) -> (Output, Duration) {
-    use std::io::Read;
-    use wait_timeout::ChildExt;
-    let started = Instant::now();
-    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let mut so = child.stdout.take().unwrap();
-    let mut se = child.stderr.take().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = so.read_to_end(&mut b);
-        b
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = se.read_to_end(&mut b);
-        b
-    });
-    let status = match child.wait_timeout(limit).unwrap() {
-        Some(s) => s,
-        None => {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the command hung (killed after {limit:?}): {cmd:?}");
-        }
-    };
-    let out = Output { status, stdout: t_out.join().unwrap(), stderr: t_err.join().unwrap() };
-    (out, started.elapsed())
 }
 
 // ---------------------------------------------------------------------------------------------------

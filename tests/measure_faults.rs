@@ -6,8 +6,11 @@
 //! scripts written here).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+mod common;
+use common::run_bounded;
 
 fn synth() -> Command {
     Command::new(env!("CARGO_BIN_EXE_synth"))
@@ -19,34 +22,6 @@ fn root() -> PathBuf {
 
 fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
-/// Runs `cmd` to completion, or kills it after `limit` and fails (a hang).
-fn run_bounded(cmd: &mut Command, limit: Duration) -> (Output, Duration) {
-    use std::io::Read;
-    use wait_timeout::ChildExt;
-    let started = Instant::now();
-    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let (mut so, mut se) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let t_out = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = so.read_to_end(&mut b);
-        b
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = se.read_to_end(&mut b);
-        b
-    });
-    let status = match child.wait_timeout(limit).unwrap() {
-        Some(s) => s,
-        None => {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the command hung (killed after {limit:?}): {cmd:?}");
-        }
-    };
-    (Output { status, stdout: t_out.join().unwrap(), stderr: t_err.join().unwrap() }, started.elapsed())
 }
 
 const TUNER: &str = "csrc/ck_gemm_a8w8_blockscale/gemm_a8w8_blockscale_tune.py";

@@ -28,3 +28,36 @@ pub fn text(o: &Output) -> String {
 pub fn strs(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
+
+/// Runs `cmd` to completion, or kills it after `limit` and fails (a hang).
+pub fn run_bounded(cmd: &mut Command, limit: std::time::Duration) -> (Output, std::time::Duration) {
+    use std::io::Read;
+    use wait_timeout::ChildExt;
+    let started = std::time::Instant::now();
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut so, mut se) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let t_out = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = so.read_to_end(&mut b);
+        b
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = se.read_to_end(&mut b);
+        b
+    });
+    let status = match child.wait_timeout(limit).unwrap() {
+        Some(s) => s,
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the command hung (killed after {limit:?}): {cmd:?}");
+        }
+    };
+    (Output { status, stdout: t_out.join().unwrap(), stderr: t_err.join().unwrap() }, started.elapsed())
+}
