@@ -258,23 +258,33 @@ pub fn check_out_dir<A: AsRef<str>>(
     files: &[GeneratedFile],
     inputs: &[(A, PathBuf)],
 ) -> anyhow::Result<()> {
-    let out = identity(dir);
+    check_not_inside_inputs("--out", dir, &identity(dir), inputs)?;
+    let outputs: Vec<(String, PathBuf)> =
+        files.iter().map(|f| (format!("--out {} (its {})", dir.display(), f.name), dir.join(&f.name))).collect();
+    check_paths(inputs, &outputs, false)
+}
+
+/// Refuses an output (option `flag`, path `path`, resolved as `at`) inside a directory one of `inputs`
+/// names: the next run would read it as one of its inputs.
+fn check_not_inside_inputs<A: AsRef<str>>(
+    flag: &str,
+    path: &Path,
+    at: &Identity,
+    inputs: &[(A, PathBuf)],
+) -> anyhow::Result<()> {
     for (iflag, ipath) in inputs {
-        let input = identity(ipath);
-        if input.exists && ipath.is_dir() && out.path.starts_with(&input.path) {
+        if ipath.is_dir() && at.path.starts_with(identity(ipath).path) {
             anyhow::bail!(
-                "--out {} is inside the directory {} {} reads: the next run would read its files as inputs; name \
-                 a directory outside {}",
-                dir.display(),
+                "{flag} {} is inside the directory {} {} reads: the next run would read it as one of its inputs; \
+                 name a path outside {}",
+                path.display(),
                 iflag.as_ref(),
                 ipath.display(),
                 ipath.display()
             );
         }
     }
-    let outputs: Vec<(String, PathBuf)> =
-        files.iter().map(|f| (format!("--out {} (its {})", dir.display(), f.name), dir.join(&f.name))).collect();
-    check_paths(inputs, &outputs, false)
+    Ok(())
 }
 
 fn check_paths<A: AsRef<str>, B: AsRef<str>>(
@@ -302,19 +312,7 @@ fn check_paths<A: AsRef<str>, B: AsRef<str>>(
         }
     }
     for (o, (oflag, opath)) in outs.iter().zip(outputs) {
-        for (i, (iflag, ipath)) in ins.iter().zip(inputs) {
-            if i.exists && ipath.is_dir() && o.path.starts_with(&i.path) {
-                anyhow::bail!(
-                    "{} {} is inside the directory {} {} reads: the next run would read it as one of its inputs; \
-                     name a path outside {}",
-                    oflag.as_ref(),
-                    opath.display(),
-                    iflag.as_ref(),
-                    ipath.display(),
-                    ipath.display()
-                );
-            }
-        }
+        check_not_inside_inputs(oflag.as_ref(), opath, o, inputs)?;
     }
     if pairwise {
         for a in 0..outs.len() {
