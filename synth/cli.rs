@@ -30,7 +30,7 @@ pub enum Command {
     /// Measure every instance on a shape grid with the GPU harness (CUDA or ROCm), resumable.
     #[command(after_long_help = crate::app::help::BENCH)]
     Bench(crate::app::bench::BenchArgs),
-    /// Parse and validate a rule file (C++, Rust or JSON) and print it in every form.
+    /// Parse and validate a rule file (C++, Rust or JSON) and print it in one form (--format: C++, Rust or JSON).
     #[command(after_long_help = crate::app::help::CHECK)]
     Check(crate::rule::cmd::CheckArgs),
     /// Score policies (default, tuned, nearest-M, rule files, oracle) on a latency table.
@@ -46,13 +46,16 @@ pub enum Command {
     #[command(after_long_help = crate::app::help::DRIFT)]
     Drift(crate::app::drift::DriftArgs),
     /// Compress an AITER tuned table losslessly into a rule plus a residual table (proved exhaustively).
+    #[command(after_long_help = crate::app::help::COMPRESS)]
     Compress(crate::app::compress::CompressArgs),
     /// AITER main: write the heuristic patch for a rule, apply/check it on a checkout, or write its check kit.
+    #[command(after_long_help = crate::app::help::AITER)]
     Aiter(crate::app::aiter::AiterArgs),
     /// Merge journals of one device (e.g. the shards of `bench --shard I/N`) into one, refusing conflicts.
     #[command(after_long_help = crate::app::help::MERGE)]
     Merge(crate::app::merge::MergeArgs),
     /// Write a rule over the triton family as vLLM's or SGLang's block-FP8 config files (proved at every M).
+    #[command(after_long_help = crate::app::help::EXPORT)]
     Export(crate::app::export::ExportArgs),
 }
 

@@ -59,6 +59,9 @@ pub enum Stream {
 pub enum Event {
     /// One line of output (without its newline; lossy UTF-8; cut at [`MAX_LINE`] bytes).
     Line(Stream, String),
+    /// The stream's last bytes, which no newline ended (the child may have died in the middle of a write),
+    /// as [`Event::Line`] has them; nothing more comes from that stream.
+    Unterminated(Stream, String),
     /// A read error on a stream (that stream is closed).
     ReadError(Stream, std::io::Error),
     /// Nothing arrived within the tick.
@@ -110,7 +113,8 @@ fn pump(stream: impl Read, which: Stream, max: usize, tx: mpsc::Sender<Event>) {
         if cut {
             text.push_str(" [... line cut]");
         }
-        if tx.send(Event::Line(which, text)).is_err() || ended {
+        let event = if ended { Event::Unterminated(which, text) } else { Event::Line(which, text) };
+        if tx.send(event).is_err() || ended {
             return;
         }
     }
@@ -221,7 +225,7 @@ pub fn run_capture(cmd: &mut Command, limit: Duration, cap: usize) -> std::io::R
             return Ok(Captured { status: None, stdout, stderr });
         }
         match w.next(left.min(Duration::from_millis(100)))? {
-            Event::Line(s, line) => {
+            Event::Line(s, line) | Event::Unterminated(s, line) => {
                 let buf = if s == Stream::Stdout { &mut stdout } else { &mut stderr };
                 if buf.len() < cap {
                     let room = cap - buf.len();

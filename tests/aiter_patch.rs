@@ -560,3 +560,68 @@ fn kit_options_are_refused_where_they_do_not_apply() {
     }
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "a refused call writes nothing");
 }
+
+/// A rule with a CK leaf and a triton leaf: its patch also changes `gemm_op_a8w8.py` and adds the select module.
+fn ck_triton_rule() -> Rule {
+    use gemm_synth::catalog::triton::VLLM_DEFAULT;
+    use gemm_synth::catalog::Libtype;
+    use gemm_synth::rule::ir::build::{lit, m};
+    use gemm_synth::rule::{CmpOp, Cond, Leaf, Node};
+    Rule::new(Node::Chain {
+        branches: vec![(Cond::cmp(CmpOp::Le, m(), lit(64)), Node::Leaf(Leaf::new(4, 1)))],
+        otherwise: Box::new(Node::Leaf(Leaf::of(Libtype::Triton, VLLM_DEFAULT.kernel_id(), 0))),
+    })
+}
+
+#[test]
+fn another_rules_python_hunk_left_in_the_checkout_is_refused_and_the_advice_clears_it() {
+    let catalog = Catalog::embedded();
+    let mixed = patch::render_patch(&ck_triton_rule(), &catalog, &provenance()).unwrap();
+    let plain = patch::render_patch(&main_rule(&catalog), &catalog, &provenance()).unwrap();
+    let files = patch::parse_patch(&mixed).unwrap();
+    let tree = rebuilt_tree(&files);
+    let original: Vec<(String, Vec<u8>)> = [CU_PATH, GEN_INSTANCES_PATH, patch::OPS_PATH]
+        .iter()
+        .map(|p| (p.to_string(), std::fs::read(tree.path().join(p)).unwrap()))
+        .collect();
+    assert_eq!(apply(tree.path(), &mixed, false).unwrap(), Outcome::Applied);
+    // The C++ side reverted and the added C++ files removed, the Python side left as it was.
+    for (p, bytes) in &original[..2] {
+        std::fs::write(tree.path().join(p), bytes).unwrap();
+    }
+    std::fs::remove_file(tree.path().join(HEADER_PATH)).unwrap();
+    std::fs::remove_file(tree.path().join(KERNELS_PATH)).unwrap();
+    let before = snapshot(tree.path());
+    for check in [true, false] {
+        let err = apply(tree.path(), &plain, check).unwrap_err().to_string();
+        assert!(err.contains("another gemm-synth patch is applied"), "{err}");
+        assert!(err.contains(&format!("{} holds a gemm-synth hunk", patch::OPS_PATH)), "{err}");
+        assert!(err.contains(&format!("{} is there", patch::SELECT_PATH)), "{err}");
+        // The advice names every file a patch changes and the added one that is there.
+        assert!(err.contains(&format!("checkout -- {CU_PATH} {GEN_INSTANCES_PATH} {}", patch::OPS_PATH)), "{err}");
+        assert!(err.contains(&format!("and remove {}", patch::SELECT_PATH)), "{err}");
+    }
+    assert_eq!(snapshot(tree.path()), before, "nothing changed");
+    // Following the advice, the CK rule's patch applies.
+    std::fs::write(tree.path().join(patch::OPS_PATH), &original[2].1).unwrap();
+    std::fs::remove_file(tree.path().join(patch::SELECT_PATH)).unwrap();
+    assert_eq!(apply(tree.path(), &plain, false).unwrap(), Outcome::Applied);
+}
+
+#[test]
+fn added_files_left_by_a_reverted_application_are_named_as_such() {
+    let catalog = Catalog::embedded();
+    let text = patch::render_patch(&main_rule(&catalog), &catalog, &provenance()).unwrap();
+    let files = patch::parse_patch(&text).unwrap();
+    let tree = rebuilt_tree(&files);
+    let cu = std::fs::read(tree.path().join(CU_PATH)).unwrap();
+    let gen = std::fs::read(tree.path().join(GEN_INSTANCES_PATH)).unwrap();
+    assert_eq!(apply(tree.path(), &text, false).unwrap(), Outcome::Applied);
+    // `git checkout -- .`: the changed files back, the added ones left (untracked).
+    std::fs::write(tree.path().join(CU_PATH), cu).unwrap();
+    std::fs::write(tree.path().join(GEN_INSTANCES_PATH), gen).unwrap();
+    let err = apply(tree.path(), &text, false).unwrap_err().to_string();
+    assert!(err.contains("the files this patch adds are there already"), "{err}");
+    assert!(err.contains(HEADER_PATH) && err.contains(KERNELS_PATH), "{err}");
+    assert!(!err.contains("check out ROCm/aiter"), "{err}");
+}

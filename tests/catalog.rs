@@ -343,9 +343,16 @@ fn tp_must_divide_heads_kv_heads_and_intermediate() {
     let e = spec.layers(3).unwrap_err();
     assert!(matches!(e, ShapeError::TpNotDivisor { value: 64, .. }), "{e}");
     assert!(e.to_string().contains("attention head count (64)"), "{e}");
-    let e = spec.layers(16).unwrap_err();
-    assert!(matches!(e, ShapeError::TpNotDivisor { value: 8, .. }), "{e}");
-    assert!(e.to_string().contains("KV head count (8)"), "{e}");
+    // More ranks than KV heads: one KV head per rank, replicated (vLLM): qkv N = (64/16 + 2) x 128 = 768.
+    assert_eq!(nk(&spec, 16)[0].1, 768);
+    let wide = ModelSpec::parse(
+        "name='wide'\nhidden=1024\nintermediate=6144\nheads=24\nkv_heads=8\nhead_dim=128\nlayers=2\n",
+        "wide.toml",
+    )
+    .unwrap();
+    let e = wide.layers(12).unwrap_err();
+    assert!(matches!(e, ShapeError::TpKvHeads { kv: 8, tp: 12, .. }), "{e}");
+    assert!(e.to_string().contains("neither a divisor nor a multiple of the KV head count (8)"), "{e}");
     let odd = ModelSpec::parse(
         "name='odd'\nhidden=1024\nintermediate=100\nheads=8\nkv_heads=8\nhead_dim=128\nlayers=2\n",
         "odd.toml",

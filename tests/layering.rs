@@ -796,6 +796,55 @@ fn the_table_has_one_row_per_module_and_names_only_modules() {
     assert!(unknown.is_empty(), "the layering table names modules the crate does not have: {unknown:?}");
 }
 
+/// `println!`, `print!`, `eprintln!`, `eprint!` and `dbg!` panic when their stream is closed (`synth ... 2>&1
+/// | head -1`); the crate prints through `outln!`/`out!` and `errln!`/`err!` (`synth/stdout.rs`) instead.
+#[test]
+fn the_crate_prints_only_through_its_closed_stream_safe_macros() {
+    let mut found = Vec::new();
+    let mut files = 0;
+    let mut stack = vec![repo().join("synth")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            files += 1;
+            let code = strip_code(&std::fs::read_to_string(&path).unwrap());
+            let toks = tokens(&code);
+            for (j, (tok, line)) in toks.iter().enumerate() {
+                if let Tok::Ident(name) = tok {
+                    let std_macro = matches!(name.as_str(), "println" | "print" | "eprintln" | "eprint" | "dbg");
+                    if std_macro && is_punct(&toks, j + 1, '!') {
+                        found.push(format!("{}:{line}: {name}!", path.strip_prefix(repo()).unwrap().display()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(files > 50, "only {files} source files found: the scan is broken");
+    assert!(found.is_empty(), "std print macros (use outln!/out!/errln!/err!):\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_print_scan_finds_std_macros_outside_comments_and_strings() {
+    let code = strip_code("// println!(\"a\")\nlet s = \"eprintln!(x)\";\neprintln!(\"b\");\n");
+    let toks = tokens(&code);
+    let hits: Vec<usize> = toks
+        .iter()
+        .enumerate()
+        .filter(|(j, (t, _))| {
+            matches!(t, Tok::Ident(n) if n == "eprintln" || n == "println") && is_punct(&toks, j + 1, '!')
+        })
+        .map(|(_, (_, line))| *line)
+        .collect();
+    assert_eq!(hits, vec![3]);
+}
+
 #[test]
 fn no_import_cycle_between_files() {
     let (edges, _) = the_crate().edges();

@@ -228,8 +228,8 @@ fn two_workers_killed_mid_run_lose_and_repeat_no_cell() {
     let o = wait_bounded(child, Duration::from_secs(180));
     let msg = text(&o);
     assert!(o.status.success(), "{msg}");
-    assert!(msg.contains("GPU 1 failed: the harness was killed by a signal"), "{msg}");
-    assert!(msg.contains("GPU 2 failed: the harness was killed by a signal"), "{msg}");
+    assert!(msg.contains("GPU 1 failed: the harness was killed by signal"), "{msg}");
+    assert!(msg.contains("GPU 2 failed: the harness was killed by signal"), "{msg}");
     assert_each_once(&journal_keys(&out), &journal_keys(&one));
     assert_eq!(sorted_rows(&out), sorted_rows(&one));
 
@@ -288,7 +288,7 @@ fn a_worker_that_dies_after_three_cells_has_the_rest_of_its_share_redealt() {
     assert_eq!(moved.iter().collect::<BTreeSet<_>>(), first[3..].iter().collect::<BTreeSet<_>>());
     assert!(later.iter().all(|(g, _)| g != "1"));
     assert_eq!(w.plans.iter().filter(|p| p.0 == "1").count(), 1, "a failed GPU takes no more work");
-    assert!(msg.contains("GPU 1 failed: the harness was killed by a signal"), "{msg}");
+    assert!(msg.contains("GPU 1 failed: the harness was killed by signal"), "{msg}");
     assert!(msg.contains(&format!("its {want} unfinished cells: re-dealt to GPU ")), "{msg}");
 }
 
@@ -307,7 +307,7 @@ fn every_worker_gone_is_one_error_and_a_rerun_resumes() {
     assert!(msg.contains("every GPU worker failed"), "{msg}");
     assert!(msg.contains("the 4 cells measured in this run are in the journal: run again to resume"), "{msg}");
     for g in 0..4 {
-        assert!(msg.contains(&format!("  GPU {g}: the harness was killed by a signal")), "{msg}");
+        assert!(msg.contains(&format!("  GPU {g}: the harness was killed by signal")), "{msg}");
     }
     let first = journal_keys(&out);
     assert_eq!(first.len(), 4);
@@ -341,7 +341,7 @@ fn a_cell_that_kills_its_worker_stops_the_run_after_the_retries() {
     assert!(msg.contains(&cell), "{cell}: {msg}");
     assert!(msg.contains("more than --worker-retries 1 retries, so the run stopped"), "{msg}");
     // Two workers were lost to it (the first, and the one it was dealt to), no more.
-    assert_eq!(msg.matches(" failed: the harness was killed by a signal").count(), 1, "{msg}");
+    assert_eq!(msg.matches(" failed: the harness was killed by signal").count(), 1, "{msg}");
     let keys = journal_keys(&out);
     assert!(!keys.contains_key(&poison));
     assert!(keys.values().all(|&n| n == 1));
@@ -709,4 +709,50 @@ fn merge_names_an_input_that_is_not_a_journal() {
     assert!(msg.contains(&format!("{}:1: header is `a,b`, not a journal's", notes.display())), "{msg}");
     assert!(!msg.contains("--out"), "advice about --out for an input: {msg}");
     assert!(!out.exists());
+}
+
+#[test]
+fn a_worker_killed_in_the_middle_of_a_row_is_a_worker_failure_and_its_cells_are_redealt() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = reference(dir.path());
+    let out = dir.path().join("torn.csv");
+    let o = ok(run(&bench_args(&out, &["--gpus", "0,1"]), &[("FAKE_DEVICES", "2"), ("FAKE_TEAR_GPU", "0:2")]));
+    let msg = text(&o);
+    // Every cell once, GPU 1's finished rows kept: the torn row is not a parse error that ends the run.
+    assert_each_once(&journal_keys(&out), &journal_keys(&one));
+    assert!(msg.contains("GPU 0 failed: the harness was killed by signal 9 (SIGKILL)"), "{msg}");
+    assert!(msg.contains("its output ended in the middle of a line"), "{msg}");
+    assert!(msg.contains("re-dealt to GPU 1"), "{msg}");
+}
+
+#[test]
+fn a_harness_that_delivers_every_cell_and_does_not_exit_is_stopped_without_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = reference(dir.path());
+    for gpus in [None, Some("0,1")] {
+        let out = dir.path().join(format!("linger-{}.csv", gpus.is_some()));
+        let mut args = bench_args(&out, &["--cell-timeout", "2"]);
+        if let Some(g) = gpus {
+            args.extend(strs(&["--gpus", g]));
+        }
+        let started = std::time::Instant::now();
+        let o = ok(run(&args, &[("FAKE_DEVICES", "2"), ("FAKE_LINGER_S", "60")]));
+        assert!(started.elapsed() < Duration::from_secs(40), "waited for the lingering harness");
+        assert!(text(&o).contains("delivered every cell but had not exited"), "{}", text(&o));
+        assert_each_once(&journal_keys(&out), &journal_keys(&one));
+    }
+}
+
+#[test]
+fn a_probe_that_reports_no_cus_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("zero.csv");
+    let mut args = bench_args(&out, &[]);
+    let at = args.iter().position(|a| a == "--cu-num").unwrap();
+    args.drain(at..at + 2);
+    let o = run(&args, &[("FAKE_CU", "0")]);
+    assert!(!o.status.success());
+    let msg = text(&o);
+    assert!(msg.contains("cu_num 0: the device's CU/SM count is at least 1"), "{msg}");
+    assert!(!out.exists(), "nothing was written");
 }

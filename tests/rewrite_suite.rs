@@ -217,3 +217,43 @@ fn shipped_suites_parse_and_every_original_declares_its_knobs() {
         }
     }
 }
+
+#[test]
+fn a_suite_spec_that_is_no_file_is_an_error_not_a_task_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite");
+    fs::create_dir_all(&suite).unwrap();
+    fake_task(&suite, "alpha", 10, KERNEL);
+    std::os::unix::fs::symlink(suite.join("gone.toml.orig"), suite.join("beta.toml")).unwrap();
+    let out = dir.path().join("out");
+    let r = synth(&["rewrite", "--suite", suite.to_str().unwrap(), "--agent", "knobs", "--out", out.to_str().unwrap()]);
+    assert!(!r.status.success());
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("beta.toml in the suite directory cannot be read"), "{err}");
+    assert!(!out.exists(), "nothing is written");
+}
+
+#[test]
+fn the_winner_never_lands_on_the_task_spec() {
+    let dir = tempfile::tempdir().unwrap();
+    // The spec `tune.toml` and a target of the same file name: --out in the spec's directory would put the
+    // winner over the spec.
+    let spec = fake_task(dir.path(), "tune", 10, KERNEL);
+    let text = fs::read_to_string(&spec).unwrap();
+    fs::rename(dir.path().join("tune/kernel.sh"), dir.path().join("tune/tune.toml")).unwrap();
+    fs::write(&spec, text.replace("tune/kernel.sh", "tune/tune.toml")).unwrap();
+    let before = fs::read(&spec).unwrap();
+    let r = synth(&[
+        "rewrite",
+        "--task",
+        spec.to_str().unwrap(),
+        "--agent",
+        "knobs",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(!r.status.success());
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("would write its tune.toml over the task spec"), "{err}");
+    assert_eq!(fs::read(&spec).unwrap(), before);
+}

@@ -210,8 +210,10 @@ fn qwen3_moe_has_no_dense_mlp() {
     let l = spec.layers(4).unwrap();
     assert_eq!((l[2].n, l[3].k), (384, 192));
     assert!(!l[3].runs_blockscale());
-    // 4 KV heads: TP 8 does not divide them.
-    assert!(spec.layers(8).unwrap_err().to_string().contains("KV head count (4)"));
+    // 4 KV heads at TP 8: one KV head per rank, replicated (vLLM): qkv N = (32/8 + 2) x 128 = 768.
+    assert_eq!(spec.layers(8).unwrap()[0].n, 768);
+    // TP 6 neither divides 4 KV heads nor is a multiple of them (nor divides 32 heads).
+    assert!(spec.layers(6).is_err());
 }
 
 #[test]

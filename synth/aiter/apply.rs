@@ -14,7 +14,16 @@ use std::process::Command;
 use std::time::Duration;
 
 use super::install::{self, Change};
-use super::patch::{parse_patch, FilePatch, AITER_COMMIT, CU_PATH, GEN_INSTANCES_PATH};
+use super::patch::{
+    parse_patch, FilePatch, AITER_COMMIT, CU_PATH, GEN_INSTANCES_PATH, HEADER_PATH, KERNELS_PATH, OPS_PATH, SELECT_PATH,
+};
+
+/// The AITER files a gemm-synth patch changes (one patch changes some of them, by its rule's backends).
+const CHANGED_PATHS: [&str; 3] = [CU_PATH, GEN_INSTANCES_PATH, OPS_PATH];
+/// The files a gemm-synth patch adds.
+const ADDED_PATHS: [&str; 3] = [HEADER_PATH, KERNELS_PATH, SELECT_PATH];
+/// Text only gemm-synth's hunk puts into [`OPS_PATH`]: the import of its select module.
+const OPS_MARK: &str = "gemm_a8w8_blockscale_select";
 
 /// Largest patch file read (the committed one is well under 1 MiB).
 pub const MAX_PATCH_BYTES: u64 = 64 << 20;
@@ -61,6 +70,7 @@ enum HunkState {
 pub fn apply(dir: &Path, patch: &str, check_only: bool) -> anyhow::Result<Outcome> {
     check_checkout(dir)?;
     let files = parse_patch(patch).map_err(|e| anyhow::anyhow!("the patch is malformed: {e:#}"))?;
+    check_no_other_patch(dir, &files)?;
     if git_apply(dir, patch, &["--check"])?.is_ok() {
         // What `git apply --check` lets through (a directory or FIFO where a file goes) is refused here,
         // before anything changes.
@@ -77,6 +87,49 @@ pub fn apply(dir: &Path, patch: &str, check_only: bool) -> anyhow::Result<Outcom
         return Ok(Outcome::AlreadyApplied);
     }
     Err(anyhow::anyhow!("{}", diagnose(dir, &files)?))
+}
+
+/// The revert advice for any gemm-synth patch: every file one may change, and those it added that are there.
+fn revert_advice(dir: &Path) -> String {
+    let added: Vec<&str> =
+        ADDED_PATHS.iter().copied().filter(|p| std::fs::symlink_metadata(dir.join(p)).is_ok()).collect();
+    format!(
+        "revert the applied patch first (git -C {} checkout -- {}{}), then run this again",
+        dir.display(),
+        CHANGED_PATHS.join(" "),
+        if added.is_empty() { String::new() } else { format!(", and remove {}", added.join(" ")) }
+    )
+}
+
+/// Refuses a checkout where another gemm-synth patch left changes outside this patch's files (e.g. the
+/// Python hunk of a rule with Triton leaves, when this patch's rule has CK leaves only): applying this
+/// one beside it would leave two rules live.
+fn check_no_other_patch(dir: &Path, files: &[FilePatch]) -> anyhow::Result<()> {
+    let ours = |p: &str| files.iter().any(|f| f.path == p);
+    let mut left = Vec::new();
+    for p in ADDED_PATHS.iter().filter(|p| !ours(p)) {
+        if std::fs::symlink_metadata(dir.join(p)).is_ok() {
+            left.push(format!("{p} is there (this patch does not add it)"));
+        }
+    }
+    if !ours(OPS_PATH) {
+        let path = dir.join(OPS_PATH);
+        let marked = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file())
+            && crate::input::read_text_capped(&path, MAX_PATCH_BYTES, "source file")
+                .is_ok_and(|t| t.contains(OPS_MARK));
+        if marked {
+            left.push(format!("{OPS_PATH} holds a gemm-synth hunk (this patch does not change it)"));
+        }
+    }
+    if left.is_empty() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "another gemm-synth patch is applied in {} ({}); this one beside it would leave two rules live. What to do: {}",
+        dir.display(),
+        left.join("; "),
+        revert_advice(dir)
+    )
 }
 
 fn check_checkout(dir: &Path) -> anyhow::Result<()> {
@@ -183,6 +236,10 @@ fn diagnose(dir: &Path, files: &[FilePatch]) -> anyhow::Result<String> {
     )];
     let mut other_patch = false;
     let mut linked = false;
+    // Files this patch adds, already there as it would write them, and every hunk of the files it changes
+    // still to apply: what an earlier application leaves after `git checkout` of the changed files.
+    let mut added_left = Vec::new();
+    let mut hunks_apply = true;
     for f in files {
         let path = dir.join(&f.path);
         if let Some((link, to)) = link_on_path(dir, &f.path) {
@@ -217,6 +274,7 @@ fn diagnose(dir: &Path, files: &[FilePatch]) -> anyhow::Result<String> {
             match text {
                 Err(_) => lines.push(format!("  {}: not present yet (the patch adds it)", f.path)),
                 Ok(text) if text == f.hunks[0].new_text() => {
+                    added_left.push(f.path.clone());
                     lines.push(format!("  {}: present, as in this patch", f.path))
                 }
                 Ok(_) => {
@@ -234,7 +292,9 @@ fn diagnose(dir: &Path, files: &[FilePatch]) -> anyhow::Result<String> {
             continue;
         }
         for (i, h) in f.hunks.iter().enumerate() {
-            let state = match hunk_state(dir, f, i)? {
+            let hunk = hunk_state(dir, f, i)?;
+            hunks_apply &= hunk == HunkState::Applies;
+            let state = match hunk {
                 HunkState::Applies => "matches (would apply)".to_string(),
                 HunkState::Applied => "already applied".to_string(),
                 HunkState::Conflicts => {
@@ -255,9 +315,12 @@ fn diagnose(dir: &Path, files: &[FilePatch]) -> anyhow::Result<String> {
                 .to_string(),
         );
     } else if other_patch {
+        lines.push(format!("what to do: {}", revert_advice(dir)));
+    } else if !added_left.is_empty() && hunks_apply {
         lines.push(format!(
-            "what to do: revert the applied patch first (git -C {0} checkout -- {CU_PATH} {GEN_INSTANCES_PATH}, and remove \
-             the files it added), then run this again",
+            "what to do: the files this patch adds are there already, left by an earlier application whose other \
+             changes were reverted: remove {} (in {}), then run this again",
+            added_left.join(" "),
             dir.display()
         ));
     } else {

@@ -3,7 +3,7 @@
 //! directory on the way a real directory, never a link), the new contents are written beside their
 //! targets, and only when all are ready are they renamed into place. A failing rename restores every
 //! file already replaced (and removes every file and directory added), and interrupt signals are held
-//! while the renames run, so an interrupted or failed run leaves the old tree or the new one.
+//! from the first write to the last rename, so an interrupted or failed run leaves the old tree or the new one.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -157,6 +157,9 @@ impl Drop for HeldSignals {
 
 /// Writes `changes` under `root` as one change (see the module docs).
 pub fn install(root: &Path, changes: &[Change]) -> Result<()> {
+    // Held from the first write on (not only for the renames): an interrupt while the new contents are
+    // written beside their targets would leave those files, and created directories, in the checkout.
+    let _held = HeldSignals::hold();
     let mut create: Vec<PathBuf> = Vec::new();
     for c in changes {
         for d in check_target(root, &c.path, c.new_file)? {

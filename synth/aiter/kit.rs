@@ -57,11 +57,21 @@ pub fn random_shapes(count: usize, seed: u64) -> Vec<(u32, u32, u32)> {
 /// Writes the kit for `rule` into `dir` (created if needed) with `shapes` random shapes; returns the
 /// files written.
 pub fn write_kit(rule: &Rule, catalog: &Catalog, dir: &Path, shapes: usize, seed: u64) -> anyhow::Result<Vec<PathBuf>> {
+    // One transaction for the whole kit: a failed or interrupted write leaves the directory as it was.
+    crate::render::outdir::write_all(dir, &kit_files(rule, catalog, shapes, seed)?)
+}
+
+/// The files of the check kit for `rule` (relative names), as [`write_kit`] writes them.
+pub fn kit_files(rule: &Rule, catalog: &Catalog, shapes: usize, seed: u64) -> anyhow::Result<Vec<GeneratedFile>> {
     if shapes < MIN_SHAPES {
         anyhow::bail!("--shapes {shapes} is too few for the check: use at least {MIN_SHAPES}");
     }
     if shapes > MAX_SHAPES {
         anyhow::bail!("--shapes {shapes} is more than the check needs: use at most {MAX_SHAPES}");
+    }
+    // The kit checks the patch's dispatch: a rule no patch can be written for has no kit either.
+    if let Some(why) = crate::aiter::patch::unroutable(rule) {
+        anyhow::bail!("no check kit for this rule: {why}; leave those backends out of --backends for AITER");
     }
     let kernels = heuristic_kernels(rule, catalog)?;
     let rule = resolved(rule, catalog)?;
@@ -107,10 +117,7 @@ pub fn write_kit(rule: &Rule, catalog: &Catalog, dir: &Path, shapes: usize, seed
     if mixed {
         files.push(("python_expected.txt", python_expected));
     }
-    // One transaction for the whole kit: a failed or interrupted write leaves the directory as it was.
-    let files: Vec<GeneratedFile> =
-        files.into_iter().map(|(name, contents)| GeneratedFile::new(name, contents)).collect();
-    crate::render::outdir::write_all(dir, &files)
+    Ok(files.into_iter().map(|(name, contents)| GeneratedFile::new(name, contents)).collect())
 }
 
 /// The line `run_python_side.py` prints for `leaf`: `ck-path`, or `triton` and the config it passes to

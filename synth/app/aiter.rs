@@ -59,17 +59,16 @@ pub fn rule_file_provenance(rule_path: &Path) -> Provenance {
 }
 
 /// `generated/` of the gemm-synth checkout holding the working directory (the committed main job's outputs).
-fn generated_dir() -> anyhow::Result<PathBuf> {
+/// `what`: the options that name the input instead (`--rule FILE`, or `--rule FILE (or --patch FILE)`).
+fn generated_dir(what: &str) -> anyhow::Result<PathBuf> {
     let cwd = std::env::current_dir().map_err(|e| anyhow::anyhow!("cannot read the working directory: {e}"))?;
     super::outputs::checkout_containing(&cwd).map(|root| root.join("generated")).ok_or_else(|| {
-        anyhow::anyhow!(
-            "not inside a gemm-synth checkout, so there is no generated/ to read; pass --rule FILE (or --patch FILE)"
-        )
+        anyhow::anyhow!("not inside a gemm-synth checkout, so there is no generated/ to read; pass {what}")
     })
 }
 
 fn default_patch_path() -> anyhow::Result<PathBuf> {
-    Ok(generated_dir()?.join(GENERATED_SUBDIR).join(PATCH_FILE))
+    Ok(generated_dir("--rule FILE (or --patch FILE)")?.join(GENERATED_SUBDIR).join(PATCH_FILE))
 }
 
 pub fn run(args: AiterArgs) -> anyhow::Result<()> {
@@ -94,11 +93,13 @@ pub fn run(args: AiterArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.kit {
         let path = match &args.rule {
             Some(r) => r.clone(),
-            None => generated_dir()?.join("rule.json"),
+            None => generated_dir("--rule FILE")?.join("rule.json"),
         };
         let rule = load_rule(&path)?;
         let (shapes, seed) = (args.shapes.unwrap_or(DEFAULT_KIT_SHAPES), args.seed.unwrap_or(0));
-        let written = kit::write_kit(&rule, &catalog, dir, shapes, seed)?;
+        let files = kit::kit_files(&rule, &catalog, shapes, seed)?;
+        super::outputs::check_out_dir_as("--kit", dir, &files, &[("--rule", path.clone())])?;
+        let written = crate::render::outdir::write_all(dir, &files)?;
         return emit(&format!(
             "check kit for {} ({shapes} shapes, seed {seed}) written to {} ({} files)\n",
             display_path(&path),
@@ -131,7 +132,9 @@ pub fn run(args: AiterArgs) -> anyhow::Result<()> {
     // Like every command but the main job: --out, else ./gemm-synth-out/aiter/ (never the working
     // directory, which may be the checkout's generated/aiter/).
     let out = super::outputs::out_dir(args.out.as_deref(), false, "aiter")?;
-    let paths = super::outputs::write_files(&out.dir, &[writer::GeneratedFile::new(PATCH_FILE, text)], args.check)?;
+    let files = [writer::GeneratedFile::new(PATCH_FILE, text)];
+    super::outputs::check_out_dir(&out.dir, &files, &[("--rule", rule_path.clone())])?;
+    let paths = super::outputs::write_files(&out.dir, &files, args.check)?;
     let verb = if args.check { "up to date" } else { "written" };
     emit(&paths.iter().map(|p| format!("{verb}: {}\n", p.display())).collect::<String>())
 }

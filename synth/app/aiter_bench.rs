@@ -75,7 +75,7 @@ pub fn measure_shapes(
 ) -> Result<(Journal, usize)> {
     let (mut journal, cut) = Journal::open(out, catalog)?;
     if cut > 0 {
-        eprintln!("journal {}: dropped an incomplete last line ({cut} bytes, an interrupted write)", out.display());
+        errln!("journal {}: dropped an incomplete last line ({cut} bytes, an interrupted write)", out.display());
     }
     match fill_journal(tuner, device, shapes, rechecks, out, catalog, &mut journal) {
         Ok(appended) => Ok((journal, appended)),
@@ -134,7 +134,7 @@ fn fill_journal(
         if files.profile.exists() {
             let s = import_profile(&files.profile, journal, &meta, catalog, None)?;
             if s.appended > 0 {
-                eprintln!(
+                errln!(
                     "aiter: imported {} rows of {} shapes left in {} by an earlier run",
                     s.appended,
                     s.shapes.len(),
@@ -145,7 +145,7 @@ fn fill_journal(
         }
         let todo: Vec<Shape> = list.iter().filter(|s| !shape_in_journal(journal, s, recheck)).copied().collect();
         let what = if recheck == 1 { "recheck shapes" } else { "shapes" };
-        eprintln!(
+        errln!(
             "aiter: {} {what}; {} already in {}; {} to tune",
             list.len(),
             list.len() - todo.len(),
@@ -157,7 +157,7 @@ fn fill_journal(
         }
         let s = tuner.run(&todo, &files, journal, &meta, catalog)?;
         if s.other_libtype > 0 {
-            eprintln!(
+            errln!(
                 "aiter: {} asm/opus rows left out (the catalog has CK legacy and CK-tile instances only)",
                 s.other_libtype
             );
@@ -203,7 +203,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         shapes = shard_shapes(&shapes, shard);
         let mine: BTreeSet<Shape> = shapes.iter().copied().collect();
         rechecks.retain(|s| mine.contains(s));
-        eprintln!("shard {shard}: {} of the plan's {all} shapes ({} recheck shapes)", shapes.len(), rechecks.len());
+        errln!("shard {shard}: {} of the plan's {all} shapes ({} recheck shapes)", shapes.len(), rechecks.len());
     }
     if args.scale.worker_retries.is_some() {
         bail!(
@@ -233,7 +233,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             BTreeSet::new()
         };
         let todo: Vec<Shape> = shapes.iter().filter(|s| !done.contains(s)).copied().collect();
-        eprintln!(
+        errln!(
             "plan: {} shapes; {} already in {}; {} to tune",
             shapes.len(),
             shapes.len() - todo.len(),
@@ -242,7 +242,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         );
         if let Some(p) = &args.plan_only {
             write_plan(p, untuned_csv(&todo))?;
-            eprintln!("wrote the untuned CSV of {} shapes to {}", todo.len(), p.display());
+            errln!("wrote the untuned CSV of {} shapes to {}", todo.len(), p.display());
         } else {
             outln!("{}", todo.len());
         }
@@ -259,7 +259,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             g.join(",")
         );
     }
-    eprintln!(
+    errln!(
         "device: {} ({}, {} CUs, {} GPUs; torch {}, HIP {}); AITER {}",
         device.name,
         device.gfx,

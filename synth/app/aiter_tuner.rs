@@ -514,7 +514,7 @@ impl Tuner {
         let mut log = auxfile::open(&files.log, Mode::Append, "the tuner log")?;
         let args = self.args(files);
         writeln!(log, "$ {} {}", self.python.display(), args.join(" "))?;
-        eprintln!("aiter: {} shapes: {} {}", shapes.len(), self.python.display(), args.join(" "));
+        errln!("aiter: {} shapes: {} {}", shapes.len(), self.python.display(), args.join(" "));
         let child = Watched::spawn(self.python_command().args(&args)).map_err(|e| self.spawn_error(e))?;
         let mut watch = TunerWatch {
             child,
@@ -561,10 +561,10 @@ impl TunerWatch {
         let mut last_check = Instant::now();
         loop {
             match self.child.next(TICK)? {
-                Event::Line(_, line) => {
+                Event::Line(_, line) | Event::Unterminated(_, line) => {
                     last_progress = Instant::now();
                     writeln!(self.log, "{line}")?;
-                    eprintln!("aiter| {}", crate::sanitize::shown(&line));
+                    errln!("aiter| {}", crate::sanitize::shown(&line));
                     self.tail.push(line);
                     if self.tail.len() > 20 {
                         self.tail.remove(0);
@@ -615,7 +615,7 @@ fn finish(status: ExitStatus, asked: usize, missing: &[Shape], files: &RunFiles,
     if !status.success() {
         if missing.is_empty() {
             // AITER's tune_summary exits 1 when a shape had no valid candidate; its rows are imported.
-            eprintln!(
+            errln!(
                 "aiter: the tuner exited with {status} (a shape without a valid kernel makes it exit 1); every shape's rows are in the journal"
             );
             return Ok(());
@@ -646,7 +646,7 @@ fn finish(status: ExitStatus, asked: usize, missing: &[Shape], files: &RunFiles,
 fn report_import(total: &mut ImportStats, s: ImportStats, journal: &Journal, want: &HashSet<Shape>) {
     if s.appended > 0 {
         let done = want.iter().filter(|sh| journal.rows().iter().any(|r| shape_of(r) == **sh)).count();
-        eprintln!(
+        errln!(
             "aiter: imported {} rows of {} shapes ({done}/{} shapes of this run in the journal)",
             s.appended,
             s.shapes.len(),

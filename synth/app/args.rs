@@ -384,6 +384,9 @@ impl EndpointArgs {
             bail!("--max-tokens must be at least 1");
         }
         let mut p = OpenAiProposer::new(base, model, &self.api_key_env, timeout, checker);
+        if let Some(t) = self.temperature.filter(|t| !(t.is_finite() && *t >= 0.0)) {
+            bail!("--temperature {t}: a sampling temperature is a finite number, 0 or more (e.g. 0.7)");
+        }
         p.temperature = self.temperature;
         p.max_tokens = self.max_tokens;
         p.context_tokens = match self.context_tokens {
@@ -393,18 +396,18 @@ impl EndpointArgs {
                 let ask = timeout.min(Duration::from_secs(30));
                 match reported_context(&p.base_url, model, &self.api_key_env, ask) {
                     Ok(Some(n)) => {
-                        eprintln!("context:  {n} tokens, as {}/models reports for {model}", p.base_url);
+                        errln!("context:  {n} tokens, as {}/models reports for {model}", p.base_url);
                         n
                     }
                     Ok(None) => {
-                        eprintln!(
+                        errln!(
                             "context:  {DEFAULT_CONTEXT_TOKENS} tokens assumed ({}/models does not say; --context-tokens sets it)",
                             p.base_url
                         );
                         DEFAULT_CONTEXT_TOKENS
                     }
                     Err(e) => {
-                        eprintln!("context:  {DEFAULT_CONTEXT_TOKENS} tokens assumed ({e}; --context-tokens sets it)");
+                        errln!("context:  {DEFAULT_CONTEXT_TOKENS} tokens assumed ({e}; --context-tokens sets it)");
                         DEFAULT_CONTEXT_TOKENS
                     }
                 }
@@ -412,7 +415,8 @@ impl EndpointArgs {
         };
         if p.context_tokens <= p.max_tokens {
             bail!(
-                "--max-tokens {} leaves no room for a prompt in a context of {} tokens; lower --max-tokens or raise                  --context-tokens",
+                "--max-tokens {} leaves no room for a prompt in a context of {} tokens; lower --max-tokens or raise \
+                 --context-tokens",
                 p.max_tokens,
                 p.context_tokens
             );

@@ -128,7 +128,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             };
             let what = format!("{} instances with split-K {}", spec.instances.len(), split_mode_name(split_k));
             if let Some(line) = crate::measure::plan::aiter_refusals(&spec).describe() {
-                eprintln!("{line}");
+                errln!("{line}");
             }
             (build_plan(&spec)?, what)
         }
@@ -159,7 +159,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         None => plan,
         Some(shard) => {
             let part = shard_plan(&plan, shard);
-            eprintln!(
+            errln!(
                 "shard {shard}: {} of the plan's {} cells ({} of {} shapes, dealt by shape)",
                 part.len(),
                 plan.len(),
@@ -183,7 +183,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     } else {
         let (j, cut) = Journal::open(&args.out, &catalog)?;
         if cut > 0 {
-            eprintln!(
+            errln!(
                 "journal {}: dropped an incomplete last line ({cut} bytes, an interrupted write)",
                 crate::sanitize::shown_path(&args.out)
             );
@@ -196,7 +196,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         (Some(j), todo)
     };
     let n_recheck = plan.iter().filter(|c| c.recheck != 0).count();
-    eprintln!(
+    errln!(
         "plan: {} cells ({} shapes x {what}, {} rechecks); {} already in {}; {} to measure",
         plan.len(),
         if args.scale.shard.is_some() { shape_count(&plan) } else { n_shapes },
@@ -212,7 +212,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             text.push('\n');
         }
         write_plan(path, text)?;
-        eprintln!("wrote {} plan cells to {}", todo.len(), crate::sanitize::shown_path(path));
+        errln!("wrote {} plan cells to {}", todo.len(), crate::sanitize::shown_path(path));
         return Ok(());
     }
     if let Some(gpus) = &gpus {
@@ -222,7 +222,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             .zip(&shares)
             .map(|(g, cells)| format!("GPU {g}: {} cells ({} shapes)", cells.len(), shape_count(cells)))
             .collect();
-        eprintln!("workers: {}", text.join(", "));
+        errln!("workers: {}", text.join(", "));
     }
     if args.dry_run {
         outln!("{}", todo.len());
@@ -281,7 +281,7 @@ fn probe(harness: &Harness, gpus: Option<&[String]>) -> Result<DeviceInfo> {
         None => harness.probe()?,
         Some(g) => probe_all(harness, g, PROBE_LIMIT)?,
     };
-    eprintln!(
+    errln!(
         "device: {} ({}, {} CUs/SMs, {}; torch {}, triton {}; {}){}",
         d.name,
         d.gfx,
@@ -315,12 +315,12 @@ fn measure_on_gpus(
     let workers = pool.gpus.len();
     let mut alive = workers;
     let mut count = 0usize;
-    let say = |pb: &ProgressBar, line: String| if interactive { pb.println(line) } else { eprintln!("{line}") };
+    let say = |pb: &ProgressBar, line: String| if interactive { pb.println(line) } else { errln!("{line}") };
     let result = pool.run(todo, journal, |ev| match ev {
         PoolEvent::Started { gpu, cells, shapes } => {
             if !interactive {
                 let s = if shapes == 1 { "" } else { "s" };
-                eprintln!("GPU {gpu}: harness started on {cells} cells ({shapes} shape{s})");
+                errln!("GPU {gpu}: harness started on {cells} cells ({shapes} shape{s})");
             }
         }
         PoolEvent::Row { row, .. } => {
@@ -330,7 +330,7 @@ fn measure_on_gpus(
             if !interactive && (count.is_multiple_of(250) || count == total) {
                 let el = started.elapsed().as_secs_f64();
                 let rate = count as f64 / el.max(1e-9);
-                eprintln!(
+                errln!(
                     "{count}/{total} cells, {el:.0} s, {rate:.1} cells/s, ETA {:.0} s ({alive} of {workers} GPU workers)",
                     (total - count) as f64 / rate.max(1e-9)
                 );
@@ -338,7 +338,7 @@ fn measure_on_gpus(
         }
         PoolEvent::Log { gpu, line } => {
             if !interactive {
-                eprintln!("GPU {gpu}| {line}");
+                errln!("GPU {gpu}| {line}");
             } else if !line.starts_with('#') {
                 pb.println(format!("GPU {gpu}| {line}"));
             }
@@ -398,7 +398,7 @@ fn measure(
             if !interactive && (count.is_multiple_of(250) || count == total) {
                 let el = started.elapsed().as_secs_f64();
                 let rate = count as f64 / el.max(1e-9);
-                eprintln!(
+                errln!(
                     "{count}/{total} cells, {el:.0} s, {rate:.1} cells/s, ETA {:.0} s",
                     (total - count) as f64 / rate.max(1e-9)
                 );
@@ -408,7 +408,7 @@ fn measure(
             // Harness progress lines start with '#': under a progress bar only errors and warnings are
             // shown; without a terminal (a log file) every line is kept.
             if !interactive {
-                eprintln!("{line}");
+                errln!("{line}");
             } else if !line.starts_with('#') {
                 pb_log.println(line);
             }

@@ -378,7 +378,7 @@ pub(crate) fn bench_grid(args: &BenchArgs) -> Result<(Vec<u32>, ModelLayers)> {
         None => model_layers(&args.model, args.tp)?,
     };
     for msg in &unrunnable {
-        eprintln!("error: {msg}");
+        errln!("error: {msg}");
     }
     if layers.is_empty() {
         bail!("no layer of {} at TP {} can be measured (see above)", args.model, args.tp);

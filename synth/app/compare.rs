@@ -188,10 +188,10 @@ fn check_paths(args: &CompareArgs) -> anyhow::Result<()> {
     inputs.extend(args.rule.iter().map(|p| ("--rule", p.clone())));
     inputs.extend(args.tuned.iter().map(|p| ("--tuned", p.clone())));
     inputs.extend(args.runtime.runtime_tuned.iter().map(|(_, p)| ("--runtime-tuned", p.clone())));
-    let mut outputs: Vec<(&str, PathBuf)> = args.csv.iter().map(|p| ("--csv", p.clone())).collect();
+    let mut outputs: Vec<(String, PathBuf)> = args.csv.iter().map(|p| ("--csv".to_string(), p.clone())).collect();
     if let Some(svg) = &args.svg {
-        outputs.push(("--svg", svg.clone()));
-        outputs.push(("the PNG beside --svg", png_beside(svg)?));
+        outputs.push(("--svg".to_string(), svg.clone()));
+        outputs.push((format!("the PNG beside --svg {}", svg.display()), png_beside(svg)?));
     }
     super::outputs::check_distinct(&inputs, &outputs)
 }
@@ -246,7 +246,7 @@ fn run_manifest(args: &CompareArgs, manifest: &Path) -> anyhow::Result<()> {
     }
     for path in &args.rule {
         let rule = crate::rule::load_checked(path, catalog)?;
-        super::session::note_uncallable(path, &rule, None);
+        super::session::note_uncallable(path, &rule, None, matrix);
         policies.push(Policy::Rule { name: canonical_path(path), rule });
     }
     policies.push(Policy::Oracle);

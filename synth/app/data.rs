@@ -158,7 +158,7 @@ impl Dataset {
                      measure with libtype ck or both"
                 );
             }
-            eprintln!("note: {}", left.message(&name));
+            errln!("note: {}", left.message(&name));
         }
         LatencyMatrix::from_rows(&rows).map_err(|mut e| {
             e.file = name.clone();

@@ -36,6 +36,18 @@ pub struct RuleScore {
     pub regressions: Vec<(usize, Candidate, f64, f64)>,
     /// (shape index, chosen candidate, reason) where the chosen cell is missing or invalid.
     pub unusable: Vec<(usize, Candidate, String)>,
+    /// Shapes where the default kernel's cell is not usable: there an unusable pick is charged the slowest
+    /// usable time of the shape ([`compare::evaluate`]), which bounds nothing.
+    pub default_unusable: usize,
+}
+
+/// The note for [`RuleScore::default_unusable`] shapes, as `synth compare` says it.
+fn default_note(n: usize) -> String {
+    format!(
+        "the default kernel's cell is not usable on {n} of the shapes; there an unusable pick is charged the slowest \
+         usable time of the shape, so the fraction of oracle is no bound (a sparse table, such as a tuned CSV, makes \
+         it meaningless)"
+    )
 }
 
 /// Name of the re-checked rule in the comparison.
@@ -68,7 +80,13 @@ pub fn score_rule(rule: &Rule, mat: &LatencyMatrix, catalog: &Catalog, shape_reg
             }
         }
     }
-    RuleScore { shapes: report.shapes.len(), fraction_of_oracle: res.summary.of_oracle, regressions, unusable }
+    RuleScore {
+        shapes: report.shapes.len(),
+        fraction_of_oracle: res.summary.of_oracle,
+        regressions,
+        unusable,
+        default_unusable: report.default_unusable,
+    }
 }
 
 fn print_score(label: &str, mat: &LatencyMatrix, score: &RuleScore) {
@@ -154,6 +172,7 @@ fn plain_report(args: &DriftArgs, problems: Vec<String>, fix: String, ok_line: &
         configs: Vec::new(),
         slower: Vec::new(),
         unusable: Vec::new(),
+        notes: Vec::new(),
     }
 }
 
@@ -161,6 +180,9 @@ fn plain_report(args: &DriftArgs, problems: Vec<String>, fix: String, ok_line: &
 fn check_single(args: &DriftArgs, rule: &Rule, catalog: &Catalog) -> Result<PlainReport> {
     let backends = args.backends.backends.as_ref();
     let new = load_tables(&args.dataset, catalog, backends)?;
+    // A rule of a backend the measurements do not hold is not drifting: it cannot be re-checked on them.
+    crate::compare::backends::check_measured(rule, &new)
+        .map_err(|e| anyhow::anyhow!("{} (the rule to re-check): {e}", args.rule.display()))?;
     let score = score_rule(rule, &new, catalog, args.shape_regret);
     print_score("new measurements", &new, &score);
     let mut problems = Vec::new();
@@ -214,6 +236,11 @@ fn check_single(args: &DriftArgs, rule: &Rule, catalog: &Catalog) -> Result<Plai
     }
     let fix = format!("re-run `synth run {}` to synthesize a rule for the new data", again.join(" "));
     let mut report = plain_report(args, problems, fix, "no drift: the rule holds on the new measurements");
+    if score.default_unusable > 0 {
+        let note = default_note(score.default_unusable);
+        outln!("note: {note}");
+        report.notes.push(note);
+    }
     report.configs.push(ConfigScore {
         config: "all".into(),
         shapes: score.shapes,
@@ -311,6 +338,8 @@ fn whole_against_baseline(
 fn check_manifest(args: &DriftArgs, rule: &Rule, manifest: &Path) -> Result<PlainReport> {
     use super::multi_eval::{of_oracle, per_config_table, unusable};
     let data = super::multi_eval::open(manifest)?;
+    crate::compare::backends::check_measured(rule, &data.matrix)
+        .map_err(|e| anyhow::anyhow!("{} (the rule to re-check): {e}", args.rule.display()))?;
     let evals = manifest_scores(rule, &data);
     let m = &data.matrix;
     outln!(

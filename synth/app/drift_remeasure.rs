@@ -83,7 +83,7 @@ impl Budget {
     fn left(&self, batch: usize, batches: usize) -> Option<Duration> {
         let left = self.limit.saturating_sub(self.started.elapsed());
         if left.is_zero() {
-            eprintln!(
+            errln!(
                 "drift: time budget of {} s reached after {:.0} s; {batch} of {batches} batches measured",
                 self.limit.as_secs_f64(),
                 self.started.elapsed().as_secs_f64()
@@ -143,19 +143,13 @@ fn measure_harness(
         }
         let before = journal.rows().len();
         let deadline = Some(budget.end());
-        let run = harness(args).run_until(
-            &cells,
-            plan_file.path(),
-            &mut journal,
-            deadline,
-            |_| {},
-            |line| eprintln!("{line}"),
-        );
+        let run =
+            harness(args).run_until(&cells, plan_file.path(), &mut journal, deadline, |_| {}, |line| errln!("{line}"));
         if let Err(e) = run {
             if e.downcast_ref::<DeadlineReached>().is_none() {
                 return Err(e);
             }
-            eprintln!(
+            errln!(
                 "drift: time budget of {} s ran out during batch {} of {}: the harness was stopped after {} of its {} cells",
                 budget.limit.as_secs_f64(),
                 i + 1,
@@ -308,7 +302,7 @@ pub fn run(d: &DriftArgs) -> Result<()> {
     let default = Candidate::new(catalog.default_alias, 0);
     let sample = sample_cells(&base, &rule, default, args.sample_shapes, args.others, args.sample_seed);
     let n_cells: usize = sample.iter().map(|(_, c)| c.len()).sum();
-    eprintln!(
+    errln!(
         "drift: re-measuring {n_cells} cells of {} sampled shapes with the {} backend into {} (budget {} s)",
         sample.len(),
         backend_name(args.backend),

@@ -71,6 +71,9 @@ pub fn layers(args: &ExportArgs) -> anyhow::Result<Vec<(u32, u32)>> {
                 out.insert((l.n, l.k));
             }
         }
+        (Some(_), _, _) => bail!("--shapes names the layers itself: drop --model and --tp, or drop --shapes"),
+        (None, Some(model), None) => bail!("--model {model} needs --tp T (the tensor-parallel degree of its layers)"),
+        (None, None, Some(tp)) => bail!("--tp {tp} needs --model NAME (or give the layers as --shapes N:K,...)"),
         _ => bail!("give the layers as --shapes N:K,... or as --model NAME --tp T"),
     }
     if out.is_empty() {
@@ -224,7 +227,7 @@ pub fn tuned_policy(runtime: Runtime, dir: &std::path::Path, device: &str) -> an
             continue;
         };
         let path = entry.path();
-        let bytes = crate::input::read_bytes_capped(&path, crate::input::MAX_SPEC_BYTES, "runtime config file")
+        let bytes = crate::input::read_bytes_capped(&path, crate::input::MAX_TABLE_BYTES, "runtime config file")
             .with_context(|| format!("cannot read {}", path.display()))?;
         let text = String::from_utf8(bytes).with_context(|| format!("{}: not UTF-8 text", path.display()))?;
         let keys =

@@ -86,3 +86,22 @@ Examples:
   synth drift --rule generated/rule.json --dataset new.csv
   synth drift --rule generated/gemm_a8w8_blockscale_heuristic.h --dataset new.csv --baseline old.csv
   synth drift --rule mixed/rule.json --dataset new-ck.csv --dataset new-vendor.csv --backends ck,vendor";
+
+pub const COMPRESS: &str = "\
+Examples:
+  synth compress --tuned measurements/mi300x/a8w8_blockscale_tuned_gemm_glm5_1.csv --out glm
+                                              # rule + residual table, proved equal to the table at every M
+  synth compress --tuned aiter_tuned.csv --rule generated/rule.json --out cmp
+                                              # the residual a given rule leaves";
+
+pub const AITER: &str = "\
+Examples:
+  synth aiter --rule generated/rule.json --out patch   # the patch for a rule (main job: generated/aiter/)
+  synth aiter --aiter-dir ~/aiter --check     # does generated/'s patch apply? (or: already applied / which hunk moved)
+  synth aiter --aiter-dir ~/aiter             # apply it, all or nothing
+  synth aiter --kit kit --rule generated/rule.json     # the check kit (g++ against AITER's dispatch)";
+
+pub const EXPORT: &str = "\
+Examples:
+  synth export vllm --rule rule.json --model llama-3.1-405b --tp 8 --device-name NVIDIA_H200 --out configs
+  synth export sglang --rule rule.json --shapes 4096:7168,7168:2048 --device-name NVIDIA_H200 --out configs";

@@ -97,9 +97,18 @@ impl MultiData {
         // The main job's manifest where no file of that name exists (a copied binary, a working directory
         // outside the checkout): the copy built into the binary, whose journals are built in too. Only this
         // manifest reads built-in journals; a manifest file's journals are files.
+        // From a subdirectory of a checkout the main job writes the checkout's generated/, so it reads the
+        // checkout's manifest too (not the copy built in, which may be older than the checkout's data).
+        let in_checkout = (!manifest.exists() && manifest == Path::new(super::data::EMBEDDED_MANIFEST.0))
+            .then(|| std::env::current_dir().ok())
+            .flatten()
+            .and_then(|cwd| super::outputs::checkout_containing(&cwd))
+            .map(|root| root.join(manifest))
+            .filter(|p| p.is_file());
+        let manifest = in_checkout.as_deref().unwrap_or(manifest);
         let built_in = !manifest.exists() && manifest == Path::new(super::data::EMBEDDED_MANIFEST.0);
         let text = if built_in {
-            eprintln!(
+            errln!(
                 "note: no file {} here: reading the copy built into this binary (its journals built in too)",
                 manifest.display()
             );
@@ -185,6 +194,23 @@ impl MultiData {
         }
         .map_err(|e| anyhow::anyhow!("{e}"))?;
         let off: BTreeSet<u32> = file.off_grid_m.iter().copied().collect();
+        // An off-grid M that is 0, listed twice, or an M of the dataset grid would move grid shapes out of
+        // training and into the off-grid evaluation without a word.
+        let grid_m: BTreeSet<u32> = crate::shapes::m_dataset_grid().into_iter().collect();
+        let mut seen = BTreeSet::new();
+        for &m in &file.off_grid_m {
+            let why = if m == 0 {
+                "is not a token count (M is at least 1)"
+            } else if !seen.insert(m) {
+                "is listed twice"
+            } else if grid_m.contains(&m) {
+                "is an M of the dataset grid (`synth bench --m-set dataset`), so its grid shapes would be read as \
+                 off-grid"
+            } else {
+                continue;
+            };
+            bail!("{}: off_grid_m {m} {why}; list each off-grid M once, outside the grid", manifest.display());
+        }
         let have: BTreeSet<(u32, u32)> = matrix.layers().into_iter().collect();
         let mut configs = Vec::new();
         for c in &file.config {

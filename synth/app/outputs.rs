@@ -258,9 +258,19 @@ pub fn check_out_dir<A: AsRef<str>>(
     files: &[GeneratedFile],
     inputs: &[(A, PathBuf)],
 ) -> anyhow::Result<()> {
-    check_not_inside_inputs("--out", dir, &identity(dir), inputs)?;
+    check_out_dir_as("--out", dir, files, inputs)
+}
+
+/// [`check_out_dir`] for a directory given under option `flag` (e.g. `--kit`).
+pub fn check_out_dir_as<A: AsRef<str>>(
+    flag: &str,
+    dir: &Path,
+    files: &[GeneratedFile],
+    inputs: &[(A, PathBuf)],
+) -> anyhow::Result<()> {
+    check_not_inside_inputs(flag, dir, &identity(dir), inputs)?;
     let outputs: Vec<(String, PathBuf)> =
-        files.iter().map(|f| (format!("--out {} (its {})", dir.display(), f.name), dir.join(&f.name))).collect();
+        files.iter().map(|f| (format!("{flag} {} (its {})", dir.display(), f.name), dir.join(&f.name))).collect();
     check_paths(inputs, &outputs, false)
 }
 

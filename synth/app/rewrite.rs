@@ -163,7 +163,7 @@ fn resolve_future(path: &Path) -> anyhow::Result<PathBuf> {
 
 /// Refuses output directories that could overwrite or pollute the task; returns the resolved path.
 /// Creates nothing (a suite checks every task before any directory is made).
-fn check_out_dir(out: &Path, task: &RewriteTask) -> anyhow::Result<PathBuf> {
+fn check_out_dir(out: &Path, task: &RewriteTask, spec_file: &Path) -> anyhow::Result<PathBuf> {
     let resolved = resolve_future(out)?;
     let root = std::fs::canonicalize(&task.spec().workdir.root)?;
     if resolved.starts_with(&root) {
@@ -177,6 +177,20 @@ fn check_out_dir(out: &Path, task: &RewriteTask) -> anyhow::Result<PathBuf> {
     let target = std::fs::canonicalize(&task.spec().target)?;
     if resolved.join(task.spec().target_file_name()) == target {
         bail!("--out {} would write the winner over the original {}", out.display(), target.display());
+    }
+    // The task's spec is an input too: no file of the run's end may land on it.
+    if let Ok(spec) = std::fs::canonicalize(spec_file) {
+        let winner = winner_file_name(&task.spec().target_file_name());
+        let names = REWRITE_OUTPUTS.iter().map(|n| n.to_string()).chain([winner, "trace.jsonl.settings.json".into()]);
+        for name in names {
+            if std::fs::canonicalize(resolved.join(&name)).is_ok_and(|p| p == spec) {
+                bail!(
+                    "--out {} would write its {name} over the task spec {}; choose another --out (nothing was written)",
+                    out.display(),
+                    spec_file.display()
+                );
+            }
+        }
     }
     Ok(resolved)
 }
@@ -263,7 +277,7 @@ fn prepare(
     if let Some(lock) = lock {
         task = task.with_test_lock(lock);
     }
-    let out = check_out_dir(&out, &task)?;
+    let out = check_out_dir(&out, &task, spec_file)?;
     let task = task.with_keep_dir(out.join("work"));
     let proposers = make_proposers(args, &task)?;
     Ok(Prepared { spec_file: spec_file.to_path_buf(), task, out, proposers })
@@ -293,7 +307,7 @@ fn run_task(args: &RewriteArgs, p: Prepared) -> anyhow::Result<Report> {
     let outcome = run_loop(&task, &proposers.all, &cfg)?;
     if !args.quiet {
         for s in crate::engine::stats::proposer_stats(&outcome.attempts) {
-            eprintln!("proposer: {s}");
+            errln!("proposer: {s}");
         }
     }
 
@@ -433,13 +447,13 @@ fn run_suite(args: &RewriteArgs, dir: &Path) -> anyhow::Result<()> {
                 let Some(p) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() else { continue };
                 let name = p.task.spec().name.clone();
                 if !args.quiet {
-                    eprintln!("== task {name} ({} of {})", i + 1, prepared.len());
+                    errln!("== task {name} ({} of {})", i + 1, prepared.len());
                 }
                 let r = run_task(args, p);
                 if !args.quiet {
                     match &r {
-                        Ok(rep) => eprintln!("== task {name}: {}", task_line(rep)),
-                        Err(e) => eprintln!("== task {name}: failed: {e:#}"),
+                        Ok(rep) => errln!("== task {name}: {}", task_line(rep)),
+                        Err(e) => errln!("== task {name}: failed: {e:#}"),
                     }
                 }
                 *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);

@@ -160,7 +160,10 @@ fn check_paths(args: &SearchArgs) -> anyhow::Result<()> {
         super::tuned::LOTO_CSV,
     ];
     // The trace against the inputs and, whether they exist yet or not, the files written beside it.
-    let mut outputs = vec![("--trace".to_string(), trace.clone())];
+    let mut outputs = vec![
+        ("--trace".to_string(), trace.clone()),
+        (format!("the settings record of --trace {}", trace.display()), settings_path(&trace)),
+    ];
     outputs.extend(names.iter().map(|n| (format!("--out {} (its {n})", out_dir.display()), out_dir.join(n))));
     super::outputs::check_distinct(&inputs, &outputs)?;
     inputs.push(("--trace", trace));
@@ -397,7 +400,8 @@ fn winner<'a>(outcome: &'a LoopOutcome, catalog: &Catalog) -> anyhow::Result<(Ru
             })
             .collect();
         bail!(
-            "every one of the {} proposals failed, so there is no result (nothing was written); last failures:\n  {}",
+            "every one of the {} proposals failed, so there is no result (no rule was written; the attempts are in \
+             the trace); last failures:\n  {}",
             proposals.len(),
             last.join("\n  ")
         );
@@ -597,6 +601,16 @@ pub fn settings_path(trace: &std::path::Path) -> PathBuf {
     trace.with_file_name(name)
 }
 
+/// Whether the file at `trace` starts with an attempt line (a JSON object with a `candidate`), as every
+/// trace `synth search` writes does.
+fn looks_like_trace(trace: &Path) -> bool {
+    use std::io::{BufRead, Read};
+    let Ok(f) = std::fs::File::open(trace) else { return false };
+    let mut first = String::new();
+    let _ = std::io::BufReader::new(f.take(1 << 20)).read_line(&mut first);
+    serde_json::from_str::<serde_json::Value>(first.trim()).is_ok_and(|v| v.get("candidate").is_some())
+}
+
 /// With `--resume`: the trace must hold attempts and have been written with the same settings (else one
 /// error naming each differing setting). Without: records this run's settings beside the trace.
 fn check_trace_settings(
@@ -646,10 +660,7 @@ fn check_trace_settings(
         }
     } else {
         if args.resume {
-            eprintln!("note:     --resume: no trace at {} yet; this run starts it", crate::sanitize::shown_path(trace));
-        }
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            errln!("note:     --resume: no trace at {} yet; this run starts it", crate::sanitize::shown_path(trace));
         }
         // Refused here, before the settings record is written (the loop refuses it too): a refused run
         // must leave the earlier run's record as it was, or a later --resume would mix two runs.
@@ -657,12 +668,35 @@ fn check_trace_settings(
             Ok(m) if m.is_dir() => {
                 bail!("--trace {} is a directory; name a file (nothing was changed)", trace.display())
             }
+            Ok(m) if m.len() > 0 && !looks_like_trace(trace) => bail!(
+                "--trace {} is a file that is not a trace of attempts (its first line is no attempt); name another \
+                 --trace, or move that file away (nothing was changed)",
+                trace.display()
+            ),
             Ok(m) if m.len() > 0 => bail!(
                 "{} holds the attempts of an earlier run; pass --resume to continue it, or another --out (or move \
                  the trace away) to start over (nothing was changed)",
                 trace.display()
             ),
             _ => {}
+        }
+        // Only a settings record (of an earlier run whose trace is empty or gone) is replaced.
+        if let Ok(m) = std::fs::symlink_metadata(&path) {
+            let record = m.is_file()
+                && crate::input::read_text_capped(&path, crate::input::MAX_SPEC_BYTES, "settings record")
+                    .ok()
+                    .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                    .is_some_and(|v| v.get("agents").is_some() && v.get("training_data").is_some());
+            if !record {
+                bail!(
+                    "{} is in the way: the trace's settings record goes there, and it holds something else (not a \
+                     record `synth search` wrote); move it away or pass another --trace (nothing was changed)",
+                    path.display()
+                );
+            }
+        }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         }
         std::fs::write(&path, serde_json::to_string_pretty(&now)? + "\n")
             .with_context(|| format!("cannot write {}", path.display()))?;

@@ -193,7 +193,7 @@ impl Session {
             .iter()
             .map(|path| {
                 let rule = crate::rule::load_checked(path, &self.catalog)?;
-                note_uncallable(path, &rule, self.backends.as_ref());
+                note_uncallable(path, &rule, self.backends.as_ref(), &self.matrix);
                 Ok(Policy::Rule { name: canonical_path(path), rule })
             })
             .collect()
@@ -365,9 +365,16 @@ pub fn own_rules(
 
 /// A note on stderr when a scored rule returns leaves of a backend the data's candidates leave out
 /// ([`crate::compare::backends::check_callable`]): those picks are charged the default's time.
-pub fn note_uncallable(path: &Path, rule: &crate::rule::Rule, backends: Option<&crate::catalog::Backends>) {
-    if let Err(m) = crate::compare::backends::check_callable(rule, backends) {
-        eprintln!(
+pub fn note_uncallable(
+    path: &Path,
+    rule: &crate::rule::Rule,
+    backends: Option<&crate::catalog::Backends>,
+    matrix: &LatencyMatrix,
+) {
+    let check = crate::compare::backends::check_callable(rule, backends)
+        .and_then(|()| crate::compare::backends::check_measured(rule, matrix));
+    if let Err(m) = check {
+        errln!(
             "note: {}: {m}; until then its picks of those backends are scored as unusable (charged the default's \
              time)",
             path.display()

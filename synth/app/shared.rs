@@ -171,7 +171,7 @@ impl Progress {
         }
         *last = std::time::Instant::now();
         let line = self.message(done, self.started.elapsed().as_secs_f64());
-        eprintln!("{line}");
+        errln!("{line}");
         Some(line)
     }
 

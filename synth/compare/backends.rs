@@ -38,6 +38,24 @@ pub fn check_callable(rule: &crate::rule::Rule, backends: Option<&Backends>) -> 
     ))
 }
 
+/// `Err` naming the backends whose leaves `rule` returns but of which `matrix` holds no candidate at all
+/// (a rule over the triton family scored on CK journals): every such pick is unusable there and charged the
+/// default's time, so the figures say nothing of the rule.
+pub fn check_measured(rule: &crate::rule::Rule, matrix: &LatencyMatrix) -> Result<(), String> {
+    let used: std::collections::BTreeSet<Libtype> = rule.leaves().iter().map(|l| l.backend).collect();
+    let present: std::collections::BTreeSet<Libtype> = matrix.candidates.iter().map(|c| c.backend).collect();
+    let missing: Vec<String> = used.iter().filter(|b| !present.contains(b)).map(|b| b.to_string()).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "the rule returns {} leaves, and the data holds no {} rows: every such pick is unusable there; give the \
+         journals that measure them as --dataset",
+        missing.join(" and "),
+        missing.join(" or ")
+    ))
+}
+
 /// The kernel a backend runs where nothing chose one: CK's legacy default (the alias of kernelId -1),
 /// the vendor GEMM, vLLM's default Triton config. CK-tile's default depends on the architecture and
 /// none of its rows run on the devices measured here: `None`.

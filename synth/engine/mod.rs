@@ -42,6 +42,11 @@ pub trait Task: Sync {
     fn baseline(&self) -> Option<String> {
         None
     }
+    /// Whether `evaluate` gives the same result for the same text every time (a score computed from data,
+    /// not a timed run): a resumed trace's attempts are then evaluated again and must agree.
+    fn deterministic(&self) -> bool {
+        false
+    }
 }
 
 /// One entry of the history shown to proposers.

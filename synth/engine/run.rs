@@ -218,7 +218,7 @@ pub fn run_loop_with(
             let contents = read_trace(path)?;
             if let Some(tail) = &contents.dropped_tail {
                 if cfg.verbose {
-                    eprintln!(
+                    errln!(
                         "trace {}: dropping a truncated last line ({}...)",
                         path.display(),
                         crate::sanitize::shown(&clip(tail, 60))
@@ -248,6 +248,9 @@ pub fn run_loop_with(
                     );
                 }
                 loaded.insert(a.id, a);
+            }
+            if task.deterministic() {
+                check_replayed_scores(task, &loaded, path)?;
             }
             Some(TraceWriter::append_after(path, contents.valid_len)?)
         }
@@ -454,7 +457,7 @@ pub fn run_loop_with(
                 .and_then(|id| attempts.get(&id))
                 .and_then(|a| a.eval.score.map(|s| format!("{s:.4} (attempt {})", a.id)))
                 .unwrap_or_else(|| "none".into());
-            eprintln!(
+            errln!(
                 "iteration {t}/{}: {} candidates, {failed} failed, best {best_txt} ({:.1} s)",
                 cfg.iterations,
                 cfg.offspring,
@@ -601,6 +604,35 @@ fn score_of(attempts: &BTreeMap<usize, Attempt>, id: Option<usize>) -> Option<f6
 }
 
 /// Evaluates, turning a panic inside the task into a failed evaluation.
+/// A deterministic task's resumed attempts are evaluated again: a trace whose candidate text no longer
+/// gives its recorded score (edited, or written for other data) is refused before anything is appended.
+fn check_replayed_scores(
+    task: &dyn Task,
+    loaded: &BTreeMap<usize, Attempt>,
+    path: &std::path::Path,
+) -> anyhow::Result<()> {
+    let same = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (None, None) => true,
+        (Some(x), Some(y)) => (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1e-300),
+        _ => false,
+    };
+    for a in loaded.values() {
+        let now = guarded_eval(task, &a.candidate).score;
+        if !same(now, a.eval.score) {
+            let shown = |s: Option<f64>| s.map_or("a failure".to_string(), |v| format!("score {v}"));
+            bail!(
+                "{}: attempt {} records {}, but its candidate evaluates to {} now: the trace was edited or written \
+                 for other data; start a new run (another --trace, or no --resume) (nothing was changed)",
+                path.display(),
+                a.id,
+                shown(a.eval.score),
+                shown(now)
+            );
+        }
+    }
+    Ok(())
+}
+
 fn guarded_eval(task: &dyn Task, candidate: &str) -> Evaluation {
     match catch_unwind(AssertUnwindSafe(|| task.evaluate(candidate))) {
         Ok(mut e) => {

@@ -62,7 +62,65 @@ pub struct DeviceInfo {
     pub l2_bytes: u64,
 }
 
+impl DeviceInfo {
+    /// Refuses a description no journal row could carry: an empty device name, an architecture the
+    /// journal reader refuses, no CUs. (`--cu-num 0` is refused alike.)
+    pub fn check(&self) -> Result<()> {
+        use crate::sanitize::shown;
+        if self.name.trim().is_empty() {
+            bail!("the device name is empty: the harness must name the GPU (torch.cuda.get_device_name)");
+        }
+        if !crate::table::aiter_csv::is_arch_name(&self.gfx) {
+            bail!("gfx \"{}\" is not an architecture name such as gfx942, gfx950 or sm_90", shown(&self.gfx));
+        }
+        if self.cu_num == 0 {
+            bail!("cu_num 0: the device's CU/SM count is at least 1 (e.g. 304 for MI300X, 132 for H200)");
+        }
+        Ok(())
+    }
+}
+
+/// The usual name of signal `sig` (Linux numbering).
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        _ => "another signal",
+    }
+}
+
+/// How long a harness that has delivered every cell of its plan may take to exit before it is stopped.
+pub const EXIT_GRACE: Duration = Duration::from_secs(30);
+
+/// A harness stdout line that no newline ended and that is no JSON value: the harness died while writing it.
+pub(crate) fn torn_output(line: &str) -> Option<String> {
+    if line.trim().is_empty() || serde_json::from_str::<serde_json::Value>(line).is_ok() {
+        return None;
+    }
+    Some(format!(
+        "its output ended in the middle of a line ({} bytes: {}), the mark of a harness stopped while writing",
+        line.len(),
+        crate::sanitize::shown(&line.chars().take(120).collect::<String>())
+    ))
+}
+
 impl Harness {
+    /// How long a harness that delivered every cell may take to exit: [`EXIT_GRACE`], or `--cell-timeout`
+    /// when that is shorter.
+    pub fn exit_grace(&self) -> Duration {
+        EXIT_GRACE.min(self.cell_timeout)
+    }
+
     fn command(&self) -> Command {
         self.command_on(None)
     }
@@ -88,10 +146,14 @@ impl Harness {
     }
 
     /// Explains a non-zero harness exit; `tail` is the end of its stderr.
-    pub fn exit_error(&self, code: Option<i32>, tail: &str) -> anyhow::Error {
+    pub fn exit_error(&self, status: ExitStatus, tail: &str) -> anyhow::Error {
+        use std::os::unix::process::ExitStatusExt;
         let py = self.python.display();
-        let tail = tail.trim();
-        match code {
+        let tail = match tail.trim() {
+            "" => "no output on stderr",
+            t => t,
+        };
+        match status.code() {
             Some(EXIT_NO_GPU) => anyhow!(
                 "no GPU found: PyTorch under `{py}` sees no CUDA or ROCm device ({tail}); run on a machine with one \
                  (`--dry-run --cu-num N` shows the plan without it)"
@@ -109,7 +171,10 @@ impl Harness {
                 "the GPU stopped working mid-run ({tail}); finished cells are in the journal, run again to resume"
             ),
             Some(c) => anyhow!("the harness exited with status {c}: {tail}"),
-            None => anyhow!("the harness was killed by a signal: {tail}"),
+            None => match status.signal() {
+                Some(sig) => anyhow!("the harness was killed by signal {sig} ({}): {tail}", signal_name(sig)),
+                None => anyhow!("the harness ended without an exit status: {tail}"),
+            },
         }
     }
 
@@ -137,13 +202,15 @@ impl Harness {
             );
         };
         if !status.success() {
-            return Err(self.exit_error(status.code(), &String::from_utf8_lossy(&out.stderr)));
+            return Err(self.exit_error(status, &String::from_utf8_lossy(&out.stderr)));
         }
         let text = String::from_utf8_lossy(&out.stdout);
         let line = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
-        serde_json::from_str(line).with_context(|| {
+        let info: DeviceInfo = serde_json::from_str(line).with_context(|| {
             format!("harness --probe printed {}, expected one JSON object", crate::sanitize::shown(line))
-        })
+        })?;
+        info.check().with_context(|| format!("harness --probe printed {}", crate::sanitize::shown(line)))?;
+        Ok(info)
     }
 
     /// Measures `cells` (written to `plan_path` first), appending every result to `journal` as it
@@ -192,6 +259,7 @@ impl Harness {
             tail: Vec::new(),
         };
         let mut last_result = Instant::now();
+        let mut torn: Option<String> = None;
         let outcome: Result<ExitStatus> = loop {
             // Checked at every event, so a harness that keeps printing log lines cannot hold it off.
             if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -210,16 +278,32 @@ impl Harness {
                         st.tail.remove(0);
                     }
                 }
-                Event::Line(Stream::Stdout, line) => match st.take_line(&line, &wanted, journal) {
-                    Ok(Some(row)) => {
-                        last_result = Instant::now();
-                        on_row(&row);
+                Event::Unterminated(Stream::Stderr, line) => {
+                    on_log(&line);
+                    st.tail.push(line);
+                }
+                Event::Unterminated(Stream::Stdout, line) if torn_output(&line).is_some() => torn = torn_output(&line),
+                Event::Line(Stream::Stdout, line) | Event::Unterminated(Stream::Stdout, line) => {
+                    match st.take_line(&line, &wanted, journal) {
+                        Ok(Some(row)) => {
+                            last_result = Instant::now();
+                            on_row(&row);
+                        }
+                        Ok(None) => {}
+                        Err(e) => break Err(e),
                     }
-                    Ok(None) => {}
-                    Err(e) => break Err(e),
-                },
+                }
                 Event::ReadError(_, e) => break Err(anyhow!("reading harness output: {e}")),
                 Event::Exited(status) => break Ok(status),
+                // Every cell is in: a harness that does not exit (a hung teardown) is stopped; nothing is lost.
+                Event::Idle if st.appended == cells.len() && last_result.elapsed() >= self.exit_grace() => {
+                    child.kill();
+                    on_log(&format!(
+                        "note: the harness delivered every cell but had not exited {:.0} s later; it was stopped",
+                        self.exit_grace().as_secs_f64()
+                    ));
+                    return Ok(st.appended);
+                }
                 Event::Idle if last_result.elapsed() >= self.cell_timeout => {
                     break Err(self.timeout_error(cells, journal, st.appended))
                 }
@@ -233,12 +317,14 @@ impl Harness {
                 return Err(e);
             }
         };
+        let torn = torn.map(|t| format!("; {t}")).unwrap_or_default();
         if !status.success() {
-            return Err(self.exit_error(status.code(), &st.tail.join("\n")));
+            let e = self.exit_error(status, &st.tail.join("\n"));
+            return Err(if torn.is_empty() { e } else { anyhow!("{e:#}{torn}") });
         }
         if st.appended < cells.len() {
             bail!(
-                "the harness exited after {} of {} cells without an error; run again to resume",
+                "the harness exited after {} of {} cells without an error{torn}; run again to resume",
                 st.appended,
                 cells.len()
             );

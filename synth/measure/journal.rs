@@ -300,7 +300,7 @@ pub struct TornLine {
 pub fn read_for_planning(path: &Path, catalog: &Catalog, unit: &str) -> Result<JournalContents> {
     let contents = read_for_resume(path, catalog)?;
     if let Some(torn) = &contents.torn {
-        eprintln!(
+        errln!(
             "journal {}:{}: the last line has no line end ({} bytes, an interrupted write): it is not counted as \
              measured; a measuring run cuts it and measures that {unit} again",
             crate::sanitize::shown_path(path),
@@ -399,6 +399,9 @@ pub struct Journal {
     path: PathBuf,
     /// The exclusive lock on `<journal>.lock`, held while the journal is open.
     _lock: JournalLock,
+    /// The journal file itself, locked exclusively ([`lock_file`]): another name of the same file (a
+    /// symbolic or hard link) has another `.lock`, and the file's own lock refuses the second run.
+    _held: File,
     writer: csv::Writer<File>,
     done: HashSet<CellKey>,
     rows: Vec<CellResult>,
@@ -438,12 +441,14 @@ impl Journal {
             let mut cut = 0;
             let mut rows = Vec::new();
             let existed = path.exists();
+            let mut held = None;
             if existed {
                 let mut f = OpenOptions::new()
                     .read(true)
                     .write(true)
                     .open(path)
                     .with_context(|| format!("cannot open journal {}", path.display()))?;
+                lock_file(&f, path)?;
                 let mut bytes = Vec::new();
                 (&mut f).take(crate::input::MAX_TABLE_BYTES + 1).read_to_end(&mut bytes)?;
                 let contents = contents_for_resume(&bytes, path, catalog)?;
@@ -453,6 +458,7 @@ impl Journal {
                     f.seek(SeekFrom::Start(torn.keep as u64))?;
                 }
                 rows = contents.rows;
+                held = Some(f);
             }
             let needs_header = !existed || std::fs::metadata(path)?.len() == 0;
             let before = match (existed, needs_header) {
@@ -468,14 +474,22 @@ impl Journal {
                 .append(true)
                 .open(path)
                 .with_context(|| format!("cannot open journal {} for appending", path.display()))?;
+            let held = match held {
+                Some(f) => f,
+                None => {
+                    let f = file.try_clone()?;
+                    lock_file(&f, path)?;
+                    f
+                }
+            };
             let mut writer = csv::WriterBuilder::new().has_headers(false).from_writer(file);
             if needs_header {
                 writer.write_record(columns())?;
                 writer.flush()?;
             }
-            Ok((cut, rows, before, writer))
+            Ok((cut, rows, before, writer, held))
         })();
-        let (cut, rows, before, writer) = match opened {
+        let (cut, rows, before, writer, held) = match opened {
             Ok(v) => v,
             Err(e) => {
                 lock.release_unused();
@@ -488,6 +502,7 @@ impl Journal {
         let journal = Journal {
             path: path.to_path_buf(),
             _lock: lock,
+            _held: held,
             writer,
             done,
             rows,
@@ -662,6 +677,20 @@ pub(crate) fn lock_journal(path: &Path) -> Result<JournalLock> {
     bail!("cannot lock the journal {}: its lock file {} keeps being replaced", path.display(), lock_path.display())
 }
 
+/// Locks the journal file `file` (opened from `path`) exclusively, or says that another run holds it: the
+/// run that locked it named it through another path (a symbolic or hard link), so its `.lock` is elsewhere.
+fn lock_file(file: &File, path: &Path) -> Result<()> {
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(std::fs::TryLockError::WouldBlock) => bail!(
+            "journal {} is in use by another measurement run, which names the same file through another path (a \
+             symbolic or hard link); wait for it to finish, or pass another --out (nothing was written)",
+            path.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => bail!("cannot lock the journal {}: {e}", path.display()),
+    }
+}
+
 /// The exclusive lock of a journal ([`lock_journal`]), held while this value lives (the OS releases it
 /// when the process ends however it ends). The lock file stays when the run ends; a run that wrote
 /// nothing takes back the lock file it created, and the directories it created for it
@@ -725,6 +754,25 @@ mod tests {
         assert!(msg.contains(&format!("pid {}", std::process::id())), "{msg}");
         drop(first);
         Journal::open(&path, &catalog).expect("free again once the first is closed");
+    }
+
+    #[test]
+    fn one_journal_named_through_a_link_is_refused_while_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.csv");
+        let catalog = Catalog::embedded();
+        let (first, _) = Journal::open(&path, &catalog).unwrap();
+        let soft = dir.path().join("alias.csv");
+        std::os::unix::fs::symlink(&path, &soft).unwrap();
+        let hard = dir.path().join("hard.csv");
+        std::fs::hard_link(&path, &hard).unwrap();
+        for other in [&soft, &hard] {
+            let err = format!("{:#}", Journal::open(other, &catalog).err().expect("the file is held"));
+            assert!(err.contains("names the same file through another path"), "{err}");
+            assert!(!lock_path(other).exists(), "a refused run leaves no lock file");
+        }
+        drop(first);
+        Journal::open(&soft, &catalog).expect("free once the first run ends");
     }
 
     #[test]

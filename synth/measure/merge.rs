@@ -96,6 +96,22 @@ fn hold_input_lock(path: &Path) -> Result<Option<File>> {
     }
 }
 
+/// Refuses an input journal whose file a measurement run holds under another name (a symbolic or hard
+/// link, so its `.lock` is not beside this name: `synth bench` also locks the journal file itself); returns
+/// the file, held shared until the merge ends.
+fn hold_input_file(path: &Path) -> Result<File> {
+    let file = File::open(path).with_context(|| format!("cannot open journal {}", path.display()))?;
+    match file.try_lock_shared() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => bail!(
+            "journal {} is in use by a measurement run (which names the file through another path, a symbolic or \
+             hard link); merge it once that run has finished",
+            path.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => bail!("cannot check the lock of journal {}: {e}", path.display()),
+    }
+}
+
 /// Merges the journals `inputs` into `out` (see the module comment).
 pub fn merge_journals(inputs: &[PathBuf], out: &Path, catalog: &Catalog) -> Result<MergeReport> {
     if inputs.is_empty() {
@@ -150,6 +166,7 @@ fn merge_locked(inputs: &[PathBuf], out: &Path, out_is_input: Option<usize>, cat
         if Some(i) != out_is_input {
             _held.push(hold_input_lock(p)?);
         }
+        _held.push(Some(hold_input_file(p)?));
     }
 
     let mut texts = Vec::with_capacity(inputs.len());

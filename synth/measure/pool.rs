@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use super::driver::{take_result, Harness, EXIT_NO_TORCH, EXIT_NO_TRITON, EXIT_USAGE};
+use super::driver::{take_result, torn_output, Harness, EXIT_NO_TORCH, EXIT_NO_TRITON, EXIT_USAGE};
 use super::journal::{CellResult, Journal};
 use super::plan::{CellKey, PlanCell};
 use super::shard::deal_by_shape;
@@ -66,6 +66,8 @@ struct Job {
     appended: usize,
     tail: Vec<String>,
     last_result: Instant,
+    /// Set when its stdout ended in the middle of a line ([`super::driver::torn_output`]).
+    torn: Option<String>,
 }
 
 struct Worker {
@@ -148,7 +150,11 @@ impl Pool<'_> {
                         }
                     };
                     match ev {
-                        Event::Line(Stream::Stdout, line) => {
+                        Event::Unterminated(Stream::Stdout, line) if torn_output(&line).is_some() => {
+                            quiet = false;
+                            job.torn = torn_output(&line);
+                        }
+                        Event::Line(Stream::Stdout, line) | Event::Unterminated(Stream::Stdout, line) => {
                             quiet = false;
                             job.line_no += 1;
                             let row = take_result(&line, job.line_no, &job.wanted, &mut device, journal)
@@ -160,7 +166,7 @@ impl Pool<'_> {
                                 on_event(PoolEvent::Row { gpu: &gpu, row: &row });
                             }
                         }
-                        Event::Line(Stream::Stderr, line) => {
+                        Event::Line(Stream::Stderr, line) | Event::Unterminated(Stream::Stderr, line) => {
                             quiet = false;
                             on_event(PoolEvent::Log { gpu: &gpu, line: &line });
                             job.tail.push(line);
@@ -178,6 +184,20 @@ impl Pool<'_> {
                         }
                         Event::Idle => break,
                     }
+                }
+                let delivered = job.appended == job.cells.len();
+                if ended.is_none() && delivered && job.last_result.elapsed() >= self.harness.exit_grace() {
+                    // Every cell is in: a harness that does not exit (a hung teardown) is stopped, nothing lost.
+                    on_event(PoolEvent::Log {
+                        gpu: &gpu,
+                        line: &format!(
+                            "note: the harness delivered every cell but had not exited {:.0} s later; it was stopped",
+                            self.harness.exit_grace().as_secs_f64()
+                        ),
+                    });
+                    let mut job = workers[i].job.take().expect("a running job");
+                    job.child.kill();
+                    continue;
                 }
                 if ended.is_none() && job.last_result.elapsed() >= self.harness.cell_timeout {
                     ended = Some(Err(format!(
@@ -236,15 +256,17 @@ impl Pool<'_> {
             appended: 0,
             tail: Vec::new(),
             last_result: Instant::now(),
+            torn: None,
         })
     }
 
     fn outcome(&self, job: &Job, ended: Result<ExitStatus, String>, journal: &Journal) -> End {
+        let torn = job.torn.as_deref().map(|t| format!("; {t}")).unwrap_or_default();
         let status = match ended {
             Ok(s) => s,
-            Err(msg) => return End::Failed(msg),
+            Err(msg) => return End::Failed(format!("{msg}{torn}")),
         };
-        let tail = if job.tail.is_empty() { "no output on stderr".to_string() } else { job.tail.join("\n") };
+        let tail = job.tail.join("\n");
         match status.code() {
             Some(0) => {
                 let left = job.cells.iter().filter(|c| !journal.is_done(&c.key())).count();
@@ -252,17 +274,15 @@ impl Pool<'_> {
                     End::Done
                 } else {
                     End::Failed(format!(
-                        "the harness exited after {} of {} cells without an error",
+                        "the harness exited after {} of {} cells without an error{torn}",
                         job.cells.len() - left,
                         job.cells.len()
                     ))
                 }
             }
             // What every worker of this host would run into: stop at once.
-            Some(c @ (EXIT_USAGE | EXIT_NO_TORCH | EXIT_NO_TRITON)) => {
-                End::Fatal(self.harness.exit_error(Some(c), &tail))
-            }
-            code => End::Failed(self.harness.exit_error(code, &tail).to_string()),
+            Some(EXIT_USAGE | EXIT_NO_TORCH | EXIT_NO_TRITON) => End::Fatal(self.harness.exit_error(status, &tail)),
+            _ => End::Failed(format!("{:#}{torn}", self.harness.exit_error(status, &tail))),
         }
     }
 

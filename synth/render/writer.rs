@@ -20,7 +20,7 @@ pub enum Freshness {
 
 /// `--check` found generated files that regenerating would change.
 #[derive(Debug, thiserror::Error)]
-#[error("{} generated file(s) out of date: {}; regenerate them and commit the result", .stale.len(), .what.join(", "))]
+#[error("{} generated file(s) out of date: {}; write them again (the same command without --check)", .stale.len(), .what.join(", "))]
 pub struct StaleFiles {
     /// Each out-of-date file with what is wrong with it.
     pub stale: Vec<(PathBuf, Freshness)>,

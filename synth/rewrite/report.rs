@@ -116,7 +116,9 @@ pub fn rows(attempts: &[Attempt], baseline: Option<f64>, source: &dyn Fn(&Attemp
 /// The text form: a header, one table row per candidate, then each failure's feedback.
 pub fn render_text(r: &Report) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "rewrite task {} ({}), target {}", r.task, r.spec, r.target);
+    // One line whatever the names hold (the whole text is filtered below, newlines kept).
+    let one = |t: &str| crate::sanitize::shown(t);
+    let _ = writeln!(s, "rewrite task {} ({}), target {}", one(&r.task), one(&r.spec), one(&r.target));
     let _ = writeln!(s, "command: {}", r.command);
     match r.baseline_latency_us {
         Some(b) => {

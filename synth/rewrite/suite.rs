@@ -24,8 +24,20 @@ pub fn suite_specs(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     for e in entries {
         let e = e.with_context(|| format!("cannot list the suite directory {}", dir.display()))?;
         let p = e.path();
-        if p.extension().is_some_and(|x| x == "toml") && p.is_file() {
-            specs.push(p);
+        if p.extension().is_some_and(|x| x == "toml") {
+            // A spec that cannot be read as a file is one error, not a task quietly left out of the suite.
+            match std::fs::metadata(&p) {
+                Ok(m) if m.is_file() => specs.push(p),
+                Ok(m) => bail!(
+                    "{} in the suite directory is {}, not a task spec file; move it away or replace it with the spec",
+                    p.display(),
+                    crate::paths::file_kind(&m)
+                ),
+                Err(e) => bail!(
+                    "{} in the suite directory cannot be read ({e}; a dangling link?); fix it or move it away",
+                    p.display()
+                ),
+            }
         }
     }
     specs.sort();
@@ -148,7 +160,8 @@ fn us(x: Option<f64>) -> String {
 
 /// Markdown (`|` and line breaks in names escaped).
 pub fn render_markdown(s: &SuiteSummary) -> String {
-    let cell = |t: &str| t.replace('|', "\\|").replace(['\n', '\r'], " ");
+    // Names come from task specs: control, bidi and invisible characters are shown as code points.
+    let cell = |t: &str| crate::sanitize::shown(t).replace('|', "\\|");
     let mut o = String::new();
     let _ = writeln!(o, "# Rewrite suite `{}`\n", cell(&s.suite));
     let _ = writeln!(o, "Command: `{}`\n", cell(&s.command));
@@ -221,7 +234,7 @@ pub fn render_svg(s: &SuiteSummary) -> anyhow::Result<String> {
             .x_label_area_size(120)
             .y_label_area_size(56)
             .build_cartesian_2d((0..n).into_segmented(), 0.0..top)?;
-        let names: Vec<String> = s.tasks.iter().map(|t| t.task.clone()).collect();
+        let names: Vec<String> = s.tasks.iter().map(|t| crate::sanitize::shown(&t.task)).collect();
         chart
             .configure_mesh()
             .disable_x_mesh()
@@ -321,6 +334,6 @@ mod tests {
     fn markdown_escapes_names() {
         let s = summarize("x|y", "c", &[], vec![row("a|b\nc", Some(2.0), 1, 1)], 1.0);
         let md = render_markdown(&s);
-        assert!(md.contains("| a\\|b c |"), "{md}");
+        assert!(md.contains("| a\\|b<U+000A>c |"), "{md}");
     }
 }

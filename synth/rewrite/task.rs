@@ -156,9 +156,21 @@ impl RewriteTask {
         };
         if let (true, Some(dir)) = (keep, &self.keep_dir) {
             let dest = dir.join(format!("cand-{seq:03}"));
-            match copy_tree(tmp.path(), &dest, &[]) {
-                Ok(()) => details["kept"] = json!(dest.display().to_string()),
-                Err(e) => details["kept_error"] = json!(format!("{e:#}")),
+            match super::workcopy::keep_tree(tmp.path(), &dest) {
+                Ok(skipped) => {
+                    details["kept"] = json!(dest.display().to_string());
+                    if !skipped.is_empty() {
+                        details["kept_skipped"] = json!(skipped);
+                    }
+                }
+                Err(e) => {
+                    // Said where it is seen, not only in the trace: the copy the spec asked for is incomplete.
+                    errln!(
+                        "note: candidate {seq}: its working copy could not be kept whole in {}: {e:#}",
+                        dest.display()
+                    );
+                    details["kept_error"] = json!(format!("{e:#}"));
+                }
             }
         }
         (status, feedback, details)

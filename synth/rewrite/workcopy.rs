@@ -93,9 +93,66 @@ fn copy_dir(
     Ok(())
 }
 
+/// Copies a finished candidate's directory `src` into `dst` to keep it for inspection (nothing runs in it
+/// again): files and directories are copied, a symbolic link is kept as a link (a build's `venv/bin/python3
+/// -> /usr/bin/python3` included, never followed), and a special file (a FIFO or socket a test left) is left
+/// out. Returns what was left out, one line each; an error stops at the first file that cannot be copied.
+pub fn keep_tree(src: &Path, dst: &Path) -> anyhow::Result<Vec<String>> {
+    let mut skipped = Vec::new();
+    keep_dir(src, dst, &mut skipped)?;
+    Ok(skipped)
+}
+
+fn keep_dir(src: &Path, dst: &Path, skipped: &mut Vec<String>) -> anyhow::Result<()> {
+    fs::create_dir_all(dst).with_context(|| format!("cannot create {}", dst.display()))?;
+    let mut entries: Vec<_> = fs::read_dir(src)
+        .with_context(|| format!("cannot list {}", src.display()))?
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("cannot list {}", src.display()))?;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let (from, to) = (entry.path(), dst.join(entry.file_name()));
+        let ft = entry.file_type().with_context(|| format!("cannot stat {}", from.display()))?;
+        if ft.is_dir() {
+            keep_dir(&from, &to, skipped)?;
+        } else if ft.is_file() {
+            fs::copy(&from, &to).with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))?;
+        } else if ft.is_symlink() {
+            let target = fs::read_link(&from).with_context(|| format!("cannot read the link {}", from.display()))?;
+            std::os::unix::fs::symlink(&target, &to)
+                .with_context(|| format!("cannot make the link {}", to.display()))?;
+        } else {
+            skipped.push(format!("{}: not a regular file, directory or link", from.display()));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kept_copy_keeps_links_as_links_and_leaves_out_special_files() {
+        let src = tempfile::tempdir().unwrap();
+        fs::create_dir_all(src.path().join("work/venv/bin")).unwrap();
+        fs::write(src.path().join("work/k.sh"), "k").unwrap();
+        std::os::unix::fs::symlink("/usr/bin/python3", src.path().join("work/venv/bin/python3")).unwrap();
+        std::os::unix::fs::symlink("missing", src.path().join("work/dangling")).unwrap();
+        let fifo = src.path().join("work/z.fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let dst = tempfile::tempdir().unwrap();
+        let skipped = keep_tree(src.path(), &dst.path().join("cand")).unwrap();
+        let kept = dst.path().join("cand/work");
+        assert_eq!(fs::read_to_string(kept.join("k.sh")).unwrap(), "k");
+        assert_eq!(fs::read_link(kept.join("venv/bin/python3")).unwrap(), Path::new("/usr/bin/python3"));
+        assert_eq!(fs::read_link(kept.join("dangling")).unwrap(), Path::new("missing"));
+        assert!(!kept.join("z.fifo").exists());
+        assert_eq!(skipped.len(), 1, "{skipped:?}");
+        assert!(skipped[0].contains("z.fifo"), "{skipped:?}");
+    }
 
     #[test]
     fn copies_with_excludes_and_links() {

@@ -37,8 +37,8 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
     let file = crate::sanitize::shown(&args.file.display().to_string());
     for issue in &issues {
         match issue.line {
-            Some(line) => eprintln!("{file}:{line}: {}: {}", issue.severity, issue.message),
-            None => eprintln!("{file}: {}: {}", issue.severity, issue.message),
+            Some(line) => errln!("{file}:{line}: {}: {}", issue.severity, issue.message),
+            None => errln!("{file}: {}: {}", issue.severity, issue.message),
         }
     }
     let rule = &parsed.rule;
@@ -49,7 +49,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
     };
     out!("{text}");
     let vars: Vec<&str> = rule.vars_used().into_iter().map(|v| v.upper()).collect();
-    eprintln!(
+    errln!(
         "{file}: read as {}; {} leaves, depth {}, {} distinct instances, variables [{}]; {} issue(s)",
         parsed.form,
         rule.num_leaves(),

@@ -158,6 +158,15 @@ pub fn load_with_source(path: &Path, catalog: &Catalog, form: Option<Form>) -> R
     let name = path.display().to_string();
     let text = crate::input::read_text_capped(path, crate::input::MAX_RULE_BYTES, "rule file")
         .map_err(|e| RuleError::whole(format!("cannot read the rule file: {e}")).in_file(&name))?;
+    let python = path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("py"));
+    if form.is_none() && python {
+        // The Python selector `synth run --backends` writes is an output only: its rule is the rule.json
+        // written beside it.
+        return Err(RuleError::whole(
+            "a Python file is not a rule file (C++, Rust or JSON): pass the rule.json written beside it".to_string(),
+        )
+        .in_file(&name));
+    }
     let form = form.or_else(|| form_from_extension(path)).unwrap_or_else(|| detect_form(&text));
     parse_form(&text, form, catalog).map_err(|e| e.in_file(&name))
 }

@@ -317,6 +317,10 @@ impl Task for RuleTask {
         "rule"
     }
 
+    fn deterministic(&self) -> bool {
+        true
+    }
+
     fn context(&self) -> serde_json::Value {
         rule_context(&self.setup)
     }

@@ -143,7 +143,7 @@ pub fn run(args: ShapesArgs) -> anyhow::Result<()> {
     }
     let ms = m_values(args.m_set, args.max_m, args.count, args.seed);
     if draws && args.count > 0 && ms.len() < args.count {
-        eprintln!(
+        errln!(
             "note: --m-set {set} holds only {} distinct values up to --max-m {}, fewer than --count {}: all of them are listed",
             ms.len(),
             args.max_m,

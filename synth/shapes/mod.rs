@@ -41,8 +41,8 @@ pub const SCALE_K: u32 = 128;
 pub enum ShapeError {
     #[error("unknown model \"{name}\"; built-in models: {}; for another model pass its spec file with --spec, or (where a command has no --spec) its layers from `synth shapes --spec FILE` as --shapes N:K,...", .available.join(", "))]
     UnknownModel { name: String, available: Vec<String> },
-    #[error("{path}: cannot read the model spec: {source}")]
-    Io { path: String, source: std::io::Error },
+    #[error("{path}: cannot read the model spec: {reason}")]
+    Io { path: String, reason: std::io::Error },
     #[error("{path}: invalid model spec: {message}")]
     Parse { path: String, message: String },
     #[error("{0}")]
@@ -55,6 +55,11 @@ pub enum ShapeError {
     ZeroTp,
     #[error("{model}: TP {tp} does not divide the {what} ({value}); use a TP that divides {value}")]
     TpNotDivisor { model: String, tp: u32, what: &'static str, value: u32 },
+    #[error(
+        "{model}: TP {tp} is neither a divisor nor a multiple of the KV head count ({kv}); use a TP that divides \
+         {kv} or that {kv} divides (each rank then holds one KV head, replicated, as vLLM does)"
+    )]
+    TpKvHeads { model: String, tp: u32, kv: u32 },
     #[error("{model}: {layer} dimension {value} at TP {tp} does not fit in 32 bits")]
     TooLarge { model: String, layer: &'static str, tp: u32, value: u64 },
 }
@@ -196,7 +201,7 @@ impl ModelSpec {
     pub fn load(path: &Path) -> Result<ModelSpec, ShapeError> {
         let shown = path.display().to_string();
         let text = crate::input::read_text_capped(path, crate::input::MAX_SPEC_BYTES, "model spec")
-            .map_err(|source| ShapeError::Io { path: shown.clone(), source })?;
+            .map_err(|reason| ShapeError::Io { path: shown.clone(), reason })?;
         ModelSpec::parse(&text, &shown)
     }
 

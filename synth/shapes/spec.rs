@@ -4,7 +4,7 @@
 //!
 //! | layer | N | K | TP |
 //! |---|---|---|---|
-//! | `qkv_proj` | (heads + 2·kv_heads)·head_dim | hidden | N / TP |
+//! | `qkv_proj` | (heads + 2·max(kv_heads, TP))·head_dim | hidden | N / TP |
 //! | `o_proj` (GQA) | hidden | heads·head_dim | K / TP |
 //! | `fused_qkv_a_proj` | q_lora + kv_lora + rope | hidden | replicated |
 //! | `q_a_proj` | q_lora | hidden | replicated |
@@ -67,16 +67,15 @@ impl ModelSpec {
     /// the latent-attention projections a, q, kv_b, o), then the dense MLP (gate_up, down) where the model
     /// has one, then the experts (routed, shared). The table at the top of this module gives each (N, K).
     ///
-    /// `tp` must divide the head count, the KV head count (grouped-query attention), the dense intermediate
-    /// size and the expert intermediate size.
+    /// `tp` must divide the head count, the dense intermediate size and the expert intermediate size, and
+    /// divide the KV head count (grouped-query attention) or be a multiple of it: with more ranks than KV
+    /// heads each rank holds one KV head, replicated (vLLM's `QKVParallelLinear`), so `qkv_proj`'s N per
+    /// rank is (heads/TP + 2)·head_dim.
     pub fn layer_table(&self, tp: u32) -> Result<Vec<(Layer, Parallel)>, ShapeError> {
         if tp == 0 {
             return Err(ShapeError::ZeroTp);
         }
         let mut divisors = vec![("attention head count", self.heads)];
-        if self.mla.is_none() {
-            divisors.push(("KV head count", self.kv_heads));
-        }
         if self.intermediate > 0 {
             divisors.push(("intermediate size", self.intermediate));
         }
@@ -86,6 +85,13 @@ impl ModelSpec {
         for (what, value) in divisors {
             if value % tp != 0 {
                 return Err(ShapeError::TpNotDivisor { model: self.name.clone(), tp, what, value });
+            }
+        }
+        if self.mla.is_none() {
+            let kv = self.kv_heads;
+            let fits = if tp <= kv { kv.is_multiple_of(tp) } else { tp.is_multiple_of(kv) };
+            if !fits {
+                return Err(ShapeError::TpKvHeads { model: self.name.clone(), tp, kv });
             }
         }
         let t = u64::from(tp);
@@ -107,7 +113,8 @@ impl ModelSpec {
         };
         match &self.mla {
             None => {
-                let (kv, hd) = (u64::from(self.kv_heads), u64::from(self.head_dim));
+                // More ranks than KV heads: one KV head per rank, replicated (see the table above).
+                let (kv, hd) = (u64::from(self.kv_heads).max(t), u64::from(self.head_dim));
                 push("qkv_proj", (heads + 2 * kv) * hd, hidden, Parallel::Column)?;
                 push("o_proj", hidden, heads * hd, Parallel::Row)?;
             }

@@ -325,10 +325,7 @@ impl RowReader<'_> {
 
     fn parse(&self, catalog: &Catalog, extras: &[(String, usize)]) -> Result<AiterRow, TableError> {
         let gfx = self.get("gfx");
-        // ROCm architectures (gfx942) or, for measurements on NVIDIA GPUs, the CUDA compute capability (sm_90).
-        let cuda_arch =
-            gfx.strip_prefix("sm_").is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_alphanumeric()));
-        if !cuda_arch && (!gfx.starts_with("gfx") || gfx.len() <= 3) {
+        if !is_arch_name(gfx) {
             return Err(self.err("gfx", gfx, "expected an architecture name such as gfx942, gfx950 or sm_90"));
         }
         let cu_num = self.positive_u32("cu_num")?;
@@ -535,6 +532,14 @@ pub fn write_aiter_csv<W: Write>(w: W, rows: &[AiterRow]) -> std::io::Result<()>
     }
     out.flush()?;
     Ok(())
+}
+
+/// Whether `gfx` names an architecture as a journal's `gfx` column holds it: a ROCm architecture (gfx942)
+/// or, for measurements on NVIDIA GPUs, the CUDA compute capability (sm_90).
+pub fn is_arch_name(gfx: &str) -> bool {
+    let cuda_arch =
+        gfx.strip_prefix("sm_").is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_alphanumeric()));
+    cuda_arch || (gfx.starts_with("gfx") && gfx.len() > 3)
 }
 
 #[cfg(test)]

@@ -37,8 +37,30 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, TableError> {
                 // Latency tables by name, as `synth bench` and the committed data name them: `.csv` and
                 // gzip-compressed `.csv.gz`, in any letter case.
                 let name = e.file_name().to_string_lossy().to_lowercase();
-                if (name.ends_with(".csv") || name.ends_with(".csv.gz")) && f.is_file() {
-                    files.push(f);
+                if name.ends_with(".csv") || name.ends_with(".csv.gz") {
+                    // A table by name that cannot be read as a file is one error, not a journal left out.
+                    match std::fs::metadata(&f) {
+                        Ok(m) if m.is_file() => files.push(f),
+                        Ok(m) => {
+                            return Err(TableError::new(
+                                f.display().to_string(),
+                                format!(
+                                    "is {} in the dataset directory, not a latency table; move it away or pass the \
+                                     tables as files",
+                                    crate::paths::file_kind(&m)
+                                ),
+                            ))
+                        }
+                        Err(e) => {
+                            return Err(TableError::new(
+                                f.display().to_string(),
+                                format!(
+                                    "cannot be read ({e}; a dangling link?) though the dataset directory names it; \
+                                     fix it or move it away"
+                                ),
+                            ))
+                        }
+                    }
                 }
             }
             files.sort();
@@ -167,8 +189,11 @@ mod tests {
         for name in ["a.csv", "b.csv.gz", "C.CSV", "notes.txt", "old.csv.bak", "csv"] {
             std::fs::write(d.join(name), "x").unwrap();
         }
-        // A directory named like a table is not one.
+        // A directory named like a table is an error naming it, not a table quietly left out.
         std::fs::create_dir(d.join("sub.csv")).unwrap();
+        let e = expand_paths(&[d.to_path_buf()]).unwrap_err().to_string();
+        assert!(e.contains("sub.csv") && e.contains("is a directory"), "{e}");
+        std::fs::remove_dir(d.join("sub.csv")).unwrap();
         let got = expand_paths(&[d.to_path_buf()]).unwrap();
         assert_eq!(got, vec![d.join("C.CSV"), d.join("a.csv"), d.join("b.csv.gz")]);
         // A file named on its own is taken as given, whatever its name.

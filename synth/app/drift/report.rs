@@ -57,6 +57,8 @@ pub struct PlainReport {
     /// Slowest first (single table).
     pub slower: Vec<SlowShape>,
     pub unusable: Vec<UnusablePick>,
+    /// What qualifies the figures (e.g. a default kernel without a usable cell on some shapes).
+    pub notes: Vec<String>,
 }
 
 /// Text from inputs in a markdown table cell: control and bidi characters shown as code points, no `|`.
@@ -92,6 +94,9 @@ pub fn markdown(r: &PlainReport) -> String {
         ));
     }
     s.push('\n');
+    for n in &r.notes {
+        s.push_str(&format!("Note: {}\n\n", cell(n)));
+    }
     if !r.problems.is_empty() {
         s.push_str("### Problems\n\n");
         for p in &r.problems {
