@@ -11,7 +11,11 @@ A cell counts only when it is ``ok`` and graph-timed (``timing`` "graph", first 
 recheck): a screened cell (``timing`` "estimate") was estimated at more than twice the best median so far
 on its shape, so it can never be within the tolerance and is not a candidate. A shape is complete when
 every config of the space has a row (ok, screened or failed); the cover uses complete shapes only and
-refuses to run if a listed sample shape is incomplete.
+refuses to run if a listed sample shape is incomplete. A journal line that is no result line (but a last
+line cut off by a stopped run, skipped with a note), sizes that are not positive integers and an ok cell's
+``us`` that is not a finite positive time are errors naming the file and line; ``--tolerance`` must be finite
+and >= 0; ``--out`` is written whole or not at all (a directory, or one in a directory that does not exist,
+is refused before any journal is read).
 
 The cover is exact: a depth-first branch and bound over the shapes hardest to cover first (fewest
 covering configs), bounded by the best set found so far. Among the smallest sets it keeps the one with the
@@ -59,22 +63,33 @@ def read_shapes(path):
 
 def read_space(paths, screens=None):
     """{(M, N, K): {config name: us}} of graph-timed ok cells, and {(M, N, K): rows seen}; the screened
-    cells' estimates go to ``screens`` ({(M, N, K): {config name: us}}) when it is given."""
+    cells' estimates go to ``screens`` ({(M, N, K): {config name: us}}) when it is given. A line that is no
+    result line (but a last line cut off by a stopped run), sizes that are not positive integers, and an ok
+    cell's ``us`` that is not a finite positive time are errors naming the file and line."""
     times, seen = {}, {}
     for path in paths:
-        for lineno, r in triton_plan.result_lines(path):
+        for lineno, r in triton_plan.result_lines(path, strict=True):
             if r.get("libtype") != "triton" or r.get("recheck", 0):
                 continue
+            where = "%s:%d" % (path, lineno)
             try:
-                shape = (r["M"], r["N"], r["K"])
-                seen.setdefault(shape, set()).add(r["kernelName"])
-                if r.get("status") == "ok" and r.get("timing") == "graph":
-                    times.setdefault(shape, {})[r["kernelName"]] = float(r["us"])
-                elif screens is not None and r.get("status") == "ok" and r.get("timing") == "estimate":
-                    screens.setdefault(shape, {})[r["kernelName"]] = float(r["us"])
-            except (KeyError, TypeError, ValueError) as e:
-                raise ValueError("%s:%d: a triton result line needs M, N, K, kernelName and a number us (%s: %s)"
-                                 % (path, lineno, type(e).__name__, e))
+                shape, name = (r["M"], r["N"], r["K"]), r["kernelName"]
+            except KeyError as e:
+                raise ValueError("%s: a triton result line needs M, N, K and kernelName (no %s)" % (where, e))
+            if any(type(x) is not int or x < 1 for x in shape):
+                raise ValueError("%s: M, N, K = %s: expected positive integers" % (where, json.dumps(shape)))
+            if not isinstance(name, str) or not name:
+                raise ValueError("%s: kernelName = %s: expected a config name" % (where, json.dumps(name)))
+            seen.setdefault(shape, set()).add(name)
+            if r.get("status") == "ok" and r.get("timing") in ("graph", "estimate"):
+                us = r.get("us")
+                if type(us) not in (int, float) or not 0 < us <= sys.float_info.max:
+                    raise ValueError("%s: us = %s: expected a finite positive time in microseconds (an ok cell, "
+                                     "timing %s)" % (where, json.dumps(us), r["timing"]))
+                if r["timing"] == "graph":
+                    times.setdefault(shape, {})[name] = float(us)
+                elif screens is not None:
+                    screens.setdefault(shape, {})[name] = float(us)
     return times, seen
 
 
@@ -149,6 +164,18 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
+def check_out(out, inputs):
+    """Refuses, before anything is read or written, an --out that cannot be replaced by a written file."""
+    if not out or os.path.isdir(out) or (os.path.exists(out) and not os.path.isfile(out)):
+        raise ValueError("--out %s: not a regular file (a directory or a device): name the JSON file to write" % out)
+    parent = os.path.dirname(out) or "."
+    if not os.path.isdir(parent):
+        raise ValueError("--out %s: the directory %s does not exist" % (out, parent))
+    for path in inputs:
+        if os.path.exists(out) and os.path.exists(path) and os.path.samefile(out, path):
+            raise ValueError("--out %s is the input %s: the output would replace it" % (out, path))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--space", nargs="+", required=True, help="journals (globs are expanded)")
@@ -167,9 +194,19 @@ def main(argv=None):
     if a.score and a.incumbent:
         sys.stderr.write("error: --score and --incumbent exclude each other (--score searches no cover)\n")
         return 2
+    if not 0 <= a.tolerance < math.inf:
+        sys.stderr.write("error: --tolerance %s: expected a finite share >= 0 (0.01: within 1%% of the best)\n"
+                         % a.tolerance)
+        return 2
     paths = sorted({q for g in a.space for q in (glob.glob(g) or [g])})
     screens = {}
     other = sorted({q for g in a.other_space or () for q in (glob.glob(g) or [g])})
+    inputs = paths + other + [x for x in (a.sample, a.validate, a.incumbent, a.score) if x]
+    try:
+        check_out(a.out, inputs)
+    except (OSError, ValueError) as e:
+        sys.stderr.write("error: %s\n" % e)
+        return 2
     try:
         times, seen = read_space(paths, screens)
         sample, validate = read_shapes(a.sample), read_shapes(a.validate)
@@ -292,13 +329,18 @@ def main(argv=None):
             "validation_loss_geomean": (geomean(r["loss"] for r in vrows if r["space"] == i)
                                         if any(r["space"] == i for r in vrows) else None),
         } for i in (0, 1)]
-    part = a.out + ".part"  # written whole or not at all
+    part, made = a.out + ".part", False  # written whole or not at all: removed on any error
     try:
         with open(part, "w", encoding="utf-8") as f:
+            made = True
             json.dump(result, f, indent=1)
             f.write("\n")
         os.replace(part, a.out)
-    except OSError as e:
+    except BaseException as e:
+        if made and os.path.lexists(part):
+            os.remove(part)
+        if not isinstance(e, OSError):
+            raise
         sys.stderr.write("error: cannot write %s: %s\n" % (a.out, e))
         return 2
     print("%s %d configs (%s): %s" % ("scored" if scored is not None else "kept", len(kept), kept_from,

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import sys
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -61,18 +62,52 @@ def open_text(path):
     return open(path, encoding="utf-8")
 
 
-def result_lines(path):
-    """(line number, object) of each harness result line of a journal; other lines and a last line cut off
-    by a stopped run (its cell is planned again) are skipped."""
-    with open_text(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            line = line.strip()
-            if not line.startswith("{"):
-                continue
-            try:
-                yield lineno, json.loads(line)
-            except ValueError:
-                continue
+def result_lines(path, strict=False):
+    """(line number, object) of each harness result line of a journal (plain or ``.gz``).
+
+    A last line cut off by a stopped run (no newline at its end, not a whole JSON object) is skipped: its
+    cell is planned again. Other lines that are not JSON objects are skipped too, unless ``strict``: then
+    each is an error (ValueError) naming the file and line, blank lines aside, and the skipped cut-off last
+    line is noted on stderr. Text that is not UTF-8 (but in a cut-off last line) and a gzip file cut short or
+    corrupt are errors naming the file."""
+    opener = gzip.open if path.endswith(".gz") else open
+    lineno = 0
+    try:
+        with opener(path, "rb") as f:
+            for raw in f:
+                lineno += 1
+                # a result line without its newline: only the last line can be, cut off by a stopped run
+                cut = not raw.endswith(b"\n") and raw.lstrip().startswith(b"{")
+                try:
+                    line = raw.decode("utf-8").strip()
+                except UnicodeDecodeError as e:
+                    if cut:
+                        line = None
+                    else:
+                        raise ValueError("%s:%d: not UTF-8 text (byte %d of the line: %s)"
+                                         % (path, lineno, e.start + 1, e.reason))
+                if line is not None:
+                    if not line or not (strict or line.startswith("{")):
+                        continue
+                    try:
+                        r = json.loads(line)
+                    except ValueError as e:
+                        r = e
+                    except RecursionError:
+                        r = ValueError("JSON nested too deep")
+                    if isinstance(r, dict):
+                        yield lineno, r
+                        continue
+                if cut:
+                    if strict:
+                        sys.stderr.write("# %s:%d: the last line is cut off (no newline at its end: a stopped run), "
+                                         "skipped\n" % (path, lineno))
+                elif strict:
+                    why = r if isinstance(r, ValueError) else "a JSON %s, not an object" % type(r).__name__
+                    raise ValueError("%s:%d: not a harness result line (%s)" % (path, lineno, why))
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise ValueError("%s: not a whole gzip file: cut short or corrupt %s (%s)"
+                         % (path, "after line %d" % lineno if lineno else "at its start", e))
 
 
 def done_keys(paths, redo_estimates=False):

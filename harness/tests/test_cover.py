@@ -1,8 +1,11 @@
+import contextlib
+import io
 import json
 import os
 import sys
 import tempfile
 import unittest
+from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import triton_cover  # noqa: E402
@@ -19,6 +22,14 @@ def _space_lines(rows):
     """Journal lines of (M, config, us, timing) cells of one (N, K) = (256, 256)."""
     return "".join(json.dumps({"libtype": "triton", "M": m, "N": 256, "K": 256, "kernelName": c, "us": us,
                                "status": "ok", "timing": t}) + "\n" for m, c, us, t in rows)
+
+
+def _main(args):
+    """(exit status, stderr, stdout) of triton_cover.main(args)."""
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        rc = triton_cover.main(args)
+    return rc, err.getvalue(), out.getvalue()
 
 
 class CoverTest(unittest.TestCase):
@@ -162,6 +173,111 @@ class CoverTest(unittest.TestCase):
             args[3] = v4  # the same shape as the sample: no best to cover
             self.assertEqual(triton_cover.main(args + ["--space", a, fails]), 2)
 
+
+    def _two_shapes(self, d, patch=None, line=0):
+        """A space of two shapes x configs x, y (3 configs counted with --space-size 2), sample = validation;
+        ``patch`` updates the row of journal line ``line`` + 1. The args of a cover into d/cover.json."""
+        rows = [(1, "x", 10.0, "graph"), (1, "y", 20.0, "graph"), (2, "x", 30.0, "graph"), (2, "y", 10.0, "graph")]
+        lines = _space_lines(rows).splitlines()
+        if patch:
+            r = json.loads(lines[line])
+            r.update(patch)
+            lines[line] = json.dumps(r)
+        space = _put(d, "space.jsonl", "\n".join(lines) + "\n")
+        shapes = _put(d, "s.csv", "M,N,K\n1,256,256\n2,256,256\n")
+        return ["--space", space, "--sample", shapes, "--validate", shapes, "--space-size", "2",
+                "--out", os.path.join(d, "cover.json")], space
+
+    def test_latencies_that_are_no_times_are_errors_naming_file_and_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            args, space = self._two_shapes(d)
+            self.assertEqual(_main(args)[0], 0)
+            for patch in ({"us": 0}, {"us": 0.0}, {"us": -1}, {"us": float("nan")}, {"us": float("inf")},
+                          {"us": "5"}, {"us": None}, {"us": True}, {"us": -3.0, "timing": "estimate"}):
+                args, space = self._two_shapes(d, patch, line=2)
+                if os.path.exists(args[-1]):
+                    os.remove(args[-1])
+                rc, err, _ = _main(args)
+                self.assertEqual(rc, 2, patch)
+                self.assertRegex(err, r"^error: %s:3: us = .*: expected a finite positive time" % space)
+                self.assertEqual(err.count("\n"), 1)
+                self.assertFalse(os.path.exists(args[-1]))
+                with self.assertRaisesRegex(ValueError, r"^%s:3: us = " % space):
+                    triton_cover.read_space([space], {})
+            # sizes that are not positive integers, a missing or empty config name
+            for patch, what in (({"M": 1.9}, "M, N, K"), ({"K": 0}, "M, N, K"), ({"N": "256"}, "M, N, K"),
+                                ({"kernelName": ""}, "kernelName"), ({"kernelName": None}, "kernelName")):
+                args, space = self._two_shapes(d, patch, line=1)
+                rc, err, _ = _main(args)
+                self.assertEqual(rc, 2, patch)
+                self.assertRegex(err, r"^error: %s:2: %s = " % (space, what))
+            # a failed cell has no time to check (shape 1 is then y's alone)
+            args, space = self._two_shapes(d, {"status": "fail:out-of-resources", "us": None, "timing": ""}, 0)
+            self.assertEqual(_main(args)[0], 0)
+            with open(args[-1]) as f:
+                self.assertEqual(json.load(f)["kept"], ["y"])
+
+    def test_bad_lines_are_errors_but_a_cut_last_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            args, space = self._two_shapes(d)
+            with open(space) as f:
+                lines = f.read().splitlines()
+            _put(d, "space.jsonl", "\n".join(lines[:1] + [lines[1][:50]] + lines[2:]) + "\n")
+            rc, err, _ = _main(args)
+            self.assertEqual(rc, 2)
+            self.assertRegex(err, r"^error: %s:2: not a harness result line" % space)
+            _put(d, "space.jsonl", "\n".join(lines) + "\n" + lines[0][:50])
+            rc, err, _ = _main(args)
+            self.assertEqual(rc, 0)
+            self.assertIn("%s:5: the last line is cut off" % space, err)
+
+    def test_tolerance_must_be_finite_and_not_negative(self):
+        with tempfile.TemporaryDirectory() as d:
+            args, _ = self._two_shapes(d)
+            for t in ("nan", "-1", "-0.01", "inf"):
+                rc, err, _ = _main(args + ["--tolerance", t])
+                self.assertEqual(rc, 2, t)
+                self.assertEqual(err, "error: --tolerance %s: expected a finite share >= 0 (0.01: within 1%% of "
+                                      "the best)\n" % float(t))
+                self.assertFalse(os.path.exists(args[-1]))
+            self.assertEqual(_main(args + ["--tolerance", "0"])[0], 0)
+
+    def test_out_that_cannot_be_written_is_refused_and_no_part_file_is_left(self):
+        with tempfile.TemporaryDirectory() as d:
+            args, space = self._two_shapes(d)
+            od = os.path.join(d, "od")
+            os.mkdir(od)
+            rc, err, _ = _main(args[:-1] + [od])
+            self.assertEqual(rc, 2)
+            self.assertEqual(err, "error: --out %s: not a regular file (a directory or a device): name the JSON "
+                                  "file to write\n" % od)
+            self.assertFalse(os.path.exists(od + ".part"))
+            self.assertEqual(os.listdir(od), [])
+            nowhere = os.path.join(d, "no", "o.json")
+            rc, err, _ = _main(args[:-1] + [nowhere])
+            self.assertEqual((rc, err), (2, "error: --out %s: the directory %s does not exist\n"
+                                         % (nowhere, os.path.dirname(nowhere))))
+            # an input (the sample CSV) is not replaced
+            with open(args[3]) as f:
+                sample = f.read()
+            rc, err, _ = _main(args[:-1] + [args[3]])
+            self.assertEqual(rc, 2)
+            self.assertIn("is the input", err)
+            with open(args[3]) as f:
+                self.assertEqual(f.read(), sample)
+            # a failure while writing or renaming leaves neither --out nor the .part file
+            out = args[-1]
+            with mock.patch.object(triton_cover.os, "replace", side_effect=OSError(28, "No space left on device")):
+                rc, err, _ = _main(args)
+            self.assertEqual(rc, 2)
+            self.assertIn("error: cannot write %s" % out, err)
+            self.assertFalse(os.path.exists(out) or os.path.exists(out + ".part"))
+            with mock.patch.object(triton_cover.json, "dump", side_effect=KeyboardInterrupt):
+                with self.assertRaises(KeyboardInterrupt):
+                    _main(args)
+            self.assertFalse(os.path.exists(out) or os.path.exists(out + ".part"))
+            self.assertEqual(_main(args)[0], 0)
+            self.assertEqual(sorted(os.listdir(d)), ["cover.json", "od", "s.csv", "space.jsonl"])
 
 if __name__ == "__main__":
     unittest.main()

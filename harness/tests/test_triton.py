@@ -1,5 +1,9 @@
+import contextlib
+import gzip
+import io
 import json
 import os
+import shutil
 import sys
 import tempfile
 import unittest
@@ -132,6 +136,40 @@ class TritonPlanTest(unittest.TestCase):
             f.write(json.dumps(row) + "\n" + '{"M": 16, "N": 51')
         self.addCleanup(os.remove, path)
         self.assertEqual(triton_plan.done_keys([path]), {(16, 5120, 5120, c.kernel_id, 0)})
+
+    def test_result_lines_skip_bad_lines_for_the_planner_and_name_unreadable_files(self):
+        c = plan.triton_cell(16, 5120, 5120, tc.VLLM_DEFAULT)
+        row = json.dumps({"M": 16, "N": 5120, "K": 5120, "kernelId": c.kernel_id, "recheck": 0})
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        # a run stopped mid-line and resumed appends after the cut line: the planner skips it, as before
+        resumed = os.path.join(d, "resumed.jsonl")
+        with open(resumed, "w") as f:
+            f.write("# a comment\n" + row[:20] + row + "\n" + row.replace("16", "32", 1) + "\n")
+        self.assertEqual(triton_plan.done_keys([resumed]), {(32, 5120, 5120, c.kernel_id, 0)})
+        self.assertEqual([n for n, _ in triton_plan.result_lines(resumed)], [3])
+        with self.assertRaisesRegex(ValueError, r"^%s:1: not a harness result line" % resumed):
+            list(triton_plan.result_lines(resumed, strict=True))
+        # a gzip file cut short, and text that is not UTF-8: errors naming the file (and line)
+        whole = gzip.compress((row + "\n").encode() * 500)
+        cut = os.path.join(d, "cut.jsonl.gz")
+        with open(cut, "wb") as f:
+            f.write(whole[:len(whole) // 2])
+        with self.assertRaisesRegex(ValueError, r"^%s: not a whole gzip file" % cut):
+            triton_plan.done_keys([cut])
+        latin = os.path.join(d, "latin.jsonl")
+        with open(latin, "wb") as f:
+            f.write(row.encode() + b"\n" + row.encode().replace(b"M", b"\xb5") + b"\n")
+        with self.assertRaisesRegex(ValueError, r"^%s:2: not UTF-8 text" % latin):
+            triton_plan.done_keys([latin])
+        shapes = os.path.join(d, "shapes.csv")
+        with open(shapes, "w") as f:
+            f.write("N,K,M\n5120,5120,16\n")
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            rc = triton_plan.main(["--shapes", shapes, "--done", cut, "--out", os.path.join(d, "plan.jsonl")])
+        self.assertEqual(rc, 2)
+        self.assertRegex(err.getvalue(), r"^error: %s: not a whole gzip file.*\n$" % cut)
 
     def test_redo_estimates_plans_screened_cells_again(self):
         c = plan.triton_cell(16, 5120, 5120, tc.VLLM_DEFAULT)

@@ -76,7 +76,11 @@ def main(argv):
     for path in args.journal:
         try:
             records.extend(r for _, r in result_lines(path))
-        except (OSError, ValueError) as e:
+        except ValueError as e:
+            # result_lines' errors name the file (and line) themselves.
+            sys.stderr.write("error: %s\n" % e)
+            return 2
+        except OSError as e:
             sys.stderr.write("error: %s: %s\n" % (path, e))
             return 2
     try:
