@@ -19,7 +19,8 @@
 //!
 //! Then the mixed rule over two backends on the H200 dataset with cuBLAS rows
 //! (`measurements/h200/backends.toml`), on the zoo's manifest with cuBLAS rows
-//! (`measurements/zoo/backends.toml`, with the zoo job's `--sample-m 40 --features contrast`) and on the H100
+//! (`measurements/zoo/backends.toml`, with the zoo job's `--sample-m 40 --features contrast`, and at
+//! `--sample-m 70 --split-k-fallback 0.5`, the setting the zoo's folds chose) and on the H100
 //! dataset (`measurements/h100/datasets.toml`), each `--backends ck,vendor`, against the backends issue's
 //! targets: ≥ 0.97 of the union oracle, ≥ 1.15x over the best single-backend rule, ≥ 1.05x over the best
 //! threshold, on the held-out grid shapes, the off-grid M, the untuned shapes, every leave-one-model-out fold
@@ -174,12 +175,18 @@ struct BackendData {
 const H200_DEEPSEEK: &[&str] =
     &["measurements/h200/deepseek-v3-tp8.csv.gz", "measurements/h200/vendor-deepseek-v3-tp8.csv"];
 
-const BACKEND_DATA: [BackendData; 3] = [
+const BACKEND_DATA: [BackendData; 4] = [
     BackendData { card: "H200", manifest: "measurements/h200/backends.toml", extra: &[], deepseek: H200_DEEPSEEK },
     BackendData {
         card: "H200, with the model zoo",
         manifest: "measurements/zoo/backends.toml",
         extra: &["--sample-m", "40", "--features", "contrast"],
+        deepseek: H200_DEEPSEEK,
+    },
+    BackendData {
+        card: "H200, with the model zoo at the zoo's fold-chosen sample",
+        manifest: "measurements/zoo/backends.toml",
+        extra: &["--sample-m", "70", "--features", "contrast", "--split-k-fallback", "0.5"],
         deepseek: H200_DEEPSEEK,
     },
     BackendData {
