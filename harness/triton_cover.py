@@ -164,18 +164,6 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
-def check_out(out, inputs):
-    """Refuses, before anything is read or written, an --out that cannot be replaced by a written file."""
-    if not out or os.path.isdir(out) or (os.path.exists(out) and not os.path.isfile(out)):
-        raise ValueError("--out %s: not a regular file (a directory or a device): name the JSON file to write" % out)
-    parent = os.path.dirname(out) or "."
-    if not os.path.isdir(parent):
-        raise ValueError("--out %s: the directory %s does not exist" % (out, parent))
-    for path in inputs:
-        if os.path.exists(out) and os.path.exists(path) and os.path.samefile(out, path):
-            raise ValueError("--out %s is the input %s: the output would replace it" % (out, path))
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--space", nargs="+", required=True, help="journals (globs are expanded)")
@@ -203,7 +191,7 @@ def main(argv=None):
     other = sorted({q for g in a.other_space or () for q in (glob.glob(g) or [g])})
     inputs = paths + other + [x for x in (a.sample, a.validate, a.incumbent, a.score) if x]
     try:
-        check_out(a.out, inputs)
+        triton_plan.check_out(a.out, inputs, "JSON file")
     except (OSError, ValueError) as e:
         sys.stderr.write("error: %s\n" % e)
         return 2
@@ -329,19 +317,13 @@ def main(argv=None):
             "validation_loss_geomean": (geomean(r["loss"] for r in vrows if r["space"] == i)
                                         if any(r["space"] == i for r in vrows) else None),
         } for i in (0, 1)]
-    part, made = a.out + ".part", False  # written whole or not at all: removed on any error
-    try:
-        with open(part, "w", encoding="utf-8") as f:
-            made = True
-            json.dump(result, f, indent=1)
-            f.write("\n")
-        os.replace(part, a.out)
-    except BaseException as e:
-        if made and os.path.lexists(part):
-            os.remove(part)
-        if not isinstance(e, OSError):
-            raise
-        sys.stderr.write("error: cannot write %s: %s\n" % (a.out, e))
+    def write(f):
+        json.dump(result, f, indent=1)
+        f.write("\n")
+    # Written whole or not at all: the .part file is removed on any error.
+    error = triton_plan.write_whole(a.out, ".part", write)
+    if error:
+        sys.stderr.write("error: %s\n" % error)
         return 2
     print("%s %d configs (%s): %s" % ("scored" if scored is not None else "kept", len(kept), kept_from,
                                       " ".join(kept)))

@@ -134,19 +134,6 @@ def to_record(r):
     return out
 
 
-def check_out(out, inputs):
-    """Refuses, before anything is read or written, an --out that cannot be replaced by a written file."""
-    if not out or os.path.isdir(out) or (os.path.exists(out) and not os.path.isfile(out)):
-        raise ValueError("--out %s: not a regular file (a directory or a device): name the journal CSV to write"
-                         % out)
-    parent = os.path.dirname(out) or "."
-    if not os.path.isdir(parent):
-        raise ValueError("--out %s: the directory %s does not exist" % (out, parent))
-    for path in inputs:
-        if os.path.exists(out) and os.path.exists(path) and os.path.samefile(out, path):
-            raise ValueError("--out %s is the input %s: the journal would replace it" % (out, path))
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("inputs", nargs="+")
@@ -154,7 +141,7 @@ def main(argv=None):
     p.add_argument("--configs", help="file of config names to keep, one a line (# comments): kept.txt's format")
     a = p.parse_args(argv)
     try:
-        check_out(a.out, a.inputs + ([a.configs] if a.configs else []))
+        triton_plan.check_out(a.out, a.inputs + ([a.configs] if a.configs else []), "journal CSV")
         configs = None
         if a.configs:
             configs = {c.name() for c in triton_plan.read_configs(a.configs)}
@@ -169,21 +156,15 @@ def main(argv=None):
     except (OSError, ValueError) as e:
         sys.stderr.write("error: %s\n" % e)
         return 2
-    tmp, made = a.out + ".partial", False  # written whole, then renamed over --out; removed on any error
-    try:
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
-            made = True
-            w = csv.writer(f, lineterminator="\n")
-            w.writerow(COLUMNS)
-            for r in cells.values():
-                w.writerow(to_record(r))
-        os.replace(tmp, a.out)
-    except BaseException as e:
-        if made and os.path.lexists(tmp):
-            os.remove(tmp)
-        if not isinstance(e, OSError):
-            raise
-        sys.stderr.write("error: cannot write %s: %s\n" % (a.out, e))
+    def write(f):
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(COLUMNS)
+        for r in cells.values():
+            w.writerow(to_record(r))
+    # Written whole, then renamed over --out; the partial file is removed on any error.
+    error = triton_plan.write_whole(a.out, ".partial", write, newline="")
+    if error:
+        sys.stderr.write("error: %s\n" % error)
         return 2
     sys.stderr.write("# %d cells written to %s; %d screened rows left out (timing \"estimate\")%s\n"
                      % (len(cells), a.out, screened,

@@ -169,6 +169,38 @@ def plan_cells(shapes, configs, done, recheck_fraction, one_class=False, prior=F
     return cells
 
 
+
+def check_out(out, inputs, what):
+    """Refuses, before anything is read or written, an --out that cannot be replaced by a written file
+    (`what`: the kind of file it names, for the message) or that is one of `inputs`."""
+    if not out or os.path.isdir(out) or (os.path.exists(out) and not os.path.isfile(out)):
+        raise ValueError("--out %s: not a regular file (a directory or a device): name the %s to write" % (out, what))
+    parent = os.path.dirname(out) or "."
+    if not os.path.isdir(parent):
+        raise ValueError("--out %s: the directory %s does not exist" % (out, parent))
+    for path in inputs:
+        if os.path.exists(out) and os.path.exists(path) and os.path.samefile(out, path):
+            raise ValueError("--out %s is the input %s: the output would replace it" % (out, path))
+
+
+def write_whole(out, suffix, write, newline=None):
+    """Writes `out` whole or not at all: `write(f)` fills `out + suffix`, which is then renamed over `out`;
+    on any error (an interrupt too) the temporary file is removed. Returns None, or the error message of an
+    OSError (anything else is raised again)."""
+    tmp, made = out + suffix, False
+    try:
+        with open(tmp, "w", newline=newline, encoding="utf-8") as f:
+            made = True
+            write(f)
+        os.replace(tmp, out)
+    except BaseException as e:
+        if made and os.path.lexists(tmp):
+            os.remove(tmp)
+        if not isinstance(e, OSError):
+            raise
+        return "cannot write %s: %s" % (out, e)
+    return None
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shapes", required=True)

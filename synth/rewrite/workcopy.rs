@@ -18,6 +18,16 @@ pub fn copy_tree(src: &Path, dst: &Path, exclude: &[String]) -> anyhow::Result<(
     copy_dir(&root, &root, dst, Path::new(""), exclude, &mut stack)
 }
 
+/// The entries of the directory `dir`, sorted by name.
+fn sorted_entries(dir: &Path) -> anyhow::Result<Vec<fs::DirEntry>> {
+    let mut entries: Vec<_> = fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("cannot list {}", dir.display()))?;
+    entries.sort_by_key(|e| e.file_name());
+    Ok(entries)
+}
+
 /// Links to directories inside the task nest at most this deep.
 const MAX_LINK_DEPTH: usize = 64;
 
@@ -32,11 +42,7 @@ fn copy_dir(
     stack: &mut Vec<PathBuf>,
 ) -> anyhow::Result<()> {
     fs::create_dir_all(dst).with_context(|| format!("cannot create {}", dst.display()))?;
-    let mut entries: Vec<_> = fs::read_dir(src)
-        .with_context(|| format!("cannot list {}", src.display()))?
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("cannot list {}", src.display()))?;
-    entries.sort_by_key(|e| e.file_name());
+    let entries = sorted_entries(src)?;
     for entry in entries {
         let child_rel = rel.join(entry.file_name());
         if exclude.iter().any(|p| excluded(&child_rel, p)) {
@@ -105,11 +111,7 @@ pub fn keep_tree(src: &Path, dst: &Path) -> anyhow::Result<Vec<String>> {
 
 fn keep_dir(src: &Path, dst: &Path, skipped: &mut Vec<String>) -> anyhow::Result<()> {
     fs::create_dir_all(dst).with_context(|| format!("cannot create {}", dst.display()))?;
-    let mut entries: Vec<_> = fs::read_dir(src)
-        .with_context(|| format!("cannot list {}", src.display()))?
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("cannot list {}", src.display()))?;
-    entries.sort_by_key(|e| e.file_name());
+    let entries = sorted_entries(src)?;
     for entry in entries {
         let (from, to) = (entry.path(), dst.join(entry.file_name()));
         let ft = entry.file_type().with_context(|| format!("cannot stat {}", from.display()))?;
