@@ -1202,10 +1202,8 @@ fn the_measure_script_runs_only_the_configurations_named() {
 }
 
 /// The zoo's manifest with cuBLAS rows (`measurements/zoo/backends.toml`): every configuration of the zoo's
-/// manifest, each shape with a usable row of both backends except the 7 gate_up shapes of Qwen3-32B TP 1 its
-/// CK journal lacks and the 43 off-grid shapes of Qwen2.5-72B TP 1 its CK journal lacks (its off-grid M are
-/// measured in part); the zoo's configurations whose CK off-grid M are not measured on their grid only, the
-/// others on their grid and their 20 off-grid M.
+/// manifest, every shape with a usable row of both backends; the zoo's configurations on their grid and their
+/// 20 off-grid M (of every layer of the zoo's journals and of the dense journal Qwen3-30B-A3B TP 1 reads).
 #[test]
 fn the_zoo_backends_manifest_has_both_backends_on_every_shape() {
     use gemm_synth::catalog::{Backends, Libtype};
@@ -1232,8 +1230,10 @@ fn the_zoo_backends_manifest_has_both_backends_on_every_shape() {
             }
         }
         let off_grid = match c.name.as_str() {
-            "minicpm3-4b-tp1" | "deepseek-v2-lite-tp1" | "qwen2.5-0.5b-tp1" | "qwen3-30b-a3b-tp2" => Some(0),
-            "qwen2.5-72b-tp1" | "llama-3.1-405b-tp8" => Some(4 * 20),
+            "deepseek-v2-lite-tp1" => Some(8 * 20),
+            "minicpm3-4b-tp1" => Some(7 * 20),
+            "qwen2.5-0.5b-tp1" | "qwen2.5-72b-tp1" | "llama-3.1-405b-tp8" => Some(4 * 20),
+            "qwen3-30b-a3b-tp1" | "qwen3-30b-a3b-tp2" => Some(4 * 20),
             "mistral-large-2411-tp8" => Some(3 * 20),
             _ => None,
         };
@@ -1241,7 +1241,7 @@ fn the_zoo_backends_manifest_has_both_backends_on_every_shape() {
             assert_eq!(c.off_grid.len(), n, "{}", c.name);
         }
     }
-    assert_eq!(missing, BTreeMap::from([(("qwen3-32b-tp1", Libtype::Ck), 7), (("qwen2.5-72b-tp1", Libtype::Ck), 43)]));
+    assert_eq!(missing, BTreeMap::new());
 }
 
 /// The zoo's manifest reads its gzip-compressed journals and the dense ones beside them: every configuration
@@ -1277,16 +1277,26 @@ fn the_zoo_manifest_opens_with_its_compressed_journals() {
         assert_eq!(by_name(n).grid.len(), 4 * 80, "{n}");
     }
     assert_eq!(by_name("mistral-large-2411-tp8").grid.len(), 3 * 80);
-    // Off-grid M: all 20 of Llama-3.1-405B and Mistral Large 2; Qwen2.5-72B TP 1's in part (all of 8192 x
-    // 8192, 17 of 8192 x 29568).
-    assert_eq!(by_name("llama-3.1-405b-tp8").off_grid.len(), 4 * 20);
-    assert_eq!(by_name("mistral-large-2411-tp8").off_grid.len(), 3 * 20);
-    assert_eq!(by_name("qwen2.5-72b-tp1").off_grid.len(), 20 + 17);
-    assert!(by_name("qwen3-30b-a3b-tp2").off_grid.is_empty());
-    // The dense configurations are as the main job's manifest has them.
+    // Off-grid M: all 20 of every layer of the zoo's journals (and of Qwen3-30B-A3B TP 1's qkv, read from the
+    // dense Qwen3-32B TP 4 journal).
+    for (n, layers) in [
+        ("llama-3.1-405b-tp8", 4),
+        ("mistral-large-2411-tp8", 3),
+        ("qwen2.5-72b-tp1", 4),
+        ("qwen2.5-0.5b-tp1", 4),
+        ("qwen3-30b-a3b-tp1", 4),
+        ("qwen3-30b-a3b-tp2", 4),
+        ("minicpm3-4b-tp1", 7),
+        ("deepseek-v2-lite-tp1", 8),
+    ] {
+        assert_eq!(by_name(n).off_grid.len(), layers * 20, "{n}");
+    }
+    // The dense configurations are as the main job's manifest has them, with what `../h200/completion/` adds:
+    // Qwen3-32B TP 1's seven large-M gate_up shapes (the main job's journal lacks them).
     let dense = gemm_synth::app::manifest::MultiData::open(&root.join("measurements/h200/datasets.toml")).unwrap();
     for c in &dense.configs {
-        assert_eq!(by_name(&c.name).shapes().len(), c.shapes().len(), "{}", c.name);
+        let more = if c.name == "qwen3-32b-tp1" { 7 } else { 0 };
+        assert_eq!(by_name(&c.name).shapes().len(), c.shapes().len() + more, "{}", c.name);
     }
     // The pool: the two TP-8 configurations at its end (the folds kept them out of the first eight).
     let pool: Vec<&str> = data.pool.iter().map(|&i| data.configs[i].name.as_str()).collect();
