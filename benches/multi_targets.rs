@@ -15,7 +15,8 @@
 //! Then runs the multi-model job on the zoo's manifest (`measurements/zoo/datasets.toml`: the dense
 //! configurations and the zoo's) and prints the zoo issue's leave-one-model-out targets on it at
 //! `--sample-m 40` without and with `--split-k-fallback 0.5` (split-K leaves charged what their guards run),
-//! and at `--sample-m 70` with it (the setting the folds chose: 18 of 19 pass on every cell measured).
+//! and at `--sample-m 70` with it (the setting the folds chose), at the job's 16 leaves and at 24 (where
+//! every fold passes on every cell measured).
 //!
 //! Then the mixed rule over two backends on the H200 dataset with cuBLAS rows
 //! (`measurements/h200/backends.toml`), on the zoo's manifest with cuBLAS rows
@@ -147,8 +148,8 @@ fn zoo_targets(dir: &Path, extra: &[&str]) -> anyhow::Result<()> {
     lowest_layer_line(&report);
     let get = |e: &str| rows.get(&(e.to_string(), "training".to_string(), "synthesized".to_string())).map(|v| v.3);
     if let (Some(grid), Some(off)) = (get("heldout-grid"), get("off-grid")) {
-        line("its 16-leaf rule: held-out grid shapes (a)", format!("{grid:.4}"), ">= 0.99", grid >= 0.99);
-        line("its 16-leaf rule: off-grid M (b)", format!("{off:.4}"), ">= 0.99", off >= 0.99);
+        line("its rule: held-out grid shapes (a)", format!("{grid:.4}"), ">= 0.99", grid >= 0.99);
+        line("its rule: off-grid M (b)", format!("{off:.4}"), ">= 0.99", off >= 0.99);
     }
     Ok(())
 }
@@ -344,8 +345,11 @@ fn main() -> anyhow::Result<()> {
     println!("  wall time of the main job: {t1:.2} s and {t2:.2} s (target: under 30 s on an idle machine)");
     zoo_targets(&tmp.path().join("zoo"), &["--sample-m", "40"])?;
     zoo_targets(&tmp.path().join("zoo-fallback"), &["--sample-m", "40", "--split-k-fallback", "0.5"])?;
-    // The setting the zoo's folds chose: 70 training M per configuration (measurements/zoo/README.md).
+    // The setting the zoo's folds chose: 70 training M per configuration (measurements/zoo/README.md), at the
+    // job's 16 leaves and at the 24 its folds pass with.
     zoo_targets(&tmp.path().join("zoo-70"), &["--sample-m", "70", "--split-k-fallback", "0.5"])?;
+    let l24 = ["--sample-m", "70", "--split-k-fallback", "0.5", "--max-leaves", "24"];
+    zoo_targets(&tmp.path().join("zoo-70-24"), &l24)?;
     for (i, data) in BACKEND_DATA.iter().enumerate() {
         backend_targets(&tmp.path().join(format!("backends-{i}")), data)?;
     }
