@@ -169,7 +169,6 @@ def plan_cells(shapes, configs, done, recheck_fraction, one_class=False, prior=F
     return cells
 
 
-
 def check_out(out, inputs, what):
     """Refuses, before anything is read or written, an --out that cannot be replaced by a written file
     (`what`: the kind of file it names, for the message) or that is one of `inputs`."""
@@ -200,6 +199,7 @@ def write_whole(out, suffix, write, newline=None):
             raise
         return "cannot write %s: %s" % (out, e)
     return None
+
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

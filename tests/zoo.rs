@@ -1201,6 +1201,19 @@ fn the_measure_script_runs_only_the_configurations_named() {
     }
 }
 
+/// The zoo's configurations and how many of their layers have all 20 off-grid M in both manifests: every
+/// layer of the zoo's journals (and Qwen3-30B-A3B TP 1's qkv, read from the dense Qwen3-32B TP 4 journal).
+const ZOO_OFF_GRID_LAYERS: [(&str, usize); 8] = [
+    ("llama-3.1-405b-tp8", 4),
+    ("mistral-large-2411-tp8", 3),
+    ("qwen2.5-72b-tp1", 4),
+    ("qwen2.5-0.5b-tp1", 4),
+    ("qwen3-30b-a3b-tp1", 4),
+    ("qwen3-30b-a3b-tp2", 4),
+    ("minicpm3-4b-tp1", 7),
+    ("deepseek-v2-lite-tp1", 8),
+];
+
 /// The zoo's manifest with cuBLAS rows (`measurements/zoo/backends.toml`): every configuration of the zoo's
 /// manifest, every shape with a usable row of both backends; the zoo's configurations on their grid and their
 /// 20 off-grid M (of every layer of the zoo's journals and of the dense journal Qwen3-30B-A3B TP 1 reads).
@@ -1229,16 +1242,8 @@ fn the_zoo_backends_manifest_has_both_backends_on_every_shape() {
                 }
             }
         }
-        let off_grid = match c.name.as_str() {
-            "deepseek-v2-lite-tp1" => Some(8 * 20),
-            "minicpm3-4b-tp1" => Some(7 * 20),
-            "qwen2.5-0.5b-tp1" | "qwen2.5-72b-tp1" | "llama-3.1-405b-tp8" => Some(4 * 20),
-            "qwen3-30b-a3b-tp1" | "qwen3-30b-a3b-tp2" => Some(4 * 20),
-            "mistral-large-2411-tp8" => Some(3 * 20),
-            _ => None,
-        };
-        if let Some(n) = off_grid {
-            assert_eq!(c.off_grid.len(), n, "{}", c.name);
+        if let Some((_, layers)) = ZOO_OFF_GRID_LAYERS.iter().find(|(n, _)| *n == c.name) {
+            assert_eq!(c.off_grid.len(), layers * 20, "{}", c.name);
         }
     }
     assert_eq!(missing, BTreeMap::new());
@@ -1277,18 +1282,7 @@ fn the_zoo_manifest_opens_with_its_compressed_journals() {
         assert_eq!(by_name(n).grid.len(), 4 * 80, "{n}");
     }
     assert_eq!(by_name("mistral-large-2411-tp8").grid.len(), 3 * 80);
-    // Off-grid M: all 20 of every layer of the zoo's journals (and of Qwen3-30B-A3B TP 1's qkv, read from the
-    // dense Qwen3-32B TP 4 journal).
-    for (n, layers) in [
-        ("llama-3.1-405b-tp8", 4),
-        ("mistral-large-2411-tp8", 3),
-        ("qwen2.5-72b-tp1", 4),
-        ("qwen2.5-0.5b-tp1", 4),
-        ("qwen3-30b-a3b-tp1", 4),
-        ("qwen3-30b-a3b-tp2", 4),
-        ("minicpm3-4b-tp1", 7),
-        ("deepseek-v2-lite-tp1", 8),
-    ] {
+    for (n, layers) in ZOO_OFF_GRID_LAYERS {
         assert_eq!(by_name(n).off_grid.len(), layers * 20, "{n}");
     }
     // The dense configurations are as the main job's manifest has them, with what `../h200/completion/` adds:
