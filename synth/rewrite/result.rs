@@ -7,12 +7,14 @@
 //! Format: a line whose first non-blank text is the tag (default `GEMMSYNTH_RESULT`, see
 //! [`super::spec::ResultFormat`]), then at least one space or tab, then exactly one JSON object and nothing
 //! else. Required keys: the correctness key (default `correct`, a boolean) and — when correct — the
-//! latency key (default `latency_us`, a finite positive number of microseconds: the score). Any other
+//! latency key (default `latency_us`, a number of microseconds in [`US_RANGE`], 1e-6 to 1e12, as a
+//! journal's times: the score). Any other
 //! keys (error figures, bandwidth, sizes) are kept and shown in feedback and reports. When a program
 //! prints several tagged lines, the spec's `result.line` picks the first or the last; the picked line
 //! must be valid (a malformed line is an error, never skipped).
 
 use super::spec::{Pick, ResultFormat};
+use crate::input::US_RANGE;
 use serde_json::{Map, Value};
 use std::fmt;
 
@@ -128,12 +130,16 @@ pub fn extract_result(output: &str, fmt: &ResultFormat) -> Result<ResultLine, Re
     };
     let latency_us = match fields.get(&fmt.latency_key) {
         Some(Value::Number(n)) => match n.as_f64() {
-            Some(x) if x.is_finite() && x > 0.0 => Some(x),
+            Some(x) if US_RANGE.contains(&x) => Some(x),
             _ => {
                 return Err(ResultLineError::BadField {
                     line_no,
                     key: fmt.latency_key.clone(),
-                    reason: format!("must be a finite positive number of microseconds, found {n}"),
+                    reason: format!(
+                        "must be a number of microseconds from {:e} to {:e} (the range a latency may take), found {n}",
+                        US_RANGE.start(),
+                        US_RANGE.end()
+                    ),
                 })
             }
         },
