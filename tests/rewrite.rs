@@ -896,3 +896,31 @@ fn a_second_rewrite_into_one_output_directory_is_refused_naming_the_first() {
     let trace = fs::read_to_string(out.join("trace.jsonl")).unwrap();
     assert_eq!(trace.lines().count(), 3, "{trace}");
 }
+
+#[test]
+fn a_resumed_trace_with_a_latency_out_of_range_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = knob_task(tmp.path(), "t.toml", None, "k", "kernel.sh");
+    let out = tmp.path().join("out");
+    let r = rewrite(&["--task", spec.to_str().unwrap()], &out);
+    assert!(r.status.success(), "{}", text(&r));
+    // The original's latency edited to a subnormal: resumed, it would be an infinite speedup.
+    let trace = out.join("trace.jsonl");
+    let edited: String = fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            if v["id"] == 0 {
+                v["eval"]["score"] = serde_json::json!(1e-320);
+            }
+            format!("{v}\n")
+        })
+        .collect();
+    fs::write(&trace, edited).unwrap();
+    let before = fs::read(out.join("report.json")).unwrap();
+    let r = rewrite(&["--task", spec.to_str().unwrap(), "--resume"], &out);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    assert!(text(&r).contains("attempt 0 has the latency 1e-320 us, outside 1e-6 to 1e12 us"), "{}", text(&r));
+    assert_eq!(fs::read(out.join("report.json")).unwrap(), before, "the report was rewritten");
+}

@@ -358,7 +358,7 @@ fn check_scores(attempts: &[Attempt], trace: &Path) -> anyhow::Result<()> {
     for a in attempts {
         if let Some(s) = a.eval.score.filter(|s| !US_RANGE.contains(s)) {
             bail!(
-                "{}: attempt {} has the latency {s} us, outside {:e} to {:e} us (the range a latency may take); the \
+                "{}: attempt {} has the latency {s:e} us, outside {:e} to {:e} us (the range a latency may take); the \
                  trace was edited or written by another tool: start without --resume or pass another --out",
                 trace.display(),
                 a.id,

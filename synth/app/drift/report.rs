@@ -221,7 +221,7 @@ mod tests {
     fn rewrite_suite_and_report_are_finite_for_hostile_values() {
         let mut rows: Vec<TaskRow> = HOSTILE.iter().enumerate().map(|(i, &x)| task_row(i, x)).collect();
         rows.push(TaskRow { speedup: None, ..task_row(99, 2.0) });
-        for sets in [rows.clone(), vec![task_row(0, f64::INFINITY)], vec![task_row(0, 1e308), task_row(1, 1e308)]] {
+        for sets in [rows, vec![task_row(0, f64::INFINITY)], vec![task_row(0, 1e308), task_row(1, 1e308)]] {
             let s = summarize("suite", "synth rewrite", &["knobs".into()], sets, f64::NAN);
             assert!(s.geomean_speedup.is_none_or(f64::is_finite), "{:?}", s.geomean_speedup);
             no_nonfinite_words("suite.md", &render_markdown(&s));
