@@ -57,6 +57,9 @@ pub enum Command {
     /// Write a rule over the triton family as vLLM's or SGLang's block-FP8 config files (proved at every M).
     #[command(after_long_help = crate::app::help::EXPORT)]
     Export(crate::app::export::ExportArgs),
+    /// Render the documentation book's result tables (docs/src/generated/) from the committed result CSVs.
+    #[command(after_long_help = crate::app::book::HELP)]
+    Book(crate::app::book::BookArgs),
 }
 
 pub fn main_entry() -> anyhow::Result<()> {
@@ -79,6 +82,7 @@ pub fn main_entry() -> anyhow::Result<()> {
         Command::Aiter(a) => crate::app::aiter::run(a),
         Command::Export(a) => crate::app::export::run(a),
         Command::Merge(a) => crate::app::merge::run(a),
+        Command::Book(a) => crate::app::book::run(a),
     }
 }
 

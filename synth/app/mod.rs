@@ -15,6 +15,7 @@ pub(crate) mod aiter_tuner;
 pub mod args;
 pub(crate) mod bench;
 pub(crate) mod bench_args;
+pub(crate) mod book;
 pub(crate) mod compare;
 pub(crate) mod compress;
 pub(crate) mod data;
