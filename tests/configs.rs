@@ -86,8 +86,16 @@ fn vllm_files_of_a_config_json_model_give_the_shipped_rule_at_every_m() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("vllm");
     let args = [
-        "configs", "vllm", "--hf-config", &fixture("qwen3-32b.json"), "--tp", "2", "--device-name", "NVIDIA H200",
-        "--out", out.to_str().unwrap(),
+        "configs",
+        "vllm",
+        "--hf-config",
+        &fixture("qwen3-32b.json"),
+        "--tp",
+        "2",
+        "--device-name",
+        "NVIDIA H200",
+        "--out",
+        out.to_str().unwrap(),
     ];
     let o = synth(&strs(&args), &[]);
     assert!(o.status.success(), "{}", text(&o));
@@ -118,14 +126,24 @@ fn sglang_files_of_a_builtin_model_and_of_shapes() {
     let out = dir.path().join("sglang");
     let o = synth(
         &strs(&[
-            "configs", "sglang", "--model", "qwen3-30b-a3b", "--tp", "4", "--device-name", "NVIDIA_H100_80GB_HBM3",
-            "--out", out.to_str().unwrap(), "--max-m", "4096",
+            "configs",
+            "sglang",
+            "--model",
+            "qwen3-30b-a3b",
+            "--tp",
+            "2",
+            "--device-name",
+            "NVIDIA_H100_80GB_HBM3",
+            "--out",
+            out.to_str().unwrap(),
+            "--max-m",
+            "4096",
         ]),
         &[],
     );
     assert!(o.status.success(), "{}", text(&o));
-    // qkv (32 + 2·4) · 128 / 4 = 1280 x 2048, o 2048 x 1024, experts gate_up 384 x 2048, down 2048 x 192.
-    let layers = [(1280, 2048), (2048, 1024), (384, 2048), (2048, 192)];
+    // qkv (32 + 2·4) · 128 / 2 = 2560 x 2048, o 2048 x 2048, experts gate_up 768 x 2048, down 2048 x 384.
+    let layers = [(2560, 2048), (2048, 2048), (768, 2048), (2048, 384)];
     let names = files_in(&out);
     for (n, k) in layers {
         let name = format!("N={n},K={k},device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128, 128].json");
@@ -138,7 +156,13 @@ fn sglang_files_of_a_builtin_model_and_of_shapes() {
     let out2 = dir.path().join("shapes");
     let o = synth(
         &strs(&[
-            "configs", "sglang", "--shapes", "4096:7168,7168:2048", "--device-name", "NVIDIA_H200", "--out",
+            "configs",
+            "sglang",
+            "--shapes",
+            "4096:7168,7168:2048",
+            "--device-name",
+            "NVIDIA_H200",
+            "--out",
             out2.to_str().unwrap(),
         ]),
         &[],
@@ -155,8 +179,16 @@ fn aiter_writes_the_patch_the_selector_and_every_layers_picks() {
     let out = dir.path().join("aiter-files");
     let o = synth(
         &strs(&[
-            "configs", "aiter", "--hf-config", &fixture("deepseek-v3.json"), "--tp", "8", "--out",
-            out.to_str().unwrap(), "--max-m", "2048",
+            "configs",
+            "aiter",
+            "--hf-config",
+            &fixture("deepseek-v3.json"),
+            "--tp",
+            "8",
+            "--out",
+            out.to_str().unwrap(),
+            "--max-m",
+            "2048",
         ]),
         &[],
     );
@@ -171,7 +203,14 @@ fn aiter_writes_the_patch_the_selector_and_every_layers_picks() {
     // gate_up 4608 x 7168, down 7168 x 2304, experts 512 x 7168 and 7168 x 256, shared the same: 8 (N, K).
     let nks: Vec<(u64, u64)> = layers.iter().map(|l| (l["N"].as_u64().unwrap(), l["K"].as_u64().unwrap())).collect();
     let mut want = vec![
-        (2112, 7168), (3072, 1536), (4096, 512), (7168, 2048), (4608, 7168), (7168, 2304), (512, 7168), (7168, 256),
+        (2112, 7168),
+        (3072, 1536),
+        (4096, 512),
+        (7168, 2048),
+        (4608, 7168),
+        (7168, 2304),
+        (512, 7168),
+        (7168, 256),
     ];
     want.sort();
     assert_eq!(nks, want);
@@ -191,9 +230,13 @@ for layer in doc["layers"]:
     assert layer["picks"][0]["from_m"] == 1 and layer["picks"][-1]["to_m"] == doc["max_m"]
 print(bad)
 "#;
-    let bad = python(script, &[out.display().to_string(), out.join("synth-configs.provenance.json").display().to_string()]);
+    let bad =
+        python(script, &[out.display().to_string(), out.join("synth-configs.provenance.json").display().to_string()]);
     assert_eq!(bad.trim(), "0");
-    assert_eq!(sidecar["command"], format!("synth configs aiter --hf-config {} --tp 8 --max-m 2048", fixture("deepseek-v3.json")));
+    assert_eq!(
+        sidecar["command"],
+        format!("synth configs aiter --hf-config {} --tp 8 --max-m 2048", fixture("deepseek-v3.json"))
+    );
 }
 
 /// One clear error for each bad input, and nothing written.
@@ -204,23 +247,44 @@ fn bad_inputs_are_one_error_and_write_nothing() {
     let o_str = out.to_str().unwrap().to_string();
     let bad_json = dir.path().join("config.json");
     std::fs::write(&bad_json, r#"{"architectures":["LlamaForCausalLM"],"hidden_size":4096.0}"#).unwrap();
+    let qwen2_moe = fixture("qwen2-57b-a14b.json");
     let cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["configs", "vllm", "--model", "llama-3.1-8b", "--tp", "1", "--out", &o_str], "configs vllm needs --device-name"),
-        (vec!["configs", "vllm", "--tp", "1", "--device-name", "H", "--out", &o_str], "--tp 1 needs --model NAME, --spec FILE or --hf-config FILE"),
-        (vec!["configs", "vllm", "--model", "llama-3.1-8b", "--device-name", "H", "--out", &o_str], "--model llama-3.1-8b needs --tp T"),
-        (vec!["configs", "sglang", "--model", "gpt-4o", "--tp", "1", "--device-name", "H", "--out", &o_str], "unknown model \"gpt-4o\""),
         (
-            vec!["configs", "vllm", "--hf-config", bad_json.to_str().unwrap(), "--tp", "1", "--device-name", "H", "--out", &o_str],
+            vec!["configs", "vllm", "--model", "llama-3.1-8b", "--tp", "1", "--out", &o_str],
+            "configs vllm needs --device-name",
+        ),
+        (
+            vec!["configs", "vllm", "--tp", "1", "--device-name", "H", "--out", &o_str],
+            "--tp 1 needs --model NAME, --spec FILE or --hf-config FILE",
+        ),
+        (
+            vec!["configs", "vllm", "--model", "llama-3.1-8b", "--device-name", "H", "--out", &o_str],
+            "--model llama-3.1-8b needs --tp T",
+        ),
+        (
+            vec!["configs", "sglang", "--model", "gpt-4o", "--tp", "1", "--device-name", "H", "--out", &o_str],
+            "unknown model \"gpt-4o\"",
+        ),
+        (
+            vec![
+                "configs",
+                "vllm",
+                "--hf-config",
+                bad_json.to_str().unwrap(),
+                "--tp",
+                "1",
+                "--device-name",
+                "H",
+                "--out",
+                &o_str,
+            ],
             "key `hidden_size`: must be a whole number from 1 to 1048576, got 4096.0",
         ),
         (
-            vec!["configs", "vllm", "--hf-config", &fixture("qwen2-57b-a14b.json"), "--tp", "8", "--device-name", "H", "--out", &o_str],
+            vec!["configs", "vllm", "--hf-config", &qwen2_moe, "--tp", "8", "--device-name", "H", "--out", &o_str],
             "TP 8 does not divide the attention head count (28)",
         ),
-        (
-            vec!["configs", "aiter", "--shapes", "4096:7000", "--out", &o_str],
-            "K is not a multiple of 128",
-        ),
+        (vec!["configs", "aiter", "--shapes", "4096:7000", "--out", &o_str], "K is not a multiple of 128"),
         (
             vec!["configs", "vllm", "--model", "llama-3.1-8b", "--tp", "1", "--device-name", "../x", "--out", &o_str],
             "--device-name \"../x\"",
@@ -249,7 +313,18 @@ fn configs_keeps_exports_guards() {
     let name = "N=6144,K=4096,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json";
     std::fs::write(out.join(name), "{\"1\": {}}\n").unwrap();
     let o = synth(
-        &strs(&["configs", "vllm", "--model", "llama-3.1-8b", "--tp", "1", "--device-name", "NVIDIA_H200", "--out", out.to_str().unwrap()]),
+        &strs(&[
+            "configs",
+            "vllm",
+            "--model",
+            "llama-3.1-8b",
+            "--tp",
+            "1",
+            "--device-name",
+            "NVIDIA_H200",
+            "--out",
+            out.to_str().unwrap(),
+        ]),
         &[],
     );
     assert!(!o.status.success() && text(&o).contains("no earlier synth export wrote it"), "{}", text(&o));
@@ -261,7 +336,13 @@ fn configs_keeps_exports_guards() {
     let inside = cfg_dir.join("config.json").join("x");
     let o = synth(
         &strs(&[
-            "configs", "aiter", "--hf-config", cfg_dir.join("config.json").to_str().unwrap(), "--tp", "1", "--out",
+            "configs",
+            "aiter",
+            "--hf-config",
+            cfg_dir.join("config.json").to_str().unwrap(),
+            "--tp",
+            "1",
+            "--out",
             inside.to_str().unwrap(),
         ]),
         &[],

@@ -100,36 +100,71 @@ fn yi_internlm_gemma_and_phi3_dense_models() {
     let yi = load("yi-1.5-34b.json");
     assert_eq!(
         layers(&yi, 8),
-        want(&[("qkv_proj", 1152, 7168), ("o_proj", 7168, 896), ("gate_up_proj", 5120, 7168), ("down_proj", 7168, 2560)])
+        want(&[
+            ("qkv_proj", 1152, 7168),
+            ("o_proj", 7168, 896),
+            ("gate_up_proj", 5120, 7168),
+            ("down_proj", 7168, 2560)
+        ])
     );
     assert_eq!(
         layers(&yi, 4),
-        want(&[("qkv_proj", 2304, 7168), ("o_proj", 7168, 1792), ("gate_up_proj", 10240, 7168), ("down_proj", 7168, 5120)])
+        want(&[
+            ("qkv_proj", 2304, 7168),
+            ("o_proj", 7168, 1792),
+            ("gate_up_proj", 10240, 7168),
+            ("down_proj", 7168, 5120)
+        ])
     );
     let internlm = load("internlm2.5-20b.json");
     assert_eq!(
         layers(&internlm, 2),
-        want(&[("qkv_proj", 4096, 6144), ("o_proj", 6144, 3072), ("gate_up_proj", 16384, 6144), ("down_proj", 6144, 8192)])
+        want(&[
+            ("qkv_proj", 4096, 6144),
+            ("o_proj", 6144, 3072),
+            ("gate_up_proj", 16384, 6144),
+            ("down_proj", 6144, 8192)
+        ])
     );
     // Gemma's head_dim (256) is not hidden / heads (192).
     let gemma = load("gemma-7b.json");
     assert_eq!(
         layers(&gemma, 1),
-        want(&[("qkv_proj", 12288, 3072), ("o_proj", 3072, 4096), ("gate_up_proj", 49152, 3072), ("down_proj", 3072, 24576)])
+        want(&[
+            ("qkv_proj", 12288, 3072),
+            ("o_proj", 3072, 4096),
+            ("gate_up_proj", 49152, 3072),
+            ("down_proj", 3072, 24576)
+        ])
     );
     assert_eq!(
         layers(&gemma, 2),
-        want(&[("qkv_proj", 6144, 3072), ("o_proj", 3072, 2048), ("gate_up_proj", 24576, 3072), ("down_proj", 3072, 12288)])
+        want(&[
+            ("qkv_proj", 6144, 3072),
+            ("o_proj", 3072, 2048),
+            ("gate_up_proj", 24576, 3072),
+            ("down_proj", 3072, 12288)
+        ])
     );
     // Phi-3-mini: head_dim = 3072 / 32 = 96.
     let phi = load("phi-3-mini.json");
     assert_eq!(
         layers(&phi, 1),
-        want(&[("qkv_proj", 9216, 3072), ("o_proj", 3072, 3072), ("gate_up_proj", 16384, 3072), ("down_proj", 3072, 8192)])
+        want(&[
+            ("qkv_proj", 9216, 3072),
+            ("o_proj", 3072, 3072),
+            ("gate_up_proj", 16384, 3072),
+            ("down_proj", 3072, 8192)
+        ])
     );
     assert_eq!(
         layers(&phi, 2),
-        want(&[("qkv_proj", 4608, 3072), ("o_proj", 3072, 1536), ("gate_up_proj", 8192, 3072), ("down_proj", 3072, 4096)])
+        want(&[
+            ("qkv_proj", 4608, 3072),
+            ("o_proj", 3072, 1536),
+            ("gate_up_proj", 8192, 3072),
+            ("down_proj", 3072, 4096)
+        ])
     );
 }
 
@@ -178,15 +213,35 @@ fn bad_configs_name_the_file_the_key_and_the_value() {
     let v: serde_json::Value = serde_json::from_str(&base).unwrap();
     let cases: Vec<(&str, serde_json::Value, &str)> = vec![
         ("num_key_value_heads", 5.into(), "key `num_key_value_heads`: 5 must divide num_attention_heads = 28"),
-        ("num_key_value_heads", (-4).into(), "key `num_key_value_heads`: must be a whole number from 1 to 1048576, got -4"),
-        ("shared_expert_intermediate_size", 1000.into(), "key `shared_expert_intermediate_size`: 1000 is not a multiple of moe_intermediate_size = 2560"),
+        (
+            "num_key_value_heads",
+            (-4).into(),
+            "key `num_key_value_heads`: must be a whole number from 1 to 1048576, got -4",
+        ),
+        (
+            "shared_expert_intermediate_size",
+            1000.into(),
+            "key `shared_expert_intermediate_size`: 1000 is not a multiple of moe_intermediate_size = 2560",
+        ),
         ("num_experts_per_tok", 65.into(), "key `num_experts_per_tok`: 65 is more than the 64 experts"),
-        ("mlp_only_layers", serde_json::json!([3, 28]), "key `mlp_only_layers`: 28 is not a decoder layer index (0 to 27)"),
-        ("hidden_size", serde_json::json!("3584"), "key `hidden_size`: must be a whole number from 1 to 1048576, got \"3584\""),
+        (
+            "mlp_only_layers",
+            serde_json::json!([3, 28]),
+            "key `mlp_only_layers`: 28 is not a decoder layer index (0 to 27)",
+        ),
+        (
+            "hidden_size",
+            serde_json::json!("3584"),
+            "key `hidden_size`: must be a whole number from 1 to 1048576, got \"3584\"",
+        ),
         ("hidden_size", serde_json::json!(3584.5), "got 3584.5"),
         ("num_hidden_layers", 100_000.into(), "key `num_hidden_layers`: must be from 1 to 65536, got 100000"),
         ("tie_word_embeddings", "no".into(), "key `tie_word_embeddings`: must be true or false, got \"no\""),
-        ("architectures", serde_json::json!(["FalconForCausalLM"]), "key `architectures`: \"FalconForCausalLM\": no architecture whose GEMM layout is known"),
+        (
+            "architectures",
+            serde_json::json!(["FalconForCausalLM"]),
+            "key `architectures`: \"FalconForCausalLM\": no architecture whose GEMM layout is known",
+        ),
     ];
     let dir = tempfile::tempdir().unwrap();
     for (key, value, expected) in cases {
@@ -205,7 +260,10 @@ fn bad_configs_name_the_file_the_key_and_the_value() {
     let mut missing = v;
     missing.as_object_mut().unwrap().remove("moe_intermediate_size");
     let e = ModelSpec::parse_hf_config(&missing.to_string(), "c.json", "c").unwrap_err().to_string();
-    assert_eq!(e, "c.json: key `moe_intermediate_size`: missing (or null); Qwen2MoeForCausalLM needs it to shape its GEMMs");
+    assert_eq!(
+        e,
+        "c.json: key `moe_intermediate_size`: missing (or null); Qwen2MoeForCausalLM needs it to shape its GEMMs"
+    );
     let e = ModelSpec::load_hf_config(&dir.path().join("absent.json")).unwrap_err().to_string();
     assert!(e.contains("absent.json: cannot read the model spec"), "{e}");
 }
@@ -216,7 +274,8 @@ fn bad_configs_name_the_file_the_key_and_the_value() {
 fn the_cli_takes_hf_config_wherever_it_takes_a_model() {
     let path = fixture("llama-3.1-8b.json").display().to_string();
     let hf = common::synth(&common::strs(&["shapes", "--hf-config", &path, "--tp", "2", "--m-set", "decode"]), &[]);
-    let model = common::synth(&common::strs(&["shapes", "--model", "llama-3.1-8b", "--tp", "2", "--m-set", "decode"]), &[]);
+    let model =
+        common::synth(&common::strs(&["shapes", "--model", "llama-3.1-8b", "--tp", "2", "--m-set", "decode"]), &[]);
     assert!(hf.status.success(), "{}", common::text(&hf));
     // The model is named after the file (`llama-3.1-8b.json`): the same bytes.
     assert_eq!(String::from_utf8_lossy(&hf.stdout), String::from_utf8_lossy(&model.stdout));

@@ -74,7 +74,8 @@ pub struct ConfigsArgs {
 /// The shipped rule of a target: (name for messages, parsed rule).
 fn embedded_rule(target: Target) -> anyhow::Result<(String, Rule)> {
     let (path, text) = if target == Target::Aiter { CK_RULE } else { TRITON_RULE };
-    let rule = crate::rule::parse_json(text).map_err(|e| anyhow::anyhow!("internal error: the embedded {path}: {e}"))?;
+    let rule =
+        crate::rule::parse_json(text).map_err(|e| anyhow::anyhow!("internal error: the embedded {path}: {e}"))?;
     if crate::rule::validate::has_errors(&crate::rule::validate::validate(&rule, &Catalog::embedded())) {
         bail!("internal error: the embedded {path} does not validate (`synth check {path}`)");
     }

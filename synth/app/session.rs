@@ -87,7 +87,9 @@ impl Session {
             Scope::DefaultModel => data.model.load_or(DEFAULT_MODEL).map(Some),
         };
         let Some(spec) = loaded.map_err(|e| match e {
-            ShapeError::UnknownModel { .. } => anyhow::Error::new(e).context("--model names the GEMM model whose layers to keep"),
+            ShapeError::UnknownModel { .. } => {
+                anyhow::Error::new(e).context("--model names the GEMM model whose layers to keep")
+            }
             other => other.into(),
         })?
         else {

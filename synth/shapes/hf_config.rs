@@ -128,9 +128,9 @@ impl Config<'_> {
     /// A whole number in `min..=max`, or `None` when the key is absent or null.
     fn number(&self, key: &str, min: u64, max: u64) -> Result<Option<u32>, ShapeError> {
         let Some(v) = self.obj.get(key).filter(|v| !v.is_null()) else { return Ok(None) };
-        let n = v.as_u64().ok_or_else(|| {
-            self.err(key, format!("must be a whole number from {min} to {max}, got {}", shown(v)))
-        })?;
+        let n = v
+            .as_u64()
+            .ok_or_else(|| self.err(key, format!("must be a whole number from {min} to {max}, got {}", shown(v))))?;
         if !(min..=max).contains(&n) {
             return Err(self.err(key, format!("must be from {min} to {max}, got {n}")));
         }
@@ -168,14 +168,16 @@ impl Config<'_> {
         let mut named: Vec<Result<(&'static str, Family), &str>> = Vec::new();
         let key = match (self.obj.get("architectures"), self.obj.get("model_type")) {
             (Some(v), _) => {
-                let list = v.as_array().filter(|l| !l.is_empty() && l.iter().all(Value::is_string)).ok_or_else(
-                    || self.err("architectures", format!("must be a list of names, got {}", shown(v))),
-                )?;
+                let list = v
+                    .as_array()
+                    .filter(|l| !l.is_empty() && l.iter().all(Value::is_string))
+                    .ok_or_else(|| self.err("architectures", format!("must be a list of names, got {}", shown(v))))?;
                 named.extend(list.iter().filter_map(Value::as_str).map(|s| lookup(s, false).ok_or(s)));
                 "architectures"
             }
             (None, Some(v)) => {
-                let t = v.as_str().ok_or_else(|| self.err("model_type", format!("must be a name, got {}", shown(v))))?;
+                let t =
+                    v.as_str().ok_or_else(|| self.err("model_type", format!("must be a name, got {}", shown(v))))?;
                 named.push(lookup(t, true).ok_or(t));
                 "model_type"
             }
@@ -190,7 +192,11 @@ impl Config<'_> {
             format!(
                 "{}: no architecture whose GEMM layout is known; supported: {} (for another model write a spec \
                  TOML and pass --spec)",
-                if given.is_empty() { "neither architectures nor model_type given".to_string() } else { given.join(", ") },
+                if given.is_empty() {
+                    "neither architectures nor model_type given".to_string()
+                } else {
+                    given.join(", ")
+                },
                 supported_architectures().join(", ")
             ),
         ))
@@ -208,7 +214,11 @@ impl Config<'_> {
         let (arch, family) = self.architecture()?;
         self.check_unused()?;
         // `_name_or_path` is `org/model` (or a local path): its last component, else the file's name.
-        let named = self.obj.get("_name_or_path").and_then(Value::as_str).and_then(|n| n.trim_end_matches('/').rsplit('/').next());
+        let named = self
+            .obj
+            .get("_name_or_path")
+            .and_then(Value::as_str)
+            .and_then(|n| n.trim_end_matches('/').rsplit('/').next());
         let name = named.filter(|n| !n.trim().is_empty()).unwrap_or(fallback_name).to_string();
         let hidden = self.size("hidden_size")?;
         let heads = self.size("num_attention_heads")?;
@@ -389,7 +399,8 @@ impl Config<'_> {
     /// A list of decoder layer indices, each below `layers`; absent or null is empty.
     fn layer_list(&self, key: &str, layers: u32) -> Result<Vec<u32>, ShapeError> {
         let Some(v) = self.obj.get(key).filter(|v| !v.is_null()) else { return Ok(Vec::new()) };
-        let list = v.as_array().ok_or_else(|| self.err(key, format!("must be a list of layer indices, got {}", shown(v))))?;
+        let list =
+            v.as_array().ok_or_else(|| self.err(key, format!("must be a list of layer indices, got {}", shown(v))))?;
         list.iter()
             .map(|e| match e.as_u64() {
                 Some(i) if i < u64::from(layers) => Ok(i as u32),
@@ -415,7 +426,10 @@ mod tests {
         let text = r#"{"architectures":["LlamaForCausalLM"],"hidden_size":4096,"intermediate_size":14336,
             "num_attention_heads":32,"num_key_value_heads":8,"num_hidden_layers":32,"tie_word_embeddings":false}"#;
         let spec = parse(text).unwrap();
-        assert_eq!((spec.hidden, spec.intermediate, spec.heads, spec.kv_heads, spec.head_dim), (4096, 14336, 32, 8, 128));
+        assert_eq!(
+            (spec.hidden, spec.intermediate, spec.heads, spec.kv_heads, spec.head_dim),
+            (4096, 14336, 32, 8, 128)
+        );
         assert_eq!(spec.name, "m");
     }
 
@@ -437,6 +451,9 @@ mod tests {
         let e = parse("{\"hidden_size\": 1,\n oops}").unwrap_err().to_string();
         assert!(e.starts_with("c.json:2:2: not a JSON config"), "{e}");
         let e = parse(r#"{"architectures":["GPT2LMHeadModel"]}"#).unwrap_err().to_string();
-        assert!(e.contains("key `architectures`: \"GPT2LMHeadModel\": no architecture") && e.contains("MixtralForCausalLM"), "{e}");
+        assert!(
+            e.contains("key `architectures`: \"GPT2LMHeadModel\": no architecture") && e.contains("MixtralForCausalLM"),
+            "{e}"
+        );
     }
 }
