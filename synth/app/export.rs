@@ -30,14 +30,14 @@ pub struct ExportArgs {
     /// JSON form, or any form that gives the ids as numbers), splitK 0.
     #[arg(long)]
     pub rule: PathBuf,
-    /// Built-in model whose layers are exported (with --tp).
-    #[arg(long, conflicts_with = "shapes", requires = "tp")]
-    pub model: Option<String>,
-    /// Tensor-parallel degree of --model.
-    #[arg(long, requires = "model")]
-    pub tp: Option<u32>,
-    /// Layers as N:K pairs, comma-separated (instead of --model/--tp).
+    // The model whose layers are exported (with --tp).
+    #[command(flatten)]
+    pub model: crate::shapes::ModelArgs,
+    /// Tensor-parallel degree of the model's layers.
     #[arg(long)]
+    pub tp: Option<u32>,
+    /// Layers as N:K pairs, comma-separated (instead of a model and --tp).
+    #[arg(long, conflicts_with = "model_source")]
     pub shapes: Option<String>,
     /// GPU name as the runtime reports it (spaces become underscores, as the runtimes write it).
     #[arg(long)]
@@ -53,7 +53,8 @@ pub struct ExportArgs {
 /// The (N, K) layers to export, sorted and without duplicates.
 pub fn layers(args: &ExportArgs) -> anyhow::Result<Vec<(u32, u32)>> {
     let mut out = BTreeSet::new();
-    match (&args.shapes, &args.model, args.tp) {
+    let model = args.model.given().then(|| args.model.option_text(""));
+    match (&args.shapes, &model, args.tp) {
         (Some(text), None, None) => {
             for p in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
                 let (n, k) = p.split_once(':').with_context(|| format!("--shapes: {p:?} is not N:K"))?;
@@ -66,15 +67,17 @@ pub fn layers(args: &ExportArgs) -> anyhow::Result<Vec<(u32, u32)>> {
             }
         }
         (None, Some(model), Some(tp)) => {
-            let spec = crate::shapes::ModelSpec::builtin(model).map_err(|e| anyhow::anyhow!("--model: {e}"))?;
-            for l in spec.layers(tp).map_err(|e| anyhow::anyhow!("--model {model} --tp {tp}: {e}"))? {
+            let spec = args.model.load_or("").map_err(|e| anyhow::anyhow!("{model}: {e}"))?;
+            for l in spec.layers(tp).map_err(|e| anyhow::anyhow!("{model} --tp {tp}: {e}"))? {
                 out.insert((l.n, l.k));
             }
         }
         (Some(_), _, _) => bail!("--shapes names the layers itself: drop --model and --tp, or drop --shapes"),
-        (None, Some(model), None) => bail!("--model {model} needs --tp T (the tensor-parallel degree of its layers)"),
-        (None, None, Some(tp)) => bail!("--tp {tp} needs --model NAME (or give the layers as --shapes N:K,...)"),
-        _ => bail!("give the layers as --shapes N:K,... or as --model NAME --tp T"),
+        (None, Some(model), None) => bail!("{model} needs --tp T (the tensor-parallel degree of its layers)"),
+        (None, None, Some(tp)) => {
+            bail!("--tp {tp} needs --model NAME, --spec FILE or --hf-config FILE (or give the layers as --shapes N:K,...)")
+        }
+        _ => bail!("give the layers as --shapes N:K,... or as --model NAME (or --spec FILE, --hf-config FILE) --tp T"),
     }
     if out.is_empty() {
         bail!("--shapes: no N:K pair given");
@@ -377,14 +380,28 @@ fn earlier_exports(dir: &std::path::Path, new: &[GeneratedFile]) -> anyhow::Resu
 }
 
 pub fn run(args: ExportArgs) -> anyhow::Result<()> {
+    let rule_name = crate::paths::display_path(&args.rule);
+    let mut inputs = vec![("--rule", args.rule.clone())];
+    inputs.extend(args.model.input_files());
+    export_with(&args, &rule_name, &inputs, || crate::rule::load_checked(&args.rule, &Catalog::embedded()))
+}
+
+/// `synth export`'s work on the rule `load` gives (read after the options are checked: a file, or the
+/// embedded rule of `synth configs`), named `rule_name`; `inputs` are the files it reads, which no output
+/// may replace.
+pub fn export_with(
+    args: &ExportArgs,
+    rule_name: &str,
+    inputs: &[(&str, PathBuf)],
+    load: impl FnOnce() -> anyhow::Result<Rule>,
+) -> anyhow::Result<()> {
     let device = device_component(&args.device_name).map_err(anyhow::Error::msg)?;
     if !(1..=MAX_MAX_M).contains(&args.max_m) {
         bail!("--max-m {}: expected 1..={MAX_MAX_M}", args.max_m);
     }
-    let nks = layers(&args)?;
-    let catalog = Catalog::embedded();
-    let rule = crate::rule::load_checked(&args.rule, &catalog)?;
-    let rule_name = crate::paths::display_path(&args.rule);
+    let nks = layers(args)?;
+    let rule = load()?;
+    let rule_name = rule_name.to_string();
     let spec = ExportSpec {
         runtime: args.runtime,
         rule: &rule,
@@ -401,7 +418,7 @@ pub fn run(args: ExportArgs) -> anyhow::Result<()> {
         doc["earlier_files"] = serde_json::Value::Array(earlier);
     }
     out.push(GeneratedFile::new(SIDECAR, serde_json::to_string_pretty(&doc).expect("JSON serializes") + "\n"));
-    super::outputs::check_out_dir(&args.out, &out, &[("--rule", args.rule.clone())])?;
+    super::outputs::check_out_dir(&args.out, &out, inputs)?;
     crate::render::outdir::write_all(&args.out, &out)?;
     for f in &files {
         let distinct: BTreeSet<_> = f.keys.iter().map(|(_, c)| *c).collect();
@@ -447,7 +464,7 @@ mod tests {
         ExportArgs {
             runtime,
             rule: dir.join("rule.json"),
-            model: None,
+            model: Default::default(),
             tp: None,
             shapes: Some(shapes.into()),
             device_name: "NVIDIA H200".into(),
@@ -645,7 +662,7 @@ for f in sorted(os.listdir(d)):
         let dir = tempfile::tempdir().unwrap();
         let mut a = args(dir.path(), Runtime::Vllm, "");
         a.shapes = None;
-        a.model = Some("qwen3-32b".into());
+        a.model = crate::shapes::ModelArgs::builtin("qwen3-32b");
         a.tp = Some(2);
         assert_eq!(layers(&a).unwrap(), vec![(5120, 4096), (5120, 5120), (5120, 12800), (25600, 5120)]);
     }

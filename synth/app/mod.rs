@@ -18,6 +18,7 @@ pub(crate) mod bench_args;
 pub(crate) mod book;
 pub(crate) mod compare;
 pub(crate) mod compress;
+pub mod configs;
 pub(crate) mod data;
 pub mod drift;
 pub mod drift_args;

@@ -204,7 +204,7 @@ fn write_stream(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// The files `synth run` reads (option, path), for [`check_out_dir`].
 pub fn run_inputs(args: &super::args::RunArgs) -> Vec<(&'static str, PathBuf)> {
     let mut inputs: Vec<(&str, PathBuf)> = args.data.dataset.iter().map(|p| ("--dataset", p.clone())).collect();
-    inputs.extend(args.data.spec.iter().map(|p| ("--spec", p.clone())));
+    inputs.extend(args.data.model.input_files());
     inputs.extend(args.tuned.iter().map(|p| ("--tuned", p.clone())));
     inputs.extend(args.rule.iter().map(|p| ("--rule", p.clone())));
     inputs.extend(args.manifest.iter().map(|p| ("--manifest", p.clone())));

@@ -54,14 +54,7 @@ fn line(args: &RunArgs, session: &Session, limits: &ResolvedLimits) -> CommandLi
     for d in &session.dataset_args {
         l.always("--dataset", d);
     }
-    match (&args.data.spec, args.data.model.as_deref()) {
-        (Some(spec), _) => {
-            l.path("--spec", spec);
-        }
-        (None, model) => {
-            l.value("--model", model.unwrap_or(DEFAULT_MODEL), DEFAULT_MODEL);
-        }
-    }
+    super::resolve::write_model_line(&args.data.model, &mut l, DEFAULT_MODEL);
     l.value("--tp", args.data.tp, 2);
     args.data.backends.write_line(&mut l);
     if !args.train_all {
