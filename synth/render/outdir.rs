@@ -158,7 +158,8 @@ pub fn write_named(
             bail!("cannot write {}: the file name is not UTF-8 text", target.display())
         };
         let parent = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let real = std::fs::canonicalize(parent).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", target.display()))?;
+        let real =
+            std::fs::canonicalize(parent).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", target.display()))?;
         if !real.is_dir() {
             bail!("cannot write {}: {} is not a directory", target.display(), parent.display());
         }
@@ -454,7 +455,11 @@ mod tests {
         write_all(&d, &files).unwrap();
         child.stdin.take().unwrap().write_all(b"go\n").unwrap();
         assert!(child.wait().unwrap().success());
-        assert_eq!(std::fs::read_to_string(d.join("sub/by-child.txt")).unwrap(), "child\n", "the child's write was lost");
+        assert_eq!(
+            std::fs::read_to_string(d.join("sub/by-child.txt")).unwrap(),
+            "child\n",
+            "the child's write was lost"
+        );
         assert_eq!(inodes(&d), before, "a directory was replaced");
         assert_eq!(mode(&d.join("sub")), 0o750);
         assert_eq!(std::fs::read_to_string(d.join("sub/theirs.txt")).unwrap(), "theirs");
@@ -527,11 +532,16 @@ mod tests {
         let (a, b) = (base.path().join("a"), base.path().join("b"));
         std::fs::create_dir(&a).unwrap();
         std::fs::create_dir(&b).unwrap();
-        for (at, next) in [(Step::Staged, &b), (Step::PartRenamed, &b), (Step::PartRenamed, &a), (Step::Committed, &a)] {
+        for (at, next) in [(Step::Staged, &b), (Step::PartRenamed, &b), (Step::PartRenamed, &a), (Step::Committed, &a)]
+        {
             std::fs::write(a.join("x.csv"), "old").unwrap();
             std::fs::write(b.join("y.svg"), "old").unwrap();
             std::fs::write(b.join("y.png"), "old").unwrap();
-            let files = [(a.join("x.csv"), b"new".to_vec()), (b.join("y.svg"), b"new".to_vec()), (b.join("y.png"), b"new".to_vec())];
+            let files = [
+                (a.join("x.csv"), b"new".to_vec()),
+                (b.join("y.svg"), b"new".to_vec()),
+                (b.join("y.png"), b"new".to_vec()),
+            ];
             assert!(write_named(&files, &mut || Ok(()), &mut stop_at(at)).is_err());
             // The next writer of one of the two directories.
             write_named(&[(next.join("z"), b"z".to_vec())], &mut || Ok(()), &mut |_| Ok(())).unwrap();

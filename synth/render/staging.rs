@@ -339,7 +339,8 @@ fn move_one(tree: &Path, target: &Path, parts: &[Component]) -> anyhow::Result<(
     }
     let name: PathBuf = parts.iter().collect();
     let to = target.join(&name);
-    std::fs::rename(tree.join(&name), &to).with_context(|| format!("cannot move the new {} into place", to.display()))?;
+    std::fs::rename(tree.join(&name), &to)
+        .with_context(|| format!("cannot move the new {} into place", to.display()))?;
     sync_dir(to.parent().unwrap_or(target));
     Ok(())
 }
@@ -352,7 +353,14 @@ fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
     let b = std::ffi::CString::new(to.as_os_str().as_bytes())?;
     // SAFETY: both are valid NUL-terminated paths; renameat2 reads them and nothing else.
     let rc = unsafe {
-        libc::syscall(libc::SYS_renameat2, libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_NOREPLACE)
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
     };
     if rc == 0 {
         return Ok(());
