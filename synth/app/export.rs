@@ -380,10 +380,19 @@ fn earlier_exports(dir: &std::path::Path, new: &[GeneratedFile]) -> anyhow::Resu
 }
 
 pub fn run(args: ExportArgs) -> anyhow::Result<()> {
+    run_with(args, &mut |_| Ok(()))
+}
+
+/// [`run`], its write stopped at `stop`'s step (a test's stand-in for a signal).
+fn run_with(
+    args: ExportArgs,
+    stop: &mut dyn FnMut(crate::render::outdir::Step) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let rule_name = crate::paths::display_path(&args.rule);
     let mut inputs = vec![("--rule", args.rule.clone())];
     inputs.extend(args.model.input_files());
-    export_with(&args, &rule_name, &inputs, || crate::rule::load_checked(&args.rule, &Catalog::embedded()))
+    let load = || crate::rule::load_checked(&args.rule, &Catalog::embedded());
+    export_stopped(&args, &rule_name, &inputs, load, stop)
 }
 
 /// `synth export`'s work on the rule `load` gives (read after the options are checked: a file, or the
@@ -394,6 +403,17 @@ pub fn export_with(
     rule_name: &str,
     inputs: &[(&str, PathBuf)],
     load: impl FnOnce() -> anyhow::Result<Rule>,
+) -> anyhow::Result<()> {
+    export_stopped(args, rule_name, inputs, load, &mut |_| Ok(()))
+}
+
+/// [`export_with`], its write stopped at `stop`'s step.
+fn export_stopped(
+    args: &ExportArgs,
+    rule_name: &str,
+    inputs: &[(&str, PathBuf)],
+    load: impl FnOnce() -> anyhow::Result<Rule>,
+    stop: &mut dyn FnMut(crate::render::outdir::Step) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let device = device_component(&args.device_name).map_err(anyhow::Error::msg)?;
     if !(1..=MAX_MAX_M).contains(&args.max_m) {
@@ -412,14 +432,18 @@ pub fn export_with(
     };
     let files = nks.iter().map(|&nk| export_layer(&spec, nk)).collect::<anyhow::Result<Vec<_>>>()?;
     let mut out: Vec<GeneratedFile> = files.iter().map(|f| f.file.clone()).collect();
+    let named: Vec<GeneratedFile> = out.iter().cloned().chain([GeneratedFile::new(SIDECAR, "")]).collect();
+    super::outputs::check_out_dir(&args.out, &named, inputs)?;
+    // The sidecar is read and replaced under the directory's lock, an interrupted export finished first: it
+    // lists every config file an export put there.
+    let locked = crate::render::outdir::lock(&args.out)?;
     let earlier = earlier_exports(&args.out, &out)?;
     let mut doc: serde_json::Value = serde_json::from_str(&sidecar(&spec, &files)).expect("the sidecar is JSON");
     if !earlier.is_empty() {
         doc["earlier_files"] = serde_json::Value::Array(earlier);
     }
     out.push(GeneratedFile::new(SIDECAR, serde_json::to_string_pretty(&doc).expect("JSON serializes") + "\n"));
-    super::outputs::check_out_dir(&args.out, &out, inputs)?;
-    crate::render::outdir::write_all(&args.out, &out)?;
+    locked.write_with(&out, stop)?;
     for f in &files {
         let distinct: BTreeSet<_> = f.keys.iter().map(|(_, c)| *c).collect();
         outln!("{}: {} keys, {} configs", f.file.name, f.keys.len(), distinct.len());
@@ -607,6 +631,35 @@ for f in sorted(os.listdir(d)):
         assert_eq!(names("earlier_files"), vec![Runtime::Vllm.file_name(1536, 7168, "NVIDIA_H200")]);
         // And the first layer can be exported again over its own earlier file.
         run(a).unwrap();
+    }
+
+    /// An export interrupted after its config file was moved into place and before its sidecar was: the
+    /// next export (of another rule) finishes the first one's commit before it reads the sidecar, so the
+    /// file is the tool's to replace, not refused as "a file the runtime ships".
+    #[test]
+    fn an_interrupted_export_is_finished_and_its_file_listed() {
+        use crate::render::outdir::Step;
+        let dir = tempfile::tempdir().unwrap();
+        let a = args(dir.path(), Runtime::Vllm, "1536:7168");
+        let file = a.out.join(Runtime::Vllm.file_name(1536, 7168, "NVIDIA_H200"));
+        let other = Rule::new(Node::Leaf(Leaf::of(crate::catalog::Libtype::Triton, VLLM_DEFAULT.kernel_id(), 0)));
+        for at in [Step::PartRenamed, Step::Committed, Step::Staged] {
+            let _ = std::fs::remove_dir_all(&a.out);
+            std::fs::write(dir.path().join("rule.json"), crate::rule::to_json(&test_rule())).unwrap();
+            let stop = &mut |s| if s == at { anyhow::bail!("interrupted") } else { Ok(()) };
+            assert!(run_with(a.clone(), stop).is_err());
+            assert_eq!(file.exists(), at == Step::PartRenamed, "{at:?}");
+            assert!(!a.out.join(SIDECAR).exists(), "{at:?}");
+            std::fs::write(dir.path().join("rule.json"), crate::rule::to_json(&other)).unwrap();
+            run(a.clone()).unwrap_or_else(|e| panic!("after stopping at {at:?}: {e:#}"));
+            let side: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(a.out.join(SIDECAR)).unwrap()).unwrap();
+            assert_eq!(side["files"][0]["file"].as_str(), file.file_name().unwrap().to_str(), "{at:?}");
+            assert_eq!(side["rule"], serde_json::from_str::<serde_json::Value>(&crate::rule::to_json(&other)).unwrap());
+            let names: Vec<String> =
+                std::fs::read_dir(&a.out).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+            assert_eq!(names.len(), 2, "{at:?}: {names:?}");
+        }
     }
 
     #[test]

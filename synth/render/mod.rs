@@ -20,6 +20,7 @@ pub(crate) mod jinja;
 pub(crate) mod outdir;
 pub mod python;
 pub(crate) mod rust;
+pub(crate) mod staging;
 pub(crate) mod writer;
 
 use std::path::{Path, PathBuf};
