@@ -146,35 +146,36 @@ fn export_writes_the_fewest_keys_and_bounds_keys_and_bytes() {
     let rule_path = write_rule(dir.path(), &rule);
     let out = dir.path().join("out");
 
-    // 2^20 M values: 65,536 runs, each needing a key; refused, nothing written.
+    // 2^20 M values: 65,537 runs (1..=15, then 16 each, then M = 2^20 alone), each needing a key; refused,
+    // nothing written.
     let o = export(&rule_path, "1536:7168", 1 << 20, &out);
     let msg = text(&o);
     assert_eq!(o.status.code(), Some(1), "{msg}");
-    assert!(msg.contains("layer N=1536 K=7168: the rule's pick changes 65535 times"), "{msg}");
-    assert!(msg.contains("needs 65536 keys") && msg.contains("at most 4096 keys"), "{msg}");
+    assert!(msg.contains("layer N=1536 K=7168: the rule's pick changes 65536 times"), "{msg}");
+    assert!(msg.contains("needs 65537 keys") && msg.contains("at most 4096 keys"), "{msg}");
     assert!(!out.exists(), "nothing may be written");
 
-    // 4,096 M values: 256 runs, one key each (the ends of the runs would be 512), exact at every M.
+    // 4,096 M values: 257 runs, one key each (the ends of the runs would be 512), exact at every M.
     let o = export(&rule_path, "1536:7168", 4096, &out);
     assert!(o.status.success(), "{}", text(&o));
     let file = std::fs::read_to_string(out.join(vllm_name(1536, 7168))).unwrap();
     let doc: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&file).unwrap();
-    assert_eq!(doc.len(), 256, "one key per run");
+    assert_eq!(doc.len(), 257, "one key per run");
     for mm in 1..=4096u32 {
         let want = if (mm % 32) < 16 { a } else { b };
         assert_eq!(lookup(&file, mm), want.name(), "M={mm}");
     }
-    assert!(text(&o).contains(": 256 keys, 2 configs"), "{}", text(&o));
+    assert!(text(&o).contains(": 257 keys, 2 configs"), "{}", text(&o));
 
-    // 4,096 keys per file (runs of 16 up to M = 65,536) fit; 45 such files are over the bytes of one export.
+    // 4,096 keys per file (4,096 runs up to M = 65,535) fit; 45 such files are over the bytes of one export.
     let shapes: Vec<String> = (1..=45).map(|i| format!("{}:7168", 128 * i)).collect();
     let many = dir.path().join("many");
-    let o = export(&rule_path, &shapes.join(","), 65536, &many);
+    let o = export(&rule_path, &shapes.join(","), 65535, &many);
     let msg = text(&o);
     assert_eq!(o.status.code(), Some(1), "{msg}");
     assert!(msg.contains("over the 32 MiB one export writes") && msg.contains("of 45 layers"), "{msg}");
     assert!(!many.exists(), "nothing may be written");
-    let o = export(&rule_path, &shapes[..2].join(","), 65536, &many);
+    let o = export(&rule_path, &shapes[..2].join(","), 65535, &many);
     assert!(o.status.success() && text(&o).contains(": 4096 keys, 2 configs"), "{}", text(&o));
 }
 

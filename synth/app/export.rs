@@ -162,7 +162,7 @@ fn export_layers(spec: &ExportSpec, nks: &[(u32, u32)]) -> anyhow::Result<Vec<La
     let mut bytes = 0usize;
     for &nk in nks {
         let f = export_layer(spec, nk)?;
-        bytes += f.file.contents.len();
+        bytes += f.file.contents.as_bytes().len();
         if bytes > MAX_EXPORT_BYTES {
             bail!(
                 "the config files of the first {} of {} layers already hold {bytes} bytes, over the {} MiB one export \

@@ -529,7 +529,7 @@ mod tests {
         let wanted: Vec<TritonConfig> = (0..1024).map(|i| if i % 32 < 16 { a } else { b }).collect();
         let keys = choose_keys(&wanted);
         assert_eq!(keys.len(), 64);
-        assert_eq!(dropped_ends(&wanted).len(), 127);
+        assert_eq!(dropped_ends(&wanted).len(), 126);
         for (i, &want) in wanted.iter().enumerate() {
             assert_eq!(runtime_pick(&keys, i as u32 + 1), Some(want), "M={}", i + 1);
         }
