@@ -207,7 +207,7 @@ fn follow(r: &Run, plo: u32, phi: u32) -> Option<(u32, u32)> {
     let (a, b) = (i64::from(r.a), i64::from(r.b));
     let lo = (2 * a - 2 - i64::from(phi)).max(a);
     let hi = (2 * a - 1 - i64::from(plo)).min(b);
-    (lo <= hi).then(|| (lo as u32, hi as u32))
+    (lo <= hi).then_some((lo as u32, hi as u32))
 }
 
 /// Keeps the states that can still lead to the fewest keys: a state of 2 keys more than the cheapest is
