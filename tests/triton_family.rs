@@ -121,12 +121,19 @@ fn journal_times(path: &std::path::Path) -> Times {
 /// The runtimes' lookup over a config file as Python's `json.load` keeps it (keys in file order):
 /// `min(keys, key=|key - M|)`, ties to the first key.
 fn runtime_lookup(text: &str, m: u32) -> String {
+    // serde_json's map sorts its keys; the file order (which decides ties) is read from the lines
+    // `"M": {` as the files are written.
     let doc: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text).unwrap();
+    let order: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix('"')?.split_once("\": {").map(|(key, _)| key))
+        .collect();
+    assert_eq!(order.len(), doc.len(), "one key per line");
     let mut best: Option<(u32, &serde_json::Value)> = None;
-    for (key, c) in &doc {
+    for key in order {
         let d = key.parse::<u32>().unwrap().abs_diff(m);
         if best.is_none_or(|(bd, _)| d < bd) {
-            best = Some((d, c));
+            best = Some((d, &doc[key]));
         }
     }
     let c = best.unwrap().1;

@@ -72,6 +72,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let (runtime_policies, runtime_notes) =
         super::export::runtime_policies(&args.runtime, args.data.backends.backends.as_ref())?;
     let session = Session::open(&args.data, Scope::EveryShape)?;
+    session.check_backend_rows()?;
     let (catalog, matrix, what, names) = (&session.catalog, &session.matrix, &session.what, &session.names);
     let shapes = &session.shapes;
     let sample = session.sample(&args.sample);

@@ -66,6 +66,8 @@ pub fn embedded(name: &str) -> Option<&'static EmbeddedFile> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Dataset {
     Embedded(&'static EmbeddedFile),
+    /// A file with the bytes of an embedded one: named after it in provenance, by its own path in errors.
+    Copy(&'static EmbeddedFile, PathBuf),
     File(PathBuf),
     /// Several tables read as one matrix, named by their names joined with " + " (already display names:
     /// never resolved against the working directory again).
@@ -89,7 +91,7 @@ impl Dataset {
             };
             let bytes = bytes.map_err(|e| anyhow::anyhow!("cannot read dataset {}: {e}", path.display()))?;
             return Ok(match EMBEDDED.iter().find(|f| f.bytes == bytes.as_slice()) {
-                Some(f) => Dataset::Embedded(f),
+                Some(f) => Dataset::Copy(f, path.to_path_buf()),
                 None => Dataset::File(path.to_path_buf()),
             });
         }
@@ -108,23 +110,32 @@ impl Dataset {
 
     /// Whether this is the main job's dataset.
     pub fn is_default(&self) -> bool {
-        matches!(self, Dataset::Embedded(f) if f.name == default_dataset().name)
+        matches!(self, Dataset::Embedded(f) | Dataset::Copy(f, _) if f.name == default_dataset().name)
     }
 
     /// The name shown in provenance: the embedded name, or the path (relative to the crate root when
     /// inside it).
     pub fn name(&self) -> String {
         match self {
-            Dataset::Embedded(f) => f.name.to_string(),
+            Dataset::Embedded(f) | Dataset::Copy(f, _) => f.name.to_string(),
             Dataset::File(p) => crate::paths::display_path(&super::line::absolute(p)),
             Dataset::Union(name) => name.clone(),
+        }
+    }
+
+    /// The name errors give: [`Dataset::name`], except that a file with the bytes of an embedded one is
+    /// named by its own path (the file the user gave, not the embedded file it matches).
+    pub fn origin(&self) -> String {
+        match self {
+            Dataset::Copy(_, p) => crate::paths::display_path(&super::line::absolute(p)),
+            _ => self.name(),
         }
     }
 
     /// The file's bytes.
     pub fn bytes(&self) -> anyhow::Result<Cow<'static, [u8]>> {
         match self {
-            Dataset::Embedded(f) => Ok(Cow::Borrowed(f.bytes)),
+            Dataset::Embedded(f) | Dataset::Copy(f, _) => Ok(Cow::Borrowed(f.bytes)),
             Dataset::File(p) => crate::input::read_table_capped(p, crate::input::MAX_TABLE_BYTES, "dataset")
                 .map(Cow::Owned)
                 .map_err(|e| anyhow::anyhow!("cannot read dataset {}: {e}", p.display())),
@@ -136,11 +147,11 @@ impl Dataset {
     /// Its rows, read strictly (errors name the dataset and line).
     pub fn rows(&self, catalog: &Catalog) -> anyhow::Result<Vec<crate::table::AiterRow>> {
         let bytes = self.bytes()?;
-        parse_aiter_csv(&bytes, &self.name(), catalog).map_err(|e| anyhow::anyhow!("{e}"))
+        parse_aiter_csv(&bytes, &self.origin(), catalog).map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     pub fn load(&self, catalog: &Catalog) -> anyhow::Result<LatencyMatrix> {
-        let name = self.name();
+        let name = self.origin();
         let bytes = self.bytes()?;
         let rows = parse_aiter_csv(&bytes, &name, catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
         // The C++ dispatcher chooses among CK legacy instances: CK-tile rows are left out, with a note. A
@@ -179,7 +190,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let copy = dir.path().join("copy.csv");
         std::fs::write(&copy, default_dataset().bytes).unwrap();
-        assert!(Dataset::resolve(Some(&copy)).unwrap().is_default());
+        let same = Dataset::resolve(Some(&copy)).unwrap();
+        assert!(same.is_default());
+        assert_eq!(same.name(), DEFAULT_DATASET, "provenance names the embedded file");
+        assert!(same.origin().ends_with("copy.csv"), "errors name the file given: {}", same.origin());
+        assert_eq!(by_name.origin(), by_name.name());
         let other = dir.path().join("other.csv");
         std::fs::write(&other, &default_dataset().bytes[..default_dataset().bytes.len() - 1]).unwrap();
         assert_eq!(Dataset::resolve(Some(&other)).unwrap(), Dataset::File(other.clone()));

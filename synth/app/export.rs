@@ -4,13 +4,13 @@
 //! `1..=--max-m`, and a provenance sidecar. All files are written or none.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
 use crate::catalog::triton::TritonConfig;
 use crate::catalog::Catalog;
-use crate::export::{choose_keys, device_component, prove, render_json, Runtime};
+use crate::export::{device_component, prove, render_json, Runtime};
 use crate::render::writer::GeneratedFile;
 use crate::rule::Rule;
 
@@ -20,6 +20,13 @@ pub const SIDECAR: &str = "synth-export.provenance.json";
 pub const DEFAULT_MAX_M: u32 = 16384;
 /// Largest --max-m accepted (the proof checks every M up to it, per layer).
 pub const MAX_MAX_M: u32 = 1 << 20;
+/// Most bytes of config files one export writes, all layers together ([`crate::export::MAX_KEYS`] bounds
+/// each file; this bounds layers × keys).
+pub const MAX_EXPORT_BYTES: usize = 32 << 20;
+/// Cap of the provenance sidecar, for the export that writes it and for the later export that reads it
+/// back: one whose sidecar would be larger is refused before anything is written, so every sidecar written
+/// reads back. It holds a digest of the rule, not the rule, and one entry per config file.
+pub const SIDECAR_MAX_BYTES: usize = 16 << 20;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ExportArgs {
@@ -138,7 +145,7 @@ pub struct ExportSpec<'a> {
 fn export_layer(spec: &ExportSpec, nk: (u32, u32)) -> anyhow::Result<LayerFile> {
     let (n, k) = nk;
     let want = wanted(spec.rule, spec.rule_name, n, k, spec.max_m)?;
-    let keys = choose_keys(&want);
+    let keys = crate::export::bounded_keys(&want, &format!("layer N={n} K={k}")).map_err(anyhow::Error::msg)?;
     if let Err(e) = prove(&keys, &want) {
         bail!("internal error: the keys for N={n} K={k} give {:?} at M={} instead of {}", e.got, e.m, e.wanted);
     }
@@ -152,7 +159,41 @@ fn export_layer(spec: &ExportSpec, nk: (u32, u32)) -> anyhow::Result<LayerFile> 
     Ok(LayerFile { n, k, file: GeneratedFile::new(name, text), keys })
 }
 
-fn sidecar(spec: &ExportSpec, files: &[LayerFile]) -> String {
+/// Every layer's file, within [`MAX_EXPORT_BYTES`] in all.
+fn export_layers(spec: &ExportSpec, nks: &[(u32, u32)]) -> anyhow::Result<Vec<LayerFile>> {
+    let mut files = Vec::with_capacity(nks.len());
+    let mut bytes = 0usize;
+    for &nk in nks {
+        let f = export_layer(spec, nk)?;
+        bytes += f.file.contents.as_bytes().len();
+        if bytes > MAX_EXPORT_BYTES {
+            bail!(
+                "the config files of the first {} of {} layers already hold {bytes} bytes, over the {} MiB one export \
+                 writes; nothing was written: export fewer layers at once, a smaller --max-m, or a rule whose pick \
+                 changes less often along M",
+                files.len() + 1,
+                nks.len(),
+                MAX_EXPORT_BYTES >> 20
+            );
+        }
+        files.push(f);
+    }
+    Ok(files)
+}
+
+/// The rule's digest as the sidecar names it: 64-bit FNV-1a of its canonical JSON form, in hex.
+fn rule_digest(rule: &Rule) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in crate::rule::to_json(rule).as_bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("fnv1a64:{h:016x}")
+}
+
+/// The sidecar's text: what was exported and proved, the rule by its file and digest (not the rule, whose
+/// size has no bound), and `earlier` (config files earlier exports wrote there); refused over
+/// [`SIDECAR_MAX_BYTES`].
+fn sidecar(spec: &ExportSpec, files: &[LayerFile], earlier: Vec<serde_json::Value>) -> anyhow::Result<String> {
     let layers: Vec<serde_json::Value> = files
         .iter()
         .map(|f| {
@@ -164,27 +205,53 @@ fn sidecar(spec: &ExportSpec, files: &[LayerFile]) -> String {
             })
         })
         .collect();
-    let doc = serde_json::json!({
+    let mut doc = serde_json::json!({
         "generator": format!("gemm-synth {} export", env!("CARGO_PKG_VERSION")),
         "runtime": spec.runtime.as_str(),
         "device_name": spec.device,
         "rule_file": spec.rule_file,
-        "rule": serde_json::from_str::<serde_json::Value>(&crate::rule::to_json(spec.rule)).unwrap_or_default(),
+        "rule_digest": rule_digest(spec.rule),
+        "rule_leaves": spec.rule.leaves().len(),
         "rule_name": spec.rule_name,
         "max_m": spec.max_m,
         "lookup": "configs[min(configs.keys(), key=lambda x: abs(x - M))]: nearest key, ties to the key first in the file",
         "beyond_max_m": "the largest key's config",
         "files": layers,
     });
-    serde_json::to_string_pretty(&doc).expect("JSON values always serialize") + "\n"
+    if !earlier.is_empty() {
+        doc["earlier_files"] = serde_json::Value::Array(earlier);
+    }
+    let text = serde_json::to_string_pretty(&doc).expect("JSON values always serialize") + "\n";
+    if text.len() > SIDECAR_MAX_BYTES {
+        bail!(
+            "{SIDECAR} would hold {} bytes ({} config files listed), over the {} MiB an export reads back; nothing \
+             was written: export into another directory (--out), or move the earlier exports' files away",
+            text.len(),
+            files.len() + doc.get("earlier_files").and_then(|e| e.as_array()).map_or(0, Vec::len),
+            SIDECAR_MAX_BYTES >> 20
+        );
+    }
+    Ok(text)
 }
 
-/// The runtime's config file of every layer of `nks` and the provenance sidecar ([`SIDECAR`]), each file
-/// proved (see the module docs); an error names the M where the rule picks no triton config.
-pub fn runtime_files(spec: &ExportSpec, nks: &[(u32, u32)]) -> anyhow::Result<Vec<GeneratedFile>> {
-    let files = nks.iter().map(|&nk| export_layer(spec, nk)).collect::<anyhow::Result<Vec<_>>>()?;
-    let mut out: Vec<GeneratedFile> = files.iter().map(|f| f.file.clone()).collect();
-    out.push(GeneratedFile::new(SIDECAR, sidecar(spec, &files)));
+/// The exported layers and the sidecar for them in `dir` (see [`runtime_files`]).
+fn export_into(spec: &ExportSpec, nks: &[(u32, u32)], dir: &Path) -> anyhow::Result<(Vec<LayerFile>, GeneratedFile)> {
+    let files = export_layers(spec, nks)?;
+    let configs: Vec<GeneratedFile> = files.iter().map(|f| f.file.clone()).collect();
+    let earlier = earlier_exports(dir, &configs)?;
+    let side = GeneratedFile::new(SIDECAR, sidecar(spec, &files, earlier)?);
+    Ok((files, side))
+}
+
+/// The runtime's config file of every layer of `nks` and the provenance sidecar ([`SIDECAR`]) as they go
+/// into `dir`, each file proved (see the module docs); an error names the M where the rule picks no triton
+/// config. The same rule holds wherever they go (`synth export`, `synth run`): a config file in `dir` that
+/// no earlier export wrote is never replaced (an error naming it), and the sidecar keeps listing the config
+/// files earlier exports wrote there.
+pub fn runtime_files(spec: &ExportSpec, nks: &[(u32, u32)], dir: &Path) -> anyhow::Result<Vec<GeneratedFile>> {
+    let (files, side) = export_into(spec, nks, dir)?;
+    let mut out: Vec<GeneratedFile> = files.into_iter().map(|f| f.file).collect();
+    out.push(side);
     Ok(out)
 }
 
@@ -325,7 +392,7 @@ fn earlier_exports(dir: &std::path::Path, new: &[GeneratedFile]) -> anyhow::Resu
     let sidecar_path = dir.join(SIDECAR);
     let listed: Vec<serde_json::Value> = match std::fs::symlink_metadata(&sidecar_path) {
         Ok(m) if m.is_file() => {
-            let text = crate::input::read_text_capped(&sidecar_path, crate::input::MAX_SPEC_BYTES, "export sidecar")
+            let text = crate::input::read_text_capped(&sidecar_path, SIDECAR_MAX_BYTES as u64, "export sidecar")
                 .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", sidecar_path.display()))?;
             let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
                 anyhow::anyhow!(
@@ -430,19 +497,18 @@ fn export_stopped(
         device: &device,
         max_m: args.max_m,
     };
-    let files = nks.iter().map(|&nk| export_layer(&spec, nk)).collect::<anyhow::Result<Vec<_>>>()?;
-    let mut out: Vec<GeneratedFile> = files.iter().map(|f| f.file.clone()).collect();
-    let named: Vec<GeneratedFile> = out.iter().cloned().chain([GeneratedFile::new(SIDECAR, "")]).collect();
+    let named: Vec<GeneratedFile> = nks
+        .iter()
+        .map(|&(n, k)| GeneratedFile::new(args.runtime.file_name(n, k, &device), ""))
+        .chain([GeneratedFile::new(SIDECAR, "")])
+        .collect();
     super::outputs::check_out_dir(&args.out, &named, inputs)?;
     // The sidecar is read and replaced under the directory's lock, an interrupted export finished first: it
     // lists every config file an export put there.
     let locked = crate::render::outdir::lock(&args.out)?;
-    let earlier = earlier_exports(&args.out, &out)?;
-    let mut doc: serde_json::Value = serde_json::from_str(&sidecar(&spec, &files)).expect("the sidecar is JSON");
-    if !earlier.is_empty() {
-        doc["earlier_files"] = serde_json::Value::Array(earlier);
-    }
-    out.push(GeneratedFile::new(SIDECAR, serde_json::to_string_pretty(&doc).expect("JSON serializes") + "\n"));
+    let (files, side) = export_into(&spec, &nks, &args.out)?;
+    let mut out: Vec<GeneratedFile> = files.iter().map(|f| f.file.clone()).collect();
+    out.push(side);
     locked.write_with(&out, stop)?;
     for f in &files {
         let distinct: BTreeSet<_> = f.keys.iter().map(|(_, c)| *c).collect();

@@ -186,7 +186,7 @@ impl MultiData {
         let mut tables = Vec::with_capacity(journals.len());
         for j in &journals {
             let source = super::data::Dataset::resolve(Some(j))?;
-            tables.push((PathBuf::from(source.name()), source.rows(&catalog)?));
+            tables.push((PathBuf::from(source.origin()), source.rows(&catalog)?));
         }
         let (matrix, vendor) = match backends {
             None => merge_tables(&tables),
@@ -229,21 +229,11 @@ impl MultiData {
                     c.tp
                 );
             }
-            for b in backends.into_iter().flat_map(|b| b.iter()) {
-                let has = shapes.iter().any(|&s| {
-                    (0..matrix.candidates.len()).any(|c| matrix.candidates[c].backend == b && matrix.us(s, c).is_some())
-                });
-                if !has {
-                    bail!(
-                        "{}: configuration {:?} ({} TP={}) has no usable {b} row, and --backends names {b}: add its \
-                         {b} journal to the configuration's `journals` (or to `vendor`), or leave {b} out of \
-                         --backends",
-                        manifest.display(),
-                        c.name,
-                        c.model,
-                        c.tp
-                    );
-                }
+            if let Some(b) = backends {
+                let data = format!("{}: configuration {:?} ({} TP={})", manifest.display(), c.name, c.model, c.tp);
+                let fix =
+                    "add its journal to the configuration's `journals` (or to `vendor`), or leave it out of --backends";
+                crate::compare::backends::check_rows(&matrix, b, &shapes, &data, fix).map_err(anyhow::Error::msg)?;
             }
             let (off_grid, grid): (Vec<usize>, Vec<usize>) =
                 shapes.into_iter().partition(|&s| off.contains(&matrix.shapes[s].m));

@@ -115,7 +115,7 @@ impl Session {
             anyhow::anyhow!(
                 "{} holds no shape of {what}; pass the --model/--tp it was measured for, or measure it on a GPU with \
                  `synth bench {model} --tp {tp} --out X.csv`, then `synth run --dataset X.csv {model} --tp {tp}`",
-                source.name(),
+                source.origin(),
                 tp = data.tp
             )
         })?;
@@ -174,6 +174,21 @@ impl Session {
         policies.push(Policy::Rule { name: candidate.0.to_string(), rule: candidate.1.clone() });
         policies.push(Policy::Oracle);
         Ok(policies)
+    }
+
+    /// With `--backends`: an error naming the first backend of which the session's shapes hold no usable
+    /// row, and the data ([`crate::compare::backends::check_rows`], the multi-model job's check too).
+    pub fn check_backend_rows(&self) -> anyhow::Result<()> {
+        let Some(backends) = &self.backends else { return Ok(()) };
+        let data = format!("{} ({})", self.source.origin(), self.what);
+        crate::compare::backends::check_rows(
+            &self.matrix,
+            backends,
+            &self.shapes,
+            &data,
+            "give the journal that measures it as another --dataset (repeatable), or leave it out of --backends",
+        )
+        .map_err(anyhow::Error::msg)
     }
 
     /// With `--backends`: each backend's oracle and the best threshold policy fitted on `train`, with a
@@ -399,7 +414,7 @@ fn load_datasets(
         if datasets.first().is_some_and(|d| d.is_dir()) {
             return load_many(datasets, catalog, backends);
         }
-        let tables = [(PathBuf::from(source.name()), source.rows(catalog)?)];
+        let tables = [(PathBuf::from(source.origin()), source.rows(catalog)?)];
         let (matrix, vendor) =
             crate::table::multi::merge_tables_for(&tables, Some(b)).map_err(|e| anyhow::anyhow!("{e}"))?;
         return Ok((source, matrix, vendor));
@@ -451,7 +466,7 @@ fn load_many(
     }
     let mut tables = Vec::with_capacity(sources.len());
     for s in &sources {
-        tables.push((PathBuf::from(s.name()), s.rows(catalog)?));
+        tables.push((PathBuf::from(s.origin()), s.rows(catalog)?));
     }
     let (matrix, vendor) =
         crate::table::multi::merge_tables_for(&tables, backends).map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -66,7 +66,7 @@ pub enum ShapeError {
     )]
     TpKvHeads { model: String, tp: u32, kv: u32 },
     #[error("{model}: {layer} dimension {value} at TP {tp} does not fit in 32 bits")]
-    TooLarge { model: String, layer: &'static str, tp: u32, value: u64 },
+    TooLarge { model: String, layer: &'static str, tp: u32, value: String },
 }
 
 /// Dimensions of a decoder-only transformer (the numbers of its Hugging Face `config.json`).
