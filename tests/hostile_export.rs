@@ -53,37 +53,6 @@ fn fnv1a64(bytes: &[u8]) -> String {
     format!("fnv1a64:{h:016x}")
 }
 
-/// The runtimes' lookup over a config file's text (keys in file order, ties to the first): the config's
-/// name.
-fn lookup(text: &str, m: u32) -> String {
-    // serde_json's map sorts its keys; the file order (which decides ties) is read from the lines
-    // `"M": {` as the files are written.
-    let doc: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text).unwrap();
-    let order: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.trim_start().strip_prefix('"')?.split_once("\": {").map(|(key, _)| key))
-        .collect();
-    assert_eq!(order.len(), doc.len(), "one key per line");
-    let mut best: Option<(u32, &serde_json::Value)> = None;
-    for key in order {
-        let d = key.parse::<u32>().unwrap().abs_diff(m);
-        if best.is_none_or(|(bd, _)| d < bd) {
-            best = Some((d, &doc[key]));
-        }
-    }
-    let c = best.unwrap().1;
-    let v = |k: &str| c[k].as_u64().unwrap() as u32;
-    TritonConfig {
-        block_m: v("BLOCK_SIZE_M"),
-        block_n: v("BLOCK_SIZE_N"),
-        block_k: v("BLOCK_SIZE_K"),
-        group_m: v("GROUP_SIZE_M"),
-        num_warps: v("num_warps"),
-        num_stages: v("num_stages"),
-    }
-    .name()
-}
-
 // ---------------------------------------------------------------------------------------------------
 // The provenance sidecar holds a digest of the rule, not the rule: a large rule exports again.
 
@@ -126,7 +95,7 @@ fn a_2000_branch_rule_exports_twice_into_one_directory() {
         let file = std::fs::read_to_string(out.join(vllm_name(nn, 7168))).unwrap();
         for mm in 1..=4096u32 {
             let want = if mm <= 64 + branch as u32 { space[branch % 64] } else { VLLM_DEFAULT };
-            assert_eq!(lookup(&file, mm), want.name(), "N={nn} M={mm}");
+            assert_eq!(common::runtime_lookup(&file, mm), want.name(), "N={nn} M={mm}");
         }
     }
 }
@@ -170,7 +139,7 @@ fn export_writes_the_fewest_keys_and_bounds_keys_and_bytes() {
     assert_eq!(doc.len(), 257, "one key per run");
     for mm in 1..=4096u32 {
         let want = if (mm % 32) < 16 { a } else { b };
-        assert_eq!(lookup(&file, mm), want.name(), "M={mm}");
+        assert_eq!(common::runtime_lookup(&file, mm), want.name(), "M={mm}");
     }
     assert!(text(&o).contains(": 257 keys, 2 configs"), "{}", text(&o));
 
