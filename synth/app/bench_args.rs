@@ -25,7 +25,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "dataset")]
     pub m_set: String,
     /// (N,K) pairs to measure instead of the model's layers, e.g. `5120:5120,25600:5120`.
-    #[arg(long, conflicts_with = "model_source")]
+    #[arg(long)]
     pub shapes: Option<String>,
     /// Kernel family to measure: `ck` (the CK legacy instances, realized in the Triton harness) or `triton`
     /// (configs of the block-FP8 Triton GEMM vLLM and SGLang run, libtype triton; see --configs).
