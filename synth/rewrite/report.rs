@@ -127,6 +127,27 @@ pub fn rows(attempts: &[Attempt], baseline: Option<f64>, source: &dyn Fn(&Attemp
 }
 
 /// The text form: a header, one table row per candidate, then each failure's feedback.
+/// The notes column of one candidate: a duplicate's original, a measured result's extra fields, or the
+/// first line of a failure's feedback.
+fn notes(c: &CandidateRow) -> String {
+    let mut notes = Vec::new();
+    if let Some(d) = c.duplicate_of {
+        notes.push(format!("same text as #{d}, not re-run"));
+    }
+    match (&c.result, c.latency_us) {
+        (Some(serde_json::Value::Object(m)), Some(_)) => {
+            for key in ["gbps", "max_abs_err"] {
+                if let Some(v) = m.get(key) {
+                    notes.push(format!("{key}={v}"));
+                }
+            }
+        }
+        (_, Some(_)) => {}
+        (_, None) => notes.push(clip(c.feedback.lines().next().unwrap_or(""), 90)),
+    }
+    notes.join("; ")
+}
+
 pub fn render_text(r: &Report) -> String {
     let mut s = String::new();
     // One line whatever the names hold (the whole text is filtered below, newlines kept).
@@ -174,23 +195,8 @@ pub fn render_text(r: &Report) -> String {
     for c in &r.candidates {
         let lat = c.latency_us.map_or_else(|| "-".into(), |x| fixed(x, 2));
         let sp = c.speedup.filter(|x| x.is_finite()).map_or_else(|| "-".into(), |x| format!("{x:.2}x"));
-        let mut notes = Vec::new();
-        if let Some(d) = c.duplicate_of {
-            notes.push(format!("same text as #{d}, not re-run"));
-        }
-        match (&c.result, c.latency_us) {
-            (Some(serde_json::Value::Object(m)), Some(_)) => {
-                for key in ["gbps", "max_abs_err"] {
-                    if let Some(v) = m.get(key) {
-                        notes.push(format!("{key}={v}"));
-                    }
-                }
-            }
-            (_, Some(_)) => {}
-            (_, None) => notes.push(clip(c.feedback.lines().next().unwrap_or(""), 90)),
-        }
         let source: String = c.source.chars().take(34).collect();
-        table.row([c.id.to_string(), c.iteration.to_string(), source, c.status.to_string(), lat, sp, notes.join("; ")]);
+        table.row([c.id.to_string(), c.iteration.to_string(), source, c.status.to_string(), lat, sp, notes(c)]);
     }
     s.push_str(&table.render());
     let failures: Vec<&CandidateRow> =
