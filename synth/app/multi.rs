@@ -72,6 +72,9 @@ pub struct MultiJob {
     pub manifest: PathBuf,
     /// Whether the manifest is the default one (by name, or by its bytes).
     pub default_manifest: bool,
+    /// The name of the embedded manifest it is (by name, or by its bytes), if any: how the line and the
+    /// provenance name it wherever the job runs.
+    pub embedded_name: Option<&'static str>,
     pub limits: ResolvedLimits,
     pub sample: (usize, u64),
     pub effort: Effort,
@@ -85,12 +88,15 @@ impl MultiJob {
         if sample.sample_m == 0 {
             bail!("--sample-m must be at least 1");
         }
-        let default_manifest = manifest == Path::new(DEFAULT_MANIFEST)
-            || crate::input::read_text_capped(manifest, crate::input::MAX_SPEC_BYTES, "dataset manifest")
-                .is_ok_and(|t| t == super::data::EMBEDDED_MANIFEST.1);
+        let embedded_name = super::data::embedded_manifest(manifest).map(|(n, _)| n).or_else(|| {
+            crate::input::read_text_capped(manifest, crate::input::MAX_SPEC_BYTES, "dataset manifest")
+                .ok()
+                .and_then(|t| super::data::embedded_manifest_text(&t))
+        });
         Ok(MultiJob {
             manifest: manifest.to_path_buf(),
-            default_manifest,
+            default_manifest: embedded_name == Some(DEFAULT_MANIFEST),
+            embedded_name,
             limits: limits.resolve(MULTI_LIMITS)?,
             sample: (sample.sample_m, sample.seed),
             effort,
@@ -107,7 +113,13 @@ impl MultiJob {
     pub fn is_main(&self) -> bool {
         let main = MultiJob::resolve(&LimitArgs::default(), &SampleArgs::default(), Effort::default(), &self.manifest)
             .expect("the defaults resolve");
-        self.default_manifest && MultiJob { manifest: self.manifest.clone(), default_manifest: true, ..main } == *self
+        self.default_manifest
+            && MultiJob {
+                manifest: self.manifest.clone(),
+                default_manifest: true,
+                embedded_name: self.embedded_name,
+                ..main
+            } == *self
     }
 
     /// The synthesis settings.
@@ -119,8 +131,14 @@ impl MultiJob {
     /// The "Regenerate with" line: every setting that differs from the job's default.
     pub fn line(&self) -> CommandLine {
         let mut l = CommandLine::new("run");
-        if !self.default_manifest {
-            l.path("--manifest", &self.manifest);
+        match self.embedded_name {
+            Some(name) if name == DEFAULT_MANIFEST => {}
+            Some(name) => {
+                l.always("--manifest", name);
+            }
+            None => {
+                l.path("--manifest", &self.manifest);
+            }
         }
         SampleArgs { sample_m: self.sample.0, seed: self.sample.1 }.write_line(&mut l);
         self.limits.write_line(&mut l);
@@ -282,41 +300,58 @@ fn evaluate(data: &MultiData, settings: &MultiSettings) -> anyhow::Result<Outcom
     Ok(Outcome { configs, train_set, results, synth_time, grid, off, lomo, lomo_time, untuned, all, policies })
 }
 
-/// Runs the multi-model job, writing into `out` (or where [`super::outputs::out_dir`] says).
-pub fn run(job: &MultiJob, out: Option<&Path>, check: bool) -> anyhow::Result<()> {
-    let started = Instant::now();
+/// A multi-model job's results before anything is written: the rule, its files (or the error that
+/// rendering them gave), what it prints, and the input files (manifest and journals) an output must not be.
+pub struct Prepared {
+    pub rule: crate::rule::Rule,
+    pub files: anyhow::Result<Vec<GeneratedFile>>,
+    pub text: String,
+    pub inputs: Vec<(&'static str, PathBuf)>,
+}
+
+/// Trains and scores the job's rule and renders its files (nothing written).
+pub fn prepare(job: &MultiJob) -> anyhow::Result<Prepared> {
     let data = MultiData::open_for(&job.manifest, job.backends.as_ref())?;
     let settings = job.settings();
     let o = evaluate(&data, &settings)?;
     let provenance = provenance(job, &data, &settings, &o);
-    let main_job = job.is_main();
-    let target = super::outputs::out_dir(out, main_job, "run")?;
-    let written = files(&data, &o)
+    let files = files(&data, &o)
         .and_then(|mut f| {
             if data.backends.is_some() {
                 f.push(super::outputs::python_file(&o.synth().rule, &data.catalog, &provenance)?);
             }
             Ok(f)
         })
-        .and_then(|f| super::outputs::rule_files(&o.synth().rule, &data.catalog, &data.matrix, &provenance, f))
-        .and_then(|f| {
-            if !check {
-                let mut inputs = vec![("--manifest", job.manifest.clone())];
-                inputs.extend(data.journals.iter().map(|j| ("a journal of --manifest", j.clone())));
-                super::outputs::check_out_dir(&target.dir, &f, &inputs)?;
-            }
-            super::outputs::write_files(&target.dir, &f, check)
-        });
-    let text = terminal_text(&data, &provenance, &o);
+        .and_then(|f| super::outputs::rule_files(&o.synth().rule, &data.catalog, &data.matrix, &provenance, f));
+    let mut inputs = vec![("--manifest", job.manifest.clone())];
+    inputs.extend(data.journals.iter().map(|j| ("a journal of --manifest", j.clone())));
+    Ok(Prepared { rule: o.synth().rule.clone(), files, text: terminal_text(&data, &provenance, &o), inputs })
+}
+
+/// Runs the multi-model job, writing into `out` (or where [`super::outputs::out_dir`] says). The main job
+/// ([`MultiJob::is_main`]) is the shipped rules' job ([`super::ship`]).
+pub fn run(job: &MultiJob, out: Option<&Path>, check: bool) -> anyhow::Result<()> {
+    if job.is_main() {
+        return super::ship::run(out, check);
+    }
+    let started = Instant::now();
+    let p = prepare(job)?;
+    let target = super::outputs::out_dir(out, false, "run")?;
+    let written = p.files.and_then(|f| {
+        if !check {
+            super::outputs::check_out_dir(&target.dir, &f, &p.inputs)?;
+        }
+        super::outputs::write_files(&target.dir, &f, check)
+    });
     let end = super::outputs::RunEnd {
         target: &target,
-        main_job,
+        main_job: false,
         out_given: out.is_some(),
         check,
         blank_line: true,
         started,
     };
-    super::outputs::finish_run(text, written, &end)
+    super::outputs::finish_run(p.text, written, &end)
 }
 
 /// "(N shapes): F of oracle", or "no shapes" for an evaluation over none (never a made-up figure).
@@ -364,7 +399,7 @@ fn provenance(job: &MultiJob, data: &MultiData, settings: &MultiSettings, o: &Ou
     ];
     let dataset = format!(
         "{} ({} journals; {}, {} CUs{}; {} shapes × {} candidates; {} configurations)",
-        if job.default_manifest { DEFAULT_MANIFEST.to_string() } else { super::line::canonical_path(&data.manifest) },
+        job.embedded_name.map_or_else(|| super::line::canonical_path(&data.manifest), str::to_string),
         data.journals.len(),
         matrix.gfx,
         matrix.cu_num,
