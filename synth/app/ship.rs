@@ -49,9 +49,9 @@ pub fn ck_job() -> anyhow::Result<MultiJob> {
 }
 
 /// Training M per configuration of the Triton rule (chosen on its leave-one-model-out folds).
-pub const TRITON_SAMPLE_M: usize = 20;
+pub const TRITON_SAMPLE_M: usize = 40;
 /// Leaves of the Triton rule (chosen on its leave-one-model-out folds).
-pub const TRITON_LEAVES: usize = 16;
+pub const TRITON_LEAVES: usize = 8;
 
 /// The Triton rule's job: the Triton manifest with `--backends triton`.
 pub fn triton_job() -> anyhow::Result<MultiJob> {

@@ -40,7 +40,7 @@ python3 harness/triton_journal.py $H/triton-deepseek/deepseek.jsonl.gz $H/triton
   --out "$OUT/triton-deepseek.csv" 2> "$OUT/triton-deepseek.log"
 for tp in 8 1 2 4 16; do
   "$SYNTH" compare --dataset "$OUT/triton-deepseek.csv" --spec shapes/held-out/deepseek-v3.toml --tp "$tp" \
-    --backends triton --rule generated/triton/rule.json --runtime-default vllm \
+    --backends triton --rule "${RULE:-generated/triton/rule.json}" --runtime-default vllm \
     --runtime-tuned vllm=$H/vllm-h200-configs --device-name NVIDIA_H200 --csv "$OUT/deepseek-v3-tp$tp.csv" \
     > "$OUT/deepseek-v3-tp$tp.txt"
 done
