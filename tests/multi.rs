@@ -167,7 +167,8 @@ fn manifest_configurations_hold_their_layers() {
 
 #[test]
 fn committed_rule_picks_only_measured_cells_on_every_journal() {
-    let d = committed();
+    // The committed CK rule's data: the zoo manifest (the dense journals with their completions, the zoo's).
+    let d = MultiData::open(&root().join("measurements/zoo/datasets.toml")).unwrap();
     let rule = gemm_synth::rule::load(&root().join("generated/rule.json"), &d.catalog).unwrap();
     let bad = unmeasured_picks(&d, &rule);
     assert!(bad.is_empty(), "{} unmeasured picks, first {:?}", bad.len(), bad.first());
