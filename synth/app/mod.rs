@@ -38,5 +38,6 @@ pub(crate) mod run;
 pub mod search;
 pub mod session;
 pub mod shared;
+pub mod ship;
 pub(crate) mod single;
 pub(crate) mod tuned;

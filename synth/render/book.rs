@@ -52,8 +52,18 @@ pub const TABLES: &[TableSpec] = &[
 ];
 
 /// The committed result directories, relative to the checkout root, searched for the CSVs of [`TABLES`].
-/// A page of `generated/X.csv` is written at its name; one of `generated/D/X.csv` under `D/`.
-pub const SOURCE_DIRS: &[&str] = &["generated", "generated/triton"];
+/// A page of `generated/X.csv` is written at its name; one of `generated/D/X.csv` under `D/`; one of
+/// `measurements/zoo/folds/X.csv` (the shipped CK rule's job with its leave-one-model-out folds, which the
+/// main job leaves out) under `zoo-folds/`.
+pub const SOURCE_DIRS: &[&str] = &["generated", "generated/triton", "measurements/zoo/folds"];
+
+/// Where the pages of a directory of [`SOURCE_DIRS`] go, relative to the output directory.
+fn page_dir(dir: &str) -> &str {
+    match dir {
+        "measurements/zoo/folds" => "zoo-folds",
+        _ => dir.strip_prefix("generated").and_then(|d| d.strip_prefix('/')).unwrap_or(""),
+    }
+}
 
 /// One CSV handed in: its path as shown on the page (relative to the checkout root) and its text.
 #[derive(Debug, Clone)]
@@ -75,9 +85,9 @@ impl Source<'_> {
     /// The page's name inside the output directory.
     pub fn page_name(&self) -> String {
         let page = self.spec.page;
-        match self.dir.strip_prefix("generated").and_then(|d| d.strip_prefix('/')) {
-            Some(sub) if !sub.is_empty() => format!("{sub}/{page}"),
-            _ => page.to_string(),
+        match page_dir(self.dir) {
+            "" => page.to_string(),
+            sub => format!("{sub}/{page}"),
         }
     }
 }
@@ -297,6 +307,7 @@ mod tests {
     fn page_names_follow_the_directory() {
         assert_eq!(source("generated", "evaluations.csv", Layout::Rows, "").page_name(), "p.md");
         assert_eq!(source("generated/triton", "compare.csv", Layout::Rows, "").page_name(), "triton/p.md");
+        assert_eq!(source("measurements/zoo/folds", "compare.csv", Layout::Rows, "").page_name(), "zoo-folds/p.md");
     }
 
     #[test]
