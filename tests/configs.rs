@@ -171,6 +171,51 @@ fn sglang_files_of_a_builtin_model_and_of_shapes() {
     assert_eq!(files_in(&out2).len(), 3);
 }
 
+/// A model with a layer no block-FP8 GEMM runs (DeepSeek-V2-Lite TP 1: the dense down_proj, K 10944 =
+/// 85.5 x 128): every other layer gets its file and the output names the one left out, as `synth bench`
+/// leaves it out of its plan; the same layer named with `--shapes` is an error.
+#[test]
+fn a_models_layer_with_k_not_a_multiple_of_128_is_left_out_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("vllm");
+    let args = ["configs", "vllm", "--model", "deepseek-v2-lite", "--tp", "1", "--device-name", "NVIDIA_H200"];
+    let o = synth(&strs(&[&args[..], &["--out", out.to_str().unwrap(), "--max-m", "256"]].concat()), &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("left out: N=2048 K=10944 (K is not a multiple of 128"), "{}", text(&o));
+    // kv_a 576, q 3072, kv_b 4096 x 512, o, dense gate_up 21888, experts 2816 / down K 1408, shared 5632 / K 2816.
+    let layers = [
+        (576, 2048),
+        (3072, 2048),
+        (4096, 512),
+        (2048, 2048),
+        (21888, 2048),
+        (2816, 2048),
+        (2048, 1408),
+        (5632, 2048),
+        (2048, 2816),
+    ];
+    let got: Vec<String> =
+        python(RUNTIME_LOOKUP, &[out.display().to_string(), "256".into()]).lines().map(str::to_string).collect();
+    assert_eq!(got, rule_lines(&shipped("generated/triton/rule.json"), &layers, 256));
+    assert_eq!(files_in(&out).len(), layers.len() + 1, "one file a layer and the sidecar");
+    let named = dir.path().join("named");
+    let o = synth(
+        &strs(&[
+            "configs",
+            "vllm",
+            "--shapes",
+            "2048:10944",
+            "--device-name",
+            "NVIDIA_H200",
+            "--out",
+            named.to_str().unwrap(),
+        ]),
+        &[],
+    );
+    assert!(!o.status.success() && text(&o).contains("K=10944: K is not a multiple of 128"), "{}", text(&o));
+    assert!(!named.exists());
+}
+
 /// AITER: the patch and the Python selector of the shipped CK rule, and a sidecar of the model's layers
 /// whose picks are what the Python selector returns at every M.
 #[test]

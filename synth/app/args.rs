@@ -492,6 +492,10 @@ pub struct RunArgs {
     pub rule: Vec<PathBuf>,
     #[command(flatten)]
     pub tuned_train: TunedTrainArgs,
+    /// Leave out the multi-model job's evaluation (c), leave-one-model-out (one more rule per configuration);
+    /// the main job's CK rule is written so, and its line says so.
+    #[arg(long)]
+    pub no_folds: bool,
     /// Dataset manifest of the multi-model job, run when neither --dataset, --model nor --spec is given
     /// (which journals make up which (model, TP) configuration, off-grid M, training pool)
     /// [default: measurements/h200/datasets.toml of the crate].

@@ -158,7 +158,7 @@ fn run_aiter(args: &ConfigsArgs) -> anyhow::Result<()> {
     if !(1..=super::export::MAX_MAX_M).contains(&args.max_m) {
         bail!("--max-m {}: expected 1..={}", args.max_m, super::export::MAX_MAX_M);
     }
-    let nks = super::export::layers(&export_args(args, Runtime::Vllm, String::new(), &rule_name))?;
+    let (nks, left) = super::export::layers(&export_args(args, Runtime::Vllm, String::new(), &rule_name))?;
     if let Some(why) = crate::aiter::patch::unroutable(&rule) {
         bail!("{rule_name}: no AITER patch can route this rule: {why}");
     }
@@ -196,6 +196,9 @@ fn run_aiter(args: &ConfigsArgs) -> anyhow::Result<()> {
         crate::paths::display_path(&args.out),
         args.max_m
     );
+    if let Some(note) = super::export::left_out_note(&left) {
+        outln!("{note}");
+    }
     Ok(())
 }
 

@@ -57,8 +57,10 @@ pub struct ExportArgs {
     pub max_m: u32,
 }
 
-/// The (N, K) layers to export, sorted and without duplicates.
-pub fn layers(args: &ExportArgs) -> anyhow::Result<Vec<(u32, u32)>> {
+/// The (N, K) layers to export, sorted and without duplicates, and a model's layers left out (K not a
+/// multiple of 128: no 128 x 128 block-FP8 GEMM runs them, as `synth bench` says of them too). A layer the
+/// user names with `--shapes` is never left out: it is an error.
+pub fn layers(args: &ExportArgs) -> anyhow::Result<(Vec<(u32, u32)>, Vec<(u32, u32)>)> {
     let mut out = BTreeSet::new();
     let model = args.model.given().then(|| args.model.option_text(""));
     match (&args.shapes, &model, args.tp) {
@@ -89,10 +91,25 @@ pub fn layers(args: &ExportArgs) -> anyhow::Result<Vec<(u32, u32)>> {
     if out.is_empty() {
         bail!("--shapes: no N:K pair given");
     }
-    if let Some((n, k)) = out.iter().find(|(_, k)| k % crate::catalog::triton::SCALE_K != 0) {
-        bail!("layer N={n} K={k}: K is not a multiple of 128, so no 128x128 block-FP8 GEMM runs it");
+    let (kept, left): (Vec<(u32, u32)>, Vec<(u32, u32)>) =
+        out.into_iter().partition(|(_, k)| k % crate::catalog::triton::SCALE_K == 0);
+    match (left.first(), args.shapes.is_some() || kept.is_empty()) {
+        (Some((n, k)), true) => {
+            bail!("layer N={n} K={k}: K is not a multiple of 128, so no 128x128 block-FP8 GEMM runs it")
+        }
+        _ => Ok((kept, left)),
     }
-    Ok(out.into_iter().collect())
+}
+
+/// The line naming a model's layers [`layers`] left out, if any.
+pub fn left_out_note(left: &[(u32, u32)]) -> Option<String> {
+    (!left.is_empty()).then(|| {
+        let names: Vec<String> = left.iter().map(|(n, k)| format!("N={n} K={k}")).collect();
+        format!(
+            "left out: {} (K is not a multiple of 128, so no 128x128 block-FP8 GEMM runs it; no file is written for it)",
+            names.join(", ")
+        )
+    })
 }
 
 /// The rule's config at every M in 1..=max_m of one layer.
@@ -486,7 +503,7 @@ fn export_stopped(
     if !(1..=MAX_MAX_M).contains(&args.max_m) {
         bail!("--max-m {}: expected 1..={MAX_MAX_M}", args.max_m);
     }
-    let nks = layers(args)?;
+    let (nks, left) = layers(args)?;
     let rule = load()?;
     let rule_name = rule_name.to_string();
     let spec = ExportSpec {
@@ -522,6 +539,9 @@ fn export_stopped(
         crate::paths::display_path(&args.out),
         args.max_m
     );
+    if let Some(note) = left_out_note(&left) {
+        outln!("{note}");
+    }
     Ok(())
 }
 
@@ -783,7 +803,7 @@ for f in sorted(os.listdir(d)):
         a.shapes = None;
         a.model = crate::shapes::ModelArgs::builtin("qwen3-32b");
         a.tp = Some(2);
-        assert_eq!(layers(&a).unwrap(), vec![(5120, 4096), (5120, 5120), (5120, 12800), (25600, 5120)]);
+        assert_eq!(layers(&a).unwrap().0, vec![(5120, 4096), (5120, 5120), (5120, 12800), (25600, 5120)]);
     }
 
     /// A FIFO at a config file's name (or any non-file) is refused, naming it, without blocking on it;

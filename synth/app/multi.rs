@@ -153,6 +153,7 @@ impl MultiJob {
         self.limits.write_line(&mut l);
         self.effort.write_line(&mut l);
         super::args::BackendArgs { backends: self.backends.clone() }.write_line(&mut l);
+        l.flag("--no-folds", !self.folds);
         l
     }
 }
@@ -339,11 +340,8 @@ pub fn prepare(job: &MultiJob) -> anyhow::Result<Prepared> {
 }
 
 /// Runs the multi-model job, writing into `out` (or where [`super::outputs::out_dir`] says). The main job
-/// ([`MultiJob::is_main`]) is the shipped rules' job ([`super::ship`]).
+/// ([`MultiJob::is_main`]) is not this: the command runs the shipped rules' job (`ship.rs`) for it.
 pub fn run(job: &MultiJob, out: Option<&Path>, check: bool) -> anyhow::Result<()> {
-    if job.is_main() {
-        return super::ship::run(out, check);
-    }
     let started = Instant::now();
     let p = prepare(job)?;
     let target = super::outputs::out_dir(out, false, "run")?;
@@ -410,7 +408,7 @@ fn provenance(job: &MultiJob, data: &MultiData, settings: &MultiSettings, o: &Ou
 /// Evaluation (c)'s line of the provenance: the lowest fold and the lowest layer of any fold.
 fn lomo_figure(o: &Outcome) -> String {
     if o.lomo.is_empty() {
-        return "leave-one-model-out: not run with these files (the command above runs it)".to_string();
+        return "leave-one-model-out: not run (--no-folds; the command above without it runs the folds)".to_string();
     }
     let lomo_min = o.lomo.iter().map(|r| of_oracle(&r.report, "synthesized")).fold(f64::INFINITY, f64::min);
     let layer_min = o
@@ -422,7 +420,8 @@ fn lomo_figure(o: &Outcome) -> String {
         "leave-one-model-out, {} configurations: min {:.3} of oracle{}",
         o.lomo.len(),
         lomo_min,
-        layer_min.map_or(String::new(), |(f, (n, k), c)| format!("; lowest layer {f:.3} (N {n}, K {k} of {})", shown(c)))
+        layer_min
+            .map_or(String::new(), |(f, (n, k), c)| format!("; lowest layer {f:.3} (N {n}, K {k} of {})", shown(c)))
     )
 }
 
@@ -509,14 +508,15 @@ fn terminal_text(data: &MultiData, provenance: &Provenance, o: &Outcome, folds_b
         Some(line) => {
             let _ = writeln!(
                 text,
-                "\n(c) leave-one-model-out: not run here ({} folds, one rule each); `{line}` runs them",
+                "\n(c) leave-one-model-out: not run (--no-folds; {} folds, one rule each); `{line}` without --no-folds \
+                 runs them",
                 data.configs.len()
             );
         }
         None => {
             let _ = writeln!(
                 text,
-                "\n(c) leave-one-model-out: per configuration, a rule trained on {} others (shapes of its (N, K) \
+                "\n(c) leave-one-model-out: per configuration, a rule trained on up to {} others (shapes of its (N, K) \
                  removed), scored on all its shapes ({:.2} s):",
                 data.train_configs,
                 o.lomo_time.as_secs_f64()

@@ -30,6 +30,12 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
         fallback: Fallback::DefaultManifest,
         manifest_backends: true,
     })?;
+    if args.no_folds && !matches!(mode, DataMode::Manifest(_)) {
+        anyhow::bail!(
+            "--no-folds leaves out the multi-model job's leave-one-model-out evaluation: it belongs to that job \
+             (--manifest, or no --dataset/--model/--spec/--train-tuned)"
+        );
+    }
     match mode {
         DataMode::Tuned => {
             let job = super::tuned::TunedJob {
@@ -49,8 +55,14 @@ pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
                  without them, reads --manifest)",
             )?;
             let effort = Effort::new(args.exact_depth, args.no_refine, args.no_split_k_guards);
-            let job = super::multi::MultiJob::resolve(&args.limits, &args.sample, effort, &manifest)?
+            let mut job = super::multi::MultiJob::resolve(&args.limits, &args.sample, effort, &manifest)?
                 .with_backends(args.data.backends.backends.clone());
+            if args.no_folds {
+                job = job.without_folds();
+            }
+            if job.is_main() {
+                return super::ship::run(args.out.as_deref(), args.check);
+            }
             super::multi::run(&job, args.out.as_deref(), args.check)
         }
         DataMode::Single => super::single::run(&args),

@@ -38,8 +38,8 @@ pub const RUNTIME_LAYERS_CSV: &str = "runtime_layers.csv";
 
 /// The CK rule's job: the zoo manifest, 70 training M per configuration, 24 leaves, the contrast features
 /// and a 0.5 % split-K fallback margin (chosen on the leave-one-model-out folds). Its 19 folds (one 24-leaf
-/// rule each, about ten minutes on 2 cores) are not part of the main job: the job's line runs them, and
-/// `measurements/zoo/folds/` holds that run's evaluations.
+/// rule each, about a minute on 2 cores) are not part of the main job (`--no-folds`): its line without that
+/// flag runs them, and `measurements/zoo/folds/` holds that run's evaluations.
 pub fn ck_job() -> anyhow::Result<MultiJob> {
     let limits = LimitArgs {
         max_leaves: Some(24),
@@ -47,7 +47,8 @@ pub fn ck_job() -> anyhow::Result<MultiJob> {
         split_k_fallback: Some(0.5),
         ..LimitArgs::default()
     };
-    let job = MultiJob::resolve(&limits, &SampleArgs { sample_m: 70, seed: 0 }, Effort::default(), Path::new(CK_MANIFEST))?;
+    let job =
+        MultiJob::resolve(&limits, &SampleArgs { sample_m: 70, seed: 0 }, Effort::default(), Path::new(CK_MANIFEST))?;
     Ok(job.without_folds())
 }
 
