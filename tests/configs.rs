@@ -119,7 +119,8 @@ fn vllm_files_of_a_config_json_model_give_the_shipped_rule_at_every_m() {
     assert!(text(&o).contains("4 vllm files in"), "{}", text(&o));
 }
 
-/// SGLang's names (`block_shape=[128, 128]`) for a built-in MoE model; --shapes and --max-m as export.
+/// SGLang's names (`block_shape=[128, 128]`) for a built-in MoE model on an H100 (the H100's rule); --shapes and
+/// --max-m as export.
 #[test]
 fn sglang_files_of_a_builtin_model_and_of_shapes() {
     let dir = tempfile::tempdir().unwrap();
@@ -152,7 +153,7 @@ fn sglang_files_of_a_builtin_model_and_of_shapes() {
     assert_eq!(names.len(), 5);
     let got: Vec<String> =
         python(RUNTIME_LOOKUP, &[out.display().to_string(), "4096".into()]).lines().map(str::to_string).collect();
-    assert_eq!(got, rule_lines(&shipped("generated/triton/rule.json"), &layers, 4096));
+    assert_eq!(got, rule_lines(&shipped("generated/triton-h100/rule.json"), &layers, 4096));
     let out2 = dir.path().join("shapes");
     let o = synth(
         &strs(&[

@@ -23,7 +23,7 @@ const GENERATED: [&str; 10] = [
 
 /// The main job's entries beside the CK rule's: the Triton rule's files, the runtimes' config files and the
 /// list of the layers they serve.
-const MAIN_ONLY: [&str; 4] = ["triton", "vllm", "sglang", "runtime_layers.csv"];
+const MAIN_ONLY: [&str; 5] = ["triton", "triton-h100", "vllm", "sglang", "runtime_layers.csv"];
 
 /// Every file under `dir`, by its path relative to `dir`.
 fn tree(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
@@ -97,7 +97,7 @@ fn a_copied_binary_runs_the_main_job_and_writes_the_committed_files_where_the_us
     let out = ok(synth(&bin, work.path(), &["run"]), "a copied binary's `synth run`");
     assert!(out.contains("outside a gemm-synth checkout"), "{out}");
     let dir = std::fs::canonicalize(work.path()).unwrap().join("gemm-synth-out/run");
-    for name in GENERATED.iter().chain(["triton/rule.json", "runtime_layers.csv"].iter()) {
+    for name in GENERATED.iter().chain(["triton/rule.json", "triton-h100/rule.json", "runtime_layers.csv"].iter()) {
         assert!(out.contains(&format!("written: {}", dir.join(name).display())), "real path of {name} in:\n{out}");
     }
     // Every file, the Triton rule's and the runtime files included, is the committed one, and no other.

@@ -530,14 +530,16 @@ fn runtime_pick(keys: &[(u32, [u64; 6])], m: u32) -> [u64; 6] {
 }
 
 /// The committed runtime files: one per layer of every built-in model at TP 1, 2, 4 and 8 (where its layers
-/// split; K a multiple of 128) for each runtime and device, the same text for both devices, and the
-/// runtime's own lookup, read from the JSON text, returning the committed Triton rule's config at every M.
+/// split; K a multiple of 128) for each runtime and device, and the runtime's own lookup, read from the JSON
+/// text, returning the config of the committed Triton rule of that device's card at every M (the H200's
+/// `triton/rule.json`, the H100's `triton-h100/rule.json`).
 #[test]
 fn the_committed_runtime_files_serve_every_built_in_model_and_follow_the_triton_rule() {
     use gemm_synth::shapes::ModelSpec;
     let g = root().join("generated");
     let catalog = Catalog::embedded();
-    let rule = gemm_synth::rule::load(&g.join("triton/rule.json"), &catalog).unwrap();
+    let rules = [("NVIDIA_H200", "triton/rule.json"), ("NVIDIA_H100_80GB_HBM3", "triton-h100/rule.json")]
+        .map(|(device, path)| (device, gemm_synth::rule::load(&g.join(path), &catalog).unwrap()));
     let mut nks = std::collections::BTreeSet::new();
     for name in ModelSpec::builtin_names() {
         for tp in [1, 2, 4, 8] {
@@ -562,13 +564,10 @@ fn the_committed_runtime_files_serve_every_built_in_model_and_follow_the_triton_
             let files = std::fs::read_dir(g.join(dir).join(device)).unwrap().count();
             assert_eq!(files, nks.len() + 1, "{dir}/{device}: one file per layer and the sidecar");
         }
-        for &(n, k) in &nks {
-            let file = |d: &str| {
-                let name = format!("N={n},K={k},device_name={d},dtype=fp8_w8a8,block_shape=[128{sep}128].json");
-                std::fs::read_to_string(g.join(dir).join(d).join(&name)).unwrap_or_else(|e| panic!("{name}: {e}"))
-            };
-            let text = file("NVIDIA_H200");
-            assert_eq!(text, file("NVIDIA_H100_80GB_HBM3"), "{dir} N={n} K={k}");
+        for (&(n, k), (device, rule)) in nks.iter().flat_map(|nk| rules.iter().map(move |r| (nk, r))) {
+            let name = format!("N={n},K={k},device_name={device},dtype=fp8_w8a8,block_shape=[128{sep}128].json");
+            let text =
+                std::fs::read_to_string(g.join(dir).join(device).join(&name)).unwrap_or_else(|e| panic!("{name}: {e}"));
             let doc: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text).unwrap();
             let field = |v: &serde_json::Value, f: &str| v[f].as_u64().unwrap_or_else(|| panic!("{f} in {text}"));
             // The keys in file order (the lookup's ties go to the first), each with its config.
@@ -586,7 +585,7 @@ fn the_committed_runtime_files_serve_every_built_in_model_and_follow_the_triton_
                 let leaf = rule.eval(m, n, k);
                 let c = gemm_synth::catalog::triton::TritonConfig::from_kernel_id(i64::from(leaf.kernel_id)).unwrap();
                 let want = [c.block_m, c.block_n, c.block_k, c.group_m, c.num_warps, c.num_stages].map(u64::from);
-                assert_eq!(runtime_pick(&keys, m), want, "{dir} N={n} K={k} M={m}");
+                assert_eq!(runtime_pick(&keys, m), want, "{dir} {device} N={n} K={k} M={m}");
             }
         }
     }

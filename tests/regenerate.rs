@@ -128,17 +128,20 @@ fn the_multi_model_jobs_line_reproduces_its_files() {
     assert!(!line.contains("--max-leaves"), "16 is this job's default: {line}");
 }
 
-/// The main job writes two rules, each with its own job's line: pasting the CK rule's line (the top of
-/// `generated/`) or the Triton rule's (`generated/triton/`) with `--out` writes that rule's committed files
-/// byte for byte, and together with the runtime files they are all of `generated/`.
+/// The main job writes three rules, each with its own job's line: pasting the CK rule's line (the top of
+/// `generated/`) or a Triton rule's (`generated/triton/`, the H200's; `generated/triton-h100/`, the H100's)
+/// with `--out` writes that rule's committed files byte for byte, and together with the runtime files they
+/// are all of `generated/`.
 #[test]
 fn the_main_jobs_two_lines_reproduce_the_committed_rules() {
     let g = root().join("generated");
     let committed = files(&g);
     let mut covered = 0;
-    for (sub, manifest) in
-        [("", "measurements/zoo/datasets.toml"), ("triton/", "measurements/h200/triton-manifest/datasets.toml")]
-    {
+    for (sub, manifest) in [
+        ("", "measurements/zoo/datasets.toml"),
+        ("triton/", "measurements/h200/triton-manifest/datasets.toml"),
+        ("triton-h100/", "measurements/h100/triton-manifest/datasets.toml"),
+    ] {
         let (line, mut args) = line_of(&g.join(sub));
         assert!(line.contains(&format!("--manifest {manifest}")), "{line}");
         let tmp = tempfile::tempdir().unwrap();
@@ -151,7 +154,7 @@ fn the_main_jobs_two_lines_reproduce_the_committed_rules() {
         }
     }
     let runtime = committed.keys().filter(|n| n.starts_with("vllm/") || n.starts_with("sglang/")).count();
-    assert_eq!(covered + runtime + 1, committed.len(), "the two rules, the runtime files and runtime_layers.csv");
+    assert_eq!(covered + runtime + 1, committed.len(), "the three rules, the runtime files and runtime_layers.csv");
 }
 
 #[test]

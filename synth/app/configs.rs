@@ -26,6 +26,9 @@ use crate::shapes::ModelArgs;
 pub const CK_RULE: (&str, &str) = ("generated/rule.json", include_str!("../../generated/rule.json"));
 /// The Triton rule `synth configs vllm|sglang` writes by default.
 pub const TRITON_RULE: (&str, &str) = ("generated/triton/rule.json", include_str!("../../generated/triton/rule.json"));
+/// The Triton rule trained on the H100's measurements, used for `--device-name` values naming an H100.
+pub const TRITON_RULE_H100: (&str, &str) =
+    ("generated/triton-h100/rule.json", include_str!("../../generated/triton-h100/rule.json"));
 /// Name of the sidecar of `synth configs aiter` (the layers and the rule's picks).
 pub const AITER_SIDECAR: &str = "synth-configs.provenance.json";
 
@@ -72,14 +75,26 @@ pub struct ConfigsArgs {
 }
 
 /// The shipped rule of a target: (name for messages, parsed rule).
-fn embedded_rule(target: Target) -> anyhow::Result<(String, Rule)> {
-    let (path, text) = if target == Target::Aiter { CK_RULE } else { TRITON_RULE };
+fn embedded_rule(target: Target, device: &str) -> anyhow::Result<(String, Rule)> {
+    let (path, text) = match target {
+        Target::Aiter => CK_RULE,
+        _ => triton_rule_for(device),
+    };
     let rule =
         crate::rule::parse_json(text).map_err(|e| anyhow::anyhow!("internal error: the embedded {path}: {e}"))?;
     if crate::rule::validate::has_errors(&crate::rule::validate::validate(&rule, &Catalog::embedded())) {
         bail!("internal error: the embedded {path} does not validate (`synth check {path}`)");
     }
     Ok((format!("{path} (embedded)"), rule))
+}
+
+/// The embedded Triton rule for a device name: the H100's for a name that says H100, else the H200's.
+pub fn triton_rule_for(device: &str) -> (&'static str, &'static str) {
+    if device.to_ascii_uppercase().contains("H100") {
+        TRITON_RULE_H100
+    } else {
+        TRITON_RULE
+    }
 }
 
 /// The files the command reads (no output may replace one).
@@ -119,12 +134,12 @@ pub fn run(args: ConfigsArgs) -> anyhow::Result<()> {
     let catalog = Catalog::embedded();
     let rule_name = match &args.rule {
         Some(path) => crate::paths::display_path(path),
-        None => format!("{} (embedded)", TRITON_RULE.0),
+        None => format!("{} (embedded)", triton_rule_for(&device).0),
     };
-    let export = export_args(&args, runtime, device, &rule_name);
+    let export = export_args(&args, runtime, device.clone(), &rule_name);
     super::export::export_with(&export, &rule_name, &inputs(&args), || match &args.rule {
         Some(path) => crate::rule::load_checked(path, &catalog),
-        None => embedded_rule(args.target).map(|(_, rule)| rule),
+        None => embedded_rule(args.target, &device).map(|(_, rule)| rule),
     })
 }
 
@@ -153,7 +168,7 @@ fn run_aiter(args: &ConfigsArgs) -> anyhow::Result<()> {
     let catalog = Catalog::embedded();
     let (rule_name, rule) = match &args.rule {
         Some(path) => (crate::paths::display_path(path), crate::rule::load_checked(path, &catalog)?),
-        None => embedded_rule(Target::Aiter)?,
+        None => embedded_rule(Target::Aiter, "")?,
     };
     if !(1..=super::export::MAX_MAX_M).contains(&args.max_m) {
         bail!("--max-m {}: expected 1..={}", args.max_m, super::export::MAX_MAX_M);
@@ -230,8 +245,10 @@ mod tests {
     #[test]
     fn the_embedded_rules_are_valid_for_their_targets() {
         let catalog = Catalog::embedded();
-        for target in [Target::Vllm, Target::Aiter] {
-            let (name, rule) = embedded_rule(target).unwrap();
+        for (target, device) in
+            [(Target::Vllm, "NVIDIA_H200"), (Target::Sglang, "NVIDIA_H100_80GB_HBM3"), (Target::Aiter, "")]
+        {
+            let (name, rule) = embedded_rule(target, device).unwrap();
             let issues = crate::rule::validate::validate(&rule, &catalog);
             assert!(!crate::rule::validate::has_errors(&issues), "{name}: {issues:?}");
             match target {
@@ -241,9 +258,18 @@ mod tests {
         }
     }
 
+    /// A device name that says H100 takes the rule trained on the H100's measurements; any other the H200's.
+    #[test]
+    fn the_triton_rule_follows_the_device_name() {
+        assert_eq!(triton_rule_for("NVIDIA_H100_80GB_HBM3").0, "generated/triton-h100/rule.json");
+        assert_eq!(triton_rule_for("NVIDIA_H100_NVL").0, "generated/triton-h100/rule.json");
+        assert_eq!(triton_rule_for("NVIDIA_H200").0, "generated/triton/rule.json");
+        assert_eq!(triton_rule_for("AMD_Instinct_MI300X").0, "generated/triton/rule.json");
+    }
+
     #[test]
     fn picks_are_runs_of_the_interpreter() {
-        let (_, rule) = embedded_rule(Target::Aiter).unwrap();
+        let (_, rule) = embedded_rule(Target::Aiter, "").unwrap();
         let runs = picks(&rule, 5120, 5120, 300);
         assert_eq!(runs[0]["from_m"], 1);
         assert_eq!(runs.last().unwrap()["to_m"], 300);

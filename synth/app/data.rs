@@ -20,12 +20,16 @@ pub const EMBEDDED_MANIFEST: (&str, &str) =
 
 /// Every manifest included in the binary, with its journals in [`EMBEDDED`]: the multi-model job's
 /// default, then the two the main job trains the shipped rules on (the CK zoo and the Triton family).
-pub const EMBEDDED_MANIFESTS: [(&str, &str); 3] = [
+pub const EMBEDDED_MANIFESTS: [(&str, &str); 4] = [
     EMBEDDED_MANIFEST,
     ("measurements/zoo/datasets.toml", include_str!("../../measurements/zoo/datasets.toml")),
     (
         "measurements/h200/triton-manifest/datasets.toml",
         include_str!("../../measurements/h200/triton-manifest/datasets.toml"),
+    ),
+    (
+        "measurements/h100/triton-manifest/datasets.toml",
+        include_str!("../../measurements/h100/triton-manifest/datasets.toml"),
     ),
 ];
 
@@ -107,6 +111,7 @@ pub const EMBEDDED: &[EmbeddedFile] = embed![
     "measurements/zoo/llama-3.1-405b-tp8.csv.gz",
     "measurements/zoo/mistral-large-2411-tp8.csv.gz",
     "measurements/h200/triton-manifest/kept-journal.csv.gz",
+    "measurements/h100/triton-manifest/kept-journal.csv.gz",
 ];
 
 /// The name of the single-dataset job's default dataset (the first of [`EMBEDDED`]).

@@ -4,11 +4,12 @@
 //! - The CK rule: the multi-model job on the zoo manifest ([`CK_MANIFEST`]) at the setting chosen by
 //!   leave-one-model-out ([`ck_job`]); its files at the top of `generated/` (C++ header, instance CSV, Rust
 //!   module, rule JSON, the evaluations, plot and curve, the AITER patch).
-//! - The Triton rule: the multi-model job with `--backends triton` on every configuration measured with the
-//!   kept config set ([`TRITON_MANIFEST`]), settings chosen by leave-one-model-out over those configurations
-//!   ([`triton_job`]); its files under `triton/` (the Python selector too).
-//! - The vLLM and SGLang config files of the Triton rule for every built-in model at [`COMMON_TP`] and each
-//!   device of [`DEVICES`] (`vllm/<device>/`, `sglang/<device>/`, each with its provenance sidecar, every M
+//! - The Triton rules, one per card ([`TRITON_RULES`]): the multi-model job with `--backends triton` on every
+//!   configuration measured with the kept config set on that card, settings chosen by leave-one-model-out
+//!   over those configurations ([`triton_job`]); the H200's files under `triton/`, the H100's under
+//!   `triton-h100/` (the Python selector too).
+//! - The vLLM and SGLang config files of each card's Triton rule for every built-in model at [`COMMON_TP`],
+//!   named for that card (`vllm/<device>/`, `sglang/<device>/`, each with its provenance sidecar, every M
 //!   in `1..=16384` proved), and `runtime_layers.csv` naming the model layers each file serves.
 //!
 //! DeepSeek-V3 (and every model sharing its layers) is in neither manifest: it is the held-out model.
@@ -25,14 +26,14 @@ use super::multi::{prepare, MultiJob};
 
 /// The CK rule's manifest (embedded in the binary with its journals).
 pub const CK_MANIFEST: &str = "measurements/zoo/datasets.toml";
-/// The Triton rule's manifest (embedded in the binary with its journal).
+/// The H200's Triton rule's manifest (embedded in the binary with its journal).
 pub const TRITON_MANIFEST: &str = "measurements/h200/triton-manifest/datasets.toml";
-/// Where the Triton rule's files go in `generated/` (`triton/rule.json` is read by other commands).
+/// The H100's Triton rule's manifest (embedded in the binary with its journal).
+pub const TRITON_MANIFEST_H100: &str = "measurements/h100/triton-manifest/datasets.toml";
+/// Where the H200's Triton rule's files go in `generated/` (`triton/rule.json` is read by other commands).
 pub const TRITON_DIR: &str = "triton";
 /// The tensor-parallel degrees the runtime files cover, for each built-in model where its layers split.
 pub const COMMON_TP: [u32; 4] = [1, 2, 4, 8];
-/// The devices the runtime files are named for, as vLLM and SGLang spell them.
-pub const DEVICES: [&str; 2] = ["NVIDIA_H200", "NVIDIA_H100_80GB_HBM3"];
 /// The list of exported model layers.
 pub const RUNTIME_LAYERS_CSV: &str = "runtime_layers.csv";
 
@@ -52,37 +53,74 @@ pub fn ck_job() -> anyhow::Result<MultiJob> {
     Ok(job.without_folds())
 }
 
-/// Training M per configuration of the Triton rule (chosen on its leave-one-model-out folds).
+/// Training M per configuration of the H200's Triton rule (chosen on its leave-one-model-out folds).
 pub const TRITON_SAMPLE_M: usize = 40;
-/// Leaves of the Triton rule (chosen on its leave-one-model-out folds).
+/// Leaves of the H200's Triton rule (chosen on its leave-one-model-out folds).
 pub const TRITON_LEAVES: usize = 8;
 
-/// The Triton rule's job: the Triton manifest with `--backends triton`.
-pub fn triton_job() -> anyhow::Result<MultiJob> {
-    let limits = LimitArgs { max_leaves: Some(TRITON_LEAVES), ..LimitArgs::default() };
-    let sample = SampleArgs { sample_m: TRITON_SAMPLE_M, seed: 0 };
+/// One card's Triton rule: its manifest, settings, where its files go and the device its runtime files are
+/// named for (as vLLM and SGLang spell it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TritonRule {
+    pub manifest: &'static str,
+    pub sample_m: usize,
+    pub leaves: usize,
+    pub dir: &'static str,
+    pub device: &'static str,
+}
+
+/// The Triton rules the main job ships, each trained on its own card's measurements with the setting its
+/// folds chose (the H100's: `measurements/h100/triton-manifest/README.md`).
+pub const TRITON_RULES: [TritonRule; 2] = [
+    TritonRule {
+        manifest: TRITON_MANIFEST,
+        sample_m: TRITON_SAMPLE_M,
+        leaves: TRITON_LEAVES,
+        dir: TRITON_DIR,
+        device: "NVIDIA_H200",
+    },
+    TritonRule {
+        manifest: TRITON_MANIFEST_H100,
+        sample_m: 20,
+        leaves: 24,
+        dir: "triton-h100",
+        device: "NVIDIA_H100_80GB_HBM3",
+    },
+];
+
+/// A Triton rule's job: its manifest with `--backends triton`.
+pub fn triton_job(spec: &TritonRule) -> anyhow::Result<MultiJob> {
+    let limits = LimitArgs { max_leaves: Some(spec.leaves), ..LimitArgs::default() };
+    let sample = SampleArgs { sample_m: spec.sample_m, seed: 0 };
     let backends = Some(crate::catalog::Backends::parse("triton").map_err(anyhow::Error::msg)?);
-    Ok(MultiJob::resolve(&limits, &sample, Effort::default(), Path::new(TRITON_MANIFEST))?.with_backends(backends))
+    Ok(MultiJob::resolve(&limits, &sample, Effort::default(), Path::new(spec.manifest))?.with_backends(backends))
 }
 
 /// Runs the main job, writing into `out` (or the checkout's `generated/`).
 pub fn run(out: Option<&Path>, check: bool) -> anyhow::Result<()> {
     let started = Instant::now();
     let ck = prepare(&ck_job()?)?;
-    let triton = prepare(&triton_job()?)?;
-    let mut text = format!("== the CK rule\n\n{}", ck.text);
-    let _ = write!(text, "\n== the Triton rule (files in {TRITON_DIR}/)\n\n{}", triton.text);
     let target = super::outputs::out_dir(out, true, "run")?;
-    let runtime = runtime_files(&triton.rule, &target.dir);
-    if let Ok((_, note)) = &runtime {
-        let _ = write!(text, "\n{note}");
-    }
+    let mut text = format!("== the CK rule\n\n{}", ck.text);
     let mut inputs: Vec<(&str, PathBuf)> = ck.inputs.clone();
-    inputs.extend(triton.inputs.iter().cloned());
-    let written = ck.files.and_then(|mut files| {
-        files
-            .extend(triton.files?.into_iter().map(|f| GeneratedFile { name: format!("{TRITON_DIR}/{}", f.name), ..f }));
-        files.extend(runtime?.0);
+    let mut files = ck.files;
+    for spec in &TRITON_RULES {
+        let triton = prepare(&triton_job(spec)?)?;
+        let _ = write!(text, "\n== the Triton rule of {} (files in {}/)\n\n{}", spec.device, spec.dir, triton.text);
+        let runtime = runtime_files(&triton.rule, spec, &target.dir);
+        if let Ok((_, note)) = &runtime {
+            let _ = write!(text, "\n{note}");
+        }
+        inputs.extend(triton.inputs.iter().cloned());
+        files = files.and_then(|mut files| {
+            let dir = spec.dir;
+            files.extend(triton.files?.into_iter().map(|f| GeneratedFile { name: format!("{dir}/{}", f.name), ..f }));
+            files.extend(runtime?.0);
+            Ok(files)
+        });
+    }
+    let written = files.and_then(|mut files| {
+        files.push(runtime_layers_csv()?);
         if !check {
             super::outputs::check_out_dir(&target.dir, &files, &inputs)?;
         }
@@ -115,44 +153,50 @@ pub fn runtime_layers() -> anyhow::Result<Vec<(String, u32, crate::shapes::Layer
     Ok(out)
 }
 
-/// The vLLM and SGLang files of `rule` for every layer of [`runtime_layers`] on each of [`DEVICES`] (as
-/// they go into `out`), the list of those layers, and what the terminal says about them.
-fn runtime_files(rule: &crate::rule::Rule, out: &Path) -> anyhow::Result<(Vec<GeneratedFile>, String)> {
+/// The vLLM and SGLang files of `rule` for every layer of [`runtime_layers`], named for `spec`'s device (as
+/// they go into `out`), and what the terminal says about them.
+fn runtime_files(
+    rule: &crate::rule::Rule,
+    spec: &TritonRule,
+    out: &Path,
+) -> anyhow::Result<(Vec<GeneratedFile>, String)> {
     let layers = runtime_layers()?;
     let nks: Vec<(u32, u32)> =
         layers.iter().map(|(_, _, l)| (l.n, l.k)).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+    let device = spec.device;
     let mut files = Vec::new();
-    for device in DEVICES {
-        for (runtime, dir) in super::single::RUNTIME_DIRS {
-            let spec = super::export::ExportSpec {
-                runtime,
-                rule,
-                rule_name: "the Triton rule",
-                rule_file: format!("../../{TRITON_DIR}/{}", super::shared::RULE_JSON),
-                device,
-                max_m: super::export::DEFAULT_MAX_M,
-            };
-            for f in super::export::runtime_files(&spec, &nks, &out.join(dir).join(device))? {
-                files.push(GeneratedFile { name: format!("{dir}/{device}/{}", f.name), contents: f.contents });
-            }
+    for (runtime, dir) in super::single::RUNTIME_DIRS {
+        let export = super::export::ExportSpec {
+            runtime,
+            rule,
+            rule_name: "the Triton rule",
+            rule_file: format!("../../{}/{}", spec.dir, super::shared::RULE_JSON),
+            device,
+            max_m: super::export::DEFAULT_MAX_M,
+        };
+        for f in super::export::runtime_files(&export, &nks, &out.join(dir).join(device))? {
+            files.push(GeneratedFile { name: format!("{dir}/{device}/{}", f.name), contents: f.contents });
         }
     }
-    let mut csv = String::from("model,tp,layer,N,K\n");
-    for (model, tp, l) in &layers {
-        let _ = writeln!(csv, "{model},{tp},{},{},{}", l.name, l.n, l.k);
-    }
-    files.push(GeneratedFile::new(RUNTIME_LAYERS_CSV, csv));
     let models: std::collections::BTreeSet<(&str, u32)> = layers.iter().map(|(m, tp, _)| (m.as_str(), *tp)).collect();
     let note = format!(
-        "runtime files: the Triton rule as vLLM and SGLang config files for {} layers ({} configurations of {} \
-         built-in models at TP {}; {RUNTIME_LAYERS_CSV}) × devices {} in vllm/ and sglang/ (the runtimes' \
-         nearest-M lookup proved to return the rule's config at every M in 1..={})\n",
+        "runtime files: this rule as vLLM and SGLang config files for {} layers ({} configurations of {} built-in \
+         models at TP {}; {RUNTIME_LAYERS_CSV}) named for {device} in vllm/{device}/ and sglang/{device}/ (the \
+         runtimes' nearest-M lookup proved to return the rule's config at every M in 1..={})\n",
         nks.len(),
         models.len(),
         crate::shapes::ModelSpec::builtin_names().len(),
         COMMON_TP.map(|t| t.to_string()).join(", "),
-        DEVICES.join(", "),
         super::export::DEFAULT_MAX_M
     );
     Ok((files, note))
+}
+
+/// The list of exported model layers: which file serves which layer of which model.
+fn runtime_layers_csv() -> anyhow::Result<GeneratedFile> {
+    let mut csv = String::from("model,tp,layer,N,K\n");
+    for (model, tp, l) in &runtime_layers()? {
+        let _ = writeln!(csv, "{model},{tp},{},{},{}", l.name, l.n, l.k);
+    }
+    Ok(GeneratedFile::new(RUNTIME_LAYERS_CSV, csv))
 }

@@ -55,7 +55,7 @@ pub const TABLES: &[TableSpec] = &[
 /// A page of `generated/X.csv` is written at its name; one of `generated/D/X.csv` under `D/`; one of
 /// `measurements/zoo/folds/X.csv` (the shipped CK rule's job with its leave-one-model-out folds, which the
 /// main job leaves out) under `zoo-folds/`.
-pub const SOURCE_DIRS: &[&str] = &["generated", "generated/triton", "measurements/zoo/folds"];
+pub const SOURCE_DIRS: &[&str] = &["generated", "generated/triton", "generated/triton-h100", "measurements/zoo/folds"];
 
 /// Where the pages of a directory of [`SOURCE_DIRS`] go, relative to the output directory.
 fn page_dir(dir: &str) -> &str {
