@@ -91,7 +91,7 @@ fn parse(bytes: &[u8], file: &str, m_values: &[u32]) -> Result<RuntimeShapes, Lo
         let line = text.strip_suffix('\r').unwrap_or(&text);
         let line = if lineno == 1 { line.strip_prefix('\u{feff}').unwrap_or(line) } else { line };
         let found = match table {
-            Some(header) if !is_message(line) && !is_header(line) => match line.trim() {
+            Some(header) if !is_message(line) && header_columns(line).is_none() => match line.trim() {
                 "" => {
                     table = None;
                     Found::Nothing
@@ -131,10 +131,16 @@ fn header_columns(line: &str) -> Option<Vec<&str>> {
     cols.starts_with(&["M", "N", "K"]).then_some(cols)
 }
 
-/// Whether `line` is the a8w8 blockscale GEMM's untuned-CSV header (exactly M, N, K).
-fn is_header(line: &str) -> bool {
-    header_columns(line).is_some_and(|c| c.len() == 3)
+/// `text` for an error message: at most [`SHOWN_CHARS`] characters of it, then `...` where it was longer.
+fn shown(text: &str) -> String {
+    match text.char_indices().nth(SHOWN_CHARS) {
+        Some((cut, _)) => format!("{:?}...", &text[..cut]),
+        None => format!("{text:?}"),
+    }
 }
+
+/// How much of a line an error message quotes.
+const SHOWN_CHARS: usize = 200;
 
 /// A line outside a table: a message, a header, or nothing.
 fn classify(line: &str) -> Result<Found, String> {
@@ -162,8 +168,9 @@ fn csv_row(row: &str, header: usize) -> Result<Found, Located> {
         return Err(Located::new(
             "",
             format!(
-                "an untuned CSV row (the header M,N,K is at line {header}) needs 3 values, got {}: {row:?}",
-                fields.len()
+                "an untuned CSV row (the header M,N,K is at line {header}) needs 3 values, got {}: {}",
+                fields.len(),
+                shown(row)
             ),
         )
         .hint("end the table with a blank line before other text"));
@@ -196,7 +203,8 @@ fn aiter_message(line: &str, at: usize) -> Result<Found, String> {
     let expected = || {
         format!(
             "{AITER_WHAT}: expected \"shape is M:<M>, N:<N>, K:<K>, not found tuned config in <file>, ...\", \
-             got {line:?}"
+             got {}",
+            shown(line)
         )
     };
     let start = line[..at].rfind(AITER_START).ok_or_else(expected)?;
@@ -229,7 +237,8 @@ fn runtime_warning(text: &str) -> Result<Found, String> {
     let expected = || {
         format!(
             "{RUNTIME_WHAT}: expected \"... Config file not found at <dir>/N=<N>,K=<K>,device_name=...\", \
-             got {text:?}"
+             got {}",
+            shown(text)
         )
     };
     let path = text.split_once(RUNTIME_PATH).map(|(_, p)| p.trim()).ok_or_else(expected)?;
@@ -379,6 +388,16 @@ mod tests {
         assert_eq!(got.shapes, [(1, 2, 3), (4, 5, 6), (9, 8, 7)]);
         let e = parse_text("M,N,K,q_dtype_w\n1,2,3,torch.int8\n", &[]).unwrap_err();
         assert!(e.starts_with("run.log:1: an untuned CSV header with the columns \"M,N,K,q_dtype_w\""), "{e}");
+        let e = parse_text("M,N,K\n1,2,3\nM,N,K,q_dtype_w\n", &[]).unwrap_err();
+        assert!(e.starts_with("run.log:3: an untuned CSV header with the columns"), "{e}");
+    }
+
+    #[test]
+    fn errors_quote_at_most_200_characters_of_a_line() {
+        let long = format!("not found tuned config in {}", "é".repeat(5000));
+        let e = parse_text(&long, &[]).unwrap_err();
+        let quoted = format!("{:?}...", &long[..long.char_indices().nth(200).unwrap().0]);
+        assert!(e.ends_with(&format!("got {quoted}")), "{e}");
     }
 
     #[test]
