@@ -5,6 +5,7 @@
 pub mod cmd;
 mod hf_config;
 mod msets;
+pub mod runtime_log;
 mod source;
 mod spec;
 
