@@ -1,22 +1,21 @@
-//! The multi-model main job against its targets (`cargo bench --bench multi_targets`): runs `synth run`
-//! (the main job, on the embedded multi-model H200 data) twice into scratch directories, checks that the
-//! two runs wrote identical files, and reads `evaluations.csv` and the terminal report of the first run
-//! for every target:
+//! The main job against its targets (`cargo bench --bench multi_targets`): runs `synth run` (the main job:
+//! the shipped CK rule on the zoo's manifest at the setting its folds chose, and the shipped Triton rule)
+//! twice into scratch directories, checks that the two runs wrote identical files, and reads the CK rule's
+//! `evaluations.csv` and the terminal report of the first run for every target:
 //!
-//! - ≤ 16 leaves, ≤ 8 instances, ≤ 160 training shapes from ≤ 4 configurations;
-//! - leave-one-model-out ≥ 0.97 of the oracle on every held-out configuration (the zoo issue's targets
-//!   beside it: ≥ 0.98 on every configuration, ≥ 0.90 on every layer of it under its fold's rule);
-//! - the held-out grid and off-grid evaluations ≥ 0.99 (the zoo issue: the 16-leaf main rule keeps them);
-//! - off-grid M of the training configurations ≥ 0.98;
+//! - ≤ 24 leaves, ≤ 8 instances, training from the first 8 configurations of the zoo's pool;
+//! - leave-one-model-out ≥ 0.98 of the oracle on every held-out configuration, ≥ 0.95 on every layer of it
+//!   under its fold's rule;
+//! - the held-out grid and off-grid evaluations of the job's own rule ≥ 0.99;
 //! - held-out grid shapes of the training configurations: ahead of nearest-M;
 //! - 0 picks of unmeasured or invalid cells on every configuration;
-//! - `tuned→rule` against `tuned` (AITER today: lookup, miss → default) on shapes without a tuned row.
+//! - `tuned→rule` against `tuned` (AITER today: lookup, miss → default) on shapes without a tuned row;
+//! - the Triton rule (`triton/evaluations.csv`): leave-one-model-out ≥ 0.985 of the kept set's oracle on
+//!   every held-out configuration.
 //!
-//! Then runs the multi-model job on the zoo's manifest (`measurements/zoo/datasets.toml`: the dense
-//! configurations and the zoo's) and prints the zoo issue's leave-one-model-out targets on it at
-//! `--sample-m 40` without and with `--split-k-fallback 0.5` (split-K leaves charged what their guards run),
-//! and at `--sample-m 70` with it (the setting the folds chose), at the job's 16 leaves and at 24 (where
-//! every fold passes on every cell measured).
+//! Then runs the multi-model job on the zoo's manifest at `--sample-m 40` without and with
+//! `--split-k-fallback 0.5` (split-K leaves charged what their guards run), and at `--sample-m 70` with it at
+//! the job's 16 leaves (the shipped rule has 24), for the zoo issue's leave-one-model-out targets.
 //!
 //! Then the mixed rule over two backends on the H200 dataset with cuBLAS rows
 //! (`measurements/h200/backends.toml`), on the zoo's manifest with cuBLAS rows
@@ -102,8 +101,8 @@ fn lomo_folds(rows: &Rows) -> Vec<(&str, f64)> {
 }
 
 /// The lowest layer of each fold, from a report's leave-one-model-out table ("0.955 (N 1280, K 8192)"),
-/// printed against the zoo issue's ≥ 0.90.
-fn lowest_layer_line(report: &str) {
+/// printed against `target`.
+fn lowest_layer_line(report: &str, target: f64) {
     let layers: Vec<(f64, String)> = report
         .split("(c) leave-one-model-out")
         .nth(1)
@@ -119,10 +118,12 @@ fn lowest_layer_line(report: &str) {
         Some((f, layer)) => line(
             &format!("leave-one-model-out, lowest layer of any fold {layer}"),
             format!("{f:.3}"),
-            ">= 0.90",
-            *f >= 0.90,
+            &format!(">= {target:.2}"),
+            *f >= target,
         ),
-        None => line("leave-one-model-out, lowest layer of any fold", "not found".into(), ">= 0.90", false),
+        None => {
+            line("leave-one-model-out, lowest layer of any fold", "not found".into(), &format!(">= {target:.2}"), false)
+        }
     }
 }
 
@@ -145,7 +146,7 @@ fn zoo_targets(dir: &Path, extra: &[&str]) -> anyhow::Result<()> {
     for (c, f) in lomo.iter().filter(|(_, f)| *f < 0.98) {
         line(&format!("leave-one-model-out, {c}"), format!("{f:.4}"), ">= 0.98", false);
     }
-    lowest_layer_line(&report);
+    lowest_layer_line(&report, 0.90);
     let get = |e: &str| rows.get(&(e.to_string(), "training".to_string(), "synthesized".to_string())).map(|v| v.3);
     if let (Some(grid), Some(off)) = (get("heldout-grid"), get("off-grid")) {
         line("its rule: held-out grid shapes (a)", format!("{grid:.4}"), ">= 0.99", grid >= 0.99);
@@ -289,7 +290,8 @@ fn main() -> anyhow::Result<()> {
     let rows = read_rows(&a.join("evaluations.csv"))?;
     let get = |e: &str, c: &str, p: &str| rows.get(&(e.to_string(), c.to_string(), p.to_string())).copied();
 
-    println!("multi-model main job (`synth run`, embedded H200 data), one run's figures:");
+    println!("main job (`synth run`: the CK rule on the zoo's manifest, the Triton rule), one run's figures:");
+    let report = report.split("== the Triton rule").next().unwrap_or_default().to_string();
     // The rule and its training set, from the report's `rule:` and `training:` lines.
     let rule_line = report.lines().find(|l| l.starts_with("rule:")).unwrap_or_default();
     let leaves: usize = rule_line.split_whitespace().nth(1).and_then(|w| w.parse().ok()).unwrap_or(usize::MAX);
@@ -299,25 +301,21 @@ fn main() -> anyhow::Result<()> {
     let train_shapes: usize = train_line.split_whitespace().nth(1).and_then(|w| w.parse().ok()).unwrap_or(usize::MAX);
     let train_configs =
         train_line.split(" of ").nth(1).and_then(|s| s.split(':').next()).map_or(usize::MAX, |s| s.split(',').count());
-    line("leaves", leaves.to_string(), "<= 16", leaves <= 16);
+    line("leaves", leaves.to_string(), "<= 24", leaves <= 24);
     line("distinct instances", instances.to_string(), "<= 8", instances <= 8);
-    line("training shapes", train_shapes.to_string(), "<= 160", train_shapes <= 160);
-    line("training configurations", train_configs.to_string(), "<= 4", train_configs <= 4);
+    line("training shapes", train_shapes.to_string(), "reported", true);
+    line("training configurations", train_configs.to_string(), "8", train_configs == 8);
 
     let lomo = lomo_folds(&rows);
     for (c, f) in &lomo {
-        line(&format!("leave-one-model-out, {c}"), format!("{f:.4}"), ">= 0.97", *f >= 0.97);
+        line(&format!("leave-one-model-out, {c}"), format!("{f:.4}"), ">= 0.98", *f >= 0.98);
     }
-    if let Some((c, f)) = lomo.first() {
-        line(&format!("leave-one-model-out, lowest configuration ({c})"), format!("{f:.4}"), ">= 0.98", *f >= 0.98);
-    }
-    lowest_layer_line(&report);
+    lowest_layer_line(&report, 0.95);
     if let Some(off) = get("off-grid", "training", "synthesized") {
-        line("off-grid M of the training configurations", format!("{:.4}", off.3), ">= 0.98", off.3 >= 0.98);
-        line("off-grid M, the zoo issue's target", format!("{:.4}", off.3), ">= 0.99", off.3 >= 0.99);
+        line("off-grid M of the training configurations (b)", format!("{:.4}", off.3), ">= 0.99", off.3 >= 0.99);
     }
     if let Some(grid) = get("heldout-grid", "training", "synthesized") {
-        line("held-out grid shapes, the zoo issue's target", format!("{:.4}", grid.3), ">= 0.99", grid.3 >= 0.99);
+        line("held-out grid shapes (a)", format!("{:.4}", grid.3), ">= 0.99", grid.3 >= 0.99);
     }
     if let (Some(s), Some(n)) =
         (get("heldout-grid", "training", "synthesized"), get("heldout-grid", "training", "nearest-M"))
@@ -341,15 +339,17 @@ fn main() -> anyhow::Result<()> {
             true,
         );
     }
+    let triton = read_rows(&a.join("triton/evaluations.csv"))?;
+    for (c, f) in lomo_folds(&triton) {
+        line(&format!("Triton rule, leave-one-model-out, {c}"), format!("{f:.4}"), ">= 0.985", f >= 0.985);
+    }
     line("two runs wrote identical files", deterministic.to_string(), "true", deterministic);
-    println!("  wall time of the main job: {t1:.2} s and {t2:.2} s (target: under 30 s on an idle machine)");
+    println!("  wall time of the main job: {t1:.2} s and {t2:.2} s");
     zoo_targets(&tmp.path().join("zoo"), &["--sample-m", "40"])?;
     zoo_targets(&tmp.path().join("zoo-fallback"), &["--sample-m", "40", "--split-k-fallback", "0.5"])?;
-    // The setting the zoo's folds chose: 70 training M per configuration (measurements/zoo/README.md), at the
-    // job's 16 leaves and at the 24 its folds pass with.
+    // The setting the zoo's folds chose (measurements/zoo/README.md) at the job's 16 leaves; at 24 it is the
+    // main job's CK rule, above.
     zoo_targets(&tmp.path().join("zoo-70"), &["--sample-m", "70", "--split-k-fallback", "0.5"])?;
-    let l24 = ["--sample-m", "70", "--split-k-fallback", "0.5", "--max-leaves", "24"];
-    zoo_targets(&tmp.path().join("zoo-70-24"), &l24)?;
     for (i, data) in BACKEND_DATA.iter().enumerate() {
         backend_targets(&tmp.path().join(format!("backends-{i}")), data)?;
     }

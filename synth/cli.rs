@@ -57,6 +57,12 @@ pub enum Command {
     /// Write a rule over the triton family as vLLM's or SGLang's block-FP8 config files (proved at every M).
     #[command(after_long_help = crate::app::help::EXPORT)]
     Export(crate::app::export::ExportArgs),
+    /// Render the documentation book's result tables (docs/src/generated/) from the committed result CSVs.
+    #[command(after_long_help = crate::app::book::HELP)]
+    Book(crate::app::book::BookArgs),
+    /// A model's runtime files with no GPU: vLLM/SGLang Triton configs or the AITER patch, from the shipped rules.
+    #[command(after_long_help = crate::app::help::CONFIGS)]
+    Configs(crate::app::configs::ConfigsArgs),
 }
 
 pub fn main_entry() -> anyhow::Result<()> {
@@ -78,7 +84,9 @@ pub fn main_entry() -> anyhow::Result<()> {
         Command::Compress(a) => crate::app::compress::run(a),
         Command::Aiter(a) => crate::app::aiter::run(a),
         Command::Export(a) => crate::app::export::run(a),
+        Command::Configs(a) => crate::app::configs::run(a),
         Command::Merge(a) => crate::app::merge::run(a),
+        Command::Book(a) => crate::app::book::run(a),
     }
 }
 

@@ -12,6 +12,14 @@ pub const MAX_TABLE_BYTES: u64 = 256 << 20;
 pub const MAX_RULE_BYTES: u64 = 4 << 20;
 /// Cap for model specs and task specs (TOML): 1 MiB.
 pub const MAX_SPEC_BYTES: u64 = 1 << 20;
+/// Cap for a source file a rewrite reads (its target, a pre-written rewrite) and for an agent's answer:
+/// 4 MiB, the size of the largest rule file.
+pub const MAX_SOURCE_BYTES: u64 = MAX_RULE_BYTES;
+
+/// Range a kernel time in microseconds must lie in wherever one enters the tool (a journal's `us`, a
+/// rewrite test's result line): from a picosecond to about 11.6 days. Every sum and ratio of such times
+/// over any table that fits in memory stays finite.
+pub const US_RANGE: std::ops::RangeInclusive<f64> = 1e-6..=1e12;
 
 fn mib(bytes: u64) -> String {
     format!("{} MiB", bytes >> 20)

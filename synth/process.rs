@@ -22,6 +22,8 @@ pub const LINGER_GRACE: Duration = Duration::from_secs(2);
 
 /// Longest line kept from a child's output; the rest of a longer line is dropped (the line is marked).
 pub const MAX_LINE: usize = 64 << 10;
+/// The mark at the end of a line cut at [`MAX_LINE`].
+pub const LINE_CUT: &str = " [... line cut]";
 
 /// Makes `cmd` start in a process group of its own (its leader's id is the child's id), so that
 /// [`kill_group`] reaches everything it starts.
@@ -111,7 +113,7 @@ fn pump(stream: impl Read, which: Stream, max: usize, tx: mpsc::Sender<Event>) {
             text.pop();
         }
         if cut {
-            text.push_str(" [... line cut]");
+            text.push_str(LINE_CUT);
         }
         let event = if ended { Event::Unterminated(which, text) } else { Event::Line(which, text) };
         if tx.send(event).is_err() || ended {
@@ -203,12 +205,24 @@ pub struct Captured {
     pub stdout: Vec<u8>,
     /// Standard error, at most the cap.
     pub stderr: Vec<u8>,
+    /// Whether a stream gave more than the cap (what is kept is its first bytes): a caller that reads the
+    /// output says so ([`Captured::cut_note`]) rather than reading a cut answer as the whole one.
+    pub cut: bool,
 }
 
 impl Captured {
     /// Whether the command exited with status 0 in time.
     pub fn success(&self) -> bool {
         self.status.is_some_and(|s| s.success())
+    }
+
+    /// A note for a message when the output was cut at `cap` bytes ([`Captured::cut`]); empty otherwise.
+    pub fn cut_note(&self, cap: usize) -> String {
+        if self.cut {
+            format!(" (its output was longer than {cap} bytes and was cut there)")
+        } else {
+            String::new()
+        }
     }
 }
 
@@ -217,26 +231,27 @@ impl Captured {
 pub fn run_capture(cmd: &mut Command, limit: Duration, cap: usize) -> std::io::Result<Captured> {
     let mut w = Watched::spawn(cmd)?;
     let deadline = Instant::now() + limit;
-    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let (mut stdout, mut stderr, mut cut) = (Vec::new(), Vec::new(), false);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             w.kill();
-            return Ok(Captured { status: None, stdout, stderr });
+            return Ok(Captured { status: None, stdout, stderr, cut });
         }
         match w.next(left.min(Duration::from_millis(100)))? {
             Event::Line(s, line) | Event::Unterminated(s, line) => {
                 let buf = if s == Stream::Stdout { &mut stdout } else { &mut stderr };
+                // A line cut at MAX_LINE is cut output too.
+                cut |= line.ends_with(LINE_CUT);
+                let room = cap.saturating_sub(buf.len());
+                cut |= line.len() + 1 > room;
+                buf.extend_from_slice(&line.as_bytes()[..line.len().min(room)]);
                 if buf.len() < cap {
-                    let room = cap - buf.len();
-                    buf.extend_from_slice(&line.as_bytes()[..line.len().min(room)]);
-                    if buf.len() < cap {
-                        buf.push(b'\n');
-                    }
+                    buf.push(b'\n');
                 }
             }
             Event::ReadError(..) | Event::Idle => {}
-            Event::Exited(status) => return Ok(Captured { status: Some(status), stdout, stderr }),
+            Event::Exited(status) => return Ok(Captured { status: Some(status), stdout, stderr, cut }),
         }
     }
 }
@@ -266,6 +281,19 @@ mod tests {
         assert_eq!(lines[1].len(), MAX_LINE + " [... line cut]".len());
         assert!(lines[1].ends_with("x [... line cut]"));
         assert_eq!(String::from_utf8(c.stderr).unwrap(), "two\n");
+        assert!(c.cut, "a cut line is cut output");
+    }
+
+    /// Output over the cap is kept up to the cap and said to be cut (before, nothing told a caller).
+    #[test]
+    fn output_over_the_cap_is_marked_cut() {
+        let c = run_capture(&mut sh("echo 0123456789; echo abc"), Duration::from_secs(30), 12).unwrap();
+        assert_eq!(c.stdout, b"0123456789\na");
+        assert!(c.cut);
+        assert!(c.cut_note(12).contains("longer than 12 bytes"), "{}", c.cut_note(12));
+        let whole = run_capture(&mut sh("echo 0123456789"), Duration::from_secs(30), 11).unwrap();
+        assert_eq!(whole.stdout, b"0123456789\n");
+        assert!(!whole.cut && whole.cut_note(11).is_empty());
     }
 
     #[test]

@@ -95,7 +95,7 @@ fn session_keeps_the_model_shapes() {
 
 #[test]
 fn unknown_model_names_the_flag() {
-    let data = DataArgs { model: Some("gpt-4o".into()), tp: 2, ..DataArgs::default() };
+    let data = DataArgs { model: gemm_synth::shapes::ModelArgs::builtin("gpt-4o"), tp: 2, ..DataArgs::default() };
     let e = Session::open(&data, Scope::DefaultModel).unwrap_err();
     assert!(format!("{e:#}").contains("--model names the GEMM model"), "{e:#}");
 }

@@ -856,7 +856,7 @@ fn compare_common_shapes_keeps_the_shapes_of_every_backend() {
     );
     assert!(!o.status.success());
     assert!(
-        common::text(&o).contains("leave out --model, --spec, --held-out and --common-shapes"),
+        common::text(&o).contains("leave out --model, --spec, --hf-config, --held-out and --common-shapes"),
         "{}",
         common::text(&o)
     );

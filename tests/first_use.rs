@@ -6,7 +6,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-/// The main job's files (the AITER patch in its own folder, so one entry of `generated/` each).
+/// A multi-model job's files (the AITER patch in its own folder, so one entry of its directory each): the
+/// main job writes them for the CK rule, beside [`MAIN_ONLY`].
 const GENERATED: [&str; 10] = [
     "gemm_a8w8_blockscale_heuristic.h",
     "gemm_a8w8_blockscale_heuristic_instances.csv",
@@ -19,6 +20,28 @@ const GENERATED: [&str; 10] = [
     "leaves_curve.csv",
     "aiter/gemm_a8w8_blockscale_heuristic.patch",
 ];
+
+/// The main job's entries beside the CK rule's: the Triton rule's files, the runtimes' config files and the
+/// list of the layers they serve.
+const MAIN_ONLY: [&str; 4] = ["triton", "vllm", "sglang", "runtime_layers.csv"];
+
+/// Every file under `dir`, by its path relative to `dir`.
+fn tree(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    fn walk(root: &Path, d: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                let name = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                out.insert(name, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
 
 fn crate_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -74,11 +97,14 @@ fn a_copied_binary_runs_the_main_job_and_writes_the_committed_files_where_the_us
     let out = ok(synth(&bin, work.path(), &["run"]), "a copied binary's `synth run`");
     assert!(out.contains("outside a gemm-synth checkout"), "{out}");
     let dir = std::fs::canonicalize(work.path()).unwrap().join("gemm-synth-out/run");
-    for name in GENERATED {
+    for name in GENERATED.iter().chain(["triton/rule.json", "runtime_layers.csv"].iter()) {
         assert!(out.contains(&format!("written: {}", dir.join(name).display())), "real path of {name} in:\n{out}");
-        let made = std::fs::read(dir.join(name)).unwrap();
-        let committed = std::fs::read(crate_root().join("generated").join(name)).unwrap();
-        assert!(made == committed, "{name}: the main job from a copied binary differs from the committed file");
+    }
+    // Every file, the Triton rule's and the runtime files included, is the committed one, and no other.
+    let (made, committed) = (tree(&dir), tree(&crate_root().join("generated")));
+    assert_eq!(made.keys().collect::<Vec<_>>(), committed.keys().collect::<Vec<_>>());
+    for (name, bytes) in &made {
+        assert!(bytes == &committed[name], "{name}: the main job from a copied binary differs from the committed file");
     }
 }
 
@@ -103,7 +129,8 @@ fn only_the_main_job_writes_a_checkouts_generated_dir() {
     let e = fails(synth(bin, &sub, &["run", "--check"]), "run --check before any run");
     assert!(e.contains("missing") || e.contains("stale") || e.contains("differ"), "{e}");
     let out = ok(synth(bin, &sub, &["run"]), "the main job");
-    assert_eq!(files_in(&generated).len(), GENERATED.len());
+    assert_eq!(files_in(&generated).len(), GENERATED.len() + MAIN_ONLY.len());
+    assert!(MAIN_ONLY.iter().all(|e| generated.join(e).exists()), "{:?}", files_in(&generated));
     let real = std::fs::canonicalize(&generated).unwrap();
     assert!(out.contains(&format!("written: {}", real.join("rule.json").display())), "{out}");
 
@@ -117,7 +144,8 @@ fn only_the_main_job_writes_a_checkouts_generated_dir() {
         ok(synth(bin, &sub, &["search", "--iterations", "1", "--offspring", "1", "--quiet"]), "search --iterations 1");
     let search = std::fs::canonicalize(&sub).unwrap().join("gemm-synth-out/search");
     assert!(out.contains(&format!("written:  {}", search.join("dispatch.rs").display())), "{out}");
-    assert_eq!(files_in(&generated).len(), GENERATED.len(), "search changed generated/: {:?}", files_in(&generated));
+    let entries = GENERATED.len() + MAIN_ONLY.len();
+    assert_eq!(files_in(&generated).len(), entries, "search changed generated/: {:?}", files_in(&generated));
 }
 
 #[test]
@@ -128,7 +156,7 @@ fn the_tool_reads_its_own_outputs() {
         let path = format!("generated/{name}");
         let err = text(&synth(bin, root, &["check", &path])).1;
         assert!(synth(bin, root, &["check", &path]).status.success(), "check {path}: {err}");
-        assert!(err.contains("16 leaves"), "check {path}: {err}");
+        assert!(err.contains("24 leaves"), "check {path}: {err}");
         ok(synth(bin, root, &["drift", "--rule", &path, "--dataset", "measurements/h200/qwen3-32b-tp2.csv"]), &path);
     }
 }

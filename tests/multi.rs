@@ -167,7 +167,8 @@ fn manifest_configurations_hold_their_layers() {
 
 #[test]
 fn committed_rule_picks_only_measured_cells_on_every_journal() {
-    let d = committed();
+    // The committed CK rule's data: the zoo manifest (the dense journals with their completions, the zoo's).
+    let d = MultiData::open(&root().join("measurements/zoo/datasets.toml")).unwrap();
     let rule = gemm_synth::rule::load(&root().join("generated/rule.json"), &d.catalog).unwrap();
     let bad = unmeasured_picks(&d, &rule);
     assert!(bad.is_empty(), "{} unmeasured picks, first {:?}", bad.len(), bad.first());
@@ -487,4 +488,106 @@ fn a_manifest_journal_that_does_not_exist_is_an_error_not_the_built_in_copy() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("reading the copy built into this binary"), "{err}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("configurations"), "{err}");
+}
+
+/// The held-out model stays out: no configuration of the training pool of either manifest the main job trains
+/// on is DeepSeek-V3 or a model with its layers (its layers at every TP it runs with, from its spec).
+#[test]
+fn the_shipped_rules_manifests_hold_no_layer_of_the_held_out_model() {
+    let spec = gemm_synth::shapes::ModelSpec::load(&root().join("shapes/held-out/deepseek-v3.toml")).unwrap();
+    let mut held = std::collections::BTreeSet::new();
+    for tp in [1, 2, 4, 8, 16] {
+        held.extend(spec.layers(tp).unwrap().into_iter().map(|l| (l.n, l.k)));
+    }
+    assert!(held.len() >= 10 && held.iter().all(|&(_, k)| k > 0), "DeepSeek-V3's layers: {held:?}");
+    let triton = gemm_synth::catalog::Backends::parse("triton").unwrap();
+    for (manifest, backends) in
+        [("measurements/zoo/datasets.toml", None), ("measurements/h200/triton-manifest/datasets.toml", Some(&triton))]
+    {
+        let d = MultiData::open_for(&root().join(manifest), backends).unwrap();
+        assert!(d.configs.len() >= 4, "{manifest}");
+        // Every member of the training pool (each fold trains on some of them) is another model: DeepSeek-V3
+        // itself, or a model with its layers (Kimi-K2), would have all or most of its layers among them. (A
+        // dense model may share one (N, K) by chance: Llama-3.1-70B TP 8's gate_up is 7168 x 8192.)
+        for &p in &d.pool {
+            let c = &d.configs[p];
+            assert!(!c.name.contains("deepseek-v3") && !c.name.contains("kimi"), "{manifest}: {}", c.name);
+            let shared = c.layers.iter().filter(|l| held.contains(&(l.n, l.k))).count();
+            assert!(2 * shared < c.layers.len(), "{manifest}: {} shares {shared} layers with DeepSeek-V3", c.name);
+        }
+    }
+}
+
+/// Nearest-key lookup as vLLM writes it: `min(keys, key=lambda x: abs(x - M))`, ties to the first key.
+fn runtime_pick(keys: &[(u32, [u64; 6])], m: u32) -> [u64; 6] {
+    let mut best = keys[0];
+    for &k in &keys[1..] {
+        if k.0.abs_diff(m) < best.0.abs_diff(m) {
+            best = k;
+        }
+    }
+    best.1
+}
+
+/// The committed runtime files: one per layer of every built-in model at TP 1, 2, 4 and 8 (where its layers
+/// split; K a multiple of 128) for each runtime and device, the same text for both devices, and the
+/// runtime's own lookup, read from the JSON text, returning the committed Triton rule's config at every M.
+#[test]
+fn the_committed_runtime_files_serve_every_built_in_model_and_follow_the_triton_rule() {
+    use gemm_synth::shapes::ModelSpec;
+    let g = root().join("generated");
+    let catalog = Catalog::embedded();
+    let rule = gemm_synth::rule::load(&g.join("triton/rule.json"), &catalog).unwrap();
+    let mut nks = std::collections::BTreeSet::new();
+    for name in ModelSpec::builtin_names() {
+        for tp in [1, 2, 4, 8] {
+            if let Ok(layers) = ModelSpec::builtin(name).unwrap().layers(tp) {
+                nks.extend(layers.into_iter().filter(|l| l.k % 128 == 0).map(|l| (l.n, l.k)));
+            }
+        }
+    }
+    assert!(nks.len() >= 60, "{}", nks.len());
+    let csv = std::fs::read_to_string(g.join("runtime_layers.csv")).unwrap();
+    let listed: std::collections::BTreeSet<(u32, u32)> = csv
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[3].parse().unwrap(), f[4].parse().unwrap())
+        })
+        .collect();
+    assert_eq!(listed, nks);
+    for (dir, sep) in [("vllm", ","), ("sglang", ", ")] {
+        for device in ["NVIDIA_H200", "NVIDIA_H100_80GB_HBM3"] {
+            let files = std::fs::read_dir(g.join(dir).join(device)).unwrap().count();
+            assert_eq!(files, nks.len() + 1, "{dir}/{device}: one file per layer and the sidecar");
+        }
+        for &(n, k) in &nks {
+            let file = |d: &str| {
+                let name = format!("N={n},K={k},device_name={d},dtype=fp8_w8a8,block_shape=[128{sep}128].json");
+                std::fs::read_to_string(g.join(dir).join(d).join(&name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+            };
+            let text = file("NVIDIA_H200");
+            assert_eq!(text, file("NVIDIA_H100_80GB_HBM3"), "{dir} N={n} K={k}");
+            let doc: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text).unwrap();
+            let field = |v: &serde_json::Value, f: &str| v[f].as_u64().unwrap_or_else(|| panic!("{f} in {text}"));
+            // The keys in file order (the lookup's ties go to the first), each with its config.
+            let order: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("    \"")?.split('"').next()).collect();
+            assert_eq!(order.len(), doc.len(), "{text}");
+            let keys: Vec<(u32, [u64; 6])> = order
+                .iter()
+                .map(|&m| {
+                    let c = ["BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages"]
+                        .map(|f| field(&doc[m], f));
+                    (m.parse().unwrap(), c)
+                })
+                .collect();
+            for m in (1..=16384u32).step_by(if dir == "vllm" { 1 } else { 7 }) {
+                let leaf = rule.eval(m, n, k);
+                let c = gemm_synth::catalog::triton::TritonConfig::from_kernel_id(i64::from(leaf.kernel_id)).unwrap();
+                let want = [c.block_m, c.block_n, c.block_k, c.group_m, c.num_warps, c.num_stages].map(u64::from);
+                assert_eq!(runtime_pick(&keys, m), want, "{dir} N={n} K={k} M={m}");
+            }
+        }
+    }
 }

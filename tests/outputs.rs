@@ -1,6 +1,7 @@
 //! Where commands write: an output never replaces one of the command's inputs or another output, the
-//! report files of `drift` are written all or nothing, and an output directory is written in place when it
-//! cannot be exchanged (the working directory), never through a link inside it.
+//! report files of `drift` are written all or nothing, an output directory is written in place (the
+//! working directory too), never through a link inside it, and two writers of one directory at once both
+//! land their files.
 
 mod common;
 
@@ -127,6 +128,46 @@ fn the_working_directory_is_written_in_place_and_links_in_it_are_refused() {
     assert!(text(&o).contains(&format!("{} is a symbolic link", ud7.join("aiter").display())), "{}", text(&o));
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
     assert_eq!(std::fs::read_dir(&ud7).unwrap().count(), 1, "nothing but the link");
+}
+
+/// Two `synth export` runs into one directory at once (other layers each): both succeed, both files are
+/// there, and the sidecar lists both (one as the last export's, the other as an earlier one's). Once, the
+/// second commit exchanged the directory with a replica made before the first one's file existed.
+#[test]
+fn two_exports_into_one_directory_at_once_both_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let rule = dir.path().join("rule.json");
+    // triton_bm64_bn128_bk128_g32_w4_s2 at every shape.
+    std::fs::write(&rule, r#"{"root": {"leaf": {"backend": "triton", "kernel_id": 67703222, "split_k": 0}}}"#).unwrap();
+    let files = ["N=1536,K=7168", "N=2048,K=512"]
+        .map(|nk| format!("{nk},device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"));
+    for attempt in 0..6 {
+        let out = dir.path().join(format!("out{attempt}"));
+        let export = |shapes: &str| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_synth"))
+                .args(["export", "vllm", "--rule", rule.to_str().unwrap(), "--shapes", shapes])
+                .args(["--device-name", "NVIDIA H200", "--out", out.to_str().unwrap()])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (export("1536:7168"), export("2048:512"));
+        for o in [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()] {
+            assert!(o.status.success(), "attempt {attempt}: {}", text(&o));
+        }
+        let mut want = vec![files[0].clone(), files[1].clone(), "synth-export.provenance.json".to_string()];
+        want.sort();
+        assert_eq!(names(&out), want, "attempt {attempt}: a file is lost or something is left");
+        let side: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("synth-export.provenance.json")).unwrap()).unwrap();
+        let mut listed: Vec<String> = ["files", "earlier_files"]
+            .iter()
+            .flat_map(|k| side[k].as_array().unwrap().iter().map(|e| e["file"].as_str().unwrap().to_string()))
+            .collect();
+        listed.sort();
+        assert_eq!(listed, files.to_vec(), "attempt {attempt}: {side}");
+    }
 }
 
 /// The names in `dir`, sorted.

@@ -128,6 +128,32 @@ fn the_multi_model_jobs_line_reproduces_its_files() {
     assert!(!line.contains("--max-leaves"), "16 is this job's default: {line}");
 }
 
+/// The main job writes two rules, each with its own job's line: pasting the CK rule's line (the top of
+/// `generated/`) or the Triton rule's (`generated/triton/`) with `--out` writes that rule's committed files
+/// byte for byte, and together with the runtime files they are all of `generated/`.
+#[test]
+fn the_main_jobs_two_lines_reproduce_the_committed_rules() {
+    let g = root().join("generated");
+    let committed = files(&g);
+    let mut covered = 0;
+    for (sub, manifest) in
+        [("", "measurements/zoo/datasets.toml"), ("triton/", "measurements/h200/triton-manifest/datasets.toml")]
+    {
+        let (line, mut args) = line_of(&g.join(sub));
+        assert!(line.contains(&format!("--manifest {manifest}")), "{line}");
+        let tmp = tempfile::tempdir().unwrap();
+        args.extend(["--out".to_string(), tmp.path().display().to_string()]);
+        synth(&args, root());
+        for (name, bytes) in files(tmp.path()) {
+            let want = committed.get(&format!("{sub}{name}")).unwrap_or_else(|| panic!("{sub}{name} is not committed"));
+            assert!(&bytes == want, "{sub}{name} differs after running `{line}`");
+            covered += 1;
+        }
+    }
+    let runtime = committed.keys().filter(|n| n.starts_with("vllm/") || n.starts_with("sglang/")).count();
+    assert_eq!(covered + runtime + 1, committed.len(), "the two rules, the runtime files and runtime_layers.csv");
+}
+
 #[test]
 fn search_and_tuned_table_lines_reproduce_their_files() {
     let cwd = tempfile::tempdir().unwrap();

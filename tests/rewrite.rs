@@ -542,7 +542,7 @@ fn result_line_extraction() {
     let e = extract_result("GEMMSYNTH_RESULT {\"correct\": true}\n", &last).unwrap_err();
     assert!(e.to_string().contains("`latency_us` is missing"));
     let e = extract_result("GEMMSYNTH_RESULT {\"correct\": true, \"latency_us\": -2}\n", &last).unwrap_err();
-    assert!(e.to_string().contains("finite positive"));
+    assert!(e.to_string().contains("must be a number of microseconds from 1e-6 to 1e12"), "{e}");
 
     // Wrong results need no latency; their figures are kept.
     let r = extract_result("GEMMSYNTH_RESULT {\"correct\": false, \"max_abs_err\": 0.5}\n", &last).unwrap();
@@ -675,7 +675,11 @@ fn rewrite_outputs_are_written_all_or_nothing() {
     assert!(!out.join("report.txt").exists(), "{:?}", names(&out));
     assert!(out.join("report.json").is_dir());
     for n in names(&out) {
-        assert!(["report.json", "trace.jsonl", "trace.jsonl.settings.json", "work"].contains(&n.as_str()), "{n}");
+        assert!(
+            ["report.json", "trace.jsonl", "trace.jsonl.lock", "trace.jsonl.settings.json", "work"]
+                .contains(&n.as_str()),
+            "{n}"
+        );
     }
 }
 
@@ -706,4 +710,217 @@ fn rewrite_jobs_without_a_suite_is_an_error() {
     assert!(!r.status.success(), "{}", text(&r));
     assert!(String::from_utf8_lossy(&r.stderr).contains("--suite"), "{}", text(&r));
     assert!(!out.exists(), "it ran: {}", text(&r));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Hostile inputs: suite outputs against every task's inputs, result lines out of range, targets and
+// agent answers over their caps, two runs into one --out.
+
+/// Runs `synth rewrite ARGS --iterations 1 --quiet --out OUT` and kills it past `limit`: a run that hangs
+/// is a failure, not a hung test.
+fn rewrite_within(args: &[&str], out: &Path, limit: std::time::Duration) -> std::process::Output {
+    use wait_timeout::ChildExt;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_synth"))
+        .arg("rewrite")
+        .args(args)
+        .args(["--iterations", "1", "--quiet", "--out"])
+        .arg(out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Output is small here: it fits the pipes while the child runs.
+    if child.wait_timeout(limit).unwrap().is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("synth rewrite {args:?} ran past {limit:?}");
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_suite_task_whose_output_is_another_tasks_directory_is_refused_before_anything_runs() {
+    // Task alpha's directory is `k`; task beta is named `k`, and --out is the suite directory: beta's
+    // output directory would be alpha's task directory, its winner written over alpha's kernel.
+    let tmp = tempfile::tempdir().unwrap();
+    let suite = tmp.path().join("suite");
+    knob_task(&suite, "alpha.toml", Some("alpha"), "k", "kernel.sh");
+    knob_task(&suite, "beta.toml", Some("k"), "kb", "kernel.sh");
+    let kernel = fs::read(suite.join("k/kernel.sh")).unwrap();
+    let before = names(&suite);
+    let r = rewrite(&["--suite", suite.to_str().unwrap()], &suite);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    let msg = text(&r);
+    assert!(msg.contains("task \"k\"") && msg.contains("lies in the task directory"), "{msg}");
+    assert!(msg.contains("of task \"alpha\""), "{msg}");
+    assert_eq!(fs::read(suite.join("k/kernel.sh")).unwrap(), kernel, "alpha's original was replaced");
+    assert_eq!(names(&suite), before, "something was written");
+    assert_eq!(names(&suite.join("k")), ["kernel.sh", "test.sh"]);
+
+    // A task named like another task's spec file: its output directory would be that spec.
+    let tmp = tempfile::tempdir().unwrap();
+    let suite = tmp.path().join("suite");
+    knob_task(&suite, "alpha.toml", Some("alpha"), "ka", "kernel.sh");
+    knob_task(&suite, "beta.toml", Some("alpha.toml"), "kb", "kernel.sh");
+    let r = rewrite(&["--suite", suite.to_str().unwrap()], &suite);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    assert!(text(&r).contains("lies in the task spec"), "{}", text(&r));
+    // The suite's summary over a task's directory (one named `suite.md`).
+    let tmp = tempfile::tempdir().unwrap();
+    let suite = tmp.path().join("suite");
+    knob_task(&suite, "alpha.toml", Some("alpha"), "suite.md", "kernel.sh");
+    let r = rewrite(&["--suite", suite.to_str().unwrap()], &suite);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    assert!(text(&r).contains("would be written over the task directory"), "{}", text(&r));
+    assert!(!suite.join("alpha").exists(), "it ran");
+}
+
+/// A task whose test reports the latency `LAT` for each knob value V = 1, 2, 3 (V=1 is the original).
+fn latency_task(dir: &Path, lat: [&str; 3]) -> PathBuf {
+    let spec = knob_task(dir, "t.toml", Some("t"), "k", "kernel.sh");
+    fs::write(
+        dir.join("k/test.sh"),
+        format!(
+            ". ./kernel.sh\ncase $V in 1) L={};; 2) L={};; 3) L={};; esac\n\
+             echo \"GEMMSYNTH_RESULT {{\\\"correct\\\": true, \\\"latency_us\\\": $L}}\"\n",
+            lat[0], lat[1], lat[2]
+        ),
+    )
+    .unwrap();
+    spec
+}
+
+#[test]
+fn result_lines_out_of_the_latency_range_are_refused_and_the_suite_report_stays_finite() {
+    // Before, 1e-320 us against 10 us was an infinite speedup, and drawing suite.svg spun forever.
+    let limit = std::time::Duration::from_secs(120);
+    let tmp = tempfile::tempdir().unwrap();
+    let suite = tmp.path().join("suite");
+    latency_task(&suite, ["10", "1e-320", "1e308"]);
+    let out = tmp.path().join("out");
+    let r = rewrite_within(&["--suite", suite.to_str().unwrap(), "--agent", "knobs", "--offspring", "2"], &out, limit);
+    assert!(r.status.success(), "{}", text(&r));
+    let report: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(out.join("t/report.json")).unwrap()).unwrap();
+    let cands = report["candidates"].as_array().unwrap();
+    assert_eq!(cands.len(), 3, "{report}");
+    assert_eq!(cands[0]["status"], "ok");
+    for c in &cands[1..] {
+        assert_eq!(c["status"], "bad_result", "{c}");
+        let fb = c["feedback"].as_str().unwrap();
+        assert!(fb.contains("must be a number of microseconds from 1e-6 to 1e12"), "{fb}");
+    }
+    assert_eq!(report["winner"]["speedup"], 1.0);
+    let svg = fs::read_to_string(out.join("suite.svg")).unwrap();
+    assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
+
+    // An original of 1e308 against candidates of 1e-300: nothing is in range, no task is correct.
+    let tmp = tempfile::tempdir().unwrap();
+    let suite = tmp.path().join("suite");
+    latency_task(&suite, ["1e308", "1e-300", "1e-300"]);
+    let out = tmp.path().join("out");
+    let r = rewrite_within(&["--suite", suite.to_str().unwrap(), "--agent", "knobs", "--offspring", "2"], &out, limit);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    assert!(text(&r).contains("no candidate was correct (original: bad_result)"), "{}", text(&r));
+    assert!(fs::read_to_string(out.join("suite.svg")).unwrap().contains("no correct candidate"));
+}
+
+#[test]
+fn a_target_over_the_cap_is_refused_with_a_message() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = knob_task(tmp.path(), "t.toml", None, "k", "kernel.sh");
+    let big = format!("# synth:knob V 1 2 3\nV=1\n{}", format!("# {}\n", "x".repeat(1000)).repeat(5 << 10));
+    fs::write(tmp.path().join("k/kernel.sh"), big).unwrap();
+    let out = tmp.path().join("out");
+    let r = rewrite(&["--task", spec.to_str().unwrap()], &out);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    let msg = text(&r);
+    assert!(msg.contains("kernel.sh") && msg.contains("more than 4 MiB (the cap for a rewrite target)"), "{msg}");
+    assert!(!out.exists(), "it ran");
+}
+
+#[test]
+fn an_agent_answer_over_the_cap_is_refused_never_cut_and_built() {
+    // Before, a 5 MB answer was cut at 4 MiB without a word and built as is.
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = knob_task(tmp.path(), "t.toml", None, "k", "kernel.sh");
+    let out = tmp.path().join("out");
+    let agent = "cmd:cat >/dev/null; printf 'V=2\\n'; head -c 5000000 /dev/zero | tr '\\000' '#'";
+    let r = rewrite_within(
+        &["--task", spec.to_str().unwrap(), "--agent", agent, "--offspring", "1"],
+        &out,
+        std::time::Duration::from_secs(120),
+    );
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(stderr.contains("answer is 5000004 bytes, over the cap of 4 MiB"), "{stderr}");
+    let report: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let cands = report["candidates"].as_array().unwrap();
+    assert_eq!(cands.len(), 2, "{report}");
+    assert_eq!(cands[1]["status"], "propose_error", "{report}");
+    assert!(cands[1]["feedback"].as_str().unwrap().contains("refused whole (not cut, built or tested)"), "{report}");
+    assert_eq!(names(&out.join("candidates")).len(), 1, "only the original is a candidate text");
+}
+
+#[test]
+fn a_second_rewrite_into_one_output_directory_is_refused_naming_the_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = knob_task(tmp.path(), "t.toml", None, "k", "kernel.sh");
+    // The first run's test takes a while, so the second starts while it holds the directory.
+    let test = fs::read_to_string(tmp.path().join("k/test.sh")).unwrap();
+    fs::write(tmp.path().join("k/test.sh"), format!("sleep 2\n{test}")).unwrap();
+    let out = tmp.path().join("out");
+    let mut first = Command::new(env!("CARGO_BIN_EXE_synth"))
+        .args(["rewrite", "--task", spec.to_str().unwrap(), "--agent", "knobs", "--iterations", "1", "--quiet"])
+        .arg("--out")
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let lock = out.join("trace.jsonl.lock");
+    let start = std::time::Instant::now();
+    while !fs::read_to_string(&lock).is_ok_and(|t| t.starts_with("pid ")) {
+        assert!(start.elapsed().as_secs() < 60, "the first run never locked {}", lock.display());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let second = rewrite(&["--task", spec.to_str().unwrap()], &out);
+    let status = first.wait().unwrap();
+    assert!(status.success());
+    assert_eq!(second.status.code(), Some(1), "{}", text(&second));
+    let msg = text(&second);
+    assert!(msg.contains("is in use by another synth rewrite"), "{msg}");
+    assert!(msg.contains(&format!("pid {}", first.id())), "{msg}");
+    // The first run's trace is whole: the original and its two candidates.
+    let trace = fs::read_to_string(out.join("trace.jsonl")).unwrap();
+    assert_eq!(trace.lines().count(), 3, "{trace}");
+}
+
+#[test]
+fn a_resumed_trace_with_a_latency_out_of_range_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = knob_task(tmp.path(), "t.toml", None, "k", "kernel.sh");
+    let out = tmp.path().join("out");
+    let r = rewrite(&["--task", spec.to_str().unwrap()], &out);
+    assert!(r.status.success(), "{}", text(&r));
+    // The original's latency edited to a subnormal: resumed, it would be an infinite speedup.
+    let trace = out.join("trace.jsonl");
+    let edited: String = fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            if v["id"] == 0 {
+                v["eval"]["score"] = serde_json::json!(1e-320);
+            }
+            format!("{v}\n")
+        })
+        .collect();
+    fs::write(&trace, edited).unwrap();
+    let before = fs::read(out.join("report.json")).unwrap();
+    let r = rewrite(&["--task", spec.to_str().unwrap(), "--resume"], &out);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    assert!(text(&r).contains("attempt 0 has the latency 1e-320 us, outside 1e-6 to 1e12 us"), "{}", text(&r));
+    assert_eq!(fs::read(out.join("report.json")).unwrap(), before, "the report was rewritten");
 }

@@ -118,30 +118,6 @@ fn journal_times(path: &std::path::Path) -> Times {
     out
 }
 
-/// The runtimes' lookup over a config file as Python's `json.load` keeps it (keys in file order):
-/// `min(keys, key=|key - M|)`, ties to the first key.
-fn runtime_lookup(text: &str, m: u32) -> String {
-    let doc: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text).unwrap();
-    let mut best: Option<(u32, &serde_json::Value)> = None;
-    for (key, c) in &doc {
-        let d = key.parse::<u32>().unwrap().abs_diff(m);
-        if best.is_none_or(|(bd, _)| d < bd) {
-            best = Some((d, c));
-        }
-    }
-    let c = best.unwrap().1;
-    let v = |k: &str| c[k].as_u64().unwrap();
-    format!(
-        "triton_bm{}_bn{}_bk{}_g{}_w{}_s{}",
-        v("BLOCK_SIZE_M"),
-        v("BLOCK_SIZE_N"),
-        v("BLOCK_SIZE_K"),
-        v("GROUP_SIZE_M"),
-        v("num_warps"),
-        v("num_stages")
-    )
-}
-
 #[test]
 fn a_triton_only_run_finishes_with_the_runtime_default_and_the_runtime_files() {
     let dir = tempfile::tempdir().unwrap();
@@ -202,7 +178,7 @@ fn a_triton_only_run_finishes_with_the_runtime_default_and_the_runtime_files() {
                 .join(runtime)
                 .join(format!("N={n},K={k},device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape={block}.json"));
             let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-            assert_eq!(&runtime_lookup(&text, *m), name, "{runtime} M={m} N={n} K={k}");
+            assert_eq!(&common::runtime_lookup(&text, *m), name, "{runtime} M={m} N={n} K={k}");
         }
     }
 

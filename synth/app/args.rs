@@ -23,13 +23,9 @@ pub struct DataArgs {
     /// embedded in the binary]
     #[arg(long)]
     pub dataset: Vec<PathBuf>,
-    /// Built-in model whose GEMM layers to keep (qwen3-32b, llama-3.1-8b, llama-3.1-70b, qwen2.5-72b, ...)
-    /// [default: qwen3-32b; `compare`: every shape of the dataset]
-    #[arg(long, conflicts_with = "spec")]
-    pub model: Option<String>,
-    /// Model spec TOML file instead of a built-in model.
-    #[arg(long)]
-    pub spec: Option<PathBuf>,
+    // The model whose GEMM layers to keep [default: --model qwen3-32b; `compare`: every shape of the dataset].
+    #[command(flatten)]
+    pub model: crate::shapes::ModelArgs,
     /// Tensor-parallel degree of the model's layers.
     #[arg(long, default_value_t = 2)]
     pub tp: u32,

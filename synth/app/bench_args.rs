@@ -14,9 +14,9 @@ use crate::shapes;
 
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
-    /// Model whose GEMM shapes are measured.
-    #[arg(long, default_value = "qwen3-32b")]
-    pub model: String,
+    // The model whose GEMM shapes are measured [default: --model qwen3-32b].
+    #[command(flatten)]
+    pub model: shapes::ModelArgs,
     /// Tensor-parallel degree.
     #[arg(long, default_value_t = 2)]
     pub tp: u32,
@@ -381,19 +381,23 @@ pub(crate) fn bench_grid(args: &BenchArgs) -> Result<(Vec<u32>, ModelLayers)> {
         errln!("error: {msg}");
     }
     if layers.is_empty() {
-        bail!("no layer of {} at TP {} can be measured (see above)", args.model, args.tp);
+        bail!("no layer of {} at TP {} can be measured (see above)", args.model.option_text(DEFAULT_MODEL), args.tp);
     }
     Ok((ms, (layers, unrunnable)))
 }
+
+/// The model `synth bench` measures when none is named.
+pub const DEFAULT_MODEL: &str = "qwen3-32b";
 
 /// Runnable (N, K) layers and one message per unrunnable layer.
 type ModelLayers = (Vec<(u32, u32)>, Vec<String>);
 
 /// (N, K) of a model's four GEMMs at a TP degree (qkv, o, gate_up, down) that blockscale can run, and one
 /// message per layer it cannot (K not a multiple of the 128-wide scale group).
-pub(crate) fn model_layers(model: &str, tp: u32) -> Result<ModelLayers> {
-    let spec = shapes::ModelSpec::builtin(model).with_context(|| format!("--model {model:?}"))?;
-    let layers = spec.layers(tp).with_context(|| format!("--model {model:?} --tp {tp}"))?;
+pub(crate) fn model_layers(model: &shapes::ModelArgs, tp: u32) -> Result<ModelLayers> {
+    let spec = model.load_or(DEFAULT_MODEL).with_context(|| model.option_text(DEFAULT_MODEL))?;
+    let model = &spec.name;
+    let layers = spec.layers(tp).with_context(|| format!("{} --tp {tp}", spec.name))?;
     let mut runnable = Vec::new();
     let mut unrunnable = Vec::new();
     for l in layers {
@@ -471,16 +475,16 @@ mod tests {
     #[test]
     fn qwen3_tp2_layers() {
         assert_eq!(
-            model_layers("qwen3-32b", 2).unwrap(),
+            model_layers(&shapes::ModelArgs::builtin("qwen3-32b"), 2).unwrap(),
             (vec![(5120, 5120), (5120, 4096), (25600, 5120), (5120, 12800)], Vec::<String>::new())
         );
-        assert!(model_layers("qwen3-32b", 3).is_err());
+        assert!(model_layers(&shapes::ModelArgs::builtin("qwen3-32b"), 3).is_err());
     }
 
     #[test]
     fn layers_blockscale_cannot_run_are_named() {
         // Qwen2.5-72B at TP 4: down_proj K = 29568 / 4 = 7392 = 57.75 x 128.
-        let (ok, bad) = model_layers("qwen2.5-72b", 4).unwrap();
+        let (ok, bad) = model_layers(&shapes::ModelArgs::builtin("qwen2.5-72b"), 4).unwrap();
         assert_eq!(ok, vec![(2560, 8192), (8192, 2048), (14784, 8192)]);
         assert_eq!(bad.len(), 1);
         assert!(bad[0].contains("qwen2.5-72b at TP 4, down_proj: K = 7392 is not a multiple of 128"), "{}", bad[0]);

@@ -72,6 +72,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let (runtime_policies, runtime_notes) =
         super::export::runtime_policies(&args.runtime, args.data.backends.backends.as_ref())?;
     let session = Session::open(&args.data, Scope::EveryShape)?;
+    session.check_backend_rows()?;
     let (catalog, matrix, what, names) = (&session.catalog, &session.matrix, &session.what, &session.names);
     let shapes = &session.shapes;
     let sample = session.sample(&args.sample);
@@ -184,7 +185,7 @@ fn plot_files(files: &mut Vec<(PathBuf, Vec<u8>, &str)>, svg_path: &Path, svg: S
 /// Refuses outputs (`--csv`, `--svg` and the PNG beside it) that name an input or each other.
 fn check_paths(args: &CompareArgs) -> anyhow::Result<()> {
     let mut inputs: Vec<(&str, PathBuf)> = args.data.dataset.iter().map(|p| ("--dataset", p.clone())).collect();
-    inputs.extend(args.data.spec.iter().map(|p| ("--spec", p.clone())));
+    inputs.extend(args.data.model.input_files());
     inputs.extend(args.rule.iter().map(|p| ("--rule", p.clone())));
     inputs.extend(args.tuned.iter().map(|p| ("--tuned", p.clone())));
     inputs.extend(args.runtime.runtime_tuned.iter().map(|(_, p)| ("--runtime-tuned", p.clone())));
@@ -217,9 +218,9 @@ fn run_manifest(args: &CompareArgs, manifest: &Path) -> anyhow::Result<()> {
             manifest.display()
         );
     }
-    if args.data.model.is_some() || args.data.spec.is_some() || args.held_out || args.common_shapes {
+    if args.data.model.given() || args.held_out || args.common_shapes {
         bail!(
-            "--dataset {} is a manifest of (model, TP) configurations: leave out --model, --spec, --held-out and \
+            "--dataset {} is a manifest of (model, TP) configurations: leave out --model, --spec, --hf-config, --held-out and \
              --common-shapes (every configuration is scored on its own)",
             manifest.display()
         );

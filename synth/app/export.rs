@@ -4,13 +4,13 @@
 //! `1..=--max-m`, and a provenance sidecar. All files are written or none.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
 use crate::catalog::triton::TritonConfig;
 use crate::catalog::Catalog;
-use crate::export::{choose_keys, device_component, prove, render_json, Runtime};
+use crate::export::{device_component, prove, render_json, Runtime};
 use crate::render::writer::GeneratedFile;
 use crate::rule::Rule;
 
@@ -20,6 +20,13 @@ pub const SIDECAR: &str = "synth-export.provenance.json";
 pub const DEFAULT_MAX_M: u32 = 16384;
 /// Largest --max-m accepted (the proof checks every M up to it, per layer).
 pub const MAX_MAX_M: u32 = 1 << 20;
+/// Most bytes of config files one export writes, all layers together ([`crate::export::MAX_KEYS`] bounds
+/// each file; this bounds layers × keys).
+pub const MAX_EXPORT_BYTES: usize = 32 << 20;
+/// Cap of the provenance sidecar, for the export that writes it and for the later export that reads it
+/// back: one whose sidecar would be larger is refused before anything is written, so every sidecar written
+/// reads back. It holds a digest of the rule, not the rule, and one entry per config file.
+pub const SIDECAR_MAX_BYTES: usize = 16 << 20;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ExportArgs {
@@ -30,14 +37,14 @@ pub struct ExportArgs {
     /// JSON form, or any form that gives the ids as numbers), splitK 0.
     #[arg(long)]
     pub rule: PathBuf,
-    /// Built-in model whose layers are exported (with --tp).
-    #[arg(long, conflicts_with = "shapes", requires = "tp")]
-    pub model: Option<String>,
-    /// Tensor-parallel degree of --model.
-    #[arg(long, requires = "model")]
-    pub tp: Option<u32>,
-    /// Layers as N:K pairs, comma-separated (instead of --model/--tp).
+    // The model whose layers are exported (with --tp).
+    #[command(flatten)]
+    pub model: crate::shapes::ModelArgs,
+    /// Tensor-parallel degree of the model's layers.
     #[arg(long)]
+    pub tp: Option<u32>,
+    /// Layers as N:K pairs, comma-separated (instead of a model and --tp).
+    #[arg(long, conflicts_with = "model_source")]
     pub shapes: Option<String>,
     /// GPU name as the runtime reports it (spaces become underscores, as the runtimes write it).
     #[arg(long)]
@@ -53,7 +60,8 @@ pub struct ExportArgs {
 /// The (N, K) layers to export, sorted and without duplicates.
 pub fn layers(args: &ExportArgs) -> anyhow::Result<Vec<(u32, u32)>> {
     let mut out = BTreeSet::new();
-    match (&args.shapes, &args.model, args.tp) {
+    let model = args.model.given().then(|| args.model.option_text(""));
+    match (&args.shapes, &model, args.tp) {
         (Some(text), None, None) => {
             for p in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
                 let (n, k) = p.split_once(':').with_context(|| format!("--shapes: {p:?} is not N:K"))?;
@@ -66,15 +74,17 @@ pub fn layers(args: &ExportArgs) -> anyhow::Result<Vec<(u32, u32)>> {
             }
         }
         (None, Some(model), Some(tp)) => {
-            let spec = crate::shapes::ModelSpec::builtin(model).map_err(|e| anyhow::anyhow!("--model: {e}"))?;
-            for l in spec.layers(tp).map_err(|e| anyhow::anyhow!("--model {model} --tp {tp}: {e}"))? {
+            let spec = args.model.load_or("").map_err(|e| anyhow::anyhow!("{model}: {e}"))?;
+            for l in spec.layers(tp).map_err(|e| anyhow::anyhow!("{model} --tp {tp}: {e}"))? {
                 out.insert((l.n, l.k));
             }
         }
         (Some(_), _, _) => bail!("--shapes names the layers itself: drop --model and --tp, or drop --shapes"),
-        (None, Some(model), None) => bail!("--model {model} needs --tp T (the tensor-parallel degree of its layers)"),
-        (None, None, Some(tp)) => bail!("--tp {tp} needs --model NAME (or give the layers as --shapes N:K,...)"),
-        _ => bail!("give the layers as --shapes N:K,... or as --model NAME --tp T"),
+        (None, Some(model), None) => bail!("{model} needs --tp T (the tensor-parallel degree of its layers)"),
+        (None, None, Some(tp)) => {
+            bail!("--tp {tp} needs --model NAME, --spec FILE or --hf-config FILE (or give the layers as --shapes N:K,...)")
+        }
+        _ => bail!("give the layers as --shapes N:K,... or as --model NAME (or --spec FILE, --hf-config FILE) --tp T"),
     }
     if out.is_empty() {
         bail!("--shapes: no N:K pair given");
@@ -135,7 +145,7 @@ pub struct ExportSpec<'a> {
 fn export_layer(spec: &ExportSpec, nk: (u32, u32)) -> anyhow::Result<LayerFile> {
     let (n, k) = nk;
     let want = wanted(spec.rule, spec.rule_name, n, k, spec.max_m)?;
-    let keys = choose_keys(&want);
+    let keys = crate::export::bounded_keys(&want, &format!("layer N={n} K={k}")).map_err(anyhow::Error::msg)?;
     if let Err(e) = prove(&keys, &want) {
         bail!("internal error: the keys for N={n} K={k} give {:?} at M={} instead of {}", e.got, e.m, e.wanted);
     }
@@ -149,7 +159,41 @@ fn export_layer(spec: &ExportSpec, nk: (u32, u32)) -> anyhow::Result<LayerFile> 
     Ok(LayerFile { n, k, file: GeneratedFile::new(name, text), keys })
 }
 
-fn sidecar(spec: &ExportSpec, files: &[LayerFile]) -> String {
+/// Every layer's file, within [`MAX_EXPORT_BYTES`] in all.
+fn export_layers(spec: &ExportSpec, nks: &[(u32, u32)]) -> anyhow::Result<Vec<LayerFile>> {
+    let mut files = Vec::with_capacity(nks.len());
+    let mut bytes = 0usize;
+    for &nk in nks {
+        let f = export_layer(spec, nk)?;
+        bytes += f.file.contents.as_bytes().len();
+        if bytes > MAX_EXPORT_BYTES {
+            bail!(
+                "the config files of the first {} of {} layers already hold {bytes} bytes, over the {} MiB one export \
+                 writes; nothing was written: export fewer layers at once, a smaller --max-m, or a rule whose pick \
+                 changes less often along M",
+                files.len() + 1,
+                nks.len(),
+                MAX_EXPORT_BYTES >> 20
+            );
+        }
+        files.push(f);
+    }
+    Ok(files)
+}
+
+/// The rule's digest as the sidecar names it: 64-bit FNV-1a of its canonical JSON form, in hex.
+fn rule_digest(rule: &Rule) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in crate::rule::to_json(rule).as_bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("fnv1a64:{h:016x}")
+}
+
+/// The sidecar's text: what was exported and proved, the rule by its file and digest (not the rule, whose
+/// size has no bound), and `earlier` (config files earlier exports wrote there); refused over
+/// [`SIDECAR_MAX_BYTES`].
+fn sidecar(spec: &ExportSpec, files: &[LayerFile], earlier: Vec<serde_json::Value>) -> anyhow::Result<String> {
     let layers: Vec<serde_json::Value> = files
         .iter()
         .map(|f| {
@@ -161,27 +205,53 @@ fn sidecar(spec: &ExportSpec, files: &[LayerFile]) -> String {
             })
         })
         .collect();
-    let doc = serde_json::json!({
+    let mut doc = serde_json::json!({
         "generator": format!("gemm-synth {} export", env!("CARGO_PKG_VERSION")),
         "runtime": spec.runtime.as_str(),
         "device_name": spec.device,
         "rule_file": spec.rule_file,
-        "rule": serde_json::from_str::<serde_json::Value>(&crate::rule::to_json(spec.rule)).unwrap_or_default(),
+        "rule_digest": rule_digest(spec.rule),
+        "rule_leaves": spec.rule.leaves().len(),
         "rule_name": spec.rule_name,
         "max_m": spec.max_m,
         "lookup": "configs[min(configs.keys(), key=lambda x: abs(x - M))]: nearest key, ties to the key first in the file",
         "beyond_max_m": "the largest key's config",
         "files": layers,
     });
-    serde_json::to_string_pretty(&doc).expect("JSON values always serialize") + "\n"
+    if !earlier.is_empty() {
+        doc["earlier_files"] = serde_json::Value::Array(earlier);
+    }
+    let text = serde_json::to_string_pretty(&doc).expect("JSON values always serialize") + "\n";
+    if text.len() > SIDECAR_MAX_BYTES {
+        bail!(
+            "{SIDECAR} would hold {} bytes ({} config files listed), over the {} MiB an export reads back; nothing \
+             was written: export into another directory (--out), or move the earlier exports' files away",
+            text.len(),
+            files.len() + doc.get("earlier_files").and_then(|e| e.as_array()).map_or(0, Vec::len),
+            SIDECAR_MAX_BYTES >> 20
+        );
+    }
+    Ok(text)
 }
 
-/// The runtime's config file of every layer of `nks` and the provenance sidecar ([`SIDECAR`]), each file
-/// proved (see the module docs); an error names the M where the rule picks no triton config.
-pub fn runtime_files(spec: &ExportSpec, nks: &[(u32, u32)]) -> anyhow::Result<Vec<GeneratedFile>> {
-    let files = nks.iter().map(|&nk| export_layer(spec, nk)).collect::<anyhow::Result<Vec<_>>>()?;
-    let mut out: Vec<GeneratedFile> = files.iter().map(|f| f.file.clone()).collect();
-    out.push(GeneratedFile::new(SIDECAR, sidecar(spec, &files)));
+/// The exported layers and the sidecar for them in `dir` (see [`runtime_files`]).
+fn export_into(spec: &ExportSpec, nks: &[(u32, u32)], dir: &Path) -> anyhow::Result<(Vec<LayerFile>, GeneratedFile)> {
+    let files = export_layers(spec, nks)?;
+    let configs: Vec<GeneratedFile> = files.iter().map(|f| f.file.clone()).collect();
+    let earlier = earlier_exports(dir, &configs)?;
+    let side = GeneratedFile::new(SIDECAR, sidecar(spec, &files, earlier)?);
+    Ok((files, side))
+}
+
+/// The runtime's config file of every layer of `nks` and the provenance sidecar ([`SIDECAR`]) as they go
+/// into `dir`, each file proved (see the module docs); an error names the M where the rule picks no triton
+/// config. The same rule holds wherever they go (`synth export`, `synth run`): a config file in `dir` that
+/// no earlier export wrote is never replaced (an error naming it), and the sidecar keeps listing the config
+/// files earlier exports wrote there.
+pub fn runtime_files(spec: &ExportSpec, nks: &[(u32, u32)], dir: &Path) -> anyhow::Result<Vec<GeneratedFile>> {
+    let (files, side) = export_into(spec, nks, dir)?;
+    let mut out: Vec<GeneratedFile> = files.into_iter().map(|f| f.file).collect();
+    out.push(side);
     Ok(out)
 }
 
@@ -322,7 +392,7 @@ fn earlier_exports(dir: &std::path::Path, new: &[GeneratedFile]) -> anyhow::Resu
     let sidecar_path = dir.join(SIDECAR);
     let listed: Vec<serde_json::Value> = match std::fs::symlink_metadata(&sidecar_path) {
         Ok(m) if m.is_file() => {
-            let text = crate::input::read_text_capped(&sidecar_path, crate::input::MAX_SPEC_BYTES, "export sidecar")
+            let text = crate::input::read_text_capped(&sidecar_path, SIDECAR_MAX_BYTES as u64, "export sidecar")
                 .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", sidecar_path.display()))?;
             let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
                 anyhow::anyhow!(
@@ -377,14 +447,48 @@ fn earlier_exports(dir: &std::path::Path, new: &[GeneratedFile]) -> anyhow::Resu
 }
 
 pub fn run(args: ExportArgs) -> anyhow::Result<()> {
+    run_with(args, &mut |_| Ok(()))
+}
+
+/// [`run`], its write stopped at `stop`'s step (a test's stand-in for a signal).
+fn run_with(
+    args: ExportArgs,
+    stop: &mut dyn FnMut(crate::render::outdir::Step) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let rule_name = crate::paths::display_path(&args.rule);
+    let mut inputs = vec![("--rule", args.rule.clone())];
+    inputs.extend(args.model.input_files());
+    let load = || crate::rule::load_checked(&args.rule, &Catalog::embedded());
+    export_stopped(&args, &rule_name, &inputs, load, stop)
+}
+
+/// `synth export`'s work on the rule `load` gives (read after the options are checked: a file, or the
+/// embedded rule of `synth configs`), named `rule_name`; `inputs` are the files it reads, which no output
+/// may replace.
+pub fn export_with(
+    args: &ExportArgs,
+    rule_name: &str,
+    inputs: &[(&str, PathBuf)],
+    load: impl FnOnce() -> anyhow::Result<Rule>,
+) -> anyhow::Result<()> {
+    export_stopped(args, rule_name, inputs, load, &mut |_| Ok(()))
+}
+
+/// [`export_with`], its write stopped at `stop`'s step.
+fn export_stopped(
+    args: &ExportArgs,
+    rule_name: &str,
+    inputs: &[(&str, PathBuf)],
+    load: impl FnOnce() -> anyhow::Result<Rule>,
+    stop: &mut dyn FnMut(crate::render::outdir::Step) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let device = device_component(&args.device_name).map_err(anyhow::Error::msg)?;
     if !(1..=MAX_MAX_M).contains(&args.max_m) {
         bail!("--max-m {}: expected 1..={MAX_MAX_M}", args.max_m);
     }
-    let nks = layers(&args)?;
-    let catalog = Catalog::embedded();
-    let rule = crate::rule::load_checked(&args.rule, &catalog)?;
-    let rule_name = crate::paths::display_path(&args.rule);
+    let nks = layers(args)?;
+    let rule = load()?;
+    let rule_name = rule_name.to_string();
     let spec = ExportSpec {
         runtime: args.runtime,
         rule: &rule,
@@ -393,16 +497,19 @@ pub fn run(args: ExportArgs) -> anyhow::Result<()> {
         device: &device,
         max_m: args.max_m,
     };
-    let files = nks.iter().map(|&nk| export_layer(&spec, nk)).collect::<anyhow::Result<Vec<_>>>()?;
+    let named: Vec<GeneratedFile> = nks
+        .iter()
+        .map(|&(n, k)| GeneratedFile::new(args.runtime.file_name(n, k, &device), ""))
+        .chain([GeneratedFile::new(SIDECAR, "")])
+        .collect();
+    super::outputs::check_out_dir(&args.out, &named, inputs)?;
+    // The sidecar is read and replaced under the directory's lock, an interrupted export finished first: it
+    // lists every config file an export put there.
+    let locked = crate::render::outdir::lock(&args.out)?;
+    let (files, side) = export_into(&spec, &nks, &args.out)?;
     let mut out: Vec<GeneratedFile> = files.iter().map(|f| f.file.clone()).collect();
-    let earlier = earlier_exports(&args.out, &out)?;
-    let mut doc: serde_json::Value = serde_json::from_str(&sidecar(&spec, &files)).expect("the sidecar is JSON");
-    if !earlier.is_empty() {
-        doc["earlier_files"] = serde_json::Value::Array(earlier);
-    }
-    out.push(GeneratedFile::new(SIDECAR, serde_json::to_string_pretty(&doc).expect("JSON serializes") + "\n"));
-    super::outputs::check_out_dir(&args.out, &out, &[("--rule", args.rule.clone())])?;
-    crate::render::outdir::write_all(&args.out, &out)?;
+    out.push(side);
+    locked.write_with(&out, stop)?;
     for f in &files {
         let distinct: BTreeSet<_> = f.keys.iter().map(|(_, c)| *c).collect();
         outln!("{}: {} keys, {} configs", f.file.name, f.keys.len(), distinct.len());
@@ -447,7 +554,7 @@ mod tests {
         ExportArgs {
             runtime,
             rule: dir.join("rule.json"),
-            model: None,
+            model: Default::default(),
             tp: None,
             shapes: Some(shapes.into()),
             device_name: "NVIDIA H200".into(),
@@ -592,6 +699,35 @@ for f in sorted(os.listdir(d)):
         run(a).unwrap();
     }
 
+    /// An export interrupted after its config file was moved into place and before its sidecar was: the
+    /// next export (of another rule) finishes the first one's commit before it reads the sidecar, so the
+    /// file is the tool's to replace, not refused as "a file the runtime ships".
+    #[test]
+    fn an_interrupted_export_is_finished_and_its_file_listed() {
+        use crate::render::outdir::Step;
+        let dir = tempfile::tempdir().unwrap();
+        let a = args(dir.path(), Runtime::Vllm, "1536:7168");
+        let file = a.out.join(Runtime::Vllm.file_name(1536, 7168, "NVIDIA_H200"));
+        let other = Rule::new(Node::Leaf(Leaf::of(crate::catalog::Libtype::Triton, VLLM_DEFAULT.kernel_id(), 0)));
+        for at in [Step::PartRenamed, Step::Committed, Step::Staged] {
+            let _ = std::fs::remove_dir_all(&a.out);
+            std::fs::write(dir.path().join("rule.json"), crate::rule::to_json(&test_rule())).unwrap();
+            let stop = &mut |s| if s == at { anyhow::bail!("interrupted") } else { Ok(()) };
+            assert!(run_with(a.clone(), stop).is_err());
+            assert_eq!(file.exists(), at == Step::PartRenamed, "{at:?}");
+            assert!(!a.out.join(SIDECAR).exists(), "{at:?}");
+            std::fs::write(dir.path().join("rule.json"), crate::rule::to_json(&other)).unwrap();
+            run(a.clone()).unwrap_or_else(|e| panic!("after stopping at {at:?}: {e:#}"));
+            let side: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(a.out.join(SIDECAR)).unwrap()).unwrap();
+            assert_eq!(side["files"][0]["file"].as_str(), file.file_name().unwrap().to_str(), "{at:?}");
+            assert_eq!(side["rule_digest"].as_str(), Some(rule_digest(&other).as_str()), "{at:?}");
+            let names: Vec<String> =
+                std::fs::read_dir(&a.out).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+            assert_eq!(names.len(), 2, "{at:?}: {names:?}");
+        }
+    }
+
     #[test]
     fn runtime_policies_pick_what_the_runtime_would_run() {
         use crate::compare::Policy;
@@ -645,7 +781,7 @@ for f in sorted(os.listdir(d)):
         let dir = tempfile::tempdir().unwrap();
         let mut a = args(dir.path(), Runtime::Vllm, "");
         a.shapes = None;
-        a.model = Some("qwen3-32b".into());
+        a.model = crate::shapes::ModelArgs::builtin("qwen3-32b");
         a.tp = Some(2);
         assert_eq!(layers(&a).unwrap(), vec![(5120, 4096), (5120, 5120), (5120, 12800), (25600, 5120)]);
     }

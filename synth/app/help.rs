@@ -24,7 +24,8 @@ pub const SHAPES: &str = "\
 Examples:
   synth shapes --model qwen3-32b --tp 2       # (N, K) of qkv, o, gate_up, down and the dataset's M grid
   synth shapes --model llama-3.1-70b --tp 8 --m-set pow2 --max-m 4096
-  synth shapes --spec my_model.toml --m-set log-uniform --count 20 --format csv";
+  synth shapes --spec my_model.toml --m-set log-uniform --count 20 --format csv
+  synth shapes --hf-config Mixtral-8x7B/config.json --tp 8   # a model's own Hugging Face config.json";
 
 pub const IMPORT: &str = "\
 Examples:
@@ -104,4 +105,16 @@ Examples:
 pub const EXPORT: &str = "\
 Examples:
   synth export vllm --rule rule.json --model llama-3.1-405b --tp 8 --device-name NVIDIA_H200 --out configs
-  synth export sglang --rule rule.json --shapes 4096:7168,7168:2048 --device-name NVIDIA_H200 --out configs";
+  synth export sglang --rule rule.json --shapes 4096:7168,7168:2048 --device-name NVIDIA_H200 --out configs
+(`synth configs vllm|sglang` writes the same files from the shipped Triton rule, with no --rule.)";
+
+pub const CONFIGS: &str = "\
+Examples (no GPU, no measurement: the rules shipped in the binary):
+  synth configs vllm --hf-config Qwen3-32B/config.json --tp 2 --device-name NVIDIA_H200 --out configs
+                                              # vLLM's block-FP8 Triton config of every layer, every M proved
+  synth configs sglang --model llama-3.1-70b --tp 8 --device-name NVIDIA_H200 --out configs
+  synth configs aiter --spec my_model.toml --tp 4 --out aiter-files
+                                              # the AITER patch, select_kernel.py and the rule's picks per layer
+  synth configs vllm --shapes 4096:7168,7168:2048 --device-name NVIDIA_H200 --rule my-rule.json --out configs
+--hf-config reads the model's Hugging Face config.json (Llama, Mistral, Qwen2/3, Qwen2/3-MoE, Mixtral,
+DeepSeek-V2/V3, MiniCPM3, InternLM2, Phi-3, Gemma); `synth shapes --hf-config FILE --tp T` lists its layers.";

@@ -99,20 +99,21 @@ impl MultiData {
         // manifest reads built-in journals; a manifest file's journals are files.
         // From a subdirectory of a checkout the main job writes the checkout's generated/, so it reads the
         // checkout's manifest too (not the copy built in, which may be older than the checkout's data).
-        let in_checkout = (!manifest.exists() && manifest == Path::new(super::data::EMBEDDED_MANIFEST.0))
-            .then(|| std::env::current_dir().ok())
-            .flatten()
+        let embedded =
+            (!manifest.exists() && manifest.is_relative()).then(|| super::data::embedded_manifest(manifest)).flatten();
+        let in_checkout = embedded
+            .and_then(|_| std::env::current_dir().ok())
             .and_then(|cwd| super::outputs::checkout_containing(&cwd))
             .map(|root| root.join(manifest))
             .filter(|p| p.is_file());
         let manifest = in_checkout.as_deref().unwrap_or(manifest);
-        let built_in = !manifest.exists() && manifest == Path::new(super::data::EMBEDDED_MANIFEST.0);
-        let text = if built_in {
+        let built_in = !manifest.exists() && embedded.is_some();
+        let text = if let Some((_, text)) = embedded.filter(|_| built_in) {
             errln!(
                 "note: no file {} here: reading the copy built into this binary (its journals built in too)",
                 manifest.display()
             );
-            super::data::EMBEDDED_MANIFEST.1.to_string()
+            text.to_string()
         } else {
             crate::input::read_text_capped(manifest, crate::input::MAX_SPEC_BYTES, "dataset manifest")
                 .with_context(|| format!("cannot read the dataset manifest {}", manifest.display()))?
@@ -147,10 +148,10 @@ impl MultiData {
                 })
             })
             .collect::<anyhow::Result<_>>()?;
-        if file.train_configs == 0 || file.train_configs >= pool.len() {
+        if file.train_configs == 0 || file.train_configs > pool.len() || pool.len() < 2 {
             bail!(
-                "{}: train_configs = {} must be at least 1 and below the pool size {} (leave-one-model-out \
-                 trains on train_configs members other than the held-out one)",
+                "{}: train_configs = {} must be at least 1 and at most the pool size {}, and the pool needs two \
+                 members (leave-one-model-out trains on up to train_configs members other than the held-out one)",
                 manifest.display(),
                 file.train_configs,
                 pool.len()
@@ -186,7 +187,7 @@ impl MultiData {
         let mut tables = Vec::with_capacity(journals.len());
         for j in &journals {
             let source = super::data::Dataset::resolve(Some(j))?;
-            tables.push((PathBuf::from(source.name()), source.rows(&catalog)?));
+            tables.push((PathBuf::from(source.origin()), source.rows(&catalog)?));
         }
         let (matrix, vendor) = match backends {
             None => merge_tables(&tables),
@@ -229,21 +230,11 @@ impl MultiData {
                     c.tp
                 );
             }
-            for b in backends.into_iter().flat_map(|b| b.iter()) {
-                let has = shapes.iter().any(|&s| {
-                    (0..matrix.candidates.len()).any(|c| matrix.candidates[c].backend == b && matrix.us(s, c).is_some())
-                });
-                if !has {
-                    bail!(
-                        "{}: configuration {:?} ({} TP={}) has no usable {b} row, and --backends names {b}: add its \
-                         {b} journal to the configuration's `journals` (or to `vendor`), or leave {b} out of \
-                         --backends",
-                        manifest.display(),
-                        c.name,
-                        c.model,
-                        c.tp
-                    );
-                }
+            if let Some(b) = backends {
+                let data = format!("{}: configuration {:?} ({} TP={})", manifest.display(), c.name, c.model, c.tp);
+                let fix =
+                    "add its journal to the configuration's `journals` (or to `vendor`), or leave it out of --backends";
+                crate::compare::backends::check_rows(&matrix, b, &shapes, &data, fix).map_err(anyhow::Error::msg)?;
             }
             let (off_grid, grid): (Vec<usize>, Vec<usize>) =
                 shapes.into_iter().partition(|&s| off.contains(&matrix.shapes[s].m));

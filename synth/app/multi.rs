@@ -72,11 +72,17 @@ pub struct MultiJob {
     pub manifest: PathBuf,
     /// Whether the manifest is the default one (by name, or by its bytes).
     pub default_manifest: bool,
+    /// The name of the embedded manifest it is (by name, or by its bytes), if any: how the line and the
+    /// provenance name it wherever the job runs.
+    pub embedded_name: Option<&'static str>,
     pub limits: ResolvedLimits,
     pub sample: (usize, u64),
     pub effort: Effort,
     /// `--backends`: which rows of the journals are candidates (`None`: CK legacy, vendor rows a reference).
     pub backends: Option<crate::catalog::Backends>,
+    /// Whether evaluation (c), leave-one-model-out, runs (one more rule per configuration). The main job's
+    /// CK rule leaves it to the command its line names, which runs it.
+    pub folds: bool,
 }
 
 impl MultiJob {
@@ -85,16 +91,20 @@ impl MultiJob {
         if sample.sample_m == 0 {
             bail!("--sample-m must be at least 1");
         }
-        let default_manifest = manifest == Path::new(DEFAULT_MANIFEST)
-            || crate::input::read_text_capped(manifest, crate::input::MAX_SPEC_BYTES, "dataset manifest")
-                .is_ok_and(|t| t == super::data::EMBEDDED_MANIFEST.1);
+        let embedded_name = super::data::embedded_manifest(manifest).map(|(n, _)| n).or_else(|| {
+            crate::input::read_text_capped(manifest, crate::input::MAX_SPEC_BYTES, "dataset manifest")
+                .ok()
+                .and_then(|t| super::data::embedded_manifest_text(&t))
+        });
         Ok(MultiJob {
             manifest: manifest.to_path_buf(),
-            default_manifest,
+            default_manifest: embedded_name == Some(DEFAULT_MANIFEST),
+            embedded_name,
             limits: limits.resolve(MULTI_LIMITS)?,
             sample: (sample.sample_m, sample.seed),
             effort,
             backends: None,
+            folds: true,
         })
     }
 
@@ -103,11 +113,22 @@ impl MultiJob {
         MultiJob { backends, ..self }
     }
 
+    /// The job without evaluation (c), leave-one-model-out (its line, run, runs it).
+    pub fn without_folds(self) -> Self {
+        MultiJob { folds: false, ..self }
+    }
+
     /// The main job: the default manifest with every setting at the job's default.
     pub fn is_main(&self) -> bool {
         let main = MultiJob::resolve(&LimitArgs::default(), &SampleArgs::default(), Effort::default(), &self.manifest)
             .expect("the defaults resolve");
-        self.default_manifest && MultiJob { manifest: self.manifest.clone(), default_manifest: true, ..main } == *self
+        self.default_manifest
+            && MultiJob {
+                manifest: self.manifest.clone(),
+                default_manifest: true,
+                embedded_name: self.embedded_name,
+                ..main
+            } == *self
     }
 
     /// The synthesis settings.
@@ -119,8 +140,14 @@ impl MultiJob {
     /// The "Regenerate with" line: every setting that differs from the job's default.
     pub fn line(&self) -> CommandLine {
         let mut l = CommandLine::new("run");
-        if !self.default_manifest {
-            l.path("--manifest", &self.manifest);
+        match self.embedded_name {
+            Some(name) if name == DEFAULT_MANIFEST => {}
+            Some(name) => {
+                l.always("--manifest", name);
+            }
+            None => {
+                l.path("--manifest", &self.manifest);
+            }
         }
         SampleArgs { sample_m: self.sample.0, seed: self.sample.1 }.write_line(&mut l);
         self.limits.write_line(&mut l);
@@ -256,7 +283,7 @@ impl Outcome {
 }
 
 /// Trains the rule and runs every evaluation.
-fn evaluate(data: &MultiData, settings: &MultiSettings) -> anyhow::Result<Outcome> {
+fn evaluate(data: &MultiData, settings: &MultiSettings, folds: bool) -> anyhow::Result<Outcome> {
     let (catalog, matrix) = (&data.catalog, &data.matrix);
     let t0 = Instant::now();
     let configs = data.training_configs(None);
@@ -273,7 +300,7 @@ fn evaluate(data: &MultiData, settings: &MultiSettings) -> anyhow::Result<Outcom
     let off = compare::evaluate(matrix, catalog, &policies, &off);
     // (c) leave-one-model-out.
     let t1 = Instant::now();
-    let lomo = leave_one_out(data, settings)?;
+    let lomo = if folds { leave_one_out(data, settings)? } else { Vec::new() };
     let lomo_time = t1.elapsed();
     // (d) AITER's path on every shape without a tuned row; and every shape for the CSV and plot.
     let all_shapes = data.all_shapes();
@@ -282,41 +309,59 @@ fn evaluate(data: &MultiData, settings: &MultiSettings) -> anyhow::Result<Outcom
     Ok(Outcome { configs, train_set, results, synth_time, grid, off, lomo, lomo_time, untuned, all, policies })
 }
 
-/// Runs the multi-model job, writing into `out` (or where [`super::outputs::out_dir`] says).
-pub fn run(job: &MultiJob, out: Option<&Path>, check: bool) -> anyhow::Result<()> {
-    let started = Instant::now();
+/// A multi-model job's results before anything is written: the rule, its files (or the error that
+/// rendering them gave), what it prints, and the input files (manifest and journals) an output must not be.
+pub struct Prepared {
+    pub rule: crate::rule::Rule,
+    pub files: anyhow::Result<Vec<GeneratedFile>>,
+    pub text: String,
+    pub inputs: Vec<(&'static str, PathBuf)>,
+}
+
+/// Trains and scores the job's rule and renders its files (nothing written).
+pub fn prepare(job: &MultiJob) -> anyhow::Result<Prepared> {
     let data = MultiData::open_for(&job.manifest, job.backends.as_ref())?;
     let settings = job.settings();
-    let o = evaluate(&data, &settings)?;
+    let o = evaluate(&data, &settings, job.folds)?;
     let provenance = provenance(job, &data, &settings, &o);
-    let main_job = job.is_main();
-    let target = super::outputs::out_dir(out, main_job, "run")?;
-    let written = files(&data, &o)
+    let files = files(&data, &o)
         .and_then(|mut f| {
             if data.backends.is_some() {
                 f.push(super::outputs::python_file(&o.synth().rule, &data.catalog, &provenance)?);
             }
             Ok(f)
         })
-        .and_then(|f| super::outputs::rule_files(&o.synth().rule, &data.catalog, &data.matrix, &provenance, f))
-        .and_then(|f| {
-            if !check {
-                let mut inputs = vec![("--manifest", job.manifest.clone())];
-                inputs.extend(data.journals.iter().map(|j| ("a journal of --manifest", j.clone())));
-                super::outputs::check_out_dir(&target.dir, &f, &inputs)?;
-            }
-            super::outputs::write_files(&target.dir, &f, check)
-        });
-    let text = terminal_text(&data, &provenance, &o);
+        .and_then(|f| super::outputs::rule_files(&o.synth().rule, &data.catalog, &data.matrix, &provenance, f));
+    let mut inputs = vec![("--manifest", job.manifest.clone())];
+    inputs.extend(data.journals.iter().map(|j| ("a journal of --manifest", j.clone())));
+    let text = terminal_text(&data, &provenance, &o, (!job.folds).then(|| job.line().text()));
+    Ok(Prepared { rule: o.synth().rule.clone(), files, text, inputs })
+}
+
+/// Runs the multi-model job, writing into `out` (or where [`super::outputs::out_dir`] says). The main job
+/// ([`MultiJob::is_main`]) is the shipped rules' job ([`super::ship`]).
+pub fn run(job: &MultiJob, out: Option<&Path>, check: bool) -> anyhow::Result<()> {
+    if job.is_main() {
+        return super::ship::run(out, check);
+    }
+    let started = Instant::now();
+    let p = prepare(job)?;
+    let target = super::outputs::out_dir(out, false, "run")?;
+    let written = p.files.and_then(|f| {
+        if !check {
+            super::outputs::check_out_dir(&target.dir, &f, &p.inputs)?;
+        }
+        super::outputs::write_files(&target.dir, &f, check)
+    });
     let end = super::outputs::RunEnd {
         target: &target,
-        main_job,
+        main_job: false,
         out_given: out.is_some(),
         check,
         blank_line: true,
         started,
     };
-    super::outputs::finish_run(text, written, &end)
+    super::outputs::finish_run(p.text, written, &end)
 }
 
 /// "(N shapes): F of oracle", or "no shapes" for an evaluation over none (never a made-up figure).
@@ -337,12 +382,6 @@ fn provenance(job: &MultiJob, data: &MultiData, settings: &MultiSettings, o: &Ou
         settings.sample_m,
         settings.seed
     );
-    let lomo_min = o.lomo.iter().map(|r| of_oracle(&r.report, "synthesized")).fold(f64::INFINITY, f64::min);
-    let layer_min = o
-        .lomo
-        .iter()
-        .filter_map(|r| worst_layer(&r.report, "synthesized").map(|(nk, f, _)| (f, nk, &r.config)))
-        .min_by(|a, b| a.0.total_cmp(&b.0));
     let figures = vec![
         o.synth().shape_line(),
         format!(
@@ -352,19 +391,11 @@ fn provenance(job: &MultiJob, data: &MultiData, settings: &MultiSettings, o: &Ou
             of_oracle(&o.grid, "nearest-M")
         ),
         format!("off-grid M {}", figure_of(&o.off, "synthesized")),
-        format!(
-            "leave-one-model-out, {} configurations: min {:.3} of oracle{}",
-            o.lomo.len(),
-            lomo_min,
-            layer_min.map_or(String::new(), |(f, (n, k), c)| format!(
-                "; lowest layer {f:.3} (N {n}, K {k} of {})",
-                shown(c)
-            ))
-        ),
+        lomo_figure(o),
     ];
     let dataset = format!(
         "{} ({} journals; {}, {} CUs{}; {} shapes × {} candidates; {} configurations)",
-        if job.default_manifest { DEFAULT_MANIFEST.to_string() } else { super::line::canonical_path(&data.manifest) },
+        job.embedded_name.map_or_else(|| super::line::canonical_path(&data.manifest), str::to_string),
         data.journals.len(),
         matrix.gfx,
         matrix.cu_num,
@@ -374,6 +405,25 @@ fn provenance(job: &MultiJob, data: &MultiData, settings: &MultiSettings, o: &Ou
         data.configs.len()
     );
     Provenance { dataset, training, figures, command: job.line().text() }
+}
+
+/// Evaluation (c)'s line of the provenance: the lowest fold and the lowest layer of any fold.
+fn lomo_figure(o: &Outcome) -> String {
+    if o.lomo.is_empty() {
+        return "leave-one-model-out: not run with these files (the command above runs it)".to_string();
+    }
+    let lomo_min = o.lomo.iter().map(|r| of_oracle(&r.report, "synthesized")).fold(f64::INFINITY, f64::min);
+    let layer_min = o
+        .lomo
+        .iter()
+        .filter_map(|r| worst_layer(&r.report, "synthesized").map(|(nk, f, _)| (f, nk, &r.config)))
+        .min_by(|a, b| a.0.total_cmp(&b.0));
+    format!(
+        "leave-one-model-out, {} configurations: min {:.3} of oracle{}",
+        o.lomo.len(),
+        lomo_min,
+        layer_min.map_or(String::new(), |(f, (n, k), c)| format!("; lowest layer {f:.3} (N {n}, K {k} of {})", shown(c)))
+    )
 }
 
 /// The files of the job besides the rule's own: comparison and evaluations CSV, the plot, the curve.
@@ -421,7 +471,7 @@ fn files(data: &MultiData, o: &Outcome) -> anyhow::Result<Vec<GeneratedFile>> {
 }
 
 /// What the job prints before the list of files.
-fn terminal_text(data: &MultiData, provenance: &Provenance, o: &Outcome) -> String {
+fn terminal_text(data: &MultiData, provenance: &Provenance, o: &Outcome, folds_by: Option<String>) -> String {
     let mut text = super::outputs::run_header(provenance);
     let synth = o.synth();
     let _ = writeln!(
@@ -455,14 +505,25 @@ fn terminal_text(data: &MultiData, provenance: &Provenance, o: &Outcome) -> Stri
         let _ = writeln!(text, "\n{title} ({} shapes):", report.shapes.len());
         text.push_str(&summary_table(report));
     }
-    let _ = writeln!(
-        text,
-        "\n(c) leave-one-model-out: per configuration, a rule trained on {} others (shapes of its (N, K) removed), \
-         scored on all its shapes ({:.2} s):",
-        data.train_configs,
-        o.lomo_time.as_secs_f64()
-    );
-    text.push_str(&lomo_table(&o.lomo, data, &o.all));
+    match folds_by {
+        Some(line) => {
+            let _ = writeln!(
+                text,
+                "\n(c) leave-one-model-out: not run here ({} folds, one rule each); `{line}` runs them",
+                data.configs.len()
+            );
+        }
+        None => {
+            let _ = writeln!(
+                text,
+                "\n(c) leave-one-model-out: per configuration, a rule trained on {} others (shapes of its (N, K) \
+                 removed), scored on all its shapes ({:.2} s):",
+                data.train_configs,
+                o.lomo_time.as_secs_f64()
+            );
+            text.push_str(&lomo_table(&o.lomo, data, &o.all));
+        }
+    }
     let _ = writeln!(
         text,
         "\n(d) AITER's path on the {} shapes of every configuration without a tuned row (tuned table: the {} training shapes):",

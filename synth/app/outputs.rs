@@ -122,26 +122,27 @@ pub fn write_run_files(
     write_files(dir, &files, check)
 }
 
-/// Writes files the user named one by one (`compare --csv/--svg`), all or nothing: every file is first
-/// written beside its target (a hidden name in the same directory), and only when all of them were are
-/// they renamed into place; a failure removes what was staged and changes none of the targets. A replaced
-/// file keeps its mode; a new one gets the umask's. A target that is a stream — a character device such as
+/// Writes files the user named one by one (`compare --csv/--svg` and the PNG, `drift --report-*`) as one
+/// transaction ([`crate::render::outdir::write_named`]): every file is staged and synced in a hidden
+/// directory inside its target's directory, and only when all of them were are they moved into place; a
+/// failure before that changes none of the targets, and a signal while they are moved leaves a commit the
+/// next writer of those directories finishes (so no staged file survives a later run). A replaced file
+/// keeps its mode; a new one gets the umask's. A target that is a stream — a character device such as
 /// `/dev/stdout` or `/dev/null`, or a FIFO a program reads — is written into, never replaced (after every
 /// file is staged, before any is moved into place); a socket or block device there is refused.
 pub fn write_named_files(files: &[(PathBuf, Vec<u8>)]) -> anyhow::Result<()> {
+    write_named_files_with(files, &mut |_| Ok(()))
+}
+
+/// [`write_named_files`], calling `stop` at each step of the transaction (a test's stand-in for a signal).
+fn write_named_files_with(
+    files: &[(PathBuf, Vec<u8>)],
+    stop: &mut dyn FnMut(crate::render::outdir::Step) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     use std::os::unix::fs::FileTypeExt;
-    struct Staged(Vec<PathBuf>);
-    impl Drop for Staged {
-        fn drop(&mut self) {
-            for p in &self.0 {
-                let _ = std::fs::remove_file(p);
-            }
-        }
-    }
-    let mut staged = Staged(Vec::new());
-    let mut moves = Vec::new();
+    let mut regular = Vec::new();
     let mut streams = Vec::new();
-    for (n, (target, bytes)) in files.iter().enumerate() {
+    for (target, bytes) in files {
         if target.is_dir() {
             anyhow::bail!("cannot write {}: a directory is in the way", target.display());
         }
@@ -159,30 +160,15 @@ pub fn write_named_files(files: &[(PathBuf, Vec<u8>)]) -> anyhow::Result<()> {
                 );
             }
         }
-        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        // The hidden name fits the file system's 255-byte limit whatever the target's name.
-        let tmp = if name.len() > 200 {
-            target.with_file_name(format!(".synth-{}-{n}.tmp", std::process::id()))
-        } else {
-            target.with_file_name(format!(".{name}.synth-{}-{n}", std::process::id()))
-        };
-        std::fs::write(&tmp, bytes).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", target.display()))?;
-        staged.0.push(tmp.clone());
-        if let Ok(meta) = std::fs::metadata(target) {
-            std::fs::set_permissions(&tmp, meta.permissions())
-                .map_err(|e| anyhow::anyhow!("cannot set the mode of {}: {e}", target.display()))?;
+        regular.push((target.clone(), bytes.clone()));
+    }
+    let mut write_streams = || -> anyhow::Result<()> {
+        for (target, bytes) in &streams {
+            write_stream(target, bytes).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", target.display()))?;
         }
-        moves.push((target, tmp));
-    }
-    for (target, bytes) in streams {
-        write_stream(target, bytes).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", target.display()))?;
-    }
-    for (target, tmp) in &moves {
-        std::fs::rename(tmp, target)
-            .map_err(|e| anyhow::anyhow!("cannot move the new {} into place: {e}", target.display()))?;
-    }
-    staged.0.clear();
-    Ok(())
+        Ok(())
+    };
+    crate::render::outdir::write_named(&regular, &mut write_streams, stop)
 }
 
 /// Writes `bytes` into a character device or FIFO; a FIFO no program reads is an error, not a wait.
@@ -204,7 +190,7 @@ fn write_stream(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// The files `synth run` reads (option, path), for [`check_out_dir`].
 pub fn run_inputs(args: &super::args::RunArgs) -> Vec<(&'static str, PathBuf)> {
     let mut inputs: Vec<(&str, PathBuf)> = args.data.dataset.iter().map(|p| ("--dataset", p.clone())).collect();
-    inputs.extend(args.data.spec.iter().map(|p| ("--spec", p.clone())));
+    inputs.extend(args.data.model.input_files());
     inputs.extend(args.tuned.iter().map(|p| ("--tuned", p.clone())));
     inputs.extend(args.rule.iter().map(|p| ("--rule", p.clone())));
     inputs.extend(args.manifest.iter().map(|p| ("--manifest", p.clone())));
@@ -433,6 +419,39 @@ mod tests {
             .unwrap();
         assert_eq!(paths[1], d.join(crate::aiter::GENERATED_SUBDIR).join(crate::aiter::PATCH_FILE));
         assert_eq!(std::fs::read_to_string(&paths[1]).unwrap(), "new patch");
+    }
+
+    /// `compare --csv --svg` stopped between its renames (a SIGINT): the next write of that directory
+    /// finishes the commit, so the CSV, SVG and PNG are all new, and no staged file is left.
+    #[test]
+    fn named_files_stopped_between_renames_are_finished_by_the_next_writer() {
+        use crate::render::outdir::Step;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        for name in ["cmp.csv", "cmp.svg", "cmp.png"] {
+            std::fs::write(d.join(name), "old").unwrap();
+        }
+        let files: Vec<(PathBuf, Vec<u8>)> =
+            ["cmp.csv", "cmp.svg", "cmp.png"].iter().map(|n| (d.join(n), b"new".to_vec())).collect();
+        let stop = &mut |s| if s == Step::PartRenamed { anyhow::bail!("interrupted") } else { Ok(()) };
+        assert!(write_named_files_with(&files, stop).is_err());
+        assert_eq!(std::fs::read(d.join("cmp.csv")).unwrap(), b"new");
+        // The next run writing into the directory (any file) finishes the interrupted one first.
+        write_named_files(&[(d.join("other.md"), b"md".to_vec())]).unwrap();
+        for name in ["cmp.csv", "cmp.svg", "cmp.png"] {
+            assert_eq!(std::fs::read(d.join(name)).unwrap(), b"new", "{name}");
+        }
+        let mut names: Vec<String> =
+            std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        assert_eq!(names, ["cmp.csv", "cmp.png", "cmp.svg", "other.md"], "no staged or lock file is left");
+        // Stopped before the commit: the next run removes what was staged; the old files stay.
+        let stop = &mut |s| if s == Step::Staged { anyhow::bail!("interrupted") } else { Ok(()) };
+        let newer: Vec<(PathBuf, Vec<u8>)> = files.iter().map(|(p, _)| (p.clone(), b"newer".to_vec())).collect();
+        assert!(write_named_files_with(&newer, stop).is_err());
+        write_named_files(&[(d.join("other.md"), b"md".to_vec())]).unwrap();
+        assert_eq!(std::fs::read_dir(d).unwrap().count(), 4);
+        assert_eq!(std::fs::read(d.join("cmp.svg")).unwrap(), b"new");
     }
 
     #[test]

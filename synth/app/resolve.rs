@@ -74,18 +74,19 @@ fn data_mode_of(opts: DataOptions) -> anyhow::Result<DataMode> {
         return Ok(DataMode::Tuned);
     }
     if let Some(manifest) = manifest_of(&d.dataset) {
-        if d.model.is_some() || d.spec.is_some() || opts.manifest.is_some() {
+        if d.model.given() || opts.manifest.is_some() {
             bail!(
-                "--dataset {} is a manifest of (model, TP) configurations: leave out --model, --spec and --manifest",
+                "--dataset {} is a manifest of (model, TP) configurations: leave out --model, --spec, --hf-config and \
+                 --manifest",
                 manifest.display()
             );
         }
         return Ok(DataMode::Manifest(manifest));
     }
-    let single = !d.dataset.is_empty() || d.model.is_some() || d.spec.is_some();
+    let single = !d.dataset.is_empty() || d.model.given();
     if let Some(manifest) = opts.manifest {
         if single {
-            bail!("--manifest is read by the multi-model job: leave out --dataset, --model and --spec");
+            bail!("--manifest is read by the multi-model job: leave out --dataset, --model, --spec and --hf-config");
         }
         return Ok(DataMode::Manifest(manifest.to_path_buf()));
     }
@@ -109,6 +110,16 @@ pub fn dataset_mode(dataset: &Path) -> anyhow::Result<DataMode> {
     })
 }
 
+/// Writes the model option a job used to its "Regenerate with" line: `--hf-config FILE`, `--spec FILE`, or
+/// `--model NAME` unless it is the job's `default`.
+pub fn write_model_line(model: &crate::shapes::ModelArgs, l: &mut super::line::CommandLine, default: &str) {
+    match (&model.name, &model.spec, &model.hf_config) {
+        (_, _, Some(path)) => l.path("--hf-config", path),
+        (_, Some(path), None) => l.path("--spec", path),
+        (name, None, None) => l.value("--model", name.as_deref().unwrap_or(default), default),
+    };
+}
+
 /// One error naming the options of `unused` that were given, which the `job` does not read (`hint` says
 /// what to do instead).
 pub fn reject_unused(invocation: &Invocation, unused: &[&str], job: &str, hint: &str) -> anyhow::Result<()> {
@@ -123,6 +134,7 @@ pub fn reject_unused(invocation: &Invocation, unused: &[&str], job: &str, hint: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shapes::ModelArgs;
 
     fn mode(data: DataArgs, manifest: Option<&str>, fallback: Fallback) -> anyhow::Result<DataMode> {
         let manifest = manifest.map(Path::new);
@@ -139,9 +151,9 @@ mod tests {
         assert_eq!(mode(none.clone(), None, Fallback::Single).unwrap(), DataMode::Single);
         let toml = DataArgs { dataset: vec!["m.toml".into()], ..DataArgs::default() };
         assert_eq!(mode(toml.clone(), None, Fallback::Single).unwrap(), DataMode::Manifest("m.toml".into()));
-        let both = DataArgs { model: Some("qwen3-32b".into()), ..toml };
+        let both = DataArgs { model: ModelArgs::builtin("qwen3-32b"), ..toml };
         assert!(mode(both, None, Fallback::Single).unwrap_err().to_string().contains("leave out --model"));
-        let model = DataArgs { model: Some("qwen3-32b".into()), ..DataArgs::default() };
+        let model = DataArgs { model: ModelArgs::builtin("qwen3-32b"), ..DataArgs::default() };
         assert_eq!(mode(model.clone(), None, Fallback::DefaultManifest).unwrap(), DataMode::Single);
         let e = mode(model, Some("m.toml"), Fallback::DefaultManifest).unwrap_err().to_string();
         assert!(e.contains("--manifest is read by the multi-model job"), "{e}");

@@ -12,9 +12,11 @@ use crate::engine::proposers::command::CommandProposer;
 use crate::engine::proposers::knobs::KnobProposer;
 use crate::engine::proposers::Checker;
 use crate::engine::{run_loop, Attempt, LoopConfig, Proposer, Rejection};
+use crate::input::US_RANGE;
+use crate::measure::journal::{lock_exclusive, JournalLock, LockWords};
 use crate::render::writer::GeneratedFile;
 use crate::rewrite::replay::ReplayProposer;
-use crate::rewrite::report::{render_text, rows, status_of, Report, Winner};
+use crate::rewrite::report::{ratio, render_text, rows, status_of, Report, Winner};
 use crate::rewrite::spec::{load_spec, RewriteSpec};
 use crate::rewrite::suite::{render_markdown, render_svg, suite_specs, summarize, task_row};
 use crate::rewrite::task::RewriteTask;
@@ -190,8 +192,7 @@ fn check_out_dir(out: &Path, task: &RewriteTask, spec_file: &Path) -> anyhow::Re
     // The task's spec is an input too: no file of the run's end may land on it.
     if let Ok(spec) = std::fs::canonicalize(spec_file) {
         let winner = winner_file_name(&task.spec().target_file_name());
-        let names = REWRITE_OUTPUTS.iter().map(|n| n.to_string()).chain([winner, "trace.jsonl.settings.json".into()]);
-        for name in names {
+        for name in output_names(&winner) {
             if std::fs::canonicalize(resolved.join(&name)).is_ok_and(|p| p == spec) {
                 bail!(
                     "--out {} would write its {name} over the task spec {}; choose another --out (nothing was written)",
@@ -222,6 +223,25 @@ fn slug(s: &str) -> String {
 
 /// The files a rewrite writes in its output directory besides the winner.
 const REWRITE_OUTPUTS: [&str; 5] = ["report.json", "report.txt", "trace.jsonl", "candidates", "work"];
+
+/// Every entry a rewrite writes in its output directory, the winner `winner` included.
+fn output_names(winner: &str) -> Vec<String> {
+    let trace_files = ["trace.jsonl.settings.json", "trace.jsonl.lock"];
+    REWRITE_OUTPUTS.iter().chain(&trace_files).map(|n| n.to_string()).chain([winner.to_string()]).collect()
+}
+
+/// The summary files a suite writes in its output directory.
+const SUITE_OUTPUTS: [&str; 3] = ["suite.json", "suite.md", "suite.svg"];
+
+/// What a rewrite's trace lock says in its messages.
+const TRACE_LOCK: LockWords = LockWords { what: "rewrite trace", run: "synth rewrite", writer: "synth rewrite" };
+
+/// Locks the trace of the output directory `out` (through `<out>/trace.jsonl.lock`, created with the
+/// directory when missing): a second rewrite into the same directory is refused, naming the first, rather
+/// than both appending to one trace.
+fn lock_out(out: &Path) -> anyhow::Result<JournalLock> {
+    lock_exclusive(&out.join("trace.jsonl"), &TRACE_LOCK)
+}
 
 /// The winner's file name: the target's, unless that is one of [`REWRITE_OUTPUTS`] (or a trace's
 /// settings record), which it must not replace: then `winner-` before it.
@@ -292,6 +312,73 @@ fn prepare(
     Ok(Prepared { spec_file: spec_file.to_path_buf(), task, out, proposers })
 }
 
+/// The files and directories task `p` reads (resolved), each with what it is.
+fn task_inputs(p: &Prepared) -> anyhow::Result<[(PathBuf, &'static str); 3]> {
+    let resolve =
+        |path: &Path| std::fs::canonicalize(path).with_context(|| format!("cannot resolve {}", path.display()));
+    Ok([
+        (resolve(&p.spec_file)?, "task spec"),
+        (resolve(&p.task.spec().workdir.root)?, "task directory"),
+        (resolve(&p.task.spec().target)?, "target"),
+    ])
+}
+
+/// Refuses a suite in which a task's output would land on what any task of the suite reads: every
+/// task's output directory against every task's spec, task directory and target (a task named like
+/// another's directory would otherwise replace that task's original with its winner), and the suite's
+/// summary files against the same. Runs before anything is created or run.
+fn check_suite_outputs(prepared: &[Prepared], suite_out: &Path) -> anyhow::Result<()> {
+    let suite_out = resolve_future(suite_out)?;
+    for a in prepared {
+        for (input, what) in task_inputs(a)? {
+            for b in prepared {
+                let clash = (what == "task directory" && b.out.starts_with(&input)) || input.starts_with(&b.out);
+                if clash {
+                    bail!(
+                        "task \"{}\" ({}) would write into {}, which is, holds or lies in the {what} {} of task \"{}\" ({}); \
+                         give one task another `name` or choose another --out (nothing was run or written)",
+                        b.task.spec().name,
+                        b.spec_file.display(),
+                        b.out.display(),
+                        input.display(),
+                        a.task.spec().name,
+                        a.spec_file.display()
+                    );
+                }
+            }
+            if let Some(f) = SUITE_OUTPUTS.iter().map(|n| suite_out.join(n)).find(|f| input.starts_with(f)) {
+                bail!(
+                    "the suite's summary {} would be written over the {what} {} (or a directory holding it) of task \
+                     \"{}\" ({}); choose another --out (nothing was run or written)",
+                    f.display(),
+                    input.display(),
+                    a.task.spec().name,
+                    a.spec_file.display()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every score of a run (those a resumed trace holds included) is a latency in [`US_RANGE`]: a trace
+/// edited by hand or written by another tool is refused where its numbers enter, before any report.
+fn check_scores(attempts: &[Attempt], trace: &Path) -> anyhow::Result<()> {
+    for a in attempts {
+        if let Some(s) = a.eval.score.filter(|s| !US_RANGE.contains(s)) {
+            bail!(
+                "{}: attempt {} has the latency {s:e} us, outside {:e} to {:e} us (the range a latency may take); the \
+                 trace was edited or written by another tool: start without --resume or pass another --out",
+                trace.display(),
+                a.id,
+                US_RANGE.start(),
+                US_RANGE.end()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Runs the loop on a prepared task and writes its output directory; returns its report.
 fn run_task(args: &RewriteArgs, p: Prepared) -> anyhow::Result<Report> {
     let Prepared { spec_file, task, out, proposers } = p;
@@ -314,13 +401,14 @@ fn run_task(args: &RewriteArgs, p: Prepared) -> anyhow::Result<Report> {
         ..LoopConfig::default()
     };
     let outcome = run_loop(&task, &proposers.all, &cfg)?;
+    check_scores(&outcome.attempts, &out.join("trace.jsonl"))?;
     if !args.quiet {
         for s in crate::engine::stats::proposer_stats(&outcome.attempts) {
             errln!("proposer: {s}");
         }
     }
 
-    let original = task.original().to_string();
+    let original = task.original();
     let source = |a: &Attempt| -> String {
         if a.candidate == original {
             return "original".into();
@@ -363,7 +451,7 @@ fn run_task(args: &RewriteArgs, p: Prepared) -> anyhow::Result<Report> {
                 id: b.id,
                 source: source(b),
                 latency_us: b.eval.score.unwrap_or(f64::NAN),
-                speedup: baseline_latency_us.zip(b.eval.score).map(|(x, y)| x / y),
+                speedup: baseline_latency_us.zip(b.eval.score).and_then(|(x, y)| ratio(x, y)),
                 path: out.join(name).display().to_string(),
             })
         }
@@ -400,6 +488,7 @@ pub fn run(args: RewriteArgs) -> anyhow::Result<()> {
     let Some(spec_file) = args.task.clone() else { bail!("give --task SPEC.toml or --suite DIR") };
     let prepared = prepare(&args, &spec_file, &args.out, false, None)?;
     let out = prepared.out.clone();
+    let _lock = lock_out(&out)?;
     let report = run_task(&args, prepared)?;
     out!("{}", render_text(&report));
     if report.winner.is_none() {
@@ -423,17 +512,13 @@ pub fn run(args: RewriteArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `synth rewrite --suite DIR`: every task spec of `dir`, `--jobs` at a time, then the summary.
-fn run_suite(args: &RewriteArgs, dir: &Path) -> anyhow::Result<()> {
-    if args.jobs == 0 {
-        bail!("--jobs must be at least 1");
-    }
-    let specs = suite_specs(dir)?;
-    // Every spec is read and checked before anything runs, so a bad one costs no task's time.
+/// Reads and checks every task of a suite (its spec, programs and output directory, and every task's
+/// output against every task's inputs) before anything runs, so a bad one costs no task's time.
+fn prepare_suite(args: &RewriteArgs, specs: &[PathBuf]) -> anyhow::Result<Vec<Prepared>> {
     let lock = Arc::new(Mutex::new(()));
-    let mut prepared = Vec::new();
+    let mut ready = Vec::new();
     let mut names: HashMap<String, PathBuf> = HashMap::new();
-    for f in &specs {
+    for f in specs {
         let p = prepare(args, f, &args.out, true, Some(lock.clone()))?;
         let key = slug(&p.task.spec().name);
         if let Some(first) = names.insert(key.clone(), f.clone()) {
@@ -443,8 +528,21 @@ fn run_suite(args: &RewriteArgs, dir: &Path) -> anyhow::Result<()> {
                 f.display()
             );
         }
-        prepared.push(Mutex::new(Some(p)));
+        ready.push(p);
     }
+    check_suite_outputs(&ready, &args.out)?;
+    Ok(ready)
+}
+
+/// `synth rewrite --suite DIR`: every task spec of `dir`, `--jobs` at a time, then the summary.
+fn run_suite(args: &RewriteArgs, dir: &Path) -> anyhow::Result<()> {
+    if args.jobs == 0 {
+        bail!("--jobs must be at least 1");
+    }
+    let specs = suite_specs(dir)?;
+    let ready = prepare_suite(args, &specs)?;
+    let _locks = lock_all(&ready)?;
+    let prepared: Vec<Mutex<Option<Prepared>>> = ready.into_iter().map(|p| Mutex::new(Some(p))).collect();
     let start = std::time::Instant::now();
     let results: Vec<Mutex<Option<anyhow::Result<Report>>>> = prepared.iter().map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
@@ -507,6 +605,22 @@ fn run_suite(args: &RewriteArgs, dir: &Path) -> anyhow::Result<()> {
         bail!("{} of {} task(s) have no correct candidate:\n  {}", problems.len(), specs.len(), problems.join("\n  "));
     }
     Ok(())
+}
+
+/// Locks every task's output directory ([`lock_out`]) before any task runs; when one is held by another
+/// run, the locks taken so far are given back (with the lock files and directories they created).
+fn lock_all(prepared: &[Prepared]) -> anyhow::Result<Vec<JournalLock>> {
+    let mut locks = Vec::new();
+    for p in prepared {
+        match lock_out(&p.out) {
+            Ok(l) => locks.push(l),
+            Err(e) => {
+                locks.into_iter().for_each(JournalLock::release_unused);
+                return Err(e);
+            }
+        }
+    }
+    Ok(locks)
 }
 
 /// One line on a finished task.

@@ -211,7 +211,7 @@ fn check_paths(args: &SearchArgs) -> anyhow::Result<()> {
     let trace = args.trace.clone().unwrap_or_else(|| out_dir.join(TRACE_FILE));
     let mut inputs: Vec<(&str, std::path::PathBuf)> =
         args.data.dataset.iter().map(|p| ("--dataset", p.clone())).collect();
-    inputs.extend(args.data.spec.iter().map(|p| ("--spec", p.clone())));
+    inputs.extend(args.data.model.input_files());
     inputs.extend(args.tuned_train.train_tuned.iter().map(|p| ("--train-tuned", p.clone())));
     let names = [
         render::CPP_HEADER,
@@ -296,14 +296,7 @@ fn run_single(args: &SearchArgs, limits: &ResolvedLimits, started: Instant) -> a
                 l.always("--dataset", d);
             }
         }
-        match &args.data.spec {
-            Some(spec) => {
-                l.path("--spec", spec);
-            }
-            None => {
-                l.value("--model", args.data.model.as_deref().unwrap_or(DEFAULT_MODEL), DEFAULT_MODEL);
-            }
-        }
+        super::resolve::write_model_line(&args.data.model, l, DEFAULT_MODEL);
         l.value("--tp", args.data.tp, 2);
         args.data.backends.write_line(l);
     });
@@ -631,8 +624,8 @@ fn trace_settings(args: &SearchArgs, limits: &ResolvedLimits, setup: &RuleSetup)
         "offspring": args.offspring,
         "repair_limit": args.repair_limit,
         "dataset": args.data.dataset.iter().map(|d| display_path(d)).collect::<Vec<_>>(),
-        "spec": args.data.spec.as_ref().map(|d| display_path(d)),
-        "model": args.data.model,
+        "spec": args.data.model.spec.as_ref().map(|d| display_path(d)),
+        "model": args.data.model.name,
         "tp": args.data.tp,
         "sample_m": args.sample.sample_m,
         "seed": args.sample.seed,

@@ -11,7 +11,7 @@ use crate::catalog::Catalog;
 use crate::compare::report::LayerNames;
 use crate::compare::{Policy, Report, TunedTable};
 use crate::rule::Rule;
-use crate::shapes::{sample_m, Layer, ModelSpec};
+use crate::shapes::{sample_m, Layer, ModelSpec, ShapeError};
 use crate::table::multi::VendorTimes;
 use crate::table::LatencyMatrix;
 
@@ -82,11 +82,17 @@ impl Session {
         let (source, matrix, vendor) = load_datasets(&data.dataset, &catalog, backends.as_ref())?;
         let dataset_args = dataset_names(&data.dataset);
         let dataset = PathBuf::from(source.name());
-        let model = match (&data.model, &data.spec, scope) {
-            (None, None, Scope::EveryShape) => None,
-            (m, _, _) => Some(m.as_deref().unwrap_or(DEFAULT_MODEL)),
+        let loaded = match scope {
+            Scope::EveryShape => data.model.load(),
+            Scope::DefaultModel => data.model.load_or(DEFAULT_MODEL).map(Some),
         };
-        let Some(model) = model else {
+        let Some(spec) = loaded.map_err(|e| match e {
+            ShapeError::UnknownModel { .. } => {
+                anyhow::Error::new(e).context("--model names the GEMM model whose layers to keep")
+            }
+            other => other.into(),
+        })?
+        else {
             let shapes = (0..matrix.shapes.len()).collect();
             return Ok(Session {
                 catalog,
@@ -102,17 +108,14 @@ impl Session {
                 backends,
             });
         };
-        let (name, layers) = model_layers(model, data.spec.as_deref(), data.tp)?;
-        let what = format!("{name} TP={}", data.tp);
+        let layers = spec.layers(data.tp)?;
+        let what = format!("{} TP={}", spec.name, data.tp);
         let shapes = shapes_of_layers(&matrix, &layers, &what).map_err(|_| {
-            let model = match &data.spec {
-                Some(spec) => format!("--spec {}", spec.display()),
-                None => format!("--model {model}"),
-            };
+            let model = data.model.option_text(DEFAULT_MODEL);
             anyhow::anyhow!(
                 "{} holds no shape of {what}; pass the --model/--tp it was measured for, or measure it on a GPU with \
                  `synth bench {model} --tp {tp} --out X.csv`, then `synth run --dataset X.csv {model} --tp {tp}`",
-                source.name(),
+                source.origin(),
                 tp = data.tp
             )
         })?;
@@ -171,6 +174,21 @@ impl Session {
         policies.push(Policy::Rule { name: candidate.0.to_string(), rule: candidate.1.clone() });
         policies.push(Policy::Oracle);
         Ok(policies)
+    }
+
+    /// With `--backends`: an error naming the first backend of which the session's shapes hold no usable
+    /// row, and the data ([`crate::compare::backends::check_rows`], the multi-model job's check too).
+    pub fn check_backend_rows(&self) -> anyhow::Result<()> {
+        let Some(backends) = &self.backends else { return Ok(()) };
+        let data = format!("{} ({})", self.source.origin(), self.what);
+        crate::compare::backends::check_rows(
+            &self.matrix,
+            backends,
+            &self.shapes,
+            &data,
+            "give the journal that measures it as another --dataset (repeatable), or leave it out of --backends",
+        )
+        .map_err(anyhow::Error::msg)
     }
 
     /// With `--backends`: each backend's oracle and the best threshold policy fitted on `train`, with a
@@ -396,7 +414,7 @@ fn load_datasets(
         if datasets.first().is_some_and(|d| d.is_dir()) {
             return load_many(datasets, catalog, backends);
         }
-        let tables = [(PathBuf::from(source.name()), source.rows(catalog)?)];
+        let tables = [(PathBuf::from(source.origin()), source.rows(catalog)?)];
         let (matrix, vendor) =
             crate::table::multi::merge_tables_for(&tables, Some(b)).map_err(|e| anyhow::anyhow!("{e}"))?;
         return Ok((source, matrix, vendor));
@@ -448,7 +466,7 @@ fn load_many(
     }
     let mut tables = Vec::with_capacity(sources.len());
     for s in &sources {
-        tables.push((PathBuf::from(s.name()), s.rows(catalog)?));
+        tables.push((PathBuf::from(s.origin()), s.rows(catalog)?));
     }
     let (matrix, vendor) =
         crate::table::multi::merge_tables_for(&tables, backends).map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -54,14 +54,7 @@ fn line(args: &RunArgs, session: &Session, limits: &ResolvedLimits) -> CommandLi
     for d in &session.dataset_args {
         l.always("--dataset", d);
     }
-    match (&args.data.spec, args.data.model.as_deref()) {
-        (Some(spec), _) => {
-            l.path("--spec", spec);
-        }
-        (None, model) => {
-            l.value("--model", model.unwrap_or(DEFAULT_MODEL), DEFAULT_MODEL);
-        }
-    }
+    super::resolve::write_model_line(&args.data.model, &mut l, DEFAULT_MODEL);
     l.value("--tp", args.data.tp, 2);
     args.data.backends.write_line(&mut l);
     if !args.train_all {
@@ -99,6 +92,7 @@ struct Outcome {
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let session = Session::open(&args.data, Scope::DefaultModel)?;
+    session.check_backend_rows()?;
     let job = SingleJob::resolve(args, &session)?;
     if !args.check {
         // Before the synthesis: an --out inside a dataset directory is refused at once.
@@ -127,9 +121,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         // The rule for a runtime that chooses between backends in Python.
         extra.push(super::outputs::python_file(&o.synth.rule, catalog, &provenance)?);
     }
-    let export_note = runtime_exports(&o.synth.rule, &session, &mut extra)?;
     // The single-dataset job never writes the committed generated/ unless --out says so.
     let target = super::outputs::out_dir(args.out.as_deref(), false, "run")?;
+    let export_note = runtime_exports(&o.synth.rule, &session, &target.dir, &mut extra)?;
     let files = super::outputs::rule_files(&o.synth.rule, catalog, matrix, &provenance, extra);
     let written = files.and_then(|f| {
         if !args.check {
@@ -189,24 +183,36 @@ pub const RUNTIME_DIRS: [(crate::export::Runtime, &str); 2] =
     [(crate::export::Runtime::Vllm, "vllm"), (crate::export::Runtime::Sglang, "sglang")];
 
 /// A rule whose every leaf is a triton config gets the vLLM and SGLang config files of the model's layers
-/// for the data's device (as `synth export` writes them, in `vllm/` and `sglang/`); returns what the
+/// for the data's device (as `synth export` writes them, in `vllm/` and `sglang/` of `out`, under the same
+/// provenance check: a config file there that no export wrote is never replaced); returns what the
 /// terminal says about them (`None` for a rule with leaves of other backends, which no runtime file holds).
+/// Where no file name can be made of the data's device (none named, or one the runtimes' names cannot
+/// hold), only these files are left out, with a note naming the `synth export` that writes them.
 fn runtime_exports(
     rule: &crate::rule::Rule,
     session: &Session,
+    out: &std::path::Path,
     extra: &mut Vec<GeneratedFile>,
 ) -> anyhow::Result<Option<String>> {
     if !super::export::exportable(rule) {
         return Ok(None);
     }
+    let export_line = "run `synth export vllm|sglang --rule rule.json --device-name NAME ...` with the GPU's name as \
+                       the runtime reports it";
     let Some(device) = session.matrix.device.as_deref() else {
-        return Ok(Some(
-            "vLLM/SGLang config files: not written, the data names no device (journal column `device`); run \
-             `synth export vllm|sglang --rule rule.json --device-name NAME ...` with the GPU's name"
-                .into(),
-        ));
+        return Ok(Some(format!(
+            "vLLM/SGLang config files: not written, the data names no device (journal column `device`); {export_line}"
+        )));
     };
-    let device = crate::export::device_component(device).map_err(|e| anyhow::anyhow!("the data's device: {e}"))?;
+    let device = match crate::export::device_part(device) {
+        Ok(d) => d,
+        Err(why) => {
+            return Ok(Some(format!(
+                "vLLM/SGLang config files: not written (the rule's other files are), the data's device (journal \
+                 column `device`) {why}; {export_line}"
+            )))
+        }
+    };
     let nks: std::collections::BTreeSet<(u32, u32)> =
         session.layers.iter().filter(|l| l.k % crate::catalog::triton::SCALE_K == 0).map(|l| (l.n, l.k)).collect();
     let nks: Vec<(u32, u32)> = nks.into_iter().collect();
@@ -219,7 +225,7 @@ fn runtime_exports(
             device: &device,
             max_m: super::export::DEFAULT_MAX_M,
         };
-        for f in super::export::runtime_files(&spec, &nks)? {
+        for f in super::export::runtime_files(&spec, &nks, &out.join(dir))? {
             extra.push(GeneratedFile { name: format!("{dir}/{}", f.name), contents: f.contents });
         }
     }

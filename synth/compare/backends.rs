@@ -56,6 +56,29 @@ pub fn check_measured(rule: &crate::rule::Rule, matrix: &LatencyMatrix) -> Resul
     ))
 }
 
+/// `Err` naming the first backend of `backends` of which `matrix` holds no usable row on `shapes`, and
+/// `data` (the dataset and its scope, or a manifest's configuration), ending with `fix`: a backend with no
+/// row there has no oracle, no default and no pick to score, so its `oracle[B]` would print the default
+/// kernel's figures and every rule leaf of it would be charged the default's time. The one check of every
+/// job that reads data for `--backends` (`run` and `compare` on one dataset, the multi-model job per
+/// configuration).
+pub fn check_rows(
+    matrix: &LatencyMatrix,
+    backends: &Backends,
+    shapes: &[usize],
+    data: &str,
+    fix: &str,
+) -> Result<(), String> {
+    let usable = |b: Libtype| {
+        let cols: Vec<usize> = (0..matrix.candidates.len()).filter(|&c| matrix.candidates[c].backend == b).collect();
+        shapes.iter().any(|&s| cols.iter().any(|&c| matrix.us(s, c).is_some()))
+    };
+    match backends.iter().find(|&b| !usable(b)) {
+        Some(b) => Err(format!("{data} has no usable {b} row, and --backends names {b}: {fix}")),
+        None => Ok(()),
+    }
+}
+
 /// The kernel a backend runs where nothing chose one: CK's legacy default (the alias of kernelId -1),
 /// the vendor GEMM, vLLM's default Triton config. CK-tile's default depends on the architecture and
 /// none of its rows run on the devices measured here: `None`.

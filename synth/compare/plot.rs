@@ -18,6 +18,8 @@ pub const WIDTH: u32 = 900;
 const ROW_HEIGHT: u32 = 380;
 /// Panels per row.
 const COLUMNS: usize = 2;
+/// Top of the y axis (a fraction of the oracle is at most 1.0; a point above is drawn at the top).
+const YMAX: f64 = 1.02;
 
 /// Colours of rule policies other than the synthesized one, in order.
 const RULE_COLOURS: [RGBColor; 5] = [
@@ -115,7 +117,7 @@ pub fn panels_svg(report: &Report, panels: &[Panel], title: &str) -> anyhow::Res
                 .margin(10)
                 .x_label_area_size(40)
                 .y_label_area_size(52)
-                .build_cartesian_2d((xmin..xmax).log_scale(), ymin..1.02)?;
+                .build_cartesian_2d((xmin..xmax).log_scale(), ymin..YMAX)?;
             chart
                 .configure_mesh()
                 .x_desc("M")
@@ -138,11 +140,14 @@ pub fn panels_svg(report: &Report, panels: &[Panel], title: &str) -> anyhow::Res
                     .shapes
                     .iter()
                     .map(|&i| (f64::from(report.shape_list[i].m.max(1)), fraction(p, i)))
-                    .filter(|q| q.1.is_finite())
+                    .filter(|q| q.1.is_finite() && q.1 >= 0.0)
                     .collect();
                 let logs: f64 = pts.iter().map(|q| q.1.ln()).sum();
-                let geomean = if pts.is_empty() { f64::NAN } else { (logs / pts.len() as f64).exp() };
-                let label = format!("{} {geomean:.3}", crate::sanitize::shown(&report.policies[p].name));
+                let geomean = (logs / pts.len() as f64).exp();
+                let geomean = if geomean.is_finite() { format!("{geomean:.3}") } else { "-".to_string() };
+                let label = format!("{} {geomean}", crate::sanitize::shown(&report.policies[p].name));
+                // Every point inside the axes: each coordinate written is a finite number of the panel.
+                let pts: Vec<(f64, f64)> = pts.into_iter().map(|(x, y)| (x, y.min(YMAX))).collect();
                 // Each marker is an element at the point's pixel, offset in pixels.
                 macro_rules! draw {
                     ($elem:expr) => {{

@@ -9,11 +9,9 @@
 //! `1..=max_m` into keys for which the lookup returns exactly that config, and [`prove`] checks it at
 //! every M.
 //!
-//! Key placement: the wanted configs form runs of equal configs over M. Writing both ends of every run, in
-//! increasing order, is always right: an M inside a run is nearer to one of its run's ends than to any key
-//! outside the run, and at a run boundary b | b+1 the two keys b and b+1 are adjacent. Keys are then
-//! dropped one at a time, last first, whenever the exhaustive check still
-//! passes, so a layer whose choice never changes gets one key.
+//! Key placement ([`choose_keys`]): the fewest keys for which the lookup is exact at every M, found by
+//! dynamic programming over the runs of equal configs, and at most [`MAX_KEYS`] of them
+//! ([`bounded_keys`]): the runtimes scan every key on every GEMM call.
 
 use crate::catalog::triton::TritonConfig;
 
@@ -52,17 +50,61 @@ impl Runtime {
 
 /// The device name as it appears in file names: the runtimes replace spaces by underscores
 /// (`get_device_name().replace(" ", "_")`); anything that could leave the output directory or break the
-/// name (path separators, `..`, `,`, `=`, control characters) is refused.
+/// name (path separators, `..`, `,`, `=`, control characters) is refused, naming `--device-name`.
 pub fn device_component(name: &str) -> Result<String, String> {
+    device_part(name).map_err(|e| format!("--device-name {e}"))
+}
+
+/// [`device_component`] whatever named the device: the error starts with the name, quoted, and says what a
+/// device name may hold (the caller says where the name came from).
+pub fn device_part(name: &str) -> Result<String, String> {
     let d = name.replace(' ', "_");
     let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '(' | ')' | '+');
     if d.is_empty() || d.len() > 128 || d.starts_with('.') || d.contains("..") || !d.chars().all(ok_char) {
         return Err(format!(
-            "--device-name {name:?}: expected the GPU name the runtime reports (letters, digits, spaces, \
-             '_', '-', '.', '(', ')', '+'; at most 128 characters), e.g. NVIDIA_H200"
+            "{name:?}: expected the GPU name the runtime reports (ASCII letters, digits, spaces, '_', '-', '.', \
+             '(', ')', '+'; at most 128 characters), e.g. NVIDIA_H200"
         ));
     }
     Ok(d)
+}
+
+/// Most M keys one config file may hold: vLLM and SGLang scan every key of the file on every GEMM call
+/// (`min(configs.keys(), ...)`), so a file of many keys slows every call it serves. The runtimes' own
+/// files hold 18; a rule needs one key per run of equal picks along M at least.
+pub const MAX_KEYS: usize = 4096;
+
+/// The runs of equal configs in `wanted` (a key set needs at least one key per run: a key's own M returns
+/// its config, so no key of one config can stand inside a run of another).
+pub fn runs(wanted: &[TritonConfig]) -> usize {
+    if wanted.is_empty() {
+        return 0;
+    }
+    1 + wanted.windows(2).filter(|w| w[0] != w[1]).count()
+}
+
+/// [`choose_keys`] within [`MAX_KEYS`]: an error (naming `what`, e.g. the file) when the picks change too
+/// often along M for a file the runtimes can scan on every call. The runs are counted first, so a
+/// pathological rule is refused before any key is placed.
+pub fn bounded_keys(wanted: &[TritonConfig], what: &str) -> Result<Vec<(u32, TritonConfig)>, String> {
+    let too_many = |keys: usize| {
+        format!(
+            "{what}: the rule's pick changes {} times over M = 1..={}, which needs {keys} keys for the runtime's \
+             nearest-M lookup; a config file holds at most {MAX_KEYS} keys (vLLM and SGLang scan every key on \
+             every GEMM call): export a smaller M range (--max-m) or a rule whose pick changes less often along M",
+            runs(wanted).saturating_sub(1),
+            wanted.len()
+        )
+    };
+    let needed = runs(wanted);
+    if needed > MAX_KEYS {
+        return Err(too_many(needed));
+    }
+    let keys = choose_keys(wanted);
+    if keys.len() > MAX_KEYS {
+        return Err(too_many(keys.len()));
+    }
+    Ok(keys)
 }
 
 /// The runtimes' lookup: the first key (in file order) with the smallest |key - m|.
@@ -121,43 +163,146 @@ fn prove_range(keys: &[(u32, TritonConfig)], wanted: &[TritonConfig], from: u32,
     Ok(())
 }
 
-/// Keys (strictly increasing M) whose runtime lookup returns `wanted[i]` at M = i + 1 for every i; few
-/// of them (see the module docs). `wanted` must not be empty.
-pub fn choose_keys(wanted: &[TritonConfig]) -> Vec<(u32, TritonConfig)> {
-    let mut keys: Vec<(u32, TritonConfig)> = Vec::new();
-    let mut start = 0usize;
-    for i in 1..=wanted.len() {
-        if i == wanted.len() || wanted[i] != wanted[start] {
-            let (a, b) = (start as u32 + 1, i as u32);
-            keys.push((a, wanted[start]));
-            if b != a {
-                keys.push((b, wanted[start]));
+/// A run of equal wanted configs: M in `a..=b`.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    a: u32,
+    b: u32,
+    cfg: TritonConfig,
+}
+
+/// The runs of `wanted` (`wanted[i]` is the config at M = i + 1), in M order.
+fn run_list(wanted: &[TritonConfig]) -> Vec<Run> {
+    let mut runs: Vec<Run> = Vec::new();
+    for (i, &cfg) in wanted.iter().enumerate() {
+        let m = i as u32 + 1;
+        match runs.last_mut() {
+            Some(r) if r.cfg == cfg => r.b = m,
+            _ => runs.push(Run { a: m, b: m, cfg }),
+        }
+    }
+    runs
+}
+
+/// One way to place the keys of the runs up to one: `cost` keys, the last one anywhere in `lo..=hi` of
+/// that run; `from` is the state of the run before it extends, `two` whether this run holds two keys
+/// (its first fixed by the key before, its last free) rather than one.
+#[derive(Debug, Clone, Copy)]
+struct State {
+    cost: usize,
+    lo: u32,
+    hi: u32,
+    from: usize,
+    two: bool,
+}
+
+/// Most states kept per run (more only when many placements tie; the placement stays exact, at worst
+/// not the fewest keys).
+const MAX_STATES: usize = 64;
+
+/// The first keys `r` can start with after a last key `p` of the run before, for `p` in `plo..=phi`:
+/// the lookup serves M up to (p + f) / 2 (rounded down, a tie going to the earlier key) from `p`, so
+/// that must be `r.a - 1`, the end of the run before: f is 2·r.a − 2 − p or 2·r.a − 1 − p, within `r`.
+fn follow(r: &Run, plo: u32, phi: u32) -> Option<(u32, u32)> {
+    let (a, b) = (i64::from(r.a), i64::from(r.b));
+    let lo = (2 * a - 2 - i64::from(phi)).max(a);
+    let hi = (2 * a - 1 - i64::from(plo)).min(b);
+    (lo <= hi).then_some((lo as u32, hi as u32))
+}
+
+/// Keeps the states that can still lead to the fewest keys: a state of 2 keys more than the cheapest is
+/// never better (the cheapest one reaches every position two runs on with at most as many keys), nor is
+/// one inside another of no more keys.
+fn prune(states: &mut Vec<State>) {
+    let Some(min) = states.iter().map(|s| s.cost).min() else { return };
+    states.sort_by_key(|s| (s.cost, s.lo, std::cmp::Reverse(s.hi)));
+    let mut kept: Vec<State> = Vec::new();
+    for s in states.drain(..).filter(|s| s.cost <= min + 1) {
+        if !kept.iter().any(|k| k.lo <= s.lo && s.hi <= k.hi) && kept.len() < MAX_STATES {
+            kept.push(s);
+        }
+    }
+    *states = kept;
+}
+
+/// The states of every run (dynamic programming over the runs, see [`choose_keys`]).
+fn key_states(runs: &[Run]) -> Vec<Vec<State>> {
+    let mut table: Vec<Vec<State>> = Vec::with_capacity(runs.len());
+    for (i, r) in runs.iter().enumerate() {
+        let mut states = match table.last() {
+            None => vec![State { cost: 1, lo: r.a, hi: r.b, from: 0, two: false }],
+            Some(before) => {
+                let mut v = Vec::new();
+                for (j, s) in before.iter().enumerate() {
+                    if let Some((lo, hi)) = follow(r, s.lo, s.hi) {
+                        v.push(State { cost: s.cost + 1, lo, hi, from: j, two: false });
+                        if lo < r.b {
+                            v.push(State { cost: s.cost + 2, lo: lo + 1, hi: r.b, from: j, two: true });
+                        }
+                    }
+                }
+                v
             }
-            start = i;
+        };
+        // A last key the next run cannot follow (too far before its end) is dropped; the run's end always
+        // stays.
+        if let Some(next) = runs.get(i + 1) {
+            let min_p = (2 * i64::from(next.a) - 2 - i64::from(next.b)).max(0) as u32;
+            states.iter_mut().for_each(|s| s.lo = s.lo.max(min_p));
+            states.retain(|s| s.lo <= s.hi);
         }
+        prune(&mut states);
+        table.push(states);
     }
-    debug_assert!(prove(&keys, wanted).is_ok());
-    // Drop keys while the proof holds, last first. Dropping key i changes the lookup only between its
-    // neighbours, the key before it (every earlier key is still there) and the nearest key after it that
-    // was kept (below the first key or above the last, the nearest key is the first or the last), so
-    // only that span is proved again, against those two keys: linear in the range, not in keys x range.
-    let last_m = wanted.len() as u32;
-    let mut kept_rev: Vec<(u32, TritonConfig)> = Vec::with_capacity(keys.len());
-    for i in (0..keys.len()).rev() {
-        let left = i.checked_sub(1).map(|j| keys[j]);
-        let right = kept_rev.last().copied();
-        let neighbours: Vec<(u32, TritonConfig)> = left.into_iter().chain(right).collect();
-        let from = left.map_or(1, |k| k.0);
-        let to = right.map_or(last_m, |k| k.0);
-        let droppable = !neighbours.is_empty() && prove_range(&neighbours, wanted, from, to).is_ok();
-        if !droppable {
-            kept_rev.push(keys[i]);
-        }
+    table
+}
+
+/// The keys of the cheapest state of the last run, walked back through the table.
+fn fewest_keys(runs: &[Run]) -> Vec<(u32, TritonConfig)> {
+    let table = key_states(runs);
+    let Some(best) = table.last().and_then(|l| (0..l.len()).min_by_key(|&j| (l[j].cost, l[j].lo))) else {
+        return Vec::new();
+    };
+    let mut keys = Vec::new();
+    let (mut j, mut x) = (best, table[table.len() - 1][best].lo);
+    for i in (0..runs.len()).rev() {
+        let (s, r) = (table[i][j], runs[i]);
+        keys.push((x, r.cfg));
+        let Some(before) = i.checked_sub(1).map(|b| table[b][s.from]) else { break };
+        let a = i64::from(r.a);
+        let p = if s.two {
+            keys.push(((2 * a - 2 - i64::from(before.hi)).max(a) as u32, r.cfg));
+            before.hi
+        } else {
+            // The last key before: one of the two that make x follow it, in the state's range.
+            let fits = |p: i64| p >= i64::from(before.lo) && p <= i64::from(before.hi);
+            let p = [2 * a - 1 - i64::from(x), 2 * a - 2 - i64::from(x)].into_iter().find(|&p| fits(p));
+            p.unwrap_or(i64::from(before.hi)) as u32
+        };
+        (j, x) = (s.from, p);
     }
-    kept_rev.reverse();
-    let keys = kept_rev;
-    debug_assert!(prove(&keys, wanted).is_ok());
+    keys.reverse();
     keys
+}
+
+/// Keys (strictly increasing M) whose runtime lookup returns `wanted[i]` at M = i + 1 for every i, as few
+/// as can be.
+///
+/// The wanted configs form runs of equal configs along M. A key stands in a run of its own config (at its
+/// own M the lookup returns it), so every run holds a key. Between two keys p < q the lookup switches
+/// after (p + q) / 2, rounded down (a tie goes to the earlier key); so where one run ends at b, its last
+/// key p and the next run's first key q must have p + q = 2b or 2b + 1, and nothing else constrains the
+/// keys. A run of one key ties the key before it to the key after it; a run of two frees them. The
+/// fewest keys follow by dynamic programming over the runs, each run's possible last keys an interval
+/// per key count ([`key_states`]); the result is proved at every M, and where it would not hold (never,
+/// by construction) both ends of every run are written instead, which always hold.
+pub fn choose_keys(wanted: &[TritonConfig]) -> Vec<(u32, TritonConfig)> {
+    let runs = run_list(wanted);
+    let keys = fewest_keys(&runs);
+    if prove(&keys, wanted).is_ok() {
+        return keys;
+    }
+    runs.iter().flat_map(|r| std::iter::once((r.a, r.cfg)).chain((r.b != r.a).then_some((r.b, r.cfg)))).collect()
 }
 
 /// Reads a runtime config file's text: its (M, config) entries in file order (the order the runtimes'
@@ -259,9 +404,12 @@ mod tests {
         assert_eq!(Runtime::Sglang.default_config(), SGLANG_DEFAULT);
         assert_eq!(device_component("NVIDIA H200").unwrap(), "NVIDIA_H200");
         assert_eq!(device_component("Intel(R) Arc(TM) Pro B70 Graphics").unwrap(), "Intel(R)_Arc(TM)_Pro_B70_Graphics");
-        for bad in ["", "../x", "a/b", "a\\b", ".hidden", "H200,dtype=x", "a=b", "x\ny", "a..b", &"x".repeat(129)] {
+        for bad in
+            ["", "../x", "a/b", "a\\b", ".hidden", "H200,dtype=x", "a=b", "x\ny", "a..b", &"x".repeat(129), "Gär"]
+        {
             let e = device_component(bad).unwrap_err();
-            assert!(e.contains("--device-name"), "{bad:?}: {e}");
+            assert!(e.starts_with(&format!("--device-name {bad:?}: expected the GPU name")), "{bad:?}: {e}");
+            assert_eq!(device_part(bad).unwrap_err(), e["--device-name ".len()..], "{bad:?}");
         }
     }
 
@@ -304,7 +452,8 @@ mod tests {
 
     #[test]
     fn random_step_functions_are_exact_at_every_m() {
-        // Deterministic pseudo-random runs (xorshift), lengths 1..=700, configs from a small pool.
+        // Deterministic pseudo-random runs (xorshift), lengths 1..=700, configs from a small pool: exact, and
+        // never more keys than the ends of the runs with the last ones dropped.
         let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         for _ in 0..40 {
             let max_m = 1 + (next() % 5000) as usize;
@@ -316,23 +465,37 @@ mod tests {
             }
             let keys = choose_keys(&wanted);
             assert!(keys.windows(2).all(|w| w[0].0 < w[1].0));
+            if max_m <= 1500 {
+                assert!(keys.len() <= dropped_ends(&wanted).len(), "{max_m}");
+            }
             for (i, &want) in wanted.iter().enumerate() {
                 assert_eq!(runtime_pick(&keys, i as u32 + 1), Some(want), "M={}", i + 1);
             }
         }
     }
 
-    /// The key choice before the proof was made local: every removal re-proved on the whole range.
-    fn choose_keys_whole_range(wanted: &[TritonConfig]) -> Vec<(u32, TritonConfig)> {
-        let mut keys: Vec<(u32, TritonConfig)> = Vec::new();
-        for (i, &c) in wanted.iter().enumerate() {
-            let m = i as u32 + 1;
-            let starts = i == 0 || wanted[i - 1] != c;
-            let ends = i + 1 == wanted.len() || wanted[i + 1] != c;
-            if starts || ends {
-                keys.push((m, c));
-            }
-        }
+    /// The fewest keys by exhaustive search: every set of key positions in 1..=len, each key with the
+    /// config wanted at its M.
+    fn fewest_by_search(wanted: &[TritonConfig]) -> usize {
+        let len = wanted.len();
+        (1u32..1 << len)
+            .filter(|set| {
+                let keys: Vec<(u32, TritonConfig)> =
+                    (0..len).filter(|i| set & (1 << i) != 0).map(|i| (i as u32 + 1, wanted[i])).collect();
+                (0..len).all(|i| runtime_pick(&keys, i as u32 + 1) == Some(wanted[i]))
+            })
+            .map(u32::count_ones)
+            .min()
+            .unwrap() as usize
+    }
+
+    /// The ends of every run, last ones dropped while the lookup stays exact (the placement before the
+    /// fewest keys were searched for).
+    fn dropped_ends(wanted: &[TritonConfig]) -> Vec<(u32, TritonConfig)> {
+        let mut keys: Vec<(u32, TritonConfig)> = run_list(wanted)
+            .iter()
+            .flat_map(|r| std::iter::once((r.a, r.cfg)).chain((r.b != r.a).then_some((r.b, r.cfg))))
+            .collect();
         let mut i = keys.len();
         while i > 0 && keys.len() > 1 {
             i -= 1;
@@ -345,30 +508,50 @@ mod tests {
     }
 
     #[test]
-    fn local_proof_drops_the_same_keys_as_a_whole_range_one() {
-        // Alternating configs (a key at every M: the case the local proof exists for), short runs and
-        // long runs, against the whole-range choice and the runtime lookup at every M.
+    fn the_keys_are_the_fewest_the_lookup_needs() {
+        // Every step function of up to 12 M values over 3 configs drawn at random, against an exhaustive
+        // search of every key set.
         let mut next = xorshift(0x2545_f491_4f6c_dd1d);
-        let alternating: Vec<TritonConfig> = (0..300).map(|i| cfg(i % 2)).collect();
-        let mut cases = vec![alternating];
-        for max_run in [1u64, 3, 40, 400] {
-            for _ in 0..6 {
-                let max_m = 1 + (next() % 600) as usize;
-                let mut wanted = Vec::new();
-                while wanted.len() < max_m {
-                    let len = 1 + (next() % max_run) as usize;
-                    wanted.extend(std::iter::repeat_n(cfg((next() % 4) as usize), len.min(max_m - wanted.len())));
-                }
-                cases.push(wanted);
+        for _ in 0..400 {
+            let len = 1 + (next() % 12) as usize;
+            let mut wanted = Vec::new();
+            while wanted.len() < len {
+                let run = 1 + (next() % 4) as usize;
+                wanted.extend(std::iter::repeat_n(cfg((next() % 3) as usize), run.min(len - wanted.len())));
             }
+            let keys = choose_keys(&wanted);
+            assert_eq!(prove(&keys, &wanted), Ok(()), "{wanted:?}");
+            assert_eq!(keys.len(), fewest_by_search(&wanted), "{wanted:?}: {keys:?}");
         }
-        for wanted in &cases {
-            let keys = choose_keys(wanted);
-            assert_eq!(keys, choose_keys_whole_range(wanted), "{} M values", wanted.len());
-            for (i, &want) in wanted.iter().enumerate() {
-                assert_eq!(runtime_pick(&keys, i as u32 + 1), Some(want), "M={}", i + 1);
-            }
+        // Alternating runs of 16 (a rule that reads M modulo 32): one key per run, where keeping the
+        // ends of runs needed two.
+        let (a, b) = (cfg(0), cfg(1));
+        let wanted: Vec<TritonConfig> = (0..1024).map(|i| if i % 32 < 16 { a } else { b }).collect();
+        let keys = choose_keys(&wanted);
+        assert_eq!(keys.len(), 64);
+        assert_eq!(dropped_ends(&wanted).len(), 126);
+        for (i, &want) in wanted.iter().enumerate() {
+            assert_eq!(runtime_pick(&keys, i as u32 + 1), Some(want), "M={}", i + 1);
         }
+        // A threshold keeps its readable keys: the two M values either side of it.
+        let wanted: Vec<TritonConfig> = (1..=16384).map(|m| if m <= 64 { a } else { b }).collect();
+        assert_eq!(choose_keys(&wanted), vec![(64, a), (65, b)]);
+    }
+
+    #[test]
+    fn keys_are_bounded_with_a_message_naming_the_layer() {
+        let (a, b) = (cfg(0), cfg(1));
+        // Runs of 16 up to M = 2^20: 65,536 runs, each needing a key; refused before any is placed.
+        let wanted: Vec<TritonConfig> = (0..1u32 << 20).map(|i| if i % 32 < 16 { a } else { b }).collect();
+        assert_eq!(runs(&wanted), 65536);
+        let e = bounded_keys(&wanted, "layer N=1 K=128").unwrap_err();
+        assert!(e.starts_with("layer N=1 K=128: the rule's pick changes 65535 times over M = 1..=1048576"), "{e}");
+        assert!(e.contains("needs 65536 keys") && e.contains(&format!("at most {MAX_KEYS} keys")), "{e}");
+        // MAX_KEYS runs fit; one more does not.
+        let fits: Vec<TritonConfig> = (0..MAX_KEYS * 2).map(|i| if i % 4 < 2 { a } else { b }).collect();
+        assert_eq!(bounded_keys(&fits, "x").unwrap().len(), MAX_KEYS);
+        let over: Vec<TritonConfig> = (0..MAX_KEYS * 2 + 1).map(|i| if i % 4 < 2 { a } else { b }).collect();
+        assert!(bounded_keys(&over, "x").unwrap_err().contains(&format!("needs {} keys", MAX_KEYS + 1)));
     }
 
     #[test]

@@ -609,11 +609,28 @@ pub fn lock_path(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
+/// How a lock's messages name what is locked: the file (`journal`), the run that holds it (`measurement
+/// run`) and the command that writes its `pid ...` line (`synth bench`).
+pub(crate) struct LockWords {
+    pub what: &'static str,
+    pub run: &'static str,
+    pub writer: &'static str,
+}
+
+/// A journal's lock, in messages.
+const JOURNAL_LOCK: LockWords = LockWords { what: "journal", run: "measurement run", writer: "synth bench" };
+
 /// Takes the exclusive lock of the journal at `path` (an OS file lock on [`lock_path`], released when
 /// the process ends however it ends) and records this process in it. A second `synth bench` on the same
 /// journal gets one error naming the holder. The lock file is opened without following links
 /// ([`super::auxfile`]).
 pub(crate) fn lock_journal(path: &Path) -> Result<JournalLock> {
+    lock_exclusive(path, &JOURNAL_LOCK)
+}
+
+/// The lock of [`lock_journal`] for any file one run at a time may write (a rewrite's trace): `words`
+/// name it in the messages.
+pub(crate) fn lock_exclusive(path: &Path, words: &LockWords) -> Result<JournalLock> {
     use std::io::Write;
     use std::os::unix::fs::MetadataExt;
     let lock_path = lock_path(path);
@@ -634,7 +651,8 @@ pub(crate) fn lock_journal(path: &Path) -> Result<JournalLock> {
     for _ in 0..100 {
         let existed = std::fs::symlink_metadata(&lock_path).is_ok();
         // Never through a link: a planted `<journal>.lock` symlink would get its target overwritten below.
-        let file = super::auxfile::open(&lock_path, super::auxfile::Mode::ReadWrite, "the journal lock")?;
+        let file =
+            super::auxfile::open(&lock_path, super::auxfile::Mode::ReadWrite, &format!("the {} lock", words.what))?;
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
@@ -642,13 +660,15 @@ pub(crate) fn lock_journal(path: &Path) -> Result<JournalLock> {
                 let _ = file.take(4096).read_to_string(&mut holder);
                 let holder = crate::sanitize::shown(holder.trim());
                 bail!(
-                    "journal {} is in use by another measurement run ({}); wait for it to finish, or pass another --out",
+                    "{} {} is in use by another {} ({}); wait for it to finish, or pass another --out",
+                    words.what,
                     path.display(),
+                    words.run,
                     if holder.is_empty() { "holder unknown".to_string() } else { holder }
                 );
             }
             Err(std::fs::TryLockError::Error(e)) => {
-                bail!("cannot lock the journal {} (through {}): {e}", path.display(), lock_path.display())
+                bail!("cannot lock the {} {} (through {}): {e}", words.what, path.display(), lock_path.display())
             }
         }
         let held = file.metadata()?;
@@ -661,9 +681,11 @@ pub(crate) fn lock_journal(path: &Path) -> Result<JournalLock> {
         (&lock.file).take(64).read_to_end(&mut head)?;
         if !head.is_empty() && !head.starts_with(b"pid ") {
             bail!(
-                "{} is in the way: the journal's lock goes there, and it holds something else (not the `pid ...` \
-                 line synth bench writes); move it away or pass another --out (nothing was written)",
-                lock_path.display()
+                "{} is in the way: the {}'s lock goes there, and it holds something else (not the `pid ...` \
+                 line {} writes); move it away or pass another --out (nothing was written)",
+                lock_path.display(),
+                words.what,
+                words.writer
             );
         }
         let mut file = &lock.file;
@@ -674,7 +696,12 @@ pub(crate) fn lock_journal(path: &Path) -> Result<JournalLock> {
         file.flush()?;
         return Ok(lock);
     }
-    bail!("cannot lock the journal {}: its lock file {} keeps being replaced", path.display(), lock_path.display())
+    bail!(
+        "cannot lock the {} {}: its lock file {} keeps being replaced",
+        words.what,
+        path.display(),
+        lock_path.display()
+    )
 }
 
 /// Locks the journal file `file` (opened from `path`) exclusively, or says that another run holds it: the

@@ -12,6 +12,7 @@
 //! Both code renderers implement the i64 semantics of [`crate::rule::ir`] exactly; `tests/render.rs`
 //! compiles them with g++ and rustc and checks them against the interpreter.
 
+pub mod book;
 pub mod cpp;
 pub(crate) mod csv;
 pub(crate) mod file;
@@ -19,6 +20,7 @@ pub(crate) mod jinja;
 pub(crate) mod outdir;
 pub mod python;
 pub(crate) mod rust;
+pub(crate) mod staging;
 pub(crate) mod writer;
 
 use std::path::{Path, PathBuf};

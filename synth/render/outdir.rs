@@ -1,45 +1,45 @@
-//! All-or-nothing writes of an output directory.
+//! All-or-nothing writes of an output directory, which stays a shared place.
 //!
-//! Every file of one run goes into one transaction: a staging directory beside the target directory `D`
-//! (same parent, so the same file system; named `.<D>.synth-<pid>-<n>`) receives a replica of `D` — every
-//! entry hard-linked, so nothing of `D` is read twice or changed —
-//! and the new contents of the files that change (subdirectories such as `aiter/` included). Only when all
-//! of them were written completely are the two directories exchanged in one `renameat2(RENAME_EXCHANGE)`
-//! (a new `D` is renamed into place), and the replica of the old state is deleted. A failure before the
-//! exchange leaves `D` exactly as it was; a signal at any moment leaves either the old or the new `D`
-//! (at worst a hidden staging directory beside it, which the next run of the same directory removes).
-//! Where the exchange is not possible — not Linux or a file system without it, `D` a mount point (a bind
-//! mount, a container volume: `EBUSY`, `EXDEV`), a parent where a staging directory cannot be created
-//! (`EACCES`, `EPERM`: `D` writable inside a read-only directory), `D` holding what a replica cannot
-//! reproduce exactly (a mount point inside it, a subdirectory — or `D` itself — of another owner or group
-//! than a directory this process creates, an entry that cannot be hard-linked), or `D` the working directory or one
-//! containing it (exchanging it would leave this process, and the shell that started it, in a deleted
-//! directory) — the files are staged inside `D` itself instead: a hidden `.synth-<pid>-<n>` subdirectory
-//! receives every changed file, each written and synced (any failure removes it and leaves `D` unchanged),
-//! and only then are they renamed into place one by one (each rename atomic; a signal in the middle of the
-//! renames leaves some files new and the others old).
+//! A directory `D` that a command writes (`--out D`, `generated/`, the directories of the files `compare
+//! --csv/--svg` and `drift --report-*` name) may hold the user's own files, be another program's working
+//! directory, carry extended attributes and a default ACL, or be written by a second `synth` at the same
+//! time. So a commit of `D` changes exactly the files it writes and nothing else:
 //!
-//! A symbolic link at a subdirectory of `D` that a file is written into (`D/aiter` → elsewhere) is refused
-//! with an error naming it, before anything is written: output never goes through a link outside the
-//! directory the user named. (A link at an output file's own name is replaced by the file, not followed.)
+//! - `D` and every subdirectory of it keep their inode (their metadata, ACLs and extended attributes, and
+//!   a process whose working directory is inside them keeps working there): files are renamed into place
+//!   one by one, and a subdirectory `D` lacks is created in place (moved in whole with its new files, never
+//!   over a directory that appeared meanwhile); no existing directory is replaced;
+//! - no entry the commit did not write is deleted, replaced or hidden;
+//! - writers of one `D` are serialized by an exclusive lock on `D/.synth.lock` (which records the holder's
+//!   process id): a second writer waits for the first, up to [`staging::LOCK_WAIT`], then is refused with an
+//!   error naming the holder's pid. The lock file is removed when the writer ends;
+//! - the files that change are staged and synced in a hidden `D/.synth-stage-<pid>-<n>/` (same file
+//!   system), a commit marker is written, and only then are they renamed into place. A failure before the
+//!   marker removes the staging directory and changes nothing; a signal or crash at any step leaves a
+//!   staging directory that the next writer of `D` recovers under the lock before anything else: rolled
+//!   forward (the remaining renames finished) when it has its marker, deleted when not. So every commit is
+//!   all or nothing across a crash (the protocol: [`super::staging`]); the files of one transaction in
+//!   several directories (`compare --csv A/x.csv --svg B/y.svg`) share one marker.
 //!
-//! New files get the mode the process umask gives (`0666 & !umask`, as any file a program creates); a
-//! file that is replaced keeps the mode it had, and `D` keeps its own.
+//! A writer that changes nothing takes no lock and leaves nothing behind; one that fails leaves no lock
+//! file and removes the directories it created for the output that are still empty. A symbolic link at a
+//! subdirectory of `D` that a file is written into (`D/aiter` → elsewhere) is refused with an error naming
+//! it, before anything is written: output never goes through a link outside the directory the user named.
+//! (A link at an output file's own name is replaced by the file, not followed.) A FIFO, socket or device at
+//! an output's name is refused, never read or waited on.
+//!
+//! New files get the mode the process umask gives (`0666 & !umask`, as any file a program creates; a
+//! default ACL of `D` applies to them); a file that is replaced keeps the mode it had, and `D` keeps its own.
 
 use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 
 use super::file::GeneratedFile;
+use super::staging::{self, DirLock, Part};
 
-/// Where [`write_all_with`] may be stopped (by a test standing in for a signal).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
-    /// Every new file is in the staging directory; `D` is unchanged.
-    Staged,
-    /// `D` holds the new state; the replica of the old one is not deleted yet.
-    Swapped,
-}
+pub use super::staging::Step;
 
 /// Writes every file of `files` whose contents differ from what `dir` holds (see the module docs);
 /// returns the paths of all `files`. Nothing in `dir` changes when any file cannot be written.
@@ -53,120 +53,126 @@ pub fn write_all_with(
     files: &[GeneratedFile],
     stop: &mut dyn FnMut(Step) -> anyhow::Result<()>,
 ) -> anyhow::Result<Vec<PathBuf>> {
-    write_all_seamed(dir, files, stop, &Seams::REAL)
+    write_waiting(dir, files, stop, staging::LOCK_WAIT)
 }
 
-/// The system calls a test replaces to stand in for a file system that refuses them.
-struct Seams {
-    /// Exchanges two directories ([`exchange`]).
-    exchange: fn(&Path, &Path) -> std::io::Result<()>,
-    /// Creates the staging directory beside the target.
-    create_beside: fn(&Path) -> std::io::Result<()>,
-    /// Hard-links an entry of the target into the replica.
-    link: fn(&Path, &Path) -> std::io::Result<()>,
-}
-
-impl Seams {
-    const REAL: Seams =
-        Seams { exchange, create_beside: |p| std::fs::create_dir(p), link: |a, b| std::fs::hard_link(a, b) };
-}
-
-fn write_all_seamed(
+fn write_waiting(
     dir: &Path,
     files: &[GeneratedFile],
     stop: &mut dyn FnMut(Step) -> anyhow::Result<()>,
-    seams: &Seams,
+    wait: Duration,
 ) -> anyhow::Result<Vec<PathBuf>> {
+    let paths = check_files(dir, files)?;
+    let target = real_target(dir)?;
+    if target.is_dir() && changed(dir, files)?.is_empty() && !staging::has_stages(&target) {
+        return Ok(paths);
+    }
+    lock_target(dir, &target, wait)?.write_with(files, stop)
+}
+
+/// The checks that need neither the lock nor the disk's contents: every name inside the directory, no
+/// link on its way. Returns the paths of `files`.
+fn check_files(dir: &Path, files: &[GeneratedFile]) -> anyhow::Result<Vec<PathBuf>> {
     for f in files {
         check_name(&f.name)?;
     }
     for f in files {
         check_no_link(dir, &f.name)?;
     }
-    let paths: Vec<PathBuf> = files.iter().map(|f| dir.join(&f.name)).collect();
-    let mut changed = Vec::new();
-    for (file, path) in files.iter().zip(&paths) {
+    Ok(files.iter().map(|f| dir.join(&f.name)).collect())
+}
+
+/// The files of `files` whose contents differ from what `dir` holds (or that it lacks).
+fn changed<'a>(dir: &Path, files: &'a [GeneratedFile]) -> anyhow::Result<Vec<&'a GeneratedFile>> {
+    let mut out = Vec::new();
+    for file in files {
+        let path = dir.join(&file.name);
         if path.is_dir() {
             bail!("cannot write {}: a directory is in the way", path.display());
         }
-        match existing_contents(path) {
+        match existing_contents(&path) {
             Ok(Some(bytes)) if bytes == file.contents.as_bytes() => {}
-            Ok(_) => changed.push(file),
+            Ok(_) => out.push(file),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.kind() == std::io::ErrorKind::NotADirectory => {
-                changed.push(file)
+                out.push(file)
             }
             Err(e) => bail!("cannot write {}: {e}", path.display()),
         }
     }
-    if changed.is_empty() {
-        return Ok(paths);
-    }
-    let target = real_target(dir)?;
-    let existed = target.is_dir();
-    if existed && cannot_exchange(&target) {
-        write_in_place(dir, &target, &changed, stop)?;
-        return Ok(paths);
-    }
-    remove_stale_staging(&target);
-    let staging = match Staging::create(&target, seams.create_beside) {
-        Ok(s) => s,
-        Err(e) if existed && matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM | libc::EROFS)) => {
-            write_in_place(dir, &target, &changed, stop)?;
+    Ok(out)
+}
+
+/// An output directory locked for this writer, what an interrupted writer left there recovered
+/// ([`lock`]). The lock is released (and its file removed) when this value is dropped.
+pub struct Locked {
+    lock: DirLock,
+    dir: PathBuf,
+}
+
+/// Locks `dir` (creating it when missing; removed again if nothing is written) and recovers what a writer
+/// that died left there. A command that reads the directory before it writes it (`synth export` and its
+/// provenance sidecar) reads it under this lock, so what it read is what it replaces.
+pub fn lock(dir: &Path) -> anyhow::Result<Locked> {
+    lock_target(dir, &real_target(dir)?, staging::LOCK_WAIT)
+}
+
+fn lock_target(dir: &Path, target: &Path, wait: Duration) -> anyhow::Result<Locked> {
+    let lock = staging::lock(target, wait)?;
+    staging::recover(target)?;
+    Ok(Locked { lock, dir: dir.to_path_buf() })
+}
+
+impl Locked {
+    /// [`write_all_with`] into the locked directory.
+    pub fn write_with(
+        self,
+        files: &[GeneratedFile],
+        stop: &mut dyn FnMut(Step) -> anyhow::Result<()>,
+    ) -> anyhow::Result<Vec<PathBuf>> {
+        let paths = check_files(&self.dir, files)?;
+        let changed = changed(&self.dir, files)?;
+        if changed.is_empty() {
             return Ok(paths);
         }
-        // A name within the file system's limit whose staging name (`.<D>.synth-<pid>-<n>`) is not: the
-        // files are staged inside `D` (created empty first when new; removed again if the write fails).
-        Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => {
-            if !existed {
-                std::fs::create_dir(&target).with_context(|| format!("cannot create {}", target.display()))?;
-            }
-            let written = write_in_place(dir, &target, &changed, stop);
-            if written.is_err() && !existed {
-                let _ = std::fs::remove_dir(&target);
-            }
-            written?;
-            return Ok(paths);
+        for file in &changed {
+            clear_way(self.lock.dir(), &self.dir, &file.name)?;
         }
-        Err(e) => {
-            bail!("cannot create a staging directory in {}: {e}", target.parent().unwrap_or(Path::new("/")).display())
+        staging::commit(&[Part { target: self.lock.dir(), files: changed }], &mut || Ok(()), stop)?;
+        Ok(paths)
+    }
+}
+
+/// Writes files the user named one by one (`compare --csv/--svg` and the PNG, `drift --report-*`), each
+/// into its directory (which must exist), as one transaction over those directories (see the module docs):
+/// every file is staged and synced, then `before_commit` runs (its error changes no file), then they are
+/// moved into place. Every target is replaced whatever it holds; the caller refuses what must not be.
+pub fn write_named(
+    files: &[(PathBuf, Vec<u8>)],
+    before_commit: &mut dyn FnMut() -> anyhow::Result<()>,
+    stop: &mut dyn FnMut(Step) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let mut groups: std::collections::BTreeMap<PathBuf, Vec<GeneratedFile>> = Default::default();
+    for (target, bytes) in files {
+        let Some(name) = target.file_name() else { bail!("cannot write {}: not a file name", target.display()) };
+        let Some(name) = name.to_str() else {
+            bail!("cannot write {}: the file name is not UTF-8 text", target.display())
+        };
+        let parent = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let real =
+            std::fs::canonicalize(parent).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", target.display()))?;
+        if !real.is_dir() {
+            bail!("cannot write {}: {} is not a directory", target.display(), parent.display());
         }
-    };
-    if existed {
-        let exact = same_owner(&target, &staging.path)
-            && replicate(&target, &staging.path, seams.link)
-                .with_context(|| format!("cannot stage the new files of {}", dir.display()))?;
-        if !exact {
-            drop(staging);
-            write_in_place(dir, &target, &changed, stop)?;
-            return Ok(paths);
-        }
+        groups.entry(real).or_default().push(GeneratedFile::binary(name, bytes.clone()));
     }
-    for file in &changed {
-        stage_file(&staging.path, &target, file)
-            .with_context(|| format!("cannot write {}", dir.join(&file.name).display()))?;
+    let mut locks = Vec::new();
+    for dir in groups.keys() {
+        locks.push(staging::lock(dir, staging::LOCK_WAIT)?);
+        staging::recover(dir)?;
     }
-    if existed {
-        let meta = std::fs::metadata(&target).with_context(|| format!("cannot read {}", target.display()))?;
-        std::fs::set_permissions(&staging.path, meta.permissions())
-            .with_context(|| format!("cannot set the mode of {}", target.display()))?;
-    }
-    stop(Step::Staged)?;
-    if !existed {
-        std::fs::rename(&staging.path, &target)
-            .with_context(|| format!("cannot move the new {} into place", target.display()))?;
-        staging.disarm();
-        stop(Step::Swapped)?;
-        return Ok(paths);
-    }
-    match (seams.exchange)(&staging.path, &target) {
-        Ok(()) => stop(Step::Swapped)?,
-        Err(e) if exchange_unavailable(&e) => {
-            drop(staging);
-            write_in_place(dir, &target, &changed, stop)?;
-        }
-        Err(e) => bail!("cannot move the new {} into place: {e}", target.display()),
-    }
-    Ok(paths)
+    let parts: Vec<Part> =
+        groups.iter().map(|(dir, files)| Part { target: dir, files: files.iter().collect() }).collect();
+    staging::commit(&parts, before_commit, stop)
 }
 
 /// The contents of the regular file at an output's path (`None` when a link to something else is there:
@@ -216,59 +222,6 @@ fn check_no_link(dir: &Path, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Whether `target` cannot be exchanged with a directory beside it: it is a mount point (another file
-/// system than its parent's), or the working directory or one containing it.
-fn cannot_exchange(target: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let dev = |p: &Path| std::fs::metadata(p).map(|m| m.dev()).ok();
-    let mount = target.parent().is_some_and(|parent| dev(parent) != dev(target));
-    mount || std::env::current_dir().is_ok_and(|cwd| cwd.starts_with(target))
-}
-
-/// The prefix of the staging directories inside a target ([`write_in_place`]).
-const INNER_PREFIX: &str = ".synth-";
-
-/// Writes `changed` into `target` where it cannot be exchanged (see the module docs): every file is first
-/// written and synced in a hidden staging directory inside `target` (a failure removes it, `target`
-/// unchanged), then renamed into place.
-fn write_in_place(
-    dir: &Path,
-    target: &Path,
-    changed: &[&GeneratedFile],
-    stop: &mut dyn FnMut(Step) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    remove_stale_in(target, INNER_PREFIX);
-    for file in changed {
-        clear_way(target, dir, &file.name)?;
-    }
-    let staging = Staging::create_in(target, INNER_PREFIX, |p| std::fs::create_dir(p))
-        .map_err(|e| anyhow::anyhow!("cannot create a staging directory in {}: {e}", target.display()))?;
-    for (n, file) in changed.iter().enumerate() {
-        let staged = staging.path.join(n.to_string());
-        write_synced(&staged, file.contents.as_bytes())
-            .and_then(|()| match std::fs::metadata(target.join(&file.name)) {
-                Ok(meta) if meta.is_file() => std::fs::set_permissions(&staged, meta.permissions()),
-                _ => Ok(()),
-            })
-            .with_context(|| format!("cannot write {}", dir.join(&file.name).display()))?;
-    }
-    sync_dir(&staging.path);
-    stop(Step::Staged)?;
-    for (n, file) in changed.iter().enumerate() {
-        let to = target.join(&file.name);
-        if let Some(parent) = to.parent() {
-            std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
-        }
-        std::fs::rename(staging.path.join(n.to_string()), &to)
-            .with_context(|| format!("cannot move the new {} into place", to.display()))?;
-        if let Some(parent) = to.parent() {
-            sync_dir(parent);
-        }
-    }
-    drop(staging);
-    stop(Step::Swapped)
-}
-
 /// An error naming the file in the way when a directory `name` is written into is a file in `target`.
 fn clear_way(target: &Path, dir: &Path, name: &str) -> anyhow::Result<()> {
     let mut at = target.to_path_buf();
@@ -288,21 +241,6 @@ fn clear_way(target: &Path, dir: &Path, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes `bytes` to a new file at `path` and syncs it to disk.
-fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let mut f = std::fs::File::create(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()
-}
-
-/// Syncs a directory's entries to disk (best effort: not every file system syncs a directory).
-fn sync_dir(path: &Path) {
-    if let Ok(f) = std::fs::File::open(path) {
-        let _ = f.sync_all();
-    }
-}
-
 /// A file name must stay inside the output directory: relative, no `..`, no `.`-only name.
 fn check_name(name: &str) -> anyhow::Result<()> {
     let p = Path::new(name);
@@ -312,10 +250,11 @@ fn check_name(name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The directory the transaction swaps: `dir` with symbolic links resolved (a link to a directory keeps
-/// pointing at the directory it names), created parents included.
+/// The directory written: `dir` with symbolic links resolved (a link to a directory keeps pointing at the
+/// directory it names); for a directory that does not exist yet, its nearest existing ancestor resolved and
+/// the rest of the name kept (created when the lock is taken).
 fn real_target(dir: &Path) -> anyhow::Result<PathBuf> {
-    if dir.exists() {
+    if std::fs::symlink_metadata(dir).is_ok() {
         if !dir.is_dir() {
             bail!("cannot write into {}: it is not a directory", dir.display());
         }
@@ -326,211 +265,64 @@ fn real_target(dir: &Path) -> anyhow::Result<PathBuf> {
     } else {
         std::env::current_dir().context("cannot read the working directory")?.join(dir)
     };
-    let (Some(parent), Some(_)) = (abs.parent(), abs.file_name()) else {
+    let Some(base) = abs.ancestors().find(|a| std::fs::symlink_metadata(a).is_ok()) else {
         bail!("cannot write into {}: not a directory name", dir.display());
     };
-    std::fs::create_dir_all(parent).with_context(|| format!("cannot create directory {}", parent.display()))?;
-    let parent = std::fs::canonicalize(parent).with_context(|| format!("cannot read {}", parent.display()))?;
-    Ok(parent.join(abs.file_name().expect("checked above")))
-}
-
-/// The staging directory of one transaction, deleted when dropped unless it became the target.
-struct Staging {
-    path: PathBuf,
-    armed: std::cell::Cell<bool>,
-}
-
-/// The prefix of the staging directories of `target` (hidden, beside it).
-fn staging_prefix(target: &Path) -> String {
-    format!(".{}.synth-", target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
-}
-
-impl Staging {
-    /// The staging directory beside `target`.
-    fn create(target: &Path, create_dir: fn(&Path) -> std::io::Result<()>) -> std::io::Result<Staging> {
-        let parent = target.parent().expect("an absolute directory with a name");
-        Staging::create_in(parent, &staging_prefix(target), create_dir)
+    let rest = abs.strip_prefix(base).expect("an ancestor");
+    if !rest.components().all(|c| matches!(c, Component::Normal(_))) {
+        bail!("cannot write into {}: `..` after a directory that does not exist", dir.display());
     }
-
-    /// A new directory `<prefix><pid>-<n>` in `parent`.
-    fn create_in(
-        parent: &Path,
-        prefix: &str,
-        create_dir: fn(&Path) -> std::io::Result<()>,
-    ) -> std::io::Result<Staging> {
-        for n in 0..100u32 {
-            let path = parent.join(format!("{prefix}{}-{n}", std::process::id()));
-            match create_dir(&path) {
-                Ok(()) => return Ok(Staging { path, armed: true.into() }),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(std::io::Error::other("every name is taken"))
+    if !base.is_dir() {
+        bail!("cannot write into {}: {} is not a directory", dir.display(), base.display());
     }
-
-    fn disarm(&self) {
-        self.armed.set(false);
-    }
-}
-
-impl Drop for Staging {
-    fn drop(&mut self) {
-        if self.armed.get() {
-            let _ = std::fs::remove_dir_all(&self.path);
-        }
-    }
-}
-
-/// Removes staging directories of `target` left by a run that was killed (their process is gone).
-fn remove_stale_staging(target: &Path) {
-    if let Some(parent) = target.parent() {
-        remove_stale_in(parent, &staging_prefix(target));
-    }
-}
-
-/// Removes the directories `<prefix><pid>-<n>` in `parent` whose process is gone.
-fn remove_stale_in(parent: &Path, prefix: &str) {
-    let Ok(entries) = std::fs::read_dir(parent) else { return };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix(prefix) else { continue };
-        // Only a name of exactly this tool's form, `<prefix><pid>-<n>`, and only a directory.
-        let Some((pid, n)) = rest.split_once('-') else { continue };
-        let (Ok(pid), true) = (pid.parse::<u32>(), !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) else {
-            continue;
-        };
-        if !e.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        if pid != std::process::id() && !process_alive(pid) {
-            let _ = std::fs::remove_dir_all(e.path());
-        }
-    }
-}
-
-/// Whether a process with this id exists.
-fn process_alive(pid: u32) -> bool {
-    Path::new("/proc").join(pid.to_string()).exists() || !Path::new("/proc/self").exists()
-}
-
-/// Whether two paths have the same owner and group.
-fn same_owner(a: &Path, b: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(a), Ok(b)) => a.uid() == b.uid() && a.gid() == b.gid(),
-        _ => false,
-    }
-}
-
-/// Fills `to` with a replica of `from`: subdirectories recreated (same mode), every other entry
-/// hard-linked, symbolic links recreated as links. Returns `false` (and stops) where the replica could not
-/// be exact, so the exchange would change something that is not an output file: a subdirectory that is a
-/// mount point (deleting the old directory would empty it), one whose owner or group a recreated
-/// directory would not have (another user's directory in a shared one), or an entry that cannot be
-/// hard-linked (a copy would get this process's owner, and a FIFO or device would not copy at all).
-fn replicate(from: &Path, to: &Path, link: fn(&Path, &Path) -> std::io::Result<()>) -> anyhow::Result<bool> {
-    use std::os::unix::fs::MetadataExt;
-    let dev = std::fs::metadata(from).with_context(|| format!("cannot read {}", from.display()))?.dev();
-    for entry in std::fs::read_dir(from).with_context(|| format!("cannot list {}", from.display()))? {
-        let entry = entry.with_context(|| format!("cannot list {}", from.display()))?;
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type().with_context(|| format!("cannot read {}", src.display()))?;
-        if kind.is_dir() {
-            let meta = std::fs::metadata(&src).with_context(|| format!("cannot read {}", src.display()))?;
-            if meta.dev() != dev {
-                return Ok(false);
-            }
-            std::fs::create_dir(&dst).with_context(|| format!("cannot create {}", dst.display()))?;
-            if !same_owner(&src, &dst) || !replicate(&src, &dst, link)? {
-                return Ok(false);
-            }
-            std::fs::set_permissions(&dst, meta.permissions())
-                .with_context(|| format!("cannot set the mode of {}", dst.display()))?;
-        } else if kind.is_symlink() {
-            let link = std::fs::read_link(&src).with_context(|| format!("cannot read {}", src.display()))?;
-            std::os::unix::fs::symlink(link, &dst).with_context(|| format!("cannot create {}", dst.display()))?;
-        } else if link(&src, &dst).is_err() {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
-/// Writes `file` into the staging directory (its parents created), replacing the replica's link (never
-/// writing through it), with the mode of the file it replaces in `target`.
-fn stage_file(staging: &Path, target: &Path, file: &GeneratedFile) -> anyhow::Result<()> {
-    let staged = staging.join(&file.name);
-    if let Some(parent) = staged.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| {
-            anyhow::anyhow!(
-                "a file is in the way of the directory {}: {e}",
-                target.join(&file.name).parent().unwrap_or(target).display()
-            )
-        })?;
-    }
-    match std::fs::symlink_metadata(&staged) {
-        Ok(m) if m.is_dir() => bail!("a directory is in the way"),
-        Ok(_) => std::fs::remove_file(&staged)?,
-        Err(_) => {}
-    }
-    // std creates files with 0666 filtered by the umask.
-    write_synced(&staged, file.contents.as_bytes())?;
-    if let Ok(meta) = std::fs::metadata(target.join(&file.name)) {
-        if meta.is_file() {
-            std::fs::set_permissions(&staged, meta.permissions())?;
-        }
-    }
-    Ok(())
-}
-
-/// Exchanges two directories atomically.
-#[cfg(target_os = "linux")]
-fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let a = std::ffi::CString::new(a.as_os_str().as_bytes())?;
-    let b = std::ffi::CString::new(b.as_os_str().as_bytes())?;
-    // SAFETY: both are valid NUL-terminated paths; renameat2 reads them and nothing else.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_renameat2,
-            libc::AT_FDCWD,
-            a.as_ptr(),
-            libc::AT_FDCWD,
-            b.as_ptr(),
-            libc::RENAME_EXCHANGE,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn exchange(_a: &Path, _b: &Path) -> std::io::Result<()> {
-    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
-}
-
-/// Whether the exchange failed because the system, the file system or the target does not allow it
-/// (a mount point is busy, another file system, a directory that may not be renamed), not because of
-/// the files: then the files are written inside the target instead ([`write_in_place`]).
-fn exchange_unavailable(e: &std::io::Error) -> bool {
-    e.kind() == std::io::ErrorKind::Unsupported
-        || matches!(
-            e.raw_os_error(),
-            Some(libc::EINVAL | libc::ENOSYS | libc::EXDEV | libc::EBUSY | libc::EPERM | libc::EACCES)
-        )
+    Ok(std::fs::canonicalize(base).with_context(|| format!("cannot read {}", base.display()))?.join(rest))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 
     fn mode(p: &Path) -> u32 {
         std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    /// The names in `d`, sorted.
+    fn names(d: &Path) -> Vec<String> {
+        let mut v: Vec<String> =
+            std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        v.sort();
+        v
+    }
+
+    /// Every file under `d` (relative name → contents), links followed, the transaction's own hidden
+    /// entries (lock, staging directories) left out.
+    fn tree(d: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+        fn walk(root: &Path, d: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+            for e in std::fs::read_dir(d).unwrap() {
+                let p = e.unwrap().path();
+                if p.file_name().unwrap().to_string_lossy().starts_with(".synth") {
+                    continue;
+                }
+                if p.is_dir() {
+                    walk(root, &p, out);
+                } else {
+                    out.insert(p.strip_prefix(root).unwrap().display().to_string(), std::fs::read(&p).unwrap());
+                }
+            }
+        }
+        let mut out = std::collections::BTreeMap::new();
+        walk(d, d, &mut out);
+        out
+    }
+
+    /// Whether `d` holds anything of a transaction (a lock file, a staging directory).
+    fn leftovers(d: &Path) -> Vec<String> {
+        names(d).into_iter().filter(|n| n.starts_with(".synth")).collect()
+    }
+
+    fn stop_at(at: Step) -> impl FnMut(Step) -> anyhow::Result<()> {
+        move |s| if s == at { anyhow::bail!("killed at {s:?}") } else { Ok(()) }
     }
 
     #[test]
@@ -550,154 +342,224 @@ mod tests {
         assert!(format!("{err:#}").contains("sub/c.txt"), "{err:#}");
         assert_eq!(std::fs::read_to_string(d.join("a.txt")).unwrap(), "old a");
         assert_eq!(std::fs::read_to_string(d.join("b.txt")).unwrap(), "old b");
-        let left: Vec<_> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(left.len(), 3, "no staging directory is left behind: {left:?}");
-        assert_eq!(siblings(d), vec![d.file_name().unwrap().to_string_lossy().into_owned()]);
+        assert_eq!(names(d), ["a.txt", "b.txt", "sub"], "no lock or staging directory is left behind");
         let e = write_all(d, &[GeneratedFile::new("../x", "x")]).unwrap_err().to_string();
         assert!(e.contains("relative path inside the output directory"), "{e}");
-    }
-
-    /// The names in the parent of `d` (the staging directories are created there).
-    fn siblings(d: &Path) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(d.parent().unwrap())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n.contains(&*d.file_name().unwrap().to_string_lossy()))
-            .collect();
-        v.sort();
-        v
-    }
-
-    /// Every file under `d` (relative name → contents), links followed.
-    fn tree(d: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
-        fn walk(root: &Path, d: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
-            for e in std::fs::read_dir(d).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    walk(root, &p, out);
-                } else {
-                    out.insert(p.strip_prefix(root).unwrap().display().to_string(), std::fs::read(&p).unwrap());
-                }
-            }
-        }
-        let mut out = std::collections::BTreeMap::new();
-        walk(d, d, &mut out);
-        out
+        // A new directory whose write fails is removed again, with the parents created for it.
+        let new = d.join("new/deeper");
+        let clash = vec![GeneratedFile::new("x/y.txt", "y"), GeneratedFile::new("x", "a file where x/ goes")];
+        assert!(write_all(&new, &clash).is_err());
+        assert!(!d.join("new").exists(), "{:?}", names(d));
     }
 
     #[test]
-    fn a_run_stopped_at_any_step_leaves_the_old_or_the_new_directory() {
-        let base = tempfile::tempdir().unwrap();
-        let d = base.path().join("out");
-        std::fs::create_dir_all(d.join("aiter")).unwrap();
-        std::fs::write(d.join("a.txt"), "old a").unwrap();
-        std::fs::write(d.join("same.txt"), "same").unwrap();
-        std::fs::write(d.join("aiter/p.patch"), "old patch").unwrap();
-        std::fs::write(d.join("notes.md"), "the user's own file").unwrap();
-        let old = tree(&d);
+    fn a_writer_stopped_at_any_step_is_finished_or_undone_by_the_next_one() {
         let files = vec![
             GeneratedFile::new("a.txt", "new a"),
             GeneratedFile::new("same.txt", "same"),
             GeneratedFile::new("new.txt", "new"),
             GeneratedFile::new("aiter/p.patch", "new patch"),
+            GeneratedFile::new("fresh/dir/f.txt", "in a new subdirectory"),
         ];
-        let mut new = old.clone();
-        for f in &files {
-            new.insert(f.name.clone(), f.contents.as_bytes().to_vec());
-        }
-        for at in [Step::Staged, Step::Swapped] {
-            let err = write_all_with(&d, &files, &mut |s| if s == at { anyhow::bail!("killed") } else { Ok(()) });
-            assert!(err.is_err());
-            let now = tree(&d);
-            let expected = if at == Step::Staged { &old } else { &new };
-            assert_eq!(&now, expected, "stopped at {at:?}: the directory is not one run's state");
-            if at == Step::Staged {
-                assert_eq!(siblings(&d), vec!["out"], "the failed run's staging directory is removed");
-            }
-        }
-        // A staging directory of a killed process is removed by the next run of the same directory.
-        let stale = base.path().join(".out.synth-999999999-0");
-        std::fs::create_dir(&stale).unwrap();
-        write_all(&d, &[GeneratedFile::new("a.txt", "newer a")]).unwrap();
-        assert!(!stale.exists());
-        assert_eq!(std::fs::read_to_string(d.join("notes.md")).unwrap(), "the user's own file");
-        assert_eq!(siblings(&d), vec!["out"]);
-    }
-
-    /// A directory the exchange cannot replace — a mount point (`EBUSY`), one in a parent where no staging
-    /// directory can be created (`EACCES`), another file system (`EXDEV`) — is written through a staging
-    /// directory inside it: all or nothing, the directory itself (its inode) kept.
-    #[test]
-    fn a_directory_that_cannot_be_exchanged_is_written_in_place_all_or_nothing() {
-        use std::os::unix::fs::MetadataExt;
-        fn busy(_: &Path, _: &Path) -> std::io::Result<()> {
-            Err(std::io::Error::from_raw_os_error(libc::EBUSY))
-        }
-        fn cross(_: &Path, _: &Path) -> std::io::Result<()> {
-            Err(std::io::Error::from_raw_os_error(libc::EXDEV))
-        }
-        fn denied(_: &Path) -> std::io::Result<()> {
-            Err(std::io::Error::from_raw_os_error(libc::EACCES))
-        }
-        fn unlinkable(_: &Path, _: &Path) -> std::io::Result<()> {
-            Err(std::io::Error::from_raw_os_error(libc::EPERM))
-        }
-        let real = Seams::REAL;
-        let seams = [
-            Seams { exchange: busy, ..real },
-            Seams { exchange: cross, ..real },
-            Seams { create_beside: denied, ..real },
-            // An entry that cannot be hard-linked (`protected_hardlinks` and another user's file): a copy
-            // would change its owner, so the directory is written in place, the user's files untouched.
-            Seams { link: unlinkable, ..real },
-        ];
-        for seam in &seams {
+        for at in [Step::Staged, Step::Committed, Step::PartRenamed, Step::Renamed] {
             let base = tempfile::tempdir().unwrap();
-            let d = base.path().join("mnt");
-            std::fs::create_dir(&d).unwrap();
+            let d = base.path().join("out");
+            std::fs::create_dir_all(d.join("aiter")).unwrap();
             std::fs::write(d.join("a.txt"), "old a").unwrap();
-            std::fs::write(d.join("notes.md"), "the user's").unwrap();
-            std::fs::set_permissions(d.join("a.txt"), std::fs::Permissions::from_mode(0o640)).unwrap();
+            std::fs::write(d.join("same.txt"), "same").unwrap();
+            std::fs::write(d.join("aiter/p.patch"), "old patch").unwrap();
+            std::fs::write(d.join("notes.md"), "the user's own file").unwrap();
             let inode = std::fs::metadata(&d).unwrap().ino();
-            let notes_inode = std::fs::metadata(d.join("notes.md")).unwrap().ino();
-            // A failure while staging: nothing changes, nothing is left behind.
-            std::fs::write(d.join("aiter"), "a file where a directory goes").unwrap();
-            let files = vec![GeneratedFile::new("a.txt", "new a"), GeneratedFile::new("aiter/p.patch", "patch")];
             let old = tree(&d);
-            let e = write_all_seamed(&d, &files, &mut |_| Ok(()), seam).unwrap_err();
-            assert!(format!("{e:#}").contains("a file is in the way"), "{e:#}");
-            assert_eq!(tree(&d), old);
-            // Stopped once every file is staged: still the old state.
-            std::fs::remove_file(d.join("aiter")).unwrap();
-            let old = tree(&d);
-            let stop = &mut |s| if s == Step::Staged { anyhow::bail!("killed") } else { Ok(()) };
-            assert!(write_all_seamed(&d, &files, stop, seam).is_err());
-            assert_eq!(tree(&d), old);
-            // Written: the new files in the same directory, the replaced file's mode kept, no staging left.
-            write_all_seamed(&d, &files, &mut |_| Ok(()), seam).unwrap();
-            assert_eq!(std::fs::metadata(&d).unwrap().ino(), inode, "the directory itself is kept");
-            assert_eq!(std::fs::metadata(d.join("notes.md")).unwrap().ino(), notes_inode, "the user's file is kept");
-            assert_eq!(std::fs::read_to_string(d.join("a.txt")).unwrap(), "new a");
-            assert_eq!(std::fs::read_to_string(d.join("aiter/p.patch")).unwrap(), "patch");
-            assert_eq!(std::fs::read_to_string(d.join("notes.md")).unwrap(), "the user's");
-            assert_eq!(mode(&d.join("a.txt")), 0o640);
-            let mut names: Vec<String> =
-                std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-            names.sort();
-            assert_eq!(names, ["a.txt", "aiter", "notes.md"]);
-            assert_eq!(siblings(&d), vec!["mnt"]);
+            let mut new = old.clone();
+            for f in &files {
+                new.insert(f.name.clone(), f.contents.as_bytes().to_vec());
+            }
+            assert!(write_all_with(&d, &files, &mut stop_at(at)).is_err());
+            match at {
+                Step::Staged | Step::Committed => assert_eq!(tree(&d), old, "stopped at {at:?}"),
+                Step::Renamed => assert_eq!(tree(&d), new, "stopped at {at:?}"),
+                Step::PartRenamed => assert_eq!(std::fs::read(d.join("a.txt")).unwrap(), b"new a"),
+            }
+            assert!(!leftovers(&d).is_empty(), "stopped at {at:?}: the staging directory stays, as after a kill");
+            // The next writer of the directory (here one that writes another file) recovers first.
+            write_all(&d, &[GeneratedFile::new("other.txt", "other")]).unwrap();
+            let mut want = if at == Step::Staged { old } else { new };
+            want.insert("other.txt".into(), b"other".to_vec());
+            assert_eq!(tree(&d), want, "after stopping at {at:?}, the next writer left one run's state");
+            assert_eq!(leftovers(&d), Vec::<String>::new(), "after stopping at {at:?}");
+            assert_eq!(std::fs::metadata(&d).unwrap().ino(), inode);
+            assert_eq!(names(base.path()), ["out"], "nothing is written beside the directory");
         }
     }
 
-    /// The working directory (or a directory containing it) is not exchanged: that would leave this process
-    /// and the user's shell in a deleted directory.
+    /// A writer that finds an interrupted transaction recovers it even when its own files are unchanged.
     #[test]
-    fn the_working_directory_is_never_exchanged() {
-        let cwd = std::env::current_dir().unwrap();
-        assert!(cannot_exchange(&cwd));
-        assert!(cannot_exchange(cwd.parent().unwrap()));
-        let other = tempfile::tempdir().unwrap();
-        assert!(!cannot_exchange(&std::fs::canonicalize(other.path()).unwrap()));
+    fn an_unchanged_write_still_finishes_an_interrupted_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("a.txt"), "old").unwrap();
+        let files = [GeneratedFile::new("a.txt", "new"), GeneratedFile::new("b.txt", "b")];
+        assert!(write_all_with(d, &files, &mut stop_at(Step::PartRenamed)).is_err());
+        assert_eq!(std::fs::read_to_string(d.join("a.txt")).unwrap(), "new");
+        assert!(!d.join("b.txt").exists());
+        write_all(d, &[GeneratedFile::new("a.txt", "new")]).unwrap();
+        assert_eq!(std::fs::read_to_string(d.join("b.txt")).unwrap(), "b");
+        assert_eq!(names(d), ["a.txt", "b.txt"]);
+    }
+
+    /// Sets the extended attribute `user.team` on `p`; false where the file system has none.
+    fn set_xattr(p: &Path) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+        // SAFETY: valid NUL-terminated strings and a buffer of the given length.
+        unsafe { libc::setxattr(path.as_ptr(), c"user.team".as_ptr(), b"gemm".as_ptr().cast(), 4, 0) == 0 }
+    }
+
+    fn xattr(p: &Path) -> Vec<u8> {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+        let mut buf = [0u8; 64];
+        // SAFETY: valid NUL-terminated strings and a buffer of the given length.
+        let n = unsafe { libc::getxattr(path.as_ptr(), c"user.team".as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        buf[..n.max(0) as usize].to_vec()
+    }
+
+    /// The directory and its subdirectories stay the same directories: their inodes, extended attributes
+    /// and modes, and a process working inside one of them writes there after the commit.
+    #[test]
+    fn a_commit_keeps_every_directory_and_the_processes_inside_it() {
+        use std::io::Write as _;
+        let base = tempfile::tempdir().unwrap();
+        let d = base.path().join("out");
+        std::fs::create_dir_all(d.join("sub")).unwrap();
+        std::fs::create_dir_all(d.join("aiter")).unwrap();
+        std::fs::write(d.join("sub/a.txt"), "old").unwrap();
+        std::fs::write(d.join("sub/theirs.txt"), "theirs").unwrap();
+        std::fs::set_permissions(d.join("sub"), std::fs::Permissions::from_mode(0o750)).unwrap();
+        let xattrs = set_xattr(&d) && set_xattr(&d.join("sub"));
+        let inodes = |d: &Path| ["", "sub", "aiter"].map(|s| std::fs::metadata(d.join(s)).unwrap().ino());
+        let before = inodes(&d);
+        // A process whose working directory is D/sub, writing a file there once told to.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "read line && echo child > by-child.txt"])
+            .current_dir(d.join("sub"))
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let files = [
+            GeneratedFile::new("sub/a.txt", "new"),
+            GeneratedFile::new("aiter/p.patch", "patch"),
+            GeneratedFile::new("rule.json", "{}"),
+        ];
+        write_all(&d, &files).unwrap();
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        assert!(child.wait().unwrap().success());
+        assert_eq!(
+            std::fs::read_to_string(d.join("sub/by-child.txt")).unwrap(),
+            "child\n",
+            "the child's write was lost"
+        );
+        assert_eq!(inodes(&d), before, "a directory was replaced");
+        assert_eq!(mode(&d.join("sub")), 0o750);
+        assert_eq!(std::fs::read_to_string(d.join("sub/theirs.txt")).unwrap(), "theirs");
+        assert_eq!(std::fs::read_to_string(d.join("sub/a.txt")).unwrap(), "new");
+        // (Where the file system has no user extended attributes, the inodes say the same.)
+        if xattrs {
+            assert_eq!(xattr(&d), b"gemm");
+            assert_eq!(xattr(&d.join("sub")), b"gemm");
+        }
+    }
+
+    /// Writers of one directory are serialized: many at once each get their file in, none is lost.
+    #[test]
+    fn concurrent_writers_of_one_directory_lose_nothing() {
+        let base = tempfile::tempdir().unwrap();
+        let d = base.path().join("out");
+        let writers: Vec<_> = (0..8)
+            .map(|i| {
+                let d = d.clone();
+                std::thread::spawn(move || {
+                    let files = [
+                        GeneratedFile::new(format!("w{i}.txt"), format!("{i}")),
+                        GeneratedFile::new(format!("sub{}/w{i}.txt", i % 2), "x"),
+                        GeneratedFile::new("shared.txt", format!("{i}")),
+                    ];
+                    write_all(&d, &files).unwrap();
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        for i in 0..8 {
+            assert_eq!(std::fs::read_to_string(d.join(format!("w{i}.txt"))).unwrap(), format!("{i}"));
+            assert!(d.join(format!("sub{}/w{i}.txt", i % 2)).is_file());
+        }
+        assert_eq!(names(&d).len(), 11, "{:?}", names(&d));
+    }
+
+    /// A second writer that cannot get the lock in time is refused, naming the holder's pid; nothing is
+    /// written. The lock file goes when the holder ends; a lock file that is the user's file is refused.
+    #[test]
+    fn a_writer_waiting_too_long_is_refused_naming_the_holder() {
+        let base = tempfile::tempdir().unwrap();
+        let d = base.path().join("out");
+        let held = lock(&d).unwrap();
+        let files = [GeneratedFile::new("a.txt", "a")];
+        let started = std::time::Instant::now();
+        let e = write_waiting(&d, &files, &mut |_| Ok(()), Duration::from_millis(300)).unwrap_err().to_string();
+        assert!(started.elapsed() >= Duration::from_millis(300), "it did not wait");
+        let pid = format!("pid {}", std::process::id());
+        assert!(e.contains("another synth process") && e.contains(&pid), "{e}");
+        assert!(!d.join("a.txt").exists());
+        drop(held);
+        assert!(!d.exists(), "the lock of a writer that wrote nothing leaves nothing");
+        write_all(&d, &files).unwrap();
+        assert_eq!(names(&d), ["a.txt"]);
+        std::fs::write(d.join(staging::LOCK_NAME), "my notes").unwrap();
+        let e = write_all(&d, &[GeneratedFile::new("a.txt", "b")]).unwrap_err().to_string();
+        assert!(e.contains("is in the way"), "{e}");
+        assert_eq!(std::fs::read_to_string(d.join(staging::LOCK_NAME)).unwrap(), "my notes");
+    }
+
+    /// Files named one by one in two directories are one transaction: stopped between the renames, the
+    /// next writer of either directory finishes it.
+    #[test]
+    fn named_files_in_two_directories_are_one_transaction() {
+        let base = tempfile::tempdir().unwrap();
+        let (a, b) = (base.path().join("a"), base.path().join("b"));
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        for (at, next) in [(Step::Staged, &b), (Step::PartRenamed, &b), (Step::PartRenamed, &a), (Step::Committed, &a)]
+        {
+            std::fs::write(a.join("x.csv"), "old").unwrap();
+            std::fs::write(b.join("y.svg"), "old").unwrap();
+            std::fs::write(b.join("y.png"), "old").unwrap();
+            let files = [
+                (a.join("x.csv"), b"new".to_vec()),
+                (b.join("y.svg"), b"new".to_vec()),
+                (b.join("y.png"), b"new".to_vec()),
+            ];
+            assert!(write_named(&files, &mut || Ok(()), &mut stop_at(at)).is_err());
+            // The next writer of one of the two directories.
+            write_named(&[(next.join("z"), b"z".to_vec())], &mut || Ok(()), &mut |_| Ok(())).unwrap();
+            let want: &[u8] = if at == Step::Staged { b"old" } else { b"new" };
+            for f in [a.join("x.csv"), b.join("y.svg"), b.join("y.png")] {
+                assert_eq!(std::fs::read(&f).unwrap(), want, "{} after stopping at {at:?}", f.display());
+            }
+            assert_eq!(leftovers(next), Vec::<String>::new());
+            // The other directory's leftovers go with its next writer.
+            let other = if next == &a { &b } else { &a };
+            write_named(&[(other.join("z"), b"z".to_vec())], &mut || Ok(()), &mut |_| Ok(())).unwrap();
+            assert_eq!(leftovers(other), Vec::<String>::new());
+            assert_eq!(leftovers(next), Vec::<String>::new());
+        }
+        // An error before the commit (a stream that cannot be written) changes no file and leaves nothing.
+        let files = [(a.join("x.csv"), b"newer".to_vec()), (b.join("y.svg"), b"newer".to_vec())];
+        assert!(write_named(&files, &mut || anyhow::bail!("no reader"), &mut |_| Ok(())).is_err());
+        assert_eq!(std::fs::read(a.join("x.csv")).unwrap(), b"new");
+        assert_eq!((leftovers(&a), leftovers(&b)), (vec![], vec![]));
     }
 
     /// A symbolic link at a subdirectory a file is written into is refused, naming it: the file would land
@@ -730,6 +592,7 @@ mod tests {
         let d = dir.path();
         std::fs::write(d.join("kept.h"), "old").unwrap();
         std::fs::set_permissions(d.join("kept.h"), std::fs::Permissions::from_mode(0o640)).unwrap();
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o751)).unwrap();
         // What this process's umask gives a new file.
         std::fs::write(d.join("probe"), "").unwrap();
         let umask_mode = mode(&d.join("probe"));
@@ -738,6 +601,7 @@ mod tests {
         assert_eq!(mode(&d.join("kept.h")), 0o640);
         assert_eq!(mode(&d.join("new.rs")), umask_mode);
         assert_ne!(mode(&d.join("new.rs")), 0o600, "not tempfile's private mode (umask {umask_mode:o})");
+        assert_eq!(mode(d), 0o751);
     }
 
     /// Something other than a file at an output's name: a FIFO would block the read (and replacing it is
@@ -755,23 +619,27 @@ mod tests {
         assert!(e.contains("rule.json") && e.contains("FIFO") && e.contains("in the way"), "{e}");
         assert!(!d.join("a.txt").exists());
         assert!(std::fs::symlink_metadata(d.join("rule.json")).unwrap().file_type().is_fifo());
+        // A FIFO at the lock's name is refused too, never opened for reading.
+        std::fs::remove_file(d.join("rule.json")).unwrap();
+        let lock = std::ffi::CString::new(d.join(staging::LOCK_NAME).to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(lock.as_ptr(), 0o644) }, 0);
+        let e = write_all(&d, &files).unwrap_err().to_string();
+        assert!(e.contains("FIFO") && e.contains(staging::LOCK_NAME), "{e}");
+        assert!(!d.join("a.txt").exists());
     }
 
-    /// A directory whose name fits the file system's limit but whose staging name would not is written
-    /// (in place), whether it exists or not.
+    /// A directory whose name is at the file system's limit is written, whether it exists or not.
     #[test]
     fn a_directory_with_a_name_near_the_limit_is_written() {
         let base = tempfile::tempdir().unwrap();
-        let d = base.path().join("d".repeat(250));
+        let d = base.path().join("d".repeat(255));
         write_all(&d, &[GeneratedFile::new("a.txt", "one")]).unwrap();
         assert_eq!(std::fs::read_to_string(d.join("a.txt")).unwrap(), "one");
-        write_all(&d, &[GeneratedFile::new("a.txt", "two"), GeneratedFile::new("b.txt", "b")]).unwrap();
+        let name = "n".repeat(255);
+        write_all(&d, &[GeneratedFile::new("a.txt", "two"), GeneratedFile::new(&name, "b")]).unwrap();
         assert_eq!(std::fs::read_to_string(d.join("a.txt")).unwrap(), "two");
-        let mut names: Vec<String> = std::fs::read_dir(base.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        assert_eq!(names, vec!["d".repeat(250)], "no staging directory left beside it");
+        assert_eq!(names(&d), vec!["a.txt".to_string(), name]);
+        assert_eq!(names(base.path()), vec!["d".repeat(255)], "nothing left beside it");
     }
 }

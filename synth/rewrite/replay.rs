@@ -42,8 +42,8 @@ impl ReplayProposer {
         let mut files = Vec::with_capacity(names.len());
         for n in names {
             let p = dir.join(&n);
-            let text =
-                std::fs::read_to_string(&p).with_context(|| format!("cannot read {} as UTF-8 text", p.display()))?;
+            let text = crate::input::read_text_capped(&p, crate::input::MAX_SOURCE_BYTES, "pre-written rewrite")
+                .with_context(|| format!("cannot read the replay file {}", p.display()))?;
             files.push((n, text));
         }
         let served_per_iteration = (0..offspring).filter(|s| s % count == position).count();

@@ -79,6 +79,22 @@ pub struct Report {
     pub candidates: Vec<CandidateRow>,
 }
 
+/// `num / den` when it is a finite positive number (a speedup): never an infinity or NaN in a report.
+pub fn ratio(num: f64, den: f64) -> Option<f64> {
+    let r = num / den;
+    (r.is_finite() && r > 0.0).then_some(r)
+}
+
+/// `x` with `digits` decimals, or `-` when it is not a finite number (so a report holds finite numbers
+/// only, whatever reaches it).
+pub fn fixed(x: f64, digits: usize) -> String {
+    if x.is_finite() {
+        format!("{x:.digits$}")
+    } else {
+        "-".to_string()
+    }
+}
+
 /// Status name stored in an attempt's evaluation details.
 pub fn status_of(a: &Attempt) -> String {
     match a.eval.details.get("status").and_then(|s| s.as_str()) {
@@ -102,10 +118,7 @@ pub fn rows(attempts: &[Attempt], baseline: Option<f64>, source: &dyn Fn(&Attemp
             source: source(a),
             status: status_of(a),
             latency_us: a.eval.score,
-            speedup: match (baseline, a.eval.score) {
-                (Some(b), Some(s)) if s > 0.0 => Some(b / s),
-                _ => None,
-            },
+            speedup: baseline.zip(a.eval.score).and_then(|(b, s)| ratio(b, s)),
             duplicate_of: a.duplicate_of,
             result: a.eval.details.get("result").cloned(),
             feedback: a.eval.feedback.clone(),
@@ -114,6 +127,27 @@ pub fn rows(attempts: &[Attempt], baseline: Option<f64>, source: &dyn Fn(&Attemp
 }
 
 /// The text form: a header, one table row per candidate, then each failure's feedback.
+/// The notes column of one candidate: a duplicate's original, a measured result's extra fields, or the
+/// first line of a failure's feedback.
+fn notes(c: &CandidateRow) -> String {
+    let mut notes = Vec::new();
+    if let Some(d) = c.duplicate_of {
+        notes.push(format!("same text as #{d}, not re-run"));
+    }
+    match (&c.result, c.latency_us) {
+        (Some(serde_json::Value::Object(m)), Some(_)) => {
+            for key in ["gbps", "max_abs_err"] {
+                if let Some(v) = m.get(key) {
+                    notes.push(format!("{key}={v}"));
+                }
+            }
+        }
+        (_, Some(_)) => {}
+        (_, None) => notes.push(clip(c.feedback.lines().next().unwrap_or(""), 90)),
+    }
+    notes.join("; ")
+}
+
 pub fn render_text(r: &Report) -> String {
     let mut s = String::new();
     // One line whatever the names hold (the whole text is filtered below, newlines kept).
@@ -122,7 +156,7 @@ pub fn render_text(r: &Report) -> String {
     let _ = writeln!(s, "command: {}", r.command);
     match r.baseline_latency_us {
         Some(b) => {
-            let _ = writeln!(s, "original: {b:.2} us");
+            let _ = writeln!(s, "original: {} us", fixed(b, 2));
         }
         None => {
             let _ = writeln!(s, "original: {} (no baseline latency; speedups are not available)", r.baseline_status);
@@ -130,15 +164,24 @@ pub fn render_text(r: &Report) -> String {
     }
     match &r.winner {
         Some(w) => {
-            let sp = w.speedup.map(|x| format!("{x:.2}x vs original")).unwrap_or_else(|| "no baseline".into());
-            let _ =
-                writeln!(s, "winner: #{} {} at {:.2} us ({sp}), written to {}", w.id, w.source, w.latency_us, w.path);
+            let sp = w
+                .speedup
+                .filter(|x| x.is_finite())
+                .map_or_else(|| "no baseline".into(), |x| format!("{x:.2}x vs original"));
+            let lat = fixed(w.latency_us, 2);
+            let _ = writeln!(s, "winner: #{} {} at {lat} us ({sp}), written to {}", w.id, w.source, w.path);
         }
         None => {
             let _ = writeln!(s, "winner: none (no candidate was correct)");
         }
     }
-    let _ = writeln!(s, "{} iteration(s), {} evaluation(s), {:.1} s\n", r.iterations_run, r.evaluations, r.elapsed_s);
+    let _ = writeln!(
+        s,
+        "{} iteration(s), {} evaluation(s), {} s\n",
+        r.iterations_run,
+        r.evaluations,
+        fixed(r.elapsed_s, 1)
+    );
     let columns = vec![
         right("id").min(3),
         right("iter"),
@@ -150,25 +193,10 @@ pub fn render_text(r: &Report) -> String {
     ];
     let mut table = TextTable::new(columns).gap(1);
     for c in &r.candidates {
-        let lat = c.latency_us.map(|x| format!("{x:.2}")).unwrap_or_else(|| "-".into());
-        let sp = c.speedup.map(|x| format!("{x:.2}x")).unwrap_or_else(|| "-".into());
-        let mut notes = Vec::new();
-        if let Some(d) = c.duplicate_of {
-            notes.push(format!("same text as #{d}, not re-run"));
-        }
-        match (&c.result, c.latency_us) {
-            (Some(serde_json::Value::Object(m)), Some(_)) => {
-                for key in ["gbps", "max_abs_err"] {
-                    if let Some(v) = m.get(key) {
-                        notes.push(format!("{key}={v}"));
-                    }
-                }
-            }
-            (_, Some(_)) => {}
-            (_, None) => notes.push(clip(c.feedback.lines().next().unwrap_or(""), 90)),
-        }
+        let lat = c.latency_us.map_or_else(|| "-".into(), |x| fixed(x, 2));
+        let sp = c.speedup.filter(|x| x.is_finite()).map_or_else(|| "-".into(), |x| format!("{x:.2}x"));
         let source: String = c.source.chars().take(34).collect();
-        table.row([c.id.to_string(), c.iteration.to_string(), source, c.status.to_string(), lat, sp, notes.join("; ")]);
+        table.row([c.id.to_string(), c.iteration.to_string(), source, c.status.to_string(), lat, sp, notes(c)]);
     }
     s.push_str(&table.render());
     let failures: Vec<&CandidateRow> =

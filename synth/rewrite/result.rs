@@ -7,12 +7,14 @@
 //! Format: a line whose first non-blank text is the tag (default `GEMMSYNTH_RESULT`, see
 //! [`super::spec::ResultFormat`]), then at least one space or tab, then exactly one JSON object and nothing
 //! else. Required keys: the correctness key (default `correct`, a boolean) and — when correct — the
-//! latency key (default `latency_us`, a finite positive number of microseconds: the score). Any other
+//! latency key (default `latency_us`, a number of microseconds in [`US_RANGE`], 1e-6 to 1e12, as a
+//! journal's times: the score). Any other
 //! keys (error figures, bandwidth, sizes) are kept and shown in feedback and reports. When a program
 //! prints several tagged lines, the spec's `result.line` picks the first or the last; the picked line
 //! must be valid (a malformed line is an error, never skipped).
 
 use super::spec::{Pick, ResultFormat};
+use crate::input::US_RANGE;
 use serde_json::{Map, Value};
 use std::fmt;
 
@@ -79,19 +81,7 @@ impl std::error::Error for ResultLineError {}
 
 /// Finds the tagged lines in `output` and parses the one `fmt.pick` selects.
 pub fn extract_result(output: &str, fmt: &ResultFormat) -> Result<ResultLine, ResultLineError> {
-    let tagged: Vec<(usize, &str)> = output
-        .lines()
-        .enumerate()
-        .filter_map(|(i, line)| {
-            let rest = line.trim_start().strip_prefix(fmt.tag.as_str())?;
-            // The tag must be a whole word: followed by blank space (or nothing, which is then malformed).
-            if rest.is_empty() || rest.starts_with([' ', '\t']) {
-                Some((i + 1, rest))
-            } else {
-                None
-            }
-        })
-        .collect();
+    let tagged = tagged_lines(output, &fmt.tag);
     let picked = match fmt.pick {
         Pick::First => tagged.first(),
         Pick::Last => tagged.last(),
@@ -109,49 +99,47 @@ pub fn extract_result(output: &str, fmt: &ResultFormat) -> Result<ResultLine, Re
     let Value::Object(fields) = value else {
         return Err(ResultLineError::Malformed { line_no, text: shown, reason: "expected a JSON object".into() });
     };
-    let correct = match fields.get(&fmt.correct_key) {
-        Some(Value::Bool(b)) => *b,
-        Some(other) => {
-            return Err(ResultLineError::BadField {
-                line_no,
-                key: fmt.correct_key.clone(),
-                reason: format!("must be true or false, found {other}"),
-            })
-        }
-        None => {
-            return Err(ResultLineError::BadField {
-                line_no,
-                key: fmt.correct_key.clone(),
-                reason: "is missing (a boolean verdict is required)".into(),
-            })
-        }
-    };
-    let latency_us = match fields.get(&fmt.latency_key) {
-        Some(Value::Number(n)) => match n.as_f64() {
-            Some(x) if x.is_finite() && x > 0.0 => Some(x),
-            _ => {
-                return Err(ResultLineError::BadField {
-                    line_no,
-                    key: fmt.latency_key.clone(),
-                    reason: format!("must be a finite positive number of microseconds, found {n}"),
-                })
-            }
-        },
-        None | Some(Value::Null) if !correct => None,
-        Some(other) => {
-            return Err(ResultLineError::BadField {
-                line_no,
-                key: fmt.latency_key.clone(),
-                reason: format!("must be a number of microseconds, found {other}"),
-            })
-        }
-        None => {
-            return Err(ResultLineError::BadField {
-                line_no,
-                key: fmt.latency_key.clone(),
-                reason: "is missing (required when the result is correct)".into(),
-            })
-        }
-    };
+    let bad = |key: &str, reason: String| ResultLineError::BadField { line_no, key: key.to_string(), reason };
+    let correct = verdict(fields.get(&fmt.correct_key)).map_err(|r| bad(&fmt.correct_key, r))?;
+    let latency_us = latency(fields.get(&fmt.latency_key), correct).map_err(|r| bad(&fmt.latency_key, r))?;
     Ok(ResultLine { line_no, tagged_lines: tagged.len(), correct, latency_us, fields })
+}
+
+/// The lines of `output` that start with `tag` as a whole word: (1-based line number, the rest of the line).
+fn tagged_lines<'a>(output: &'a str, tag: &str) -> Vec<(usize, &'a str)> {
+    output
+        .lines()
+        .enumerate()
+        .filter_map(|(i, line)| {
+            let rest = line.trim_start().strip_prefix(tag)?;
+            // The tag must be a whole word: followed by blank space (or nothing, which is then malformed).
+            (rest.is_empty() || rest.starts_with([' ', '\t'])).then_some((i + 1, rest))
+        })
+        .collect()
+}
+
+/// The correctness verdict field: a boolean, else why not.
+fn verdict(field: Option<&Value>) -> Result<bool, String> {
+    match field {
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(other) => Err(format!("must be true or false, found {other}")),
+        None => Err("is missing (a boolean verdict is required)".into()),
+    }
+}
+
+/// The latency field: microseconds in [`US_RANGE`], optional only when the result is not correct.
+fn latency(field: Option<&Value>, correct: bool) -> Result<Option<f64>, String> {
+    match field {
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(x) if US_RANGE.contains(&x) => Ok(Some(x)),
+            _ => Err(format!(
+                "must be a number of microseconds from {:e} to {:e} (the range a latency may take), found {n}",
+                US_RANGE.start(),
+                US_RANGE.end()
+            )),
+        },
+        None | Some(Value::Null) if !correct => Ok(None),
+        Some(other) => Err(format!("must be a number of microseconds, found {other}")),
+        None => Err("is missing (required when the result is correct)".into()),
+    }
 }

@@ -5,7 +5,7 @@
 //! is written as markdown, JSON and an SVG bar chart (no timestamps: the same results give the same
 //! bytes).
 
-use super::report::Report;
+use super::report::{fixed, Report};
 use anyhow::{bail, Context};
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -14,6 +14,16 @@ use std::path::{Path, PathBuf};
 
 /// A task counts as faster when its best correct candidate beats the original by this factor.
 pub const FASTER: f64 = 1.05;
+
+/// Largest speedup the plot draws to scale: the ratio of the longest latency a result line may report
+/// to the shortest ([`crate::input::US_RANGE`]). A larger or non-finite value (which no checked run
+/// produces) is drawn at this height, so every coordinate of the plot is a finite number.
+pub const MAX_DRAWN_SPEEDUP: f64 = 1e18;
+
+/// A speedup that counts: finite and positive.
+fn usable(speedup: Option<f64>) -> Option<f64> {
+    speedup.filter(|s| s.is_finite() && *s > 0.0)
+}
 
 /// The task specs of a suite directory: its `*.toml` files, sorted by name (not recursive).
 pub fn suite_specs(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
@@ -132,10 +142,10 @@ pub fn summarize(
     tasks: Vec<TaskRow>,
     suite_wall_s: f64,
 ) -> SuiteSummary {
-    let speedups: Vec<f64> = tasks.iter().filter_map(|t| t.speedup).filter(|s| *s > 0.0).collect();
+    let speedups: Vec<f64> = tasks.iter().filter_map(|t| usable(t.speedup)).collect();
     let geomean =
         (!speedups.is_empty()).then(|| (speedups.iter().map(|s| s.ln()).sum::<f64>() / speedups.len() as f64).exp());
-    let faster = tasks.iter().filter(|t| t.speedup.is_some_and(|s| s >= FASTER)).count();
+    let faster = tasks.iter().filter(|t| usable(t.speedup).is_some_and(|s| s >= FASTER)).count();
     SuiteSummary {
         suite: suite.to_string(),
         command: command.to_string(),
@@ -155,7 +165,7 @@ pub fn summarize(
 }
 
 fn us(x: Option<f64>) -> String {
-    x.map(|v| format!("{v:.2}")).unwrap_or_else(|| "—".into())
+    x.filter(|v| v.is_finite()).map(|v| fixed(v, 2)).unwrap_or_else(|| "—".into())
 }
 
 /// Markdown (`|` and line breaks in names escaped).
@@ -170,14 +180,14 @@ pub fn render_markdown(s: &SuiteSummary) -> String {
     let _ = writeln!(o, "| task | candidates | built | correct | original | original µs | best µs | speedup | best candidate | wall s |");
     let _ = writeln!(o, "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- | ---: |");
     for t in &s.tasks {
-        let sp = t.speedup.map(|x| format!("{x:.2}×")).unwrap_or_else(|| "—".into());
+        let sp = usable(t.speedup).map(|x| format!("{}×", fixed(x, 2))).unwrap_or_else(|| "—".into());
         let best = match (&t.best_id, &t.best_source) {
             (Some(id), Some(src)) => format!("#{id} {}", cell(src)),
             _ => "—".into(),
         };
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {} | {} | {} | {} | {sp} | {best} | {:.1} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {sp} | {best} | {} |",
             cell(&t.task),
             t.candidates,
             t.built,
@@ -185,45 +195,55 @@ pub fn render_markdown(s: &SuiteSummary) -> String {
             cell(&t.original_status),
             us(t.original_us),
             us(t.best_us),
-            t.wall_s
+            fixed(t.wall_s, 1)
         );
     }
     let n = s.tasks.len();
-    let gm = s.geomean_speedup.map(|g| format!("{g:.3}×")).unwrap_or_else(|| "—".into());
+    let gm = usable(s.geomean_speedup).map(|g| format!("{}×", fixed(g, 3))).unwrap_or_else(|| "—".into());
     let _ = writeln!(o, "\n| overall | |\n| --- | --- |");
     let _ = writeln!(o, "| tasks built | {} of {n} |", s.tasks_built);
     let _ = writeln!(o, "| tasks with a correct candidate | {} of {n} |", s.tasks_correct);
     let _ = writeln!(o, "| geomean speedup over the original | {gm} |");
     let _ = writeln!(
         o,
-        "| tasks ≥ {:.0}% faster | {} of {n} ({:.0}%) |",
+        "| tasks ≥ {:.0}% faster | {} of {n} ({}%) |",
         (FASTER - 1.0) * 100.0,
         s.tasks_faster,
-        s.fraction_faster * 100.0
+        fixed(s.fraction_faster * 100.0, 0)
     );
     let _ = writeln!(
         o,
         "| candidates built / correct | {} / {} of {} |",
         s.candidates_built, s.candidates_correct, s.candidates
     );
-    let _ = writeln!(o, "| wall time of the suite | {:.1} s |", s.suite_wall_s);
-    let _ = writeln!(o, "| wall time (sum over tasks) | {:.1} s |", s.wall_s);
+    let _ = writeln!(o, "| wall time of the suite | {} s |", fixed(s.suite_wall_s, 1));
+    let _ = writeln!(o, "| wall time (sum over tasks) | {} s |", fixed(s.wall_s, 1));
     o
 }
 
-/// Bar chart of the per-task speedups (a dashed line at 1.0 and one at the geomean).
+/// The height a speedup is drawn at: within `0 ..= MAX_DRAWN_SPEEDUP` (a non-finite one at the top).
+fn drawn(speedup: f64) -> f64 {
+    if speedup.is_nan() {
+        MAX_DRAWN_SPEEDUP
+    } else {
+        speedup.clamp(0.0, MAX_DRAWN_SPEEDUP)
+    }
+}
+
+/// Bar chart of the per-task speedups (a dashed line at 1.0 and one at the geomean). Every height is
+/// drawn through [`drawn`], so the axis and the bars are finite whatever the summary holds.
 pub fn render_svg(s: &SuiteSummary) -> anyhow::Result<String> {
     let n = s.tasks.len().max(1);
-    let top = s.tasks.iter().filter_map(|t| t.speedup).fold(1.0f64, f64::max) * 1.15;
+    let top = s.tasks.iter().filter_map(|t| t.speedup).map(drawn).fold(1.0f64, f64::max) * 1.15;
     let (w, h) = (160 + 70 * n as u32, 460);
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (w, h)).into_drawing_area();
         root.fill(&WHITE)?;
-        let gm = s.geomean_speedup.map(|g| format!("{g:.2}x")).unwrap_or_else(|| "-".into());
+        let gm = usable(s.geomean_speedup).map(|g| format!("{}x", fixed(g, 2))).unwrap_or_else(|| "-".into());
         let title = format!(
             "{}: speedup over the original (geomean {gm}, {} of {} tasks >= {:.0}% faster)",
-            s.suite,
+            crate::sanitize::shown(&s.suite),
             s.tasks_faster,
             s.tasks.len(),
             (FASTER - 1.0) * 100.0
@@ -250,7 +270,7 @@ pub fn render_svg(s: &SuiteSummary) -> anyhow::Result<String> {
             .draw()?;
         let bar = RGBColor(31, 119, 180);
         chart.draw_series(s.tasks.iter().enumerate().filter_map(|(i, t)| {
-            let sp = t.speedup?;
+            let sp = drawn(t.speedup?);
             let color = if sp >= FASTER { bar } else { RGBColor(160, 160, 160) };
             let mut r =
                 Rectangle::new([(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), sp)], color.filled());
@@ -264,8 +284,8 @@ pub fn render_svg(s: &SuiteSummary) -> anyhow::Result<String> {
             LineSeries::new(vec![(SegmentValue::Exact(0), y), (SegmentValue::Exact(n), y)], color.stroke_width(1))
         };
         chart.draw_series(line(1.0, RGBColor(0, 0, 0)))?;
-        if let Some(g) = s.geomean_speedup {
-            chart.draw_series(line(g, RGBColor(214, 39, 40)))?.label(format!("geomean {g:.2}x"));
+        if let Some(g) = usable(s.geomean_speedup) {
+            chart.draw_series(line(drawn(g), RGBColor(214, 39, 40)))?.label(format!("geomean {}x", fixed(g, 2)));
             chart
                 .configure_series_labels()
                 .background_style(WHITE.mix(0.85))

@@ -73,10 +73,11 @@ pub struct RewriteTask {
 }
 
 impl RewriteTask {
-    /// Reads the original target; the task directory is never written.
+    /// Reads the original target (at most [`crate::input::MAX_SOURCE_BYTES`], the cap of an agent's whole
+    /// answer); the task directory is never written.
     pub fn new(spec: RewriteSpec) -> anyhow::Result<Self> {
-        let original = std::fs::read_to_string(&spec.target)
-            .with_context(|| format!("cannot read the target {} as UTF-8 text", spec.target.display()))?;
+        let original = crate::input::read_text_capped(&spec.target, crate::input::MAX_SOURCE_BYTES, "rewrite target")
+            .with_context(|| format!("cannot read the target {}", spec.target.display()))?;
         // Every candidate runs in a copy of the task directory: a tree that cannot be copied (a link out
         // of the task, a cycle, a special file) is refused here, once, not as every candidate's failure.
         let trial = tempfile::Builder::new()

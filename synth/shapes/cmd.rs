@@ -1,9 +1,11 @@
 //! `synth shapes`: print a model's layers at a TP and the (M, N, K) list for an M set.
 
 use crate::textable::{left, right, TextTable};
-use std::path::PathBuf;
 
-use super::{m_aiter_grid, m_dataset_grid, m_decode, m_log_uniform, m_pow2, sample_m, Layer, ModelSpec};
+use super::{m_aiter_grid, m_dataset_grid, m_decode, m_log_uniform, m_pow2, sample_m, Layer, ModelArgs, ModelSpec};
+
+/// The model `synth shapes` lists when none is named.
+pub const DEFAULT_MODEL: &str = "qwen3-32b";
 
 /// Which M values to pair with the layers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -30,13 +32,9 @@ pub enum ShapesFormat {
 
 #[derive(Debug, clap::Args)]
 pub struct ShapesArgs {
-    /// Built-in model name (qwen3-32b, llama-3.1-8b, llama-3.1-70b, qwen2.5-72b, qwen2.5-7b, llama-3.2-3b,
-    /// minicpm3-4b, deepseek-v2-lite, qwen3-30b-a3b, qwen2.5-0.5b, llama-3.1-405b, mistral-large-2411).
-    #[arg(long, default_value = "qwen3-32b", conflicts_with = "spec")]
-    pub model: String,
-    /// Model spec TOML file instead of a built-in model.
-    #[arg(long)]
-    pub spec: Option<PathBuf>,
+    // The model [default: --model qwen3-32b].
+    #[command(flatten)]
+    pub model: ModelArgs,
     /// Tensor-parallel degree.
     #[arg(long, default_value_t = 2)]
     pub tp: u32,
@@ -128,10 +126,7 @@ fn render_csv(layers: &[Layer], ms: &[u32]) -> anyhow::Result<String> {
 const MAX_COUNT: usize = 100_000;
 
 pub fn run(args: ShapesArgs) -> anyhow::Result<()> {
-    let spec = match &args.spec {
-        Some(path) => ModelSpec::load(path)?,
-        None => ModelSpec::builtin(&args.model)?,
-    };
+    let spec = args.model.load_or(DEFAULT_MODEL)?;
     let layers = spec.layers(args.tp)?;
     let set = clap::ValueEnum::to_possible_value(&args.m_set).map_or_else(String::new, |v| v.get_name().to_string());
     let draws = matches!(args.m_set, MSet::LogUniform | MSet::Forty);

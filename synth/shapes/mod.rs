@@ -3,7 +3,9 @@
 //! (N, K) at a tensor-parallel degree, and the M sets the tool measures and trains on.
 
 pub mod cmd;
+mod hf_config;
 mod msets;
+mod source;
 mod spec;
 
 use std::path::Path;
@@ -11,6 +13,9 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::table::Shape;
+
+pub use hf_config::supported_architectures;
+pub use source::ModelArgs;
 
 pub use msets::{
     m_aiter_grid, m_dataset_grid, m_decode, m_log_uniform, m_off_grid, m_pow2, m_sparse_grid, on_aiter_grid, sample_m,
@@ -61,7 +66,7 @@ pub enum ShapeError {
     )]
     TpKvHeads { model: String, tp: u32, kv: u32 },
     #[error("{model}: {layer} dimension {value} at TP {tp} does not fit in 32 bits")]
-    TooLarge { model: String, layer: &'static str, tp: u32, value: u64 },
+    TooLarge { model: String, layer: &'static str, tp: u32, value: String },
 }
 
 /// Dimensions of a decoder-only transformer (the numbers of its Hugging Face `config.json`).

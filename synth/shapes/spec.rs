@@ -55,6 +55,51 @@ struct RawSpec {
     moe: Option<MoeSpec>,
 }
 
+/// A size computed from spec fields (a GEMM dimension before the TP split): the one place spec sizes are
+/// computed. Every sum, product and split is checked, exactly (the value is held in 128 bits, and an
+/// operation beyond even that is kept as "too large"), so a product of large fields never wraps into a
+/// plausible number: [`Size::dim`] gives the 32-bit dimension or the error naming the model, the layer,
+/// the TP degree and the exact value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Size(Option<u128>);
+
+impl Size {
+    /// A spec field.
+    fn of(v: u32) -> Size {
+        Size(Some(u128::from(v)))
+    }
+
+    /// The share of one of `tp` ranks (`tp` divides it where the checks of the spec ran; the quotient is
+    /// rounded down otherwise). `tp` = 0 gives "too large", never a division by zero.
+    fn split(self, tp: u32) -> Size {
+        Size(self.0.and_then(|v| v.checked_div(u128::from(tp))))
+    }
+
+    /// The value as a GEMM dimension (N or K, 32 bits), or [`ShapeError::TooLarge`].
+    fn dim(self, model: &str, layer: &'static str, tp: u32) -> Result<u32, ShapeError> {
+        self.0.and_then(|v| u32::try_from(v).ok()).ok_or_else(|| ShapeError::TooLarge {
+            model: model.to_string(),
+            layer,
+            tp,
+            value: self.0.map_or_else(|| "beyond 2^128".to_string(), |v| v.to_string()),
+        })
+    }
+}
+
+impl std::ops::Add for Size {
+    type Output = Size;
+    fn add(self, other: Size) -> Size {
+        Size(self.0.zip(other.0).and_then(|(a, b)| a.checked_add(b)))
+    }
+}
+
+impl std::ops::Mul for Size {
+    type Output = Size;
+    fn mul(self, other: Size) -> Size {
+        Size(self.0.zip(other.0).and_then(|(a, b)| a.checked_mul(b)))
+    }
+}
+
 impl ModelSpec {
     /// Parses spec TOML text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<ModelSpec, ShapeError> {
@@ -72,6 +117,71 @@ impl ModelSpec {
     /// heads each rank holds one KV head, replicated (vLLM's `QKVParallelLinear`), so `qkv_proj`'s N per
     /// rank is (heads/TP + 2)·head_dim.
     pub fn layer_table(&self, tp: u32) -> Result<Vec<(Layer, Parallel)>, ShapeError> {
+        self.check_tp(tp)?;
+        let size = Size::of;
+        let hidden = size(self.hidden);
+        let heads = size(self.heads);
+        let mut out: Vec<(Layer, Parallel)> = Vec::new();
+        // (name, N, K, how TP splits it); N and K before the split, exact.
+        let mut push = |name: &'static str, n: Size, k: Size, p: Parallel| -> Result<(), ShapeError> {
+            let (n, k) = match p {
+                Parallel::Column => (n.split(tp), k),
+                Parallel::Row => (n, k.split(tp)),
+                Parallel::Replicated => (n, k),
+            };
+            let dim = |v: Size| v.dim(&self.name, name, tp);
+            out.push((Layer { name: name.to_string(), n: dim(n)?, k: dim(k)? }, p));
+            Ok(())
+        };
+        match &self.mla {
+            None => {
+                // More ranks than KV heads: one KV head per rank, replicated (see the table above).
+                let (kv, hd) = (size(self.kv_heads.max(tp)), size(self.head_dim));
+                push("qkv_proj", (heads + size(2) * kv) * hd, hidden, Parallel::Column)?;
+                push("o_proj", hidden, heads * hd, Parallel::Row)?;
+            }
+            Some(mla) => {
+                let (nope, rope, v) = (size(mla.qk_nope_head_dim), size(mla.qk_rope_head_dim), size(mla.v_head_dim));
+                let kv_lora = size(mla.kv_lora_rank);
+                match mla.q_lora_rank.map(size) {
+                    Some(q_lora) => {
+                        if mla.fused_qkv_a == Some(true) {
+                            push("fused_qkv_a_proj", q_lora + kv_lora + rope, hidden, Parallel::Replicated)?;
+                        } else {
+                            push("q_a_proj", q_lora, hidden, Parallel::Replicated)?;
+                            push("kv_a_proj", kv_lora + rope, hidden, Parallel::Replicated)?;
+                        }
+                        push("q_b_proj", heads * (nope + rope), q_lora, Parallel::Column)?;
+                    }
+                    None => {
+                        push("kv_a_proj", kv_lora + rope, hidden, Parallel::Replicated)?;
+                        push("q_proj", heads * (nope + rope), hidden, Parallel::Column)?;
+                    }
+                }
+                push("kv_b_proj", heads * (nope + v), kv_lora, Parallel::Column)?;
+                push("o_proj", hidden, heads * v, Parallel::Row)?;
+            }
+        }
+        if self.intermediate > 0 {
+            let inter = size(self.intermediate);
+            push("gate_up_proj", size(2) * inter, hidden, Parallel::Column)?;
+            push("down_proj", hidden, inter, Parallel::Row)?;
+        }
+        if let Some(moe) = &self.moe {
+            let inter = size(moe.intermediate);
+            push("experts.gate_up_proj", size(2) * inter, hidden, Parallel::Column)?;
+            push("experts.down_proj", hidden, inter, Parallel::Row)?;
+            if moe.shared_experts > 0 {
+                let shared = size(moe.shared_experts) * inter;
+                push("shared_experts.gate_up_proj", size(2) * shared, hidden, Parallel::Column)?;
+                push("shared_experts.down_proj", hidden, shared, Parallel::Row)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The TP rule's conditions on `tp` (see [`ModelSpec::layer_table`]).
+    fn check_tp(&self, tp: u32) -> Result<(), ShapeError> {
         if tp == 0 {
             return Err(ShapeError::ZeroTp);
         }
@@ -94,69 +204,7 @@ impl ModelSpec {
                 return Err(ShapeError::TpKvHeads { model: self.name.clone(), tp, kv });
             }
         }
-        let t = u64::from(tp);
-        let fit = |layer: &'static str, v: u64| {
-            u32::try_from(v).map_err(|_| ShapeError::TooLarge { model: self.name.clone(), layer, tp, value: v })
-        };
-        let hidden = u64::from(self.hidden);
-        let heads = u64::from(self.heads);
-        let mut out: Vec<(Layer, Parallel)> = Vec::new();
-        // (name, N, K, how TP splits it); N and K before the split.
-        let mut push = |name: &'static str, n: u64, k: u64, p: Parallel| -> Result<(), ShapeError> {
-            let (n, k) = match p {
-                Parallel::Column => (n / t, k),
-                Parallel::Row => (n, k / t),
-                Parallel::Replicated => (n, k),
-            };
-            out.push((Layer { name: name.to_string(), n: fit(name, n)?, k: fit(name, k)? }, p));
-            Ok(())
-        };
-        match &self.mla {
-            None => {
-                // More ranks than KV heads: one KV head per rank, replicated (see the table above).
-                let (kv, hd) = (u64::from(self.kv_heads).max(t), u64::from(self.head_dim));
-                push("qkv_proj", (heads + 2 * kv) * hd, hidden, Parallel::Column)?;
-                push("o_proj", hidden, heads * hd, Parallel::Row)?;
-            }
-            Some(mla) => {
-                let (nope, rope, v) =
-                    (u64::from(mla.qk_nope_head_dim), u64::from(mla.qk_rope_head_dim), u64::from(mla.v_head_dim));
-                let kv_lora = u64::from(mla.kv_lora_rank);
-                match mla.q_lora_rank.map(u64::from) {
-                    Some(q_lora) => {
-                        if mla.fused_qkv_a == Some(true) {
-                            push("fused_qkv_a_proj", q_lora + kv_lora + rope, hidden, Parallel::Replicated)?;
-                        } else {
-                            push("q_a_proj", q_lora, hidden, Parallel::Replicated)?;
-                            push("kv_a_proj", kv_lora + rope, hidden, Parallel::Replicated)?;
-                        }
-                        push("q_b_proj", heads * (nope + rope), q_lora, Parallel::Column)?;
-                    }
-                    None => {
-                        push("kv_a_proj", kv_lora + rope, hidden, Parallel::Replicated)?;
-                        push("q_proj", heads * (nope + rope), hidden, Parallel::Column)?;
-                    }
-                }
-                push("kv_b_proj", heads * (nope + v), kv_lora, Parallel::Column)?;
-                push("o_proj", hidden, heads * v, Parallel::Row)?;
-            }
-        }
-        if self.intermediate > 0 {
-            let inter = u64::from(self.intermediate);
-            push("gate_up_proj", 2 * inter, hidden, Parallel::Column)?;
-            push("down_proj", hidden, inter, Parallel::Row)?;
-        }
-        if let Some(moe) = &self.moe {
-            let inter = u64::from(moe.intermediate);
-            push("experts.gate_up_proj", 2 * inter, hidden, Parallel::Column)?;
-            push("experts.down_proj", hidden, inter, Parallel::Row)?;
-            if moe.shared_experts > 0 {
-                let shared = u64::from(moe.shared_experts) * inter;
-                push("shared_experts.gate_up_proj", 2 * shared, hidden, Parallel::Column)?;
-                push("shared_experts.down_proj", hidden, shared, Parallel::Row)?;
-            }
-        }
-        Ok(out)
+        Ok(())
     }
 
     /// The linear layers at tensor-parallel degree `tp` ([`ModelSpec::layer_table`] without the TP rule);
@@ -317,4 +365,79 @@ fn check(raw: RawSpec, origin: &str) -> Result<ModelSpec, ShapeError> {
         mla: raw.mla,
         moe: raw.moe,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The error of `spec` at `tp`, which must be the size error of `layer`.
+    fn too_large(spec: &str, tp: u32) -> String {
+        let spec = ModelSpec::parse(spec, "s.toml").unwrap();
+        let e = spec.layers(tp).unwrap_err();
+        assert!(matches!(e, ShapeError::TooLarge { .. }), "{e}");
+        e.to_string()
+    }
+
+    // Each case below wraps to a value that fits in 32 bits when computed in 64 bits (2^64 + 2^32 - 2
+    // wraps to 2^32 - 2): the checked size names the exact value instead.
+
+    #[test]
+    fn a_plain_product_that_overflows_is_refused() {
+        // qkv N = (heads + 2·kv_heads) · head_dim = (2^32 + 2) · (2^32 - 1).
+        let spec = "name='g'\nhidden=1024\nintermediate=1024\nheads=1431655766\nkv_heads=1431655766\n\
+                    head_dim=4294967295\nlayers=1\n";
+        assert_eq!(too_large(spec, 1), "g: qkv_proj dimension 18446744078004518910 at TP 1 does not fit in 32 bits");
+    }
+
+    #[test]
+    fn an_mla_product_that_overflows_is_refused() {
+        // q_b N = heads · (nope + rope) = (2^32 - 1) · (2^32 + 2), at TP 3 a third of it.
+        let spec = "name='m'\nhidden=1024\nintermediate=3072\nheads=4294967295\nlayers=1\n[mla]\nq_lora_rank=64\n\
+                    fused_qkv_a=true\nkv_lora_rank=64\nqk_nope_head_dim=2147483649\nqk_rope_head_dim=2147483649\n\
+                    v_head_dim=1\n";
+        assert_eq!(too_large(spec, 3), "m: q_b_proj dimension 6148914692668172970 at TP 3 does not fit in 32 bits");
+    }
+
+    #[test]
+    fn a_moe_product_that_overflows_is_refused() {
+        // shared gate_up N = 2 · shared · moe.intermediate = 2 · (2^31 + 1) · (2^32 - 1), at TP 3 a third;
+        // the routed experts' own sizes fit (2 · (2^32 - 1) / 3).
+        let spec = "name='e'\nhidden=1024\nheads=3\nkv_heads=3\nhead_dim=128\nlayers=1\n[moe]\n\
+                    intermediate=4294967295\nexperts=8\nexperts_per_token=2\nshared_experts=2147483649\n";
+        assert_eq!(
+            too_large(spec, 3),
+            "e: shared_experts.gate_up_proj dimension 6148914692668172970 at TP 3 does not fit in 32 bits"
+        );
+    }
+
+    #[test]
+    fn the_tp_split_of_an_overflowing_product_is_refused_and_an_exact_one_kept() {
+        // More ranks than KV heads: qkv N = (heads + 2·TP) · head_dim / TP with TP = heads = 2^31:
+        // 3 · 2^31 · (2^32 - 1) / 2^31 = 3 · (2^32 - 1), which 64 bits wrap to 2^32 - 3 after the split.
+        let spec = "name='t'\nhidden=1024\nintermediate=2147483648\nheads=2147483648\nkv_heads=1\n\
+                    head_dim=4294967295\nlayers=1\n";
+        assert_eq!(
+            too_large(spec, 1 << 31),
+            "t: qkv_proj dimension 12884901885 at TP 2147483648 does not fit in 32 bits"
+        );
+        // A product over 32 bits that the split brings back within them is the exact quotient: gate_up N =
+        // 2 · (2^32 - 4) / 4.
+        let spec = "name='d'\nhidden=1024\nintermediate=4294967292\nheads=4\nkv_heads=4\nhead_dim=128\nlayers=1\n";
+        let spec = ModelSpec::parse(spec, "s.toml").unwrap();
+        let gate_up = spec.layers(4).unwrap().into_iter().find(|l| l.name == "gate_up_proj").unwrap();
+        assert_eq!((gate_up.n, gate_up.k), (2147483646, 1024));
+        assert!(spec.layers(1).unwrap_err().to_string().contains("gate_up_proj dimension 8589934584 at TP 1"));
+    }
+
+    #[test]
+    fn sizes_are_exact_and_never_wrap() {
+        let big = Size::of(u32::MAX);
+        assert_eq!((big * big * big * big).0, Some(u128::from(u32::MAX).pow(4)));
+        assert_eq!((big * big * big * big * big).0, None, "beyond 128 bits is too large, not wrapped");
+        assert_eq!(Size::of(7).split(0).0, None);
+        let e = (big * big * big * big * big).dim("x", "q_proj", 1).unwrap_err().to_string();
+        assert_eq!(e, "x: q_proj dimension beyond 2^128 at TP 1 does not fit in 32 bits");
+        assert_eq!((Size::of(6) + Size::of(2)).split(4).dim("x", "q_proj", 4).unwrap(), 2);
+    }
 }

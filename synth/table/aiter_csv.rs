@@ -21,9 +21,9 @@ pub const AITER_COLUMNS: [&str; 13] =
 
 /// Largest splitK (log2 of KBatch) accepted.
 pub const MAX_SPLIT_K: u32 = 16;
-/// Range a kernel time (`us`) must lie in: from a picosecond to about 11.6 days. Every sum and ratio of
-/// such times over any table that fits in memory stays finite.
-pub const US_RANGE: std::ops::RangeInclusive<f64> = 1e-6..=1e12;
+/// Range a kernel time (`us`) must lie in: the one range of every latency the tool reads
+/// ([`crate::input::US_RANGE`]).
+pub use crate::input::US_RANGE;
 
 /// Rows whose errRatio exceeds this are Invalid in the matrix (AITER's tuner default tolerance).
 pub const ERR_RATIO_LIMIT: f64 = 0.05;

@@ -61,3 +61,34 @@ pub fn run_bounded(cmd: &mut Command, limit: std::time::Duration) -> (Output, st
     };
     (Output { status, stdout: t_out.join().unwrap(), stderr: t_err.join().unwrap() }, started.elapsed())
 }
+
+/// The runtimes' lookup over a config file as Python's `json.load` keeps it (keys in file order):
+/// `min(keys, key=|key - M|)`, ties to the first key.
+pub fn runtime_lookup(text: &str, m: u32) -> String {
+    // serde_json's map sorts its keys; the file order (which decides ties) is read from the lines
+    // `"M": {` as the files are written.
+    let doc: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text).unwrap();
+    let order: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix('"')?.split_once("\": {").map(|(key, _)| key))
+        .collect();
+    assert_eq!(order.len(), doc.len(), "one key per line");
+    let mut best: Option<(u32, &serde_json::Value)> = None;
+    for key in order {
+        let d = key.parse::<u32>().unwrap().abs_diff(m);
+        if best.is_none_or(|(bd, _)| d < bd) {
+            best = Some((d, &doc[key]));
+        }
+    }
+    let c = best.unwrap().1;
+    let v = |k: &str| c[k].as_u64().unwrap();
+    format!(
+        "triton_bm{}_bn{}_bk{}_g{}_w{}_s{}",
+        v("BLOCK_SIZE_M"),
+        v("BLOCK_SIZE_N"),
+        v("BLOCK_SIZE_K"),
+        v("GROUP_SIZE_M"),
+        v("num_warps"),
+        v("num_stages")
+    )
+}

@@ -13,8 +13,11 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 use wait_timeout::ChildExt;
 
-/// Most bytes of stdout kept from the command.
-const MAX_OUTPUT: usize = 4 << 20;
+/// Most bytes of an answer (stdout) the command may give: a longer answer is refused whole, never cut
+/// and built ([`crate::input::MAX_SOURCE_BYTES`], the cap of the sources a rewrite reads).
+pub const MAX_OUTPUT: usize = crate::input::MAX_SOURCE_BYTES as usize;
+/// Most bytes of stderr kept (only its end is shown, in the message of a failed command).
+const MAX_STDERR: usize = 1 << 20;
 
 /// Runs an external command per proposal.
 pub struct CommandProposer {
@@ -33,20 +36,50 @@ impl CommandProposer {
     }
 }
 
-fn read_all(mut r: impl Read) -> Vec<u8> {
-    let mut buf = Vec::new();
+/// What a pipe of the command gave: at most `cap` bytes, and how many bytes it gave in all (the rest is
+/// read and dropped, so the command never blocks on a full pipe).
+struct Drained {
+    bytes: Vec<u8>,
+    total: u64,
+}
+
+impl Drained {
+    /// Whether the pipe gave more than was kept.
+    fn over(&self) -> bool {
+        self.total > self.bytes.len() as u64
+    }
+}
+
+fn read_all(mut r: impl Read, cap: usize) -> Drained {
+    let mut bytes = Vec::new();
+    let mut total = 0u64;
     let mut chunk = [0u8; 8192];
     loop {
         match r.read(&mut chunk) {
-            Ok(0) | Err(_) => break,
+            Ok(0) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
             Ok(n) => {
-                if buf.len() < MAX_OUTPUT {
-                    buf.extend_from_slice(&chunk[..n.min(MAX_OUTPUT - buf.len())]);
+                total += n as u64;
+                if bytes.len() < cap {
+                    bytes.extend_from_slice(&chunk[..n.min(cap - bytes.len())]);
                 }
             }
         }
     }
-    buf
+    Drained { bytes, total }
+}
+
+/// The refusal of an answer over [`MAX_OUTPUT`] (also said on stderr: the trace's feedback is not the
+/// only place it shows).
+fn oversized(total: u64) -> ProposeError {
+    let msg = format!(
+        "the agent command's answer is {total} bytes, over the cap of {} MiB for an answer; it was refused \
+         whole (not cut, built or tested): answer with the one rewritten file",
+        MAX_OUTPUT >> 20
+    );
+    errln!("note: {msg}");
+    ProposeError::Failed(msg)
 }
 
 impl Proposer for CommandProposer {
@@ -78,8 +111,8 @@ impl Proposer for CommandProposer {
         });
         let (out_tx, out_rx) = std::sync::mpsc::channel();
         let (err_tx, err_rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || out_tx.send(read_all(stdout)));
-        std::thread::spawn(move || err_tx.send(read_all(stderr)));
+        std::thread::spawn(move || out_tx.send(read_all(stdout, MAX_OUTPUT)));
+        std::thread::spawn(move || err_tx.send(read_all(stderr, MAX_STDERR)));
         let started = std::time::Instant::now();
         let status = match child.wait_timeout(self.timeout) {
             Ok(Some(status)) => status,
@@ -111,8 +144,7 @@ impl Proposer for CommandProposer {
             )));
         };
         drop(writer);
-        let stdout = String::from_utf8_lossy(&out);
-        let stderr = String::from_utf8_lossy(&err);
+        let stderr = String::from_utf8_lossy(&err.bytes);
         if !status.success() {
             let code = status.code().map(|c| format!("status {c}")).unwrap_or_else(|| "a signal".into());
             let tail: String = stderr.trim().chars().rev().take(800).collect::<Vec<_>>().into_iter().rev().collect();
@@ -121,6 +153,9 @@ impl Proposer for CommandProposer {
                 if tail.is_empty() { "(empty)" } else { &tail }
             )));
         }
-        pick_candidate(&stdout, &*self.checker)
+        if out.over() {
+            return Err(oversized(out.total));
+        }
+        pick_candidate(&String::from_utf8_lossy(&out.bytes), &*self.checker)
     }
 }

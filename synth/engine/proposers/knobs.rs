@@ -24,9 +24,9 @@
 use crate::diag::Located;
 use crate::engine::{ProposalRequest, ProposeError, Proposer};
 use regex::Regex;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fmt;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 /// Most knobs one source may declare.
 pub const MAX_KNOBS: usize = 16;
@@ -86,8 +86,9 @@ pub struct Knob {
 /// The knobs of one source text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KnobSpace {
+    /// The source split at each `\n` (a line keeps its `\r`, and a text that ends in a newline ends in an
+    /// empty line), so joining them with `\n` gives the source back byte for byte.
     lines: Vec<String>,
-    trailing_newline: bool,
     pub knobs: Vec<Knob>,
 }
 
@@ -112,9 +113,10 @@ fn definition_patterns(name: &str) -> [Regex; 3] {
     ]
 }
 
-/// Reads the knob declarations and definitions of `text`.
+/// Reads the knob declarations and definitions of `text` (its line endings, `\n` or `\r\n`, are kept in
+/// every render).
 pub fn parse_knobs(text: &str) -> Result<KnobSpace, KnobError> {
-    let lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let lines: Vec<String> = text.split('\n').map(str::to_string).collect();
     let mut knobs: Vec<Knob> = Vec::new();
     let mut decl_lines = HashSet::new();
     for (i, line) in lines.iter().enumerate() {
@@ -196,7 +198,7 @@ pub fn parse_knobs(text: &str) -> Result<KnobSpace, KnobError> {
     for k in &mut knobs {
         find_definition(k, &lines, &decl_lines)?;
     }
-    Ok(KnobSpace { lines, trailing_newline: text.ends_with('\n'), knobs })
+    Ok(KnobSpace { lines, knobs })
 }
 
 fn find_definition(k: &mut Knob, lines: &[String], decl_lines: &HashSet<usize>) -> Result<(), KnobError> {
@@ -261,11 +263,7 @@ impl KnobSpace {
             let line = &mut lines[k.def_line];
             line.replace_range(k.value_span.0..k.value_span.1, &k.values[v]);
         }
-        let mut s = lines.join("\n");
-        if self.trailing_newline {
-            s.push('\n');
-        }
-        s
+        lines.join("\n")
     }
 
     /// `NAME=VALUE ...` of a setting.
@@ -321,21 +319,15 @@ fn distance(a: &[usize], b: &[usize]) -> usize {
 /// The local-search proposer over a source's knobs.
 #[derive(Debug, Clone)]
 pub struct KnobProposer {
-    space: KnobSpace,
-    /// Rendered text of each setting proposed or seen, to recognise settings in the history.
-    index: HashMap<String, Setting>,
+    /// Shared by clones: the source's lines are kept once, and no render of a setting is kept at all
+    /// ([`KnobProposer::setting_of`] reads a text against the lines).
+    space: Arc<KnobSpace>,
 }
 
 impl KnobProposer {
     /// Parses the knobs of `source` (the original kernel).
     pub fn new(source: &str) -> Result<Self, KnobError> {
-        let space = parse_knobs(source)?;
-        let mut index = HashMap::new();
-        for s in space.all_settings() {
-            index.insert(space.render(&s), s);
-        }
-        index.insert(space.render(&space.current()), space.current());
-        Ok(KnobProposer { space, index })
+        Ok(KnobProposer { space: Arc::new(parse_knobs(source)?) })
     }
 
     /// The knob space.
@@ -343,32 +335,33 @@ impl KnobProposer {
         &self.space
     }
 
-    /// The setting a candidate text is, when it is one of this source's renders.
+    /// The setting a candidate text is, when it is one of this source's renders: every line the source's
+    /// own but the knobs' definitions, and each of those its own line with one of the knob's values.
     pub fn setting_of(&self, text: &str) -> Option<Setting> {
-        if let Some(s) = self.index.get(text) {
-            return Some(s.clone());
+        let space = &self.space;
+        let mut setting = space.current();
+        let mut lines = text.split('\n');
+        for (i, own) in space.lines.iter().enumerate() {
+            let line = lines.next()?;
+            let Some(k) = space.knobs.iter().position(|k| k.def_line == i) else {
+                if line != own {
+                    return None;
+                }
+                continue;
+            };
+            let knob = &space.knobs[k];
+            let (from, to) = knob.value_span;
+            let value = line.strip_prefix(&own[..from])?.strip_suffix(&own[to..])?;
+            setting[k] = knob.values.iter().position(|v| v == value)?;
         }
-        // Grids too large to index: read the values back and check the text is exactly their render.
-        let parsed = parse_knobs(text).ok()?;
-        let setting: Option<Setting> = self
-            .space
-            .knobs
-            .iter()
-            .map(|k| {
-                parsed
-                    .knobs
-                    .iter()
-                    .find(|p| p.name == k.name)
-                    .and_then(|p| k.values.iter().position(|v| *v == p.values[p.current]))
-            })
-            .collect();
-        setting.filter(|s| self.space.render(s) == text)
+        lines.next().is_none().then_some(setting)
     }
 
     /// The candidates for the next proposals, best first: the untried neighbours of each successful
-    /// setting by score, then untried settings by distance from the best (or the original).
+    /// setting by score, then untried settings by distance from the best (or the original). The
+    /// original's own setting is never a candidate: the loop measures the original itself.
     pub fn plan(&self, req: &ProposalRequest) -> Vec<Setting> {
-        let mut tried: HashSet<Setting> = HashSet::new();
+        let mut tried: HashSet<Setting> = HashSet::from([self.space.current()]);
         let mut scored: Vec<(f64, usize, Setting)> = Vec::new();
         for a in req.history.iter().chain(req.parent.iter()) {
             if let Some(s) = self.setting_of(&a.candidate) {
@@ -386,9 +379,6 @@ impl KnobProposer {
                 plan.push(s);
             }
         };
-        if tried.is_empty() {
-            push(self.space.current(), &mut plan);
-        }
         for (_, _, s) in &scored {
             for n in self.space.neighbours(s) {
                 push(n, &mut plan);
@@ -540,10 +530,45 @@ mod tests {
         assert!(!plan.contains(&vec![1, 2]), "a failed setting is never proposed again");
         assert_eq!(p.propose(&request(history.clone(), 1)).unwrap(), sp.render(&[1, 0]));
         assert!(matches!(p.propose(&request(history, 6)), Err(ProposeError::Exhausted(_))));
-        // Nothing tried yet: the original's setting first.
-        assert_eq!(p.plan(&request(vec![], 0))[0], sp.current());
+        // Nothing tried yet: the original's setting is still no candidate (the loop measures the original),
+        // its nearest settings come first.
+        let fresh = p.plan(&request(vec![], 0));
+        assert_eq!(fresh.len(), 8);
+        assert!(!fresh.contains(&sp.current()));
+        assert_eq!(distance(&fresh[0], &sp.current()), 1);
         // Texts that are not renders of this source are ignored.
         let foreign = vec![attempt(0, "int main() {}".into(), Some(1.0))];
-        assert_eq!(p.plan(&request(foreign, 0))[0], sp.current());
+        assert_eq!(p.plan(&request(foreign, 0)), fresh);
+    }
+
+    /// A CRLF source keeps its CRs in every candidate, and its own setting is never proposed again
+    /// (before, every CR was lost, so the original did not read as a render of itself and its setting came
+    /// back as candidate #1).
+    #[test]
+    fn crlf_sources_keep_their_line_endings_and_the_original_is_not_proposed() {
+        let crlf = SRC.replace('\n', "\r\n");
+        let p = KnobProposer::new(&crlf).unwrap();
+        let sp = p.space();
+        assert_eq!(sp.render(&sp.current()), crlf);
+        assert_eq!(p.setting_of(&crlf), Some(sp.current()));
+        // Only the source's own renders are settings: not its LF form, not one with a line more.
+        assert_eq!(p.setting_of(SRC), None);
+        assert_eq!(p.setting_of(&format!("{crlf}x")), None);
+        assert_eq!(p.setting_of(&format!("{crlf}\n")), None);
+        assert_eq!(p.setting_of(&sp.render(&[2, 0])), Some(vec![2, 0]));
+        let history = vec![attempt(0, crlf.clone(), Some(10.0))];
+        let first = p.propose(&request(history.clone(), 0)).unwrap();
+        assert_ne!(first, crlf, "the original's setting is measured once, by the loop");
+        assert_eq!(first.matches("\r\n").count(), crlf.matches("\r\n").count(), "{first:?}");
+        assert!(!first.replace("\r\n", "").contains('\n'), "a bare LF in {first:?}");
+        assert_eq!(p.setting_of(&first).map(|s| distance(&s, &sp.current())), Some(1));
+        // No plan ever holds the original's setting, whatever the history.
+        for slot in 0..8 {
+            let text = p.propose(&request(history.clone(), slot)).unwrap();
+            assert_ne!(text, crlf);
+        }
+        // A source without a final newline renders without one.
+        let bare = "// synth:knob A 1 2\r\n#define A 1";
+        assert_eq!(parse_knobs(bare).unwrap().render(&[1]), "// synth:knob A 1 2\r\n#define A 2");
     }
 }
