@@ -11,12 +11,14 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use gemm_synth::app::search::rule_vocabulary;
 use gemm_synth::catalog::triton::VLLM_DEFAULT;
 use gemm_synth::catalog::{Candidate, Catalog, KernelRef, Libtype};
 use gemm_synth::rule::grammar::{gbnf, json_schema, Vocabulary};
 use gemm_synth::rule::text::rule_to_cpp_text;
 use gemm_synth::rule::{parse_cpp, to_json, Rule};
-use gemm_synth::synthesize::features::{for_candidates, FeatureSet};
+use gemm_synth::search::task::RuleSetup;
+use gemm_synth::synthesize::features::FeatureSet;
 use gemm_synth::synthesize::{synthesize, Limits};
 use gemm_synth::table::{parse_aiter_csv, LatencyMatrix};
 use rand::{Rng, SeedableRng};
@@ -271,54 +273,79 @@ impl Grammar {
         }
     }
 
-    /// The fewest characters `g` can produce (None: unbounded through recursion at this depth).
-    fn min_len(&self, g: &G, depth: usize) -> usize {
-        if depth > 40 {
-            return 1 << 20;
-        }
-        match g {
-            G::Lit(l) => l.len(),
-            G::Class { .. } => 1,
-            G::Ref(n) => self.min_len(&self.rules[n], depth + 1),
-            G::Seq(v) => v.iter().map(|x| self.min_len(x, depth)).sum(),
-            G::Alt(v) => v.iter().map(|x| self.min_len(x, depth)).min().unwrap_or(0),
-            G::Rep(x, lo, _) => lo * self.min_len(x, depth),
+    /// The fewest characters each rule can produce (a fixpoint; unreachable or endless rules stay huge).
+    fn min_lens(&self) -> HashMap<String, usize> {
+        let mut lens: HashMap<String, usize> = self.rules.keys().map(|k| (k.clone(), 1 << 20)).collect();
+        loop {
+            let mut changed = false;
+            for (name, g) in &self.rules {
+                let n = Self::min_len(g, &lens);
+                if n < lens[name] {
+                    lens.insert(name.clone(), n);
+                    changed = true;
+                }
+            }
+            if !changed {
+                return lens;
+            }
         }
     }
 
-    /// A random text of `g`; past `budget` recursion the cheapest alternatives and fewest repetitions.
-    fn generate(&self, g: &G, rng: &mut ChaCha8Rng, depth: usize, out: &mut String) {
-        let deep = depth > 12;
+    /// The fewest characters `g` can produce, given each rule's.
+    fn min_len(g: &G, lens: &HashMap<String, usize>) -> usize {
+        match g {
+            G::Lit(l) => l.len(),
+            G::Class { .. } => 1,
+            G::Ref(n) => lens[n],
+            G::Seq(v) => v.iter().map(|x| Self::min_len(x, lens)).sum::<usize>().min(1 << 20),
+            G::Alt(v) => v.iter().map(|x| Self::min_len(x, lens)).min().unwrap_or(0),
+            G::Rep(x, lo, _) => (lo * Self::min_len(x, lens)).min(1 << 20),
+        }
+    }
+
+    /// A random text of `g`: below depth 12 and within `budget` characters, uniform choices and up to three
+    /// extra repetitions; past either, the shortest alternative and the fewest repetitions (so every text
+    /// is finite even where the grammar recurses).
+    fn generate(&self, g: &G, gen: &mut Gen, depth: usize, out: &mut String) {
+        let deep = depth > 12 || out.len() > gen.budget;
         match g {
             G::Lit(l) => out.extend(l.iter()),
             G::Class { negated: false, ranges } => {
-                let (a, b) = ranges[rng.gen_range(0..ranges.len())];
-                out.push(char::from_u32(rng.gen_range(a as u32..=b as u32)).unwrap());
+                let (a, b) = ranges[gen.rng.gen_range(0..ranges.len())];
+                out.push(char::from_u32(gen.rng.gen_range(a as u32..=b as u32)).unwrap());
             }
             G::Class { negated: true, ranges } => {
                 let pool: Vec<char> = " abcXYZ019(){};,<>=!&|+-*/#\"é"
                     .chars()
                     .filter(|c| !ranges.iter().any(|&(a, b)| a <= *c && *c <= b))
                     .collect();
-                out.push(pool[rng.gen_range(0..pool.len())]);
+                out.push(pool[gen.rng.gen_range(0..pool.len())]);
             }
-            G::Ref(n) => self.generate(&self.rules[n], rng, depth + 1, out),
-            G::Seq(v) => v.iter().for_each(|x| self.generate(x, rng, depth, out)),
+            G::Ref(n) => self.generate(&self.rules[n], gen, depth + 1, out),
+            G::Seq(v) => v.iter().for_each(|x| self.generate(x, gen, depth, out)),
             G::Alt(v) => {
                 let pick = if deep {
-                    v.iter().min_by_key(|x| self.min_len(x, 0)).unwrap()
+                    v.iter().min_by_key(|x| Self::min_len(x, &gen.min_lens)).unwrap()
                 } else {
-                    &v[rng.gen_range(0..v.len())]
+                    &v[gen.rng.gen_range(0..v.len())]
                 };
-                self.generate(pick, rng, depth, out);
+                self.generate(pick, gen, depth, out);
             }
             G::Rep(x, lo, hi) => {
-                let extra = if deep { 0 } else { rng.gen_range(0..=3) };
+                let extra = if deep { 0 } else { gen.rng.gen_range(0..=3) };
                 let n = hi.map_or(lo + extra, |h| (lo + extra).min(h));
-                (0..n).for_each(|_| self.generate(x, rng, depth + 1, out));
+                (0..n).for_each(|_| self.generate(x, gen, depth + 1, out));
             }
         }
     }
+}
+
+/// The generator's state: its random source, each rule's shortest text and the length past which it
+/// takes the shortest ways out.
+struct Gen {
+    rng: ChaCha8Rng,
+    min_lens: HashMap<String, usize>,
+    budget: usize,
 }
 
 // ---- a JSON-schema validator for the subset the tool emits ----------------------------------------------
@@ -424,50 +451,60 @@ fn h200() -> (Catalog, LatencyMatrix) {
     (catalog, LatencyMatrix::from_rows(&rows).unwrap())
 }
 
-fn vocabulary(catalog: &Catalog, m: &LatencyMatrix, set: FeatureSet) -> Vocabulary {
-    let features =
-        for_candidates(set, &m.candidates, catalog, m.cu_num).into_iter().map(|f| (f.name, f.expr)).collect();
-    Vocabulary::new(&m.candidates, features)
+/// The vocabulary `synth search` constrains a model to (`app::search::rule_vocabulary`), `limits` deep.
+fn vocabulary(catalog: &Catalog, m: &LatencyMatrix, limits: &Limits) -> Vocabulary {
+    let train: Vec<usize> = (0..m.shapes.len()).collect();
+    let setup = RuleSetup::new(catalog.clone(), m.clone(), train, None, limits.clone()).unwrap();
+    rule_vocabulary(&setup)
 }
 
 fn rule_text(rule: &Rule, catalog: &Catalog) -> String {
     rule_to_cpp_text(rule, catalog)
 }
 
+fn limits_of(set: FeatureSet) -> Limits {
+    Limits { features: set, ..Limits::default() }
+}
+
 #[test]
 fn every_rule_the_synthesizer_writes_matches_the_grammar_and_the_schema() {
     let (catalog, m) = h200();
     let train: Vec<usize> = (0..m.shapes.len()).step_by(2).collect();
-    let mut checked = 0;
+    let (mut checked, mut guarded) = (0, 0);
     for set in [FeatureSet::Raw, FeatureSet::Machine, FeatureSet::Contrast] {
-        let vocab = vocabulary(&catalog, &m, set);
+        let vocab = vocabulary(&catalog, &m, &limits_of(set));
+        assert_eq!(vocab.max_depth, Limits::default().max_depth);
         let grammar = Grammar::parse(&gbnf(&vocab, &catalog));
         let schema = json_schema(&vocab);
         for leaves in [1, 2, 3, 5, 8, 16] {
-            let limits = Limits { max_leaves: leaves, features: set, ..Limits::default() };
+            let limits = Limits { max_leaves: leaves, ..limits_of(set) };
             let rule = synthesize(&m, &train, None, &limits);
             let text = rule_text(&rule, &catalog);
             assert!(grammar.matches(&text), "{set:?}, {leaves} leaves: the grammar refuses\n{text}");
             let json: Value = serde_json::from_str(&to_json(&rule)).unwrap();
             assert!(schema_valid(&schema, &json), "{set:?}, {leaves} leaves: the schema refuses\n{json}");
             checked += 1;
+            guarded += usize::from(text.contains("&&"));
         }
     }
     assert_eq!(checked, 18);
+    // Split-K guards (two comparisons joined by &&) are among them, so the guard terms are exercised.
+    assert!(guarded > 0, "no guarded rule among the synthesized ones");
 }
 
 #[test]
 fn random_texts_of_the_grammar_parse_to_rules_of_the_vocabulary() {
     let (catalog, m) = h200();
-    let vocab = vocabulary(&catalog, &m, FeatureSet::Machine);
+    let vocab = vocabulary(&catalog, &m, &limits_of(FeatureSet::Machine));
     let text = gbnf(&vocab, &catalog);
     let grammar = Grammar::parse(&text);
     let schema = json_schema(&vocab);
-    let mut rng = ChaCha8Rng::seed_from_u64(11);
-    let (mut chains, mut leaves_seen) = (0, BTreeSet::new());
-    for i in 0..600 {
+    let mut gen = Gen { rng: ChaCha8Rng::seed_from_u64(11), min_lens: grammar.min_lens(), budget: 4000 };
+    let (mut chains, mut deepest, mut leaves_seen) = (0, 0, BTreeSet::new());
+    for i in 0..400 {
         let mut out = String::new();
-        grammar.generate(&G::Ref("root".into()), &mut rng, 0, &mut out);
+        grammar.generate(&G::Ref("root".into()), &mut gen, 0, &mut out);
+        assert!(out.len() < 20_000, "case {i}: {} characters", out.len());
         assert!(grammar.matches(&out), "case {i}: the generator left the grammar\n{out}");
         let rule = parse_cpp(&out, &catalog).unwrap_or_else(|e| panic!("case {i}: {e}\n{out}"));
         for leaf in rule.leaves() {
@@ -478,18 +515,26 @@ fn random_texts_of_the_grammar_parse_to_rules_of_the_vocabulary() {
             assert!(vocab.split_ks.contains(&leaf.split_k), "case {i}: {leaf:?}");
             leaves_seen.insert(leaf);
         }
+        assert!(rule.depth() <= vocab.max_depth, "case {i}: depth {}\n{out}", rule.depth());
+        deepest = deepest.max(rule.depth());
         chains += usize::from(rule.depth() > 0);
         let json: Value = serde_json::from_str(&to_json(&rule)).unwrap();
         assert!(schema_valid(&schema, &json), "case {i}: the schema refuses\n{json}");
     }
-    // The cases cover nesting and many leaves.
-    assert!(chains > 200 && leaves_seen.len() > 20, "{chains} chains, {} leaves", leaves_seen.len());
+    // The cases cover nesting to the limit and many leaves.
+    assert!(chains > 150 && leaves_seen.len() > 20, "{chains} chains, {} leaves", leaves_seen.len());
+    assert_eq!(deepest, vocab.max_depth);
+}
+
+/// `depth` nested `if (M <= ..) { .. } else { return LEAF; }` around `leaf`.
+fn nested(depth: usize, leaf: &str) -> String {
+    (0..depth).fold(leaf.to_string(), |inner, i| format!("if (M <= {}) {{\n{inner}\n}} else {{\n{leaf}\n}}", 1 << i))
 }
 
 #[test]
 fn kernels_and_split_levels_outside_the_data_are_refused_by_both() {
     let (catalog, m) = h200();
-    let vocab = vocabulary(&catalog, &m, FeatureSet::Raw);
+    let vocab = vocabulary(&catalog, &m, &limits_of(FeatureSet::Raw));
     let grammar = Grammar::parse(&gbnf(&vocab, &catalog));
     let schema = json_schema(&vocab);
     let id = vocab.kernels.iter().next().unwrap().id;
@@ -514,6 +559,47 @@ fn kernels_and_split_levels_outside_the_data_are_refused_by_both() {
     assert!(!schema_valid(&schema, &leaf(999, split.into())));
     assert!(!schema_valid(&schema, &leaf(id.into(), 9)));
     assert!(!schema_valid(&schema, &serde_json::json!({ "root": { "leaf": { "kernel_id": id } }, "extra": 1 })));
+}
+
+#[test]
+fn the_language_is_bounded_in_depth_and_arithmetic() {
+    let (catalog, m) = h200();
+    let vocab = vocabulary(&catalog, &m, &limits_of(FeatureSet::Raw));
+    let text = gbnf(&vocab, &catalog);
+    let grammar = Grammar::parse(&text);
+    let schema = json_schema(&vocab);
+    let id = vocab.kernels.iter().next().unwrap().id;
+    let leaf = format!("return {{kernel({id}), 0}};");
+    let json_of = |t: &str| serde_json::from_str::<Value>(&to_json(&parse_cpp(t, &catalog).unwrap())).unwrap();
+    // Depth: exactly the limit is in the language, one more is not (the parser reads both).
+    let deepest = nested(vocab.max_depth, &leaf);
+    assert!(grammar.matches(&deepest) && schema_valid(&schema, &json_of(&deepest)), "{deepest}");
+    let deeper = nested(vocab.max_depth + 1, &leaf);
+    assert!(!grammar.matches(&deeper) && !schema_valid(&schema, &json_of(&deeper)), "{deeper}");
+    // A chain of `else if`s counts one level per branch, as `Node::depth` does.
+    let chain = |n: usize| {
+        let ifs: Vec<String> = (0..n).map(|i| format!("if (M <= {}) {{ {leaf} }}", i + 1)).collect();
+        format!("{} else {{ {leaf} }}", ifs.join(" else "))
+    };
+    assert!(grammar.matches(&chain(vocab.max_depth)) && schema_valid(&schema, &json_of(&chain(vocab.max_depth))));
+    let long = chain(vocab.max_depth + 1);
+    assert!(!grammar.matches(&long) && !schema_valid(&schema, &json_of(&long)), "{long}");
+    // Conditions: a term compared with an integer, at most two joined by &&; no free arithmetic, no ||.
+    let with = |cond: &str| format!("if ({cond}) {{ {leaf} }} else {{ {leaf} }}");
+    for ok in ["M <= 64", "K >= -3", "N > 0 && M == 7"] {
+        assert!(grammar.matches(&with(ok)) && schema_valid(&schema, &json_of(&with(ok))), "{ok}");
+    }
+    for bad in ["(M + 1) * 2 <= 64", "M <= N", "M < 1 && N < 2 && K < 3", "M < 1 || N < 2", "cdiv(M, 2) < 9"] {
+        let t = with(bad);
+        assert!(!grammar.matches(&t), "accepted: {bad}");
+        assert!(!schema_valid(&schema, &json_of(&t)), "the schema accepts: {bad}");
+    }
+    // Other spellings of a condition the language has are left to the parser's canonical form.
+    for other in ["!(M < 1)", "(M < 1)", "M<1"] {
+        assert_eq!(grammar.matches(&with(other)), other == "M<1", "{other}");
+    }
+    // Nothing recurses: every rule of the grammar refers only to rules defined before it is used deeper.
+    assert!(text.lines().count() < 40 && text.len() < 16_000, "{} lines, {} bytes", text.lines().count(), text.len());
 }
 
 #[test]

@@ -97,24 +97,34 @@ pub struct SearchArgs {
     pub tuned_train: super::tuned::TunedTrainArgs,
 }
 
+/// What a rule of `setup` may name: its candidates' kernels and split-K levels, its features and the
+/// split-K guards' grids, and its depth limit.
+pub fn rule_vocabulary(setup: &RuleSetup) -> crate::rule::grammar::Vocabulary {
+    let features = setup.features.iter().map(|f| (f.name.clone(), f.expr.clone())).collect();
+    let guards = crate::synthesize::guard::guard_terms(&setup.matrix.candidates, &setup.catalog);
+    crate::rule::grammar::Vocabulary::new(&setup.matrix.candidates, features)
+        .with_terms(guards)
+        .with_max_depth(setup.limits.max_depth)
+}
+
 /// The rule language over `setup`'s candidates and features, as a decoding constraint.
 pub fn rule_constraint(setup: &RuleSetup) -> Constraint {
     use crate::rule::grammar;
-    let features = setup.features.iter().map(|f| (f.name.clone(), f.expr.clone())).collect();
-    let vocab = grammar::Vocabulary::new(&setup.matrix.candidates, features);
+    let vocab = rule_vocabulary(setup);
     let example = json_example(&vocab);
+    let depth = vocab.max_depth;
     Constraint {
         gbnf: grammar::gbnf(&vocab, &setup.catalog),
         schema: grammar::json_schema(&vocab),
         from_json: None,
-        grammar_reply: Some(
-            "Reply with exactly one complete rule in the C++ form, nothing else (no prose, no fence): nested if / \
-             else if / else over M, N, K ending in a final else, every leaf `return {kernel(ID), splitK};`."
-                .into(),
-        ),
+        grammar_reply: Some(format!(
+            "Reply with exactly one complete rule in the C++ form, nothing else (no prose, no fence): if / else if \
+             / else at most {depth} conditions deep ending in a final else, each condition one of the features \
+             compared with an integer (at most two joined by &&), every leaf `return {{kernel(ID), splitK}};`."
+        )),
         json_reply: Some(format!(
-            "Reply with exactly one rule in its JSON form, nothing else, e.g. {example} (ops: Lt Le Gt Ge Eq Ne; \
-             Add Sub Mul Div CeilDiv Min Max)."
+            "Reply with exactly one rule in its JSON form, nothing else, e.g. {example} (comparisons: Lt Le Gt Ge \
+             Eq Ne; the left side one of the features, the right side {{\"lit\": INTEGER}})."
         )),
     }
 }

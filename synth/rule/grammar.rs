@@ -1,15 +1,23 @@
 //! The rule language as data, for decoding constraints: a GBNF grammar of the C++ form a model is asked
 //! to write (llama.cpp's `grammar` request field) and a JSON schema of the rule's JSON form (the serde form
 //! [`super::parse_json`] reads; `response_format`). Both are built from the definitions the parsers and
-//! printers use — the operators of [`super::ir`] ([`CmpOp::ALL`], [`BinOp::ALL`] with their symbols and call
-//! names), the variables, the leaf spellings of [`super::text`] and the backend calls of
-//! [`super::parse_cpp`] — and from a [`Vocabulary`]: the measured kernels and split-K levels and the
-//! feature expressions, each a closed set of alternatives.
+//! printers use — the comparisons of [`super::ir`] ([`CmpOp::ALL`] with their symbols), the variables, the
+//! leaf spellings of [`super::text`] and the backend calls of [`super::parse_cpp`] — and from a
+//! [`Vocabulary`]: the measured kernels and split-K levels, the terms a condition may compare (the
+//! variables, the features, the split-K guards' grids) and the depth limit, each a closed set.
 //!
-//! The grammar is the canonical shape [`super::text::rule_to_cpp_text`] prints (an `if` / `else if` /
-//! `else` chain, every leaf `return {ITEM, SPLIT};`), with free whitespace between tokens: every text it
-//! accepts parses with [`super::parse_cpp`] to a rule whose leaves are in the vocabulary. Integer literals
-//! have at most 18 digits (so they fit i64) and no leading zero (C++ would read an octal literal).
+//! The language is the bounded shape the synthesizer writes, so a constrained answer is short and cannot
+//! run on until the token limit: a condition is one term compared with an integer, or two such joined by
+//! `&&` (a split-K guard); no free arithmetic. Depth is counted as [`super::ir::Node::depth`] counts it
+//! (an `else if` is one level deeper than its `if`), so a rule is in the language exactly when its
+//! conditions and leaves are in the vocabulary and its depth is at most `max_depth`: the grammar's
+//! `node-D` is a leaf or a chain `if (..) { node-(D-1) } else ( { node-(D-1) } | chain-(D-1) )`, and the
+//! schema lists each chain length `k <= D` with its branches at depths `D-1 .. D-k`. Nothing recurses,
+//! which also keeps llama.cpp's constrained sampling fast.
+//!
+//! The grammar is the canonical text [`super::text::rule_to_cpp_text`] prints, with free whitespace between
+//! tokens: every text it accepts parses with [`super::parse_cpp`] to a rule of the vocabulary. Integer
+//! literals have at most 18 digits (so they fit i64) and no leading zero (C++ would read an octal literal).
 //! Whitespace is `[ \t\n]*`: a bounded repetition (`{0,64}`) makes llama.cpp's grammar sampler so slow
 //! that one answer of a 135M model took over 10 minutes on 2 cores; `max_tokens` bounds the answer instead.
 
@@ -18,28 +26,61 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Map, Value};
 
-use super::ir::{BinOp, CmpOp, Expr, Leaf, Var};
+use super::ir::{CmpOp, Expr, Leaf, Var};
 use super::parse_cpp::backend_call;
 use super::text::{expr_to_cpp, leaf_item_cpp};
 use crate::catalog::{Candidate, Catalog, KernelRef, Libtype};
 
-/// What a rule may name: the kernels and split-K levels of the measured candidates, and the features
-/// (name, expression) offered to proposers.
+/// The depth limit of a [`Vocabulary::new`] (the synthesizer's default `max_depth`).
+pub const DEFAULT_MAX_DEPTH: usize = 6;
+
+/// The deepest language written: deeper limits are cut to this, to keep the grammar and schema small.
+pub const MAX_GRAMMAR_DEPTH: usize = 8;
+
+/// What a rule may name: the kernels and split-K levels of the measured candidates, the features (name,
+/// expression) offered to proposers, other terms a condition may compare, and the depth limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Vocabulary {
     pub kernels: BTreeSet<KernelRef>,
     pub split_ks: BTreeSet<u32>,
     pub features: Vec<(String, Expr)>,
+    /// Terms besides the variables and features (the split-K guards' grids).
+    pub terms: Vec<Expr>,
+    /// Most conditions on a path ([`super::ir::Node::depth`]), at most [`MAX_GRAMMAR_DEPTH`].
+    pub max_depth: usize,
 }
 
 impl Vocabulary {
-    /// The vocabulary of a latency matrix's candidates and the given features.
+    /// The vocabulary of a latency matrix's candidates and the given features, [`DEFAULT_MAX_DEPTH`] deep.
     pub fn new(candidates: &[Candidate], features: Vec<(String, Expr)>) -> Vocabulary {
         Vocabulary {
             kernels: candidates.iter().map(|c| KernelRef { backend: c.backend, id: c.kernel_id }).collect(),
             split_ks: candidates.iter().map(|c| c.split_k).collect(),
             features,
+            terms: Vec::new(),
+            max_depth: DEFAULT_MAX_DEPTH,
         }
+    }
+
+    /// The same with `terms` also comparable.
+    pub fn with_terms(mut self, terms: Vec<Expr>) -> Vocabulary {
+        self.terms.extend(terms);
+        self
+    }
+
+    /// The same with depth limit `depth` (cut to [`MAX_GRAMMAR_DEPTH`]).
+    pub fn with_max_depth(mut self, depth: usize) -> Vocabulary {
+        self.max_depth = depth.min(MAX_GRAMMAR_DEPTH);
+        self
+    }
+
+    /// Every term a condition may compare with an integer, in order, each once: the variables, the
+    /// features, the other terms.
+    pub fn comparable(&self) -> Vec<Expr> {
+        let vars = Var::ALL.iter().map(|&v| Expr::Var(v));
+        let all = vars.chain(self.features.iter().map(|(_, e)| e.clone())).chain(self.terms.iter().cloned());
+        let mut seen = BTreeSet::new();
+        all.filter(|e| seen.insert(expr_to_cpp(e))).collect()
     }
 }
 
@@ -97,49 +138,38 @@ pub fn gbnf(vocab: &Vocabulary, catalog: &Catalog) -> String {
         ops.sort_by_key(|s| std::cmp::Reverse(s.len()));
         alternatives(ops.into_iter().map(str::to_string))
     };
-    let infix = |ops: &[BinOp]| alternatives(ops.iter().filter_map(|o| o.infix()).map(str::to_string));
-    let calls = alternatives(BinOp::ALL.iter().filter_map(|o| o.call_name()).map(str::to_string));
-    let vars = alternatives(Var::ALL.iter().map(|v| v.upper().to_string()));
-    let splits = alternatives(vocab.split_ks.iter().map(u32::to_string));
-    let items = alternatives(item_spellings(vocab, catalog));
-    let mut rules: Vec<(&str, String)> = vec![
-        ("root", "ws node ws".into()),
-        ("node", "leaf | chain".into()),
-        ("leaf", r#""return" ws "{" ws item ws "," ws split ws "}" ws ";""#.into()),
-        ("chain", r#"branch (ws "else" ws1 branch)* ws "else" ws "{" ws node ws "}""#.into()),
-        ("branch", r#""if" ws "(" ws cond ws ")" ws "{" ws node ws "}""#.into()),
-        ("cond", r#"conj (ws "||" ws conj)*"#.into()),
-        ("conj", r#"atom (ws "&&" ws atom)*"#.into()),
-        ("atom", r#"cmp | "(" ws cond ws ")" | negation | bool"#.into()),
-        ("negation", r#""!" ws ("(" ws cond ws ")" | negation | bool)"#.into()),
-        ("bool", r#""true" | "false""#.into()),
-    ];
-    if vocab.features.is_empty() {
-        rules.push(("cmp", "expr ws cmp-op ws expr".into()));
-    } else {
-        rules.push(("cmp", "(feature | expr) ws cmp-op ws expr".into()));
-        rules.push(("feature", alternatives(vocab.features.iter().map(|(_, e)| expr_to_cpp(e)))));
+    let depth = vocab.max_depth.min(MAX_GRAMMAR_DEPTH);
+    let mut rules: Vec<(String, String)> = vec![("root".into(), format!("ws node{depth} ws"))];
+    rules.push(("node0".into(), "leaf".into()));
+    for d in 1..=depth {
+        let below = d - 1;
+        rules.push((format!("node{d}"), format!("leaf | chain{d}")));
+        let otherwise = if below == 0 {
+            format!(r#"ws "{{" ws node{below} ws "}}""#)
+        } else {
+            format!(r#"(ws "{{" ws node{below} ws "}}" | ws1 chain{below})"#)
+        };
+        rules.push((
+            format!("chain{d}"),
+            format!(r#""if" ws "(" ws cond ws ")" ws "{{" ws node{below} ws "}}" ws "else" {otherwise}"#),
+        ));
     }
-    rules.extend([
+    let fixed = [
+        ("leaf", r#""return" ws "{" ws item ws "," ws split ws "}" ws ";""#.to_string()),
+        ("cond", r#"cmp | cmp ws "&&" ws cmp"#.into()),
+        ("cmp", "term ws cmp-op ws int".into()),
+        ("term", alternatives(vocab.comparable().iter().map(expr_to_cpp))),
         ("cmp-op", cmp_ops),
-        ("expr", "term (ws add-op ws term)*".into()),
-        ("add-op", infix(&[BinOp::Add, BinOp::Sub])),
-        ("term", "factor (ws mul-op ws factor)*".into()),
-        ("mul-op", infix(&[BinOp::Mul, BinOp::Div])),
-        (
-            "factor",
-            r#"var | int | "-" ws factor | call ws "(" ws expr ws "," ws expr ws ")" | "(" ws expr ws ")""#.into(),
-        ),
-        ("call", calls),
-        ("var", vars),
-        ("int", r#""0" | [1-9] [0-9]{0,17}"#.into()),
-        ("item", items),
-        ("split", splits),
+        ("int", r#""-"? ("0" | [1-9] [0-9]{0,17})"#.into()),
+        ("item", alternatives(item_spellings(vocab, catalog))),
+        ("split", alternatives(vocab.split_ks.iter().map(u32::to_string))),
         ("ws", r"[ \t\n]*".into()),
         ("ws1", r"[ \t\n]+".into()),
-    ]);
-    let mut out = String::from(
-        "# The C++ form of a gemm-synth selection rule (if / else if / else, leaves `return {ITEM, SPLIT};`).\n",
+    ];
+    rules.extend(fixed.into_iter().map(|(k, v)| (k.to_string(), v)));
+    let mut out = format!(
+        "# The C++ form of a gemm-synth selection rule: if / else if / else at most {depth} conditions deep, each \
+         condition a term compared with an integer (two joined by &&), every leaf `return {{ITEM, SPLIT}};`.\n"
     );
     for (name, body) in rules {
         let _ = writeln!(out, "{name} ::= {body}");
@@ -163,6 +193,12 @@ fn object(props: Vec<(&str, Value)>, required: &[&str]) -> Value {
 /// `{key: value}` with the one key required (serde's externally tagged enum variant).
 fn variant(key: &str, value: Value) -> Value {
     object(vec![(key, value)], &[key])
+}
+
+/// An array of exactly `items`, in order.
+fn tuple(items: Vec<Value>) -> Value {
+    let n = items.len();
+    json!({ "type": "array", "prefixItems": items, "minItems": n, "maxItems": n })
 }
 
 fn names<T: serde::Serialize>(items: &[T]) -> Value {
@@ -191,49 +227,55 @@ fn leaf_schema(vocab: &Vocabulary) -> Value {
     json!({ "anyOf": forms })
 }
 
-/// The JSON schema of a rule's JSON form over `vocab` (module documentation). Feature expressions are
-/// offered as constants beside the general expression forms.
-pub fn json_schema(vocab: &Vocabulary) -> Value {
-    let binary = |ops: Value| {
-        object(
-            vec![("op", json!({ "enum": ops })), ("lhs", reference("expr")), ("rhs", reference("expr"))],
-            &["op", "lhs", "rhs"],
-        )
-    };
-    let mut exprs: Vec<Value> = vocab
-        .features
+/// The comparison schema: a term compared with an integer literal.
+fn cmp_schema(vocab: &Vocabulary) -> Value {
+    let terms: Vec<Value> = vocab
+        .comparable()
         .iter()
-        .map(|(_, e)| json!({ "const": serde_json::to_value(e).expect("an expression serializes") }))
+        .map(|e| json!({ "const": serde_json::to_value(e).expect("an expression serializes") }))
         .collect();
-    exprs.push(variant("var", json!({ "enum": names(&Var::ALL) })));
-    exprs.push(variant("lit", json!({ "type": "integer" })));
-    exprs.push(variant("bin", binary(names(&BinOp::ALL))));
-    let conds = vec![
-        variant("cmp", binary(names(&CmpOp::ALL))),
-        variant("and", json!({ "type": "array", "items": reference("cond") })),
-        variant("or", json!({ "type": "array", "items": reference("cond") })),
-        variant("not", reference("cond")),
-        variant("const", json!({ "type": "boolean" })),
-    ];
-    let branch =
-        json!({ "type": "array", "prefixItems": [reference("cond"), reference("node")], "minItems": 2, "maxItems": 2 });
-    let chain = object(
-        vec![
-            ("branches", json!({ "type": "array", "items": branch, "minItems": 1 })),
-            ("otherwise", reference("node")),
-        ],
-        &["branches", "otherwise"],
-    );
-    let nodes = vec![variant("leaf", reference("leaf")), variant("chain", chain)];
-    let mut schema = object(vec![("root", reference("node")), ("note", json!({ "type": "string" }))], &["root"]);
+    variant(
+        "cmp",
+        object(
+            vec![
+                ("op", json!({ "enum": names(&CmpOp::ALL) })),
+                ("lhs", json!({ "anyOf": terms })),
+                ("rhs", variant("lit", json!({ "type": "integer" }))),
+            ],
+            &["op", "lhs", "rhs"],
+        ),
+    )
+}
+
+/// The JSON schema of a rule's JSON form over `vocab` (module documentation).
+pub fn json_schema(vocab: &Vocabulary) -> Value {
+    let depth = vocab.max_depth.min(MAX_GRAMMAR_DEPTH);
+    let mut defs = Map::new();
+    defs.insert("node0".into(), variant("leaf", reference("leaf")));
+    for d in 1..=depth {
+        let chains: Vec<Value> = (1..=d)
+            .map(|k| {
+                let branches = (1..=k).map(|i| tuple(vec![reference("cond"), reference(&format!("node{}", d - i))]));
+                object(
+                    vec![("branches", tuple(branches.collect())), ("otherwise", reference(&format!("node{}", d - k)))],
+                    &["branches", "otherwise"],
+                )
+            })
+            .collect();
+        defs.insert(format!("chain{d}"), json!({ "anyOf": chains }));
+        let chain = variant("chain", reference(&format!("chain{d}")));
+        defs.insert(format!("node{d}"), json!({ "anyOf": [variant("leaf", reference("leaf")), chain] }));
+    }
+    // A condition: one comparison, or `and` of two.
+    let two = variant("and", tuple(vec![reference("cmp"), reference("cmp")]));
+    defs.insert("cond".into(), json!({ "anyOf": [reference("cmp"), two] }));
+    defs.insert("cmp".into(), cmp_schema(vocab));
+    defs.insert("leaf".into(), leaf_schema(vocab));
+    let root = reference(&format!("node{depth}"));
+    let mut schema = object(vec![("root", root), ("note", json!({ "type": "string" }))], &["root"]);
     schema["$schema"] = json!("https://json-schema.org/draft/2020-12/schema");
     schema["title"] = json!("gemm-synth selection rule (JSON form)");
-    schema["$defs"] = json!({
-        "node": { "anyOf": nodes },
-        "leaf": leaf_schema(vocab),
-        "cond": { "anyOf": conds },
-        "expr": { "anyOf": exprs },
-    });
+    schema["$defs"] = Value::Object(defs);
     schema
 }
 
