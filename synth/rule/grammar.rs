@@ -105,11 +105,39 @@ pub fn gbnf_literal(text: &str) -> String {
     out
 }
 
-/// `a | b | c` of the literals of `items` (in order, duplicates dropped).
+/// The alternatives `items` (duplicates dropped) as one GBNF expression with shared prefixes factored out
+/// (`"ab" ("c" | "d")` for `abc | abd`): llama.cpp's grammar sampler checks every vocabulary token against
+/// every alternative alive at a character, so a list of long names with a common prefix (instance names,
+/// feature expressions) costs one path through the prefix instead of one per name.
 fn alternatives<I: IntoIterator<Item = String>>(items: I) -> String {
-    let mut seen = BTreeSet::new();
-    let lits: Vec<String> = items.into_iter().filter(|s| seen.insert(s.clone())).map(|s| gbnf_literal(&s)).collect();
-    lits.join(" | ")
+    let words: BTreeSet<Vec<char>> = items.into_iter().map(|s| s.chars().collect()).collect();
+    let words: Vec<&[char]> = words.iter().map(Vec::as_slice).collect();
+    factored(&words).0
+}
+
+/// [`alternatives`] of sorted distinct `words`, and whether the text needs parentheses inside a sequence.
+fn factored(words: &[&[char]]) -> (String, bool) {
+    let optional = words.first().is_some_and(|w| w.is_empty());
+    let rest: Vec<&[char]> = words.iter().filter(|w| !w.is_empty()).copied().collect();
+    let mut groups: Vec<String> = Vec::new();
+    for group in rest.chunk_by(|a, b| a[0] == b[0]) {
+        let lcp = (1..=group[0].len()).take_while(|&n| group.iter().all(|w| w.len() >= n && w[..n] == group[0][..n]));
+        let lcp = lcp.last().unwrap_or(1);
+        let literal = gbnf_literal(&group[0][..lcp].iter().collect::<String>());
+        let tails: Vec<&[char]> = group.iter().map(|w| &w[lcp..]).collect();
+        if tails.len() == 1 {
+            groups.push(literal);
+        } else {
+            let (tail, paren) = factored(&tails);
+            groups.push(if paren { format!("{literal} ({tail})") } else { format!("{literal} {tail}") });
+        }
+    }
+    match (groups.len(), optional) {
+        (0, _) => ("\"\"".into(), false),
+        (_, true) => (format!("({})?", groups.join(" | ")), false),
+        (1, false) => (groups.remove(0), false),
+        (_, false) => (groups.join(" | "), true),
+    }
 }
 
 /// The call word of a `BACKEND(ID)` leaf (`kernel` for CK legacy), checked against the parser's.
@@ -288,6 +316,14 @@ mod tests {
         for b in Libtype::ALL {
             assert_eq!(backend_call(call_word(b)), Some(b));
         }
+    }
+
+    #[test]
+    fn alternatives_share_their_prefixes() {
+        let words = ["abd", "b", "ab", "abc", "ab"].map(str::to_string);
+        assert_eq!(alternatives(words), r#""ab" ("c" | "d")? | "b""#);
+        assert_eq!(alternatives(["x\"y".to_string()]), r#""x\"y""#);
+        assert_eq!(alternatives(["<=", "<", "=="].map(str::to_string)), r#""<" ("=")? | "==""#);
     }
 
     #[test]
