@@ -598,7 +598,21 @@ fn the_language_is_bounded_in_depth_and_arithmetic() {
     for other in ["!(M < 1)", "(M < 1)", "M<1"] {
         assert_eq!(grammar.matches(&with(other)), other == "M<1", "{other}");
     }
-    // Nothing recurses: every rule of the grammar refers only to rules defined before it is used deeper.
+    // Whitespace: at most one line break between tokens, and the rule ends at its last token (one line
+    // break allowed), so a model cannot pad a finished rule until the token limit.
+    assert!(
+        grammar.matches(&format!("{leaf}\n"))
+            && grammar.matches(&format!("if (M <= 1) {{\n\t  {leaf}\n}} else {{ {leaf} }}"))
+    );
+    for padded in [
+        format!("{leaf}\n\n"),
+        format!("{leaf} "),
+        format!("\n{leaf}"),
+        format!("if (M <= 1) {{\n\n{leaf} }} else {{ {leaf} }}"),
+    ] {
+        assert!(!grammar.matches(&padded), "accepted: {padded:?}");
+    }
+    // Small: the shape is spelled out once per depth level.
     assert!(text.lines().count() < 40 && text.len() < 16_000, "{} lines, {} bytes", text.lines().count(), text.len());
 }
 

@@ -1,9 +1,11 @@
 //! The LLM path against a real model: SmolLM2-135M-Instruct served by llama-cpp-python on 127.0.0.1
 //! (`scripts/llm-server.sh`). What a real model writes (prose, fences, programs instead of rules, answers cut
 //! at the token limit) must come back as scored candidates or as feedback, and its prompts must fit. Each
-//! case makes one request with a short answer (`--max-tokens`), constrained to the task's language (a GBNF
-//! grammar or a JSON schema, `--constrain`), so the four cases and the tokenizer check take about a minute on
-//! 2 cores once the server runs.
+//! case makes one proposal with a short answer (`--max-tokens`); the rule cases on a three-kernel table
+//! (small prompt, grammar and schema), constrained to the rule language by the grammar and by the schema, the
+//! knob rewrite by the schema of its knob values. llama.cpp's grammar sampler costs about 0.5 s a token on 2
+//! busy cores, so the answers asked for are a few dozen tokens; the five cases take about 90 s on 2 cores
+//! once the server runs.
 //!
 //! Which server: `GEMM_SYNTH_LLM_URL` (the base URL, `.../v1`) and `GEMM_SYNTH_LLM_MODEL` when set (`.ci/run`
 //! sets both through `scripts/llm-server.sh run`); otherwise these tests start the server themselves with

@@ -18,8 +18,10 @@
 //! The grammar is the canonical text [`super::text::rule_to_cpp_text`] prints, with free whitespace between
 //! tokens: every text it accepts parses with [`super::parse_cpp`] to a rule of the vocabulary. Integer
 //! literals have at most 18 digits (so they fit i64) and no leading zero (C++ would read an octal literal).
-//! Whitespace is `[ \t\n]*`: a bounded repetition (`{0,64}`) makes llama.cpp's grammar sampler so slow
-//! that one answer of a 135M model took over 10 minutes on 2 cores; `max_tokens` bounds the answer instead.
+//! Between tokens the grammar takes spaces and tabs with at most one line break (`[ \t]* ("\n" [ \t]*)?`, as
+//! the printer writes), and the rule ends at its last `}` or `;` (one line break allowed): SmolLM2-135M,
+//! left free whitespace, finished a rule and then wrote line breaks and tabs until the token limit. A
+//! counted repetition (`[ \t\n]{0,12}`) instead makes llama.cpp's sampler about ten times slower per token.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -167,7 +169,7 @@ pub fn gbnf(vocab: &Vocabulary, catalog: &Catalog) -> String {
         alternatives(ops.into_iter().map(str::to_string))
     };
     let depth = vocab.max_depth.min(MAX_GRAMMAR_DEPTH);
-    let mut rules: Vec<(String, String)> = vec![("root".into(), format!("ws node{depth} ws"))];
+    let mut rules: Vec<(String, String)> = vec![("root".into(), format!(r#"node{depth} "\n"?"#))];
     rules.push(("node0".into(), "leaf".into()));
     for d in 1..=depth {
         let below = d - 1;
@@ -191,8 +193,8 @@ pub fn gbnf(vocab: &Vocabulary, catalog: &Catalog) -> String {
         ("int", r#""-"? ("0" | [1-9] [0-9]{0,17})"#.into()),
         ("item", alternatives(item_spellings(vocab, catalog))),
         ("split", alternatives(vocab.split_ks.iter().map(u32::to_string))),
-        ("ws", r"[ \t\n]*".into()),
-        ("ws1", r"[ \t\n]+".into()),
+        ("ws", r#"[ \t]* ("\n" [ \t]*)?"#.into()),
+        ("ws1", "[ \\t\\n] ws".into()),
     ];
     rules.extend(fixed.into_iter().map(|(k, v)| (k.to_string(), v)));
     let mut out = format!(
