@@ -410,14 +410,12 @@ fn valid(schema: &Value, root: &Value, v: &Value) -> bool {
             }
         }
         for (k, x) in o {
-            match props.and_then(|p| p.get(k)) {
-                Some(s) => {
-                    if !valid(s, root, x) {
-                        return false;
-                    }
-                }
-                None if obj.get("additionalProperties") == Some(&Value::Bool(false)) => return false,
-                None => {}
+            let ok = match props.and_then(|p| p.get(k)) {
+                Some(s) => valid(s, root, x),
+                None => obj.get("additionalProperties") != Some(&Value::Bool(false)),
+            };
+            if !ok {
+                return false;
             }
         }
     }

@@ -129,9 +129,12 @@ impl Constraint {
     }
 }
 
+/// Whether a probe's answer is the one its constraint allows.
+pub type ProbeCheck = fn(&str) -> bool;
+
 /// The probe of one way of constraining: a constraint whose only answer is known, and the check of a
 /// reply against it.
-pub fn probe(applied: Applied) -> Option<(Constraint, fn(&str) -> bool)> {
+pub fn probe(applied: Applied) -> Option<(Constraint, ProbeCheck)> {
     const WORD: &str = "synth-ok";
     let c = Constraint {
         gbnf: format!("root ::= \"{WORD}\"\n"),
@@ -150,8 +153,8 @@ pub fn probe(applied: Applied) -> Option<(Constraint, fn(&str) -> bool)> {
         serde_json::from_str::<Value>(content.trim()).is_ok_and(|v| v["probe"] == "synth-ok")
     }
     match applied {
-        Applied::Grammar => Some((c, text as fn(&str) -> bool)),
-        Applied::JsonSchema | Applied::JsonObject => Some((c, object as fn(&str) -> bool)),
+        Applied::Grammar => Some((c, text as ProbeCheck)),
+        Applied::JsonSchema | Applied::JsonObject => Some((c, object as ProbeCheck)),
         Applied::None => None,
     }
 }
