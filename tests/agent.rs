@@ -781,3 +781,151 @@ fn openai_proposer_refits_after_a_context_refusal_and_reports_cut_answers_and_ne
         assert!(size(b) <= 5500 - 256 - CHAT_OVERHEAD_TOKENS, "{}", size(b));
     }
 }
+
+/// A mock chat server for the constraint tests: answers each request with `answer(body)` (status, text)
+/// until `n` requests were served, and returns the bodies it saw.
+fn constraint_server(
+    n: usize,
+    answer: impl Fn(&serde_json::Value) -> (u16, String) + Send + 'static,
+) -> (String, std::thread::JoinHandle<Vec<serde_json::Value>>) {
+    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+    let addr = server.server_addr().to_ip().unwrap();
+    let handle = std::thread::spawn(move || {
+        let mut bodies = Vec::new();
+        for _ in 0..n {
+            let mut req = server.recv().unwrap();
+            let mut body = String::new();
+            req.as_reader().read_to_string(&mut body).unwrap();
+            let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+            let (status, text) = answer(&body);
+            bodies.push(body);
+            req.respond(tiny_http::Response::from_string(text).with_status_code(status)).unwrap();
+        }
+        bodies
+    });
+    (format!("http://{addr}/v1"), handle)
+}
+
+fn chat_reply(content: &str) -> String {
+    serde_json::json!({ "choices": [ { "message": { "content": content }, "finish_reason": "stop" } ] }).to_string()
+}
+
+fn is_probe(body: &serde_json::Value) -> bool {
+    body["messages"][0]["content"] == "Answer with the word synth-ok."
+}
+
+fn constrained_proposer(setup: &Arc<RuleSetup>, url: &str, mode: &str) -> OpenAiProposer {
+    let mut p = OpenAiProposer::new(
+        url,
+        "small",
+        "GEMM_SYNTH_TEST_NO_KEY",
+        Duration::from_secs(10),
+        gemm_synth::app::search::rule_checker(setup.catalog.clone()),
+    );
+    p.constraint = Some(gemm_synth::app::search::rule_constraint(setup));
+    p.constrain = mode.parse().unwrap();
+    p
+}
+
+fn first_request(task: &RuleTask) -> ProposalRequest {
+    ProposalRequest {
+        task_context: task.context(),
+        history: vec![],
+        parent: None,
+        guidance: String::new(),
+        iteration: 1,
+        offspring_index: 0,
+    }
+}
+
+#[test]
+fn openai_proposer_probes_once_and_sends_the_grammar_the_server_honours() {
+    let setup = setup_all(8);
+    let rule = two_leaf_rule();
+    let (url, handle) = constraint_server(3, move |b| match (is_probe(b), b.get("grammar").is_some()) {
+        (true, true) => (200, chat_reply("synth-ok")),
+        (true, false) => (400, "no grammar".into()),
+        (false, _) => (200, chat_reply(&rule)),
+    });
+    let p = constrained_proposer(&setup, &url, "auto");
+    let task = RuleTask::new(setup.clone());
+    let req = first_request(&task);
+    for _ in 0..2 {
+        let out = p.propose_traced(&req);
+        assert_eq!(out.result.unwrap().trim(), two_leaf_rule().trim());
+        assert_eq!(out.meta["constraint"], "grammar");
+    }
+    let bodies = handle.join().unwrap();
+    // One probe, then two proposals, each carrying the grammar of the rule language over the data.
+    assert_eq!(bodies.iter().filter(|b| is_probe(b)).count(), 1);
+    let grammar = gemm_synth::app::search::rule_constraint(&setup).gbnf;
+    for b in &bodies[1..] {
+        assert_eq!(b["grammar"].as_str(), Some(grammar.as_str()));
+        assert!(b.get("response_format").is_none());
+        // The prompt asks for the bare rule the grammar allows, not a fenced block.
+        let user = b["messages"][1]["content"].as_str().unwrap();
+        assert!(user.contains("nothing else (no prose, no fence)"), "{user}");
+    }
+    let item = grammar.lines().find(|l| l.starts_with("item ::= ")).unwrap_or_else(|| panic!("{grammar}"));
+    assert!(item.contains("\"kernel(\"") && grammar.contains("\nsplit ::="), "{grammar}");
+}
+
+#[test]
+fn openai_proposer_falls_back_to_the_schema_form_the_server_honours() {
+    // A server that ignores a grammar (answers freely), refuses OpenAI's json_schema form and honours
+    // llama-cpp-python's json_object form: the rule comes back as JSON and is scored.
+    let setup = setup_all(8);
+    let json_rule = gemm_synth::rule::to_json(&gemm_synth::rule::parse_any(&two_leaf_rule(), &setup.catalog).unwrap());
+    let (url, handle) = constraint_server(4, move |b| {
+        let format = b["response_format"]["type"].as_str().unwrap_or("");
+        match (is_probe(b), format) {
+            (true, "json_object") => (200, chat_reply("{\"probe\": \"synth-ok\"}")),
+            (true, "json_schema") => (422, "{\"detail\": \"type must be text or json_object\"}".into()),
+            (true, _) => (200, chat_reply("Sure! synth-ok is the word.")),
+            (false, _) => (200, chat_reply(&json_rule)),
+        }
+    });
+    let p = constrained_proposer(&setup, &url, "auto");
+    let task = RuleTask::new(setup.clone());
+    let out = p.propose_traced(&first_request(&task));
+    let candidate = out.result.unwrap();
+    assert!(out.meta["constraint"].as_str().unwrap().contains("json_object"), "{}", out.meta);
+    assert!(task.evaluate(&candidate).score.is_some(), "{candidate}");
+    let bodies = handle.join().unwrap();
+    let last = bodies.last().unwrap();
+    assert_eq!(last["response_format"]["type"], "json_object");
+    assert_eq!(last["response_format"]["schema"], gemm_synth::app::search::rule_constraint(&setup).schema);
+    assert!(last.get("grammar").is_none());
+}
+
+#[test]
+fn openai_proposer_goes_on_unconstrained_after_a_refusal_and_sends_nothing_under_none() {
+    let setup = setup_all(8);
+    let rule = two_leaf_rule();
+    // The probe passes, the real (larger) grammar is refused: the same proposal is sent again without it,
+    // and later ones never carry it.
+    let (url, handle) = constraint_server(4, move |b| match (is_probe(b), b.get("grammar").is_some()) {
+        (true, _) => (200, chat_reply("synth-ok")),
+        (false, true) => (400, "{\"error\": \"grammar: parse error at rule item\"}".into()),
+        (false, false) => (200, chat_reply(&format!("```cpp\n{rule}```"))),
+    });
+    let p = constrained_proposer(&setup, &url, "grammar");
+    let task = RuleTask::new(setup.clone());
+    let req = first_request(&task);
+    for _ in 0..2 {
+        let out = p.propose_traced(&req);
+        assert_eq!(out.result.unwrap().trim(), two_leaf_rule().trim());
+        assert_eq!(out.meta["constraint"], "none");
+    }
+    let bodies = handle.join().unwrap();
+    assert_eq!(
+        bodies.iter().map(|b| (is_probe(b), b.get("grammar").is_some())).collect::<Vec<_>>(),
+        [(true, true), (false, true), (false, false), (false, false)]
+    );
+    // --constrain none: no probe, nothing in the request.
+    let (url, handle) = constraint_server(1, move |_| (200, chat_reply(&two_leaf_rule())));
+    let p = constrained_proposer(&setup, &url, "none");
+    assert!(p.propose_traced(&req).result.is_ok());
+    let body = &handle.join().unwrap()[0];
+    assert!(!is_probe(body) && body.get("grammar").is_none() && body.get("response_format").is_none());
+}

@@ -1,6 +1,11 @@
 //! The LLM path against a real model: SmolLM2-135M-Instruct served by llama-cpp-python on 127.0.0.1
 //! (`scripts/llm-server.sh`). What a real model writes (prose, fences, programs instead of rules, answers cut
-//! at the token limit) must come back as scored candidates or as feedback, and its prompts must fit.
+//! at the token limit) must come back as scored candidates or as feedback, and its prompts must fit. Each
+//! case makes one proposal with a short answer (`--max-tokens`); the rule cases on a three-kernel table
+//! (small prompt, grammar and schema), constrained to the rule language by the grammar and by the schema, the
+//! knob rewrite by the schema of its knob values. llama.cpp's grammar sampler costs about 0.5 s a token on 2
+//! busy cores, so the answers asked for are a few dozen tokens; the five cases take about 90 s on 2 cores
+//! once the server runs.
 //!
 //! Which server: `GEMM_SYNTH_LLM_URL` (the base URL, `.../v1`) and `GEMM_SYNTH_LLM_MODEL` when set (`.ci/run`
 //! sets both through `scripts/llm-server.sh run`); otherwise these tests start the server themselves with
@@ -119,76 +124,134 @@ fn check_proposals(attempts: &[serde_json::Value], log: &str) -> usize {
     answered
 }
 
-#[test]
-fn search_with_the_model_scores_or_explains_every_proposal() {
+/// The first proposal of a one-proposal run (the trace's entry after the baseline).
+fn the_proposal(attempts: &[serde_json::Value], log: &str) -> serde_json::Value {
+    assert_eq!(attempts.len(), 2, "the baseline and one proposal\n{log}");
+    attempts[1].clone()
+}
+
+/// A small latency table for the rule proposals: the embedded H200 table's rows of three kernels (the
+/// default #7 among them) without split-K, so the prompt, the grammar and the schema are small and one
+/// constrained answer takes seconds.
+fn small_dataset(dir: &Path) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("measurements/h200/qwen3-32b-tp2.csv");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    let col = |name: &str| header.split(',').position(|c| c == name).unwrap();
+    let (kernel, split) = (col("kernelId"), col("splitK"));
+    let mut out = format!("{header}\n");
+    for line in lines {
+        let cells: Vec<&str> = line.split(',').collect();
+        if ["0", "2", "7"].contains(&cells[kernel]) && cells[split] == "0" {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    let small = dir.join("small.csv");
+    std::fs::write(&small, out).unwrap();
+    small
+}
+
+/// One rule proposal of the model constrained by `constrain` (one request, a short answer): the constraint
+/// the probe settled is the one asked for, and an answer the model finished parses as a rule.
+fn search_once(constrain: &str, said: &str) {
     let Some(s) = server() else { return };
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("search");
-    let (ok, log) =
-        run(synth().args(["search", "--agent", "openai", "--base-url", &s.url, "--chat-model", &s.model]).args([
-            "--iterations",
-            "2",
-            "--offspring",
-            "2",
-            "--agent-timeout",
-            "900",
-            // A smaller context than the server's keeps the test within minutes on 2 cores and cuts the prompt.
-            "--context-tokens",
-            "4096",
-            "--max-tokens",
-            "512",
-            "--out",
-            out.to_str().unwrap(),
-        ]));
+    let data = small_dataset(dir.path());
+    let (ok, log) = run(synth()
+        .args(["search", "--agent", "openai", "--base-url", &s.url, "--chat-model", &s.model])
+        .args(["--constrain", constrain, "--iterations", "1", "--offspring", "1", "--agent-timeout", "300"])
+        .args(["--dataset", data.to_str().unwrap(), "--features", "raw", "--max-depth", "2"])
+        // A prompt of the fixed part and a few table rows, and a short answer, keep the request to seconds.
+        .args(["--context-tokens", "1800", "--max-tokens", "80", "--out", out.to_str().unwrap()]));
     // The loop completes: a result, or the one error saying that no proposal was usable.
-    assert!(ok || log.contains("every one of the 4 proposals failed"), "{log}");
+    assert!(ok || log.contains("every one of the 1 proposals failed"), "{log}");
     assert!(log.contains("proposer: openai:"), "{log}");
+    assert!(log.contains(&format!("constrain: {said}")), "the server should honour {constrain}\n{log}");
     let attempts = trace(&out.join("trace.jsonl"));
-    assert_eq!(attempts.len(), 5, "{log}");
-    let answered = check_proposals(&attempts, &log);
-    assert!(answered >= 1, "the model never answered\n{log}");
+    assert_eq!(check_proposals(&attempts, &log), 1, "the model never answered\n{log}");
+    let a = the_proposal(&attempts, &log);
+    assert!(a["agent"]["constraint"].as_str().unwrap().starts_with(said), "{a}");
+    if a["agent"]["finish_reason"] == "stop" {
+        // A finished answer of the constrained model is a rule: it parses (the evaluation goes past parsing).
+        assert_ne!(a["eval"]["details"]["stage"], "parse", "{a}");
+    }
 }
 
 #[test]
-fn rewrite_with_the_model_turns_build_errors_and_mismatches_into_feedback() {
+fn a_rule_proposal_under_the_grammar_parses() {
+    // `auto` probes the server: llama-cpp-python honours the GBNF grammar.
+    search_once("auto", "grammar");
+}
+
+#[test]
+fn a_rule_proposal_under_the_json_schema_parses() {
+    search_once("json-schema", "json-schema");
+}
+
+#[test]
+fn a_knob_rewrite_under_the_json_schema_builds_and_is_scored() {
+    let Some(s) = server() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rewrite");
+    let spec = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/llm_rewrite_knobs/spec.toml");
+    // Under the schema the answer is the object of knob values (a dozen tokens), not the whole file.
+    let (ok, log) = run(synth()
+        .args(["rewrite", "--task", spec.to_str().unwrap(), "--agent", "openai", "--base-url", &s.url])
+        .args(["--chat-model", &s.model, "--iterations", "1", "--offspring", "1", "--agent-timeout", "300"])
+        .args(["--constrain", "json-schema", "--context-tokens", "2048", "--max-tokens", "48"])
+        .args(["--out", out.to_str().unwrap()]));
+    assert!(ok || log.contains("every one of the 1 proposals failed"), "{log}");
+    assert!(log.contains("constrain: json-schema"), "{log}");
+    let attempts = trace(&out.join("trace.jsonl"));
+    assert_eq!(check_proposals(&attempts, &log), 1, "the model never answered\n{log}");
+    let a = the_proposal(&attempts, &log);
+    if a["agent"]["finish_reason"] == "stop" {
+        // The schema lets the model choose only the knob's value: the file built from it runs and is scored.
+        let candidate = a["candidate"].as_str().unwrap();
+        assert!(["1", "2", "4"].iter().any(|v| candidate.contains(&format!("#define STEP {v}\n"))), "{candidate}");
+        assert!(a["eval"]["score"].is_number(), "{a}");
+    }
+}
+
+#[test]
+fn a_rewrite_of_a_whole_file_turns_build_errors_and_mismatches_into_feedback() {
     let Some(s) = server() else { return };
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("rewrite");
     let spec = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/llm_rewrite/spec.toml");
     let (ok, log) = run(synth()
         .args(["rewrite", "--task", spec.to_str().unwrap(), "--agent", "openai", "--base-url", &s.url])
-        .args(["--chat-model", &s.model, "--iterations", "2", "--offspring", "2", "--agent-timeout", "900"])
-        .args(["--context-tokens", "4096", "--max-tokens", "512", "--out", out.to_str().unwrap()]));
+        .args(["--chat-model", &s.model, "--iterations", "1", "--offspring", "1", "--agent-timeout", "300"])
+        // Unconstrained: the whole-file grammar shortens nothing and costs llama.cpp's grammar sampler ~5x
+        // per token on 2 cores.
+        .args(["--constrain", "none", "--context-tokens", "2048", "--max-tokens", "160"])
+        .args(["--out", out.to_str().unwrap()]));
     // The loop completes: a result, or the one error saying that no proposal built and ran (a small
     // model often writes none that does); either way every attempt is in the trace and the report.
-    assert!(ok || log.contains("every one of the 4 proposals failed"), "{log}");
+    assert!(ok || log.contains("every one of the 1 proposals failed"), "{log}");
     assert!(out.join("report.txt").is_file(), "{log}");
     let attempts = trace(&out.join("trace.jsonl"));
-    assert_eq!(attempts.len(), 5, "{log}");
-    let answered = check_proposals(&attempts, &log);
-    assert!(answered >= 1, "the model never answered\n{log}");
-    let mut built = 0;
-    for a in attempts.iter().filter(|a| a["iteration"].as_u64() != Some(0)) {
-        let feedback = a["eval"]["feedback"].as_str().unwrap_or("");
-        match a["eval"]["details"]["status"].as_str() {
-            Some("build_error") => {
-                built += 1;
-                // The compiler's errors located in the rewritten file, or the linker's with a note naming
-                // the symbol the rewritten file must define (or defines twice).
-                let located = feedback.contains("kernel.c:");
-                let linked = feedback.contains("note: the") && feedback.contains("kernel.c");
-                assert!(feedback.contains("build failed") && (located || linked), "{feedback}");
-            }
-            Some("mismatch") | Some("run_error") => {
-                built += 1;
-                assert!(feedback.contains("correct") || feedback.contains("exit"), "{feedback}");
-            }
-            Some("ok") => built += 1,
-            Some(other) => assert!(!feedback.is_empty(), "status {other} without feedback"),
-            None => assert_eq!(a["eval"]["details"]["stage"], "propose", "{a}"),
+    assert_eq!(check_proposals(&attempts, &log), 1, "the model never answered\n{log}");
+    let a = the_proposal(&attempts, &log);
+    let feedback = a["eval"]["feedback"].as_str().unwrap_or("");
+    match a["eval"]["details"]["status"].as_str() {
+        Some("build_error") => {
+            // The compiler's errors located in the rewritten file, or the linker's with a note naming
+            // the symbol the rewritten file must define (or defines twice).
+            let located = feedback.contains("kernel.c:");
+            let linked = feedback.contains("note: the") && feedback.contains("kernel.c");
+            assert!(feedback.contains("build failed") && (located || linked), "{feedback}");
         }
+        Some("mismatch") | Some("run_error") => {
+            assert!(feedback.contains("correct") || feedback.contains("exit"), "{feedback}");
+        }
+        Some("ok") => assert!(a["eval"]["score"].is_number(), "{a}"),
+        Some(other) => assert!(!feedback.is_empty(), "status {other} without feedback"),
+        None => assert_eq!(a["eval"]["details"]["stage"], "propose", "{a}"),
     }
-    assert!(built >= 1, "no answer of the model reached the compiler\n{log}");
 }
 
 /// The token estimate (one per byte) against the model's own tokenizer (llama-cpp-python's
@@ -215,7 +278,8 @@ fn the_token_estimate_over_counts_the_models_tokenizer_on_real_prompts() {
         }
     }
     let base = s.url.trim_end_matches('/').trim_end_matches("/v1");
-    let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(120)).build();
+    // A count waits while the server answers another test's proposal.
+    let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(300)).build();
     let count = |text: &str| -> u64 {
         let r: serde_json::Value = agent
             .post(&format!("{base}/extras/tokenize/count"))

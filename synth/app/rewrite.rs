@@ -58,6 +58,12 @@ pub struct RewriteArgs {
     pub agent_timeout: f64,
     #[command(flatten)]
     pub endpoint: EndpointArgs,
+    /// How `--agent openai` constrains the model's answer: `grammar` (GBNF: the target file with each
+    /// `// synth:knob` definition one of its declared values, or without knobs a whole file in one fenced
+    /// block), `json-schema` (an object of knob values, or `{"source": FILE}`), `none`, or `auto`: what
+    /// the server honours, probed once (a refusal falls back with one line saying so).
+    #[arg(long, value_name = "HOW", default_value = "auto", value_parser = crate::engine::proposers::constrain::Mode::parse)]
+    pub constrain: crate::engine::proposers::constrain::Mode,
     /// Loop iterations (the original is evaluated first, before iteration 1).
     #[arg(long, default_value_t = 3)]
     pub iterations: usize,
@@ -133,7 +139,10 @@ pub fn make_proposers(args: &RewriteArgs, task: &RewriteTask) -> anyhow::Result<
             }
             proposers.push(Box::new(CommandProposer::new(command, timeout, rewrite_checker())));
         } else if a == "openai" {
-            proposers.push(Box::new(args.endpoint.openai(timeout, rewrite_checker())?));
+            let mut p = args.endpoint.openai(timeout, rewrite_checker())?;
+            p.constraint = Some(crate::engine::proposers::constrain::for_source(task.original()));
+            p.constrain = args.constrain;
+            proposers.push(Box::new(p));
         } else {
             bail!("--agent {a}: expected knobs (or builtin), replay:DIR, cmd:<command> or openai");
         }

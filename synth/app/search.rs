@@ -6,6 +6,7 @@
 use crate::catalog::Catalog;
 use crate::compare::{self, report::LayerNames};
 use crate::engine::proposers::command::CommandProposer;
+use crate::engine::proposers::constrain::{Constraint, Mode};
 use crate::engine::proposers::Checker;
 use crate::engine::{run_loop_with, Attempt, LoopConfig, LoopOutcome, Proposer, Rejection};
 use crate::render::{self, writer::GeneratedFile, Provenance};
@@ -45,6 +46,20 @@ pub struct SearchArgs {
     pub agent_timeout: f64,
     #[command(flatten)]
     pub endpoint: EndpointArgs,
+    /// How `--agent openai` constrains the model's answer to the rule language: `grammar` (a GBNF grammar
+    /// of the C++ form, llama.cpp's `grammar` field), `json-schema` (the schema of the rule's JSON form, as
+    /// `response_format`), `none`, or `auto`: what the server honours, probed once (a refusal falls back
+    /// with one line saying so).
+    #[arg(long, value_name = "HOW", default_value = "auto", value_parser = Mode::parse)]
+    pub constrain: Mode,
+    /// Print the GBNF grammar of the rule language over the data's kernels, split-K levels and features,
+    /// and exit.
+    #[arg(long, conflicts_with = "print_schema")]
+    pub print_grammar: bool,
+    /// Print the JSON schema of the rule's JSON form over the data's kernels, split-K levels and features,
+    /// and exit.
+    #[arg(long)]
+    pub print_schema: bool,
     /// Iterations of the loop.
     #[arg(long, default_value_t = 8)]
     pub iterations: usize,
@@ -82,6 +97,62 @@ pub struct SearchArgs {
     pub tuned_train: super::tuned::TunedTrainArgs,
 }
 
+/// What a rule of `setup` may name: its candidates' kernels and split-K levels, its features and the
+/// split-K guards' grids, and its depth limit.
+pub fn rule_vocabulary(setup: &RuleSetup) -> crate::rule::grammar::Vocabulary {
+    let features = setup.features.iter().map(|f| (f.name.clone(), f.expr.clone())).collect();
+    let guards = crate::synthesize::guard::guard_terms(&setup.matrix.candidates, &setup.catalog);
+    crate::rule::grammar::Vocabulary::new(&setup.matrix.candidates, features)
+        .with_terms(guards)
+        .with_max_depth(setup.limits.max_depth)
+}
+
+/// The rule language over `setup`'s candidates and features, as a decoding constraint.
+pub fn rule_constraint(setup: &RuleSetup) -> Constraint {
+    use crate::rule::grammar;
+    let vocab = rule_vocabulary(setup);
+    let example = json_example(&vocab);
+    let depth = vocab.max_depth;
+    Constraint {
+        gbnf: grammar::gbnf(&vocab, &setup.catalog),
+        schema: grammar::json_schema(&vocab),
+        from_json: None,
+        grammar_reply: Some(format!(
+            "Reply with exactly one complete rule in the C++ form, nothing else (no prose, no fence): if / else if \
+             / else at most {depth} conditions deep ending in a final else, each condition one of the features \
+             compared with an integer (at most two joined by &&), every leaf `return {{kernel(ID), splitK}};`."
+        )),
+        json_reply: Some(format!(
+            "Reply with exactly one rule in its JSON form, nothing else, e.g. {example} (comparisons: Lt Le Gt Ge \
+             Eq Ne; the left side one of the features, the right side {{\"lit\": INTEGER}})."
+        )),
+    }
+}
+
+/// A two-leaf rule of the vocabulary's first and last kernels, in compact JSON (the prompt's example).
+fn json_example(vocab: &crate::rule::grammar::Vocabulary) -> String {
+    use crate::rule::ir::{build, CmpOp, Cond, Leaf, Node};
+    let (first, last) = match (vocab.kernels.first(), vocab.kernels.last()) {
+        (Some(a), Some(b)) => (*a, *b),
+        _ => return String::new(),
+    };
+    let split = vocab.split_ks.first().copied().unwrap_or(0);
+    let leaf = |k: crate::catalog::KernelRef| Box::new(Node::Leaf(Leaf::of(k.backend, k.id, split)));
+    let cond = Cond::cmp(CmpOp::Le, build::m(), build::lit(64));
+    let rule = Rule::new(Node::Chain { branches: vec![(cond, *leaf(first))], otherwise: leaf(last) });
+    serde_json::to_string(&rule).unwrap_or_default()
+}
+
+/// With `--print-grammar` or `--print-schema`: prints it and says so (the command then stops).
+fn print_language(args: &SearchArgs, setup: &RuleSetup) -> bool {
+    if args.print_grammar {
+        out!("{}", rule_constraint(setup).gbnf);
+    } else if args.print_schema {
+        outln!("{}", serde_json::to_string_pretty(&rule_constraint(setup).schema).unwrap_or_default());
+    }
+    args.print_grammar || args.print_schema
+}
+
 /// The syntax check that picks a rule among the code blocks of an agent's reply.
 pub fn rule_checker(catalog: Catalog) -> Checker {
     Arc::new(move |text: &str| crate::rule::parse_any(text, &catalog).map(|_| ()).map_err(|e| Rejection(e.to_string())))
@@ -101,7 +172,10 @@ pub fn build_proposers(args: &SearchArgs, setup: &Arc<RuleSetup>) -> anyhow::Res
             }
             out.push(Box::new(CommandProposer::new(command, timeout, rule_checker(setup.catalog.clone()))));
         } else if spec == "openai" {
-            out.push(Box::new(args.endpoint.openai(timeout, rule_checker(setup.catalog.clone()))?));
+            let mut p = args.endpoint.openai(timeout, rule_checker(setup.catalog.clone()))?;
+            p.constraint = Some(rule_constraint(setup));
+            p.constrain = args.constrain;
+            out.push(Box::new(p));
         } else {
             bail!("unknown --agent {spec:?}: expected `builtin`, `cmd:<command>` or `openai`");
         }
@@ -181,6 +255,9 @@ fn search_line(args: &SearchArgs, limits: &ResolvedLimits, data: impl FnOnce(&mu
     }
     l.value("--agent-timeout", args.agent_timeout, 300.0);
     args.endpoint.write_line(&mut l);
+    if args.constrain != Mode::Auto {
+        l.always("--constrain", args.constrain.as_str());
+    }
     l.value("--iterations", args.iterations, 8).value("--offspring", args.offspring, 4);
     l.value("--repair-limit", args.repair_limit, 2);
     if let Some(p) = args.patience {
@@ -203,6 +280,9 @@ fn run_single(args: &SearchArgs, limits: &ResolvedLimits, started: Instant) -> a
     let weights = limits.weight.weights(matrix, &sample.train);
     let setup =
         Arc::new(RuleSetup::new(catalog.clone(), matrix.clone(), sample.train.clone(), weights, limits.limits())?);
+    if print_language(args, &setup) {
+        return Ok(());
+    }
     let out_dir = super::outputs::out_dir(args.out.as_deref(), false, "search")?.dir;
     let trace = args.trace.clone().unwrap_or_else(|| out_dir.join(TRACE_FILE));
     outln!(
@@ -241,6 +321,9 @@ fn run_tuned(args: &SearchArgs, limits: &ResolvedLimits) -> anyhow::Result<()> {
         bail!("--train-tuned writes its rule into --out DIR (generated/ holds the H200 rule); pass --out");
     };
     let search = super::tuned::search_setup(&args.tuned_train, limits)?;
+    if print_language(args, &search.setup) {
+        return Ok(());
+    }
     let trace = args.trace.clone().unwrap_or_else(|| out.join(TRACE_FILE));
     let proposers = build_proposers(args, &search.setup)?;
     let cfg = loop_config(args, &trace);
@@ -437,6 +520,9 @@ fn run_manifest(args: &SearchArgs, manifest: &Path, limits: &ResolvedLimits, sta
     let (catalog, matrix) = (&data.catalog, &data.matrix);
     let weights = limits.weight.weights(matrix, &train);
     let setup = Arc::new(RuleSetup::new(catalog.clone(), matrix.clone(), train.clone(), weights, limits.limits())?);
+    if print_language(args, &setup) {
+        return Ok(());
+    }
     let out_dir = super::outputs::out_dir(args.out.as_deref(), false, "search")?.dir;
     let trace = args.trace.clone().unwrap_or_else(|| out_dir.join(TRACE_FILE));
     let config_names: Vec<String> = configs.iter().map(|&c| shown(&data.configs[c].name)).collect();

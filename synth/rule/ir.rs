@@ -180,7 +180,37 @@ impl Expr {
     }
 }
 
+impl BinOp {
+    /// Every operator, in declaration order.
+    pub const ALL: [BinOp; 7] =
+        [BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::CeilDiv, BinOp::Min, BinOp::Max];
+
+    /// The infix symbol of `+ - * /` as rule text writes it; None for the operators written as calls.
+    pub fn infix(self) -> Option<&'static str> {
+        match self {
+            BinOp::Add => Some("+"),
+            BinOp::Sub => Some("-"),
+            BinOp::Mul => Some("*"),
+            BinOp::Div => Some("/"),
+            BinOp::CeilDiv | BinOp::Min | BinOp::Max => None,
+        }
+    }
+
+    /// The call name of `cdiv`, `min`, `max` as rule text writes it; None for the infix operators.
+    pub fn call_name(self) -> Option<&'static str> {
+        match self {
+            BinOp::CeilDiv => Some("cdiv"),
+            BinOp::Min => Some("min"),
+            BinOp::Max => Some("max"),
+            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div => None,
+        }
+    }
+}
+
 impl CmpOp {
+    /// Every comparison, in declaration order.
+    pub const ALL: [CmpOp; 6] = [CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge, CmpOp::Eq, CmpOp::Ne];
+
     /// The comparison that holds exactly when `self` does not.
     pub fn negated(self) -> CmpOp {
         match self {

@@ -10,6 +10,7 @@ pub(crate) mod cpp_lex;
 pub(crate) mod edit;
 pub(crate) mod error;
 pub(crate) mod generated;
+pub mod grammar;
 pub(crate) mod interp;
 pub mod ir;
 pub mod lower;

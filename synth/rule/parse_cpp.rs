@@ -896,11 +896,11 @@ impl Parser<'_> {
 
     /// `cdiv(a, b)`, `ceil_div(a, b)`, `min(a, b)`, `max(a, b)`; the name is consumed.
     fn call(&mut self, name: &str, pos: Pos) -> Result<Node, RuleError> {
-        let op = match name {
-            "cdiv" | "ceil_div" => BinOp::CeilDiv,
-            "min" => BinOp::Min,
-            "max" => BinOp::Max,
-            _ => {
+        let named = BinOp::ALL.into_iter().find(|op| op.call_name() == Some(name));
+        let op = match named {
+            Some(op) => op,
+            None if name == "ceil_div" => BinOp::CeilDiv,
+            None => {
                 return Err(RuleError::at(
                     pos,
                     format!("unknown function `{name}`; conditions may call cdiv, ceil_div, min, max"),

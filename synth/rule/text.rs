@@ -50,13 +50,7 @@ fn write_expr(out: &mut String, e: &Expr, style: Style) {
             let _ = write!(out, "{v}");
         }
         Expr::Bin { op, lhs, rhs } => {
-            let call = match op {
-                BinOp::CeilDiv => Some("cdiv"),
-                BinOp::Min => Some("min"),
-                BinOp::Max => Some("max"),
-                _ => None,
-            };
-            if let Some(name) = call {
+            if let Some(name) = op.call_name() {
                 out.push_str(name);
                 out.push('(');
                 write_expr(out, lhs, style);
@@ -67,12 +61,9 @@ fn write_expr(out: &mut String, e: &Expr, style: Style) {
             }
             let p = op_prec(*op);
             write_grouped(out, lhs, style, prec(lhs) < p);
-            out.push_str(match op {
-                BinOp::Add => " + ",
-                BinOp::Sub => " - ",
-                BinOp::Mul => " * ",
-                _ => " / ",
-            });
+            out.push(' ');
+            out.push_str(op.infix().unwrap_or("/"));
+            out.push(' ');
             write_grouped(out, rhs, style, prec(rhs) <= p);
         }
     }

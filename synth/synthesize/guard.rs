@@ -28,7 +28,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::catalog::Catalog;
+use crate::catalog::{Candidate, Catalog};
 use crate::rule::{BinOp, CmpOp, Cond, Expr, Leaf, Node, Var};
 use crate::table::{LatencyMatrix, Shape};
 
@@ -51,12 +51,36 @@ fn probe_ms() -> Vec<u32> {
 /// condition: `cdiv(M, bm) * cdiv(N, bn) * 2^(s-1) < cu && K >= bk * 2^s`.
 pub fn measured_cond(bm: u32, bn: u32, bk: u32, s: u32, cu_num: u32) -> Cond {
     let scale = 1i64 << (s.clamp(1, 16) - 1);
-    let grid =
-        if scale == 1 { tiles_expr(bm, bn) } else { Expr::bin(BinOp::Mul, tiles_expr(bm, bn), Expr::Lit(scale)) };
     Cond::And(vec![
-        Cond::cmp(CmpOp::Lt, grid, Expr::Lit(i64::from(cu_num.max(1)))),
+        Cond::cmp(CmpOp::Lt, grid(bm, bn, s), Expr::Lit(i64::from(cu_num.max(1)))),
         Cond::cmp(CmpOp::Ge, Expr::Var(Var::K), Expr::Lit(i64::from(bk) * (scale * 2))),
     ])
+}
+
+/// The grid a guard of level `s >= 1` compares with the CU count: `cdiv(M, bm) * cdiv(N, bn) * 2^(s-1)`.
+fn grid(bm: u32, bn: u32, s: u32) -> Expr {
+    let scale = 1i64 << (s.clamp(1, 16) - 1);
+    if scale == 1 {
+        tiles_expr(bm, bn)
+    } else {
+        Expr::bin(BinOp::Mul, tiles_expr(bm, bn), Expr::Lit(scale))
+    }
+}
+
+/// Every grid the guards of `candidates` may compare (each split-K candidate's tile at its level and every
+/// lower one), each once: the terms a rule with guards compares besides the variables and features.
+pub fn guard_terms(candidates: &[Candidate], catalog: &Catalog) -> Vec<Expr> {
+    let mut out: Vec<Expr> = Vec::new();
+    for c in candidates.iter().filter(|c| c.split_k > 0 && c.backend.is_ck()) {
+        let Some((bm, bn, _)) = catalog.legacy_by_id(c.kernel_id).map(|i| i.tile()) else { continue };
+        for s in 1..=c.split_k {
+            let g = grid(bm, bn, s);
+            if !out.contains(&g) {
+                out.push(g);
+            }
+        }
+    }
+    out
 }
 
 /// Whether the bench measures split-K level `s` of a `bm × bn × bk` tile on `shape` (level 0: always).

@@ -3,9 +3,11 @@
 //! stdout) and [`openai`] (an OpenAI-compatible chat endpoint); the rule task's own built-in proposer
 //! lives in `search::builtin`. The external proposers are task-generic: they render the request
 //! with [`build_messages`] / [`agent_input`] (a chat model's within its context: [`prompt`]) and pick the
-//! first code block the task's [`Checker`] accepts.
+//! first code block the task's [`Checker`] accepts. [`constrain`] holds the decoding constraints (a GBNF
+//! grammar, a JSON schema) an OpenAI-compatible request may carry.
 
 pub mod command;
+pub mod constrain;
 pub mod knobs;
 pub mod openai;
 pub mod prompt;

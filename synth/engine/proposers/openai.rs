@@ -11,7 +11,15 @@
 //! the task, so its evaluation reports the parse error with its position (a near miss gets repaired, not
 //! dropped). The model's whole answer is kept in the trace ([`crate::engine::Attempt::raw`]), with the
 //! token counts, the finish reason and the prompt's budget ([`crate::engine::Attempt::agent`]).
+//!
+//! Decoding constraints ([`super::constrain`]): with the task's [`Constraint`] and `--constrain` other than
+//! `none`, the way of constraining is settled once per run by a probe request whose only valid answer is
+//! known (`auto`: the grammar, else the JSON schema in OpenAI's `json_schema` form, else in
+//! llama-cpp-python's `json_object` form, else none), and every request carries it. A server that does not
+//! honour what was asked, or refuses a constrained request, is one line on stderr, and the proposals go on
+//! unconstrained.
 
+use super::constrain::{probe, Applied, Constraint, Mode};
 use super::prompt::{fit_messages, Budget, Fitted};
 use super::Checker;
 use crate::engine::clip;
@@ -19,6 +27,7 @@ use crate::engine::extract::{fenced_blocks, pick_candidate};
 use crate::engine::{Proposal, ProposalRequest, ProposeError, Proposer};
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// The context assumed when neither `--context-tokens` nor the server says (8192 tokens: SmolLM2's, and
@@ -46,8 +55,14 @@ pub struct OpenAiProposer {
     pub context_tokens: usize,
     /// Tokens asked for the reply (`max_tokens`), kept free in the context.
     pub max_tokens: usize,
+    /// The task's decoding constraint (None: answers are free text).
+    pub constraint: Option<Constraint>,
+    /// How to constrain (`--constrain`).
+    pub constrain: Mode,
     /// A smaller context learned from the server's HTTP 400 (0: none yet).
     learned_context: AtomicUsize,
+    /// How requests are constrained, once settled (probed on the first proposal).
+    applied: Mutex<Option<Applied>>,
 }
 
 impl OpenAiProposer {
@@ -63,7 +78,10 @@ impl OpenAiProposer {
             checker,
             context_tokens: DEFAULT_CONTEXT_TOKENS,
             max_tokens: DEFAULT_MAX_TOKENS,
+            constraint: None,
+            constrain: Mode::Auto,
             learned_context: AtomicUsize::new(0),
+            applied: Mutex::new(None),
         }
     }
 
@@ -81,12 +99,24 @@ impl OpenAiProposer {
     }
 
     /// The request body for `req` within the current budget (an error when the prompt's fixed part does
-    /// not fit).
+    /// not fit), constrained as [`Self::applied`] says.
     pub fn body(&self, req: &ProposalRequest) -> Result<serde_json::Value, String> {
-        fit_messages(req, Some(self.budget())).map(|f| self.body_of(&f))
+        let applied = self.applied();
+        fit_messages(&self.stated(req, applied), Some(self.budget())).map(|f| self.body_of(&f, applied))
     }
 
-    fn body_of(&self, f: &Fitted) -> serde_json::Value {
+    /// `req` with the reply format the constraint states under `applied` (the task's own otherwise).
+    fn stated(&self, req: &ProposalRequest, applied: Applied) -> ProposalRequest {
+        let mut req = req.clone();
+        if let Some(reply) = self.constraint.as_ref().and_then(|c| c.reply(applied)) {
+            if let Some(prompt) = req.task_context.get_mut("prompt").and_then(|p| p.as_object_mut()) {
+                prompt.insert("reply".into(), json!(reply));
+            }
+        }
+        req
+    }
+
+    fn body_of(&self, f: &Fitted, applied: Applied) -> serde_json::Value {
         let mut body = json!({
             "model": self.model,
             "messages": [
@@ -98,7 +128,91 @@ impl OpenAiProposer {
         if let Some(t) = self.temperature {
             body["temperature"] = json!(t);
         }
+        if let Some(c) = &self.constraint {
+            c.apply(applied, &mut body);
+        }
         body
+    }
+
+    /// How requests are constrained: settled on the first call (the probes of [`Self::settle`]), then kept.
+    pub fn applied(&self) -> Applied {
+        let mut guard = self.applied.lock().unwrap_or_else(|e| e.into_inner());
+        *guard.get_or_insert_with(|| self.settle())
+    }
+
+    /// The ways `--constrain` allows, in order of preference.
+    fn wanted(&self) -> &'static [Applied] {
+        match (self.constraint.is_some(), self.constrain) {
+            (false, _) | (_, Mode::None) => &[],
+            (true, Mode::Grammar) => &[Applied::Grammar],
+            (true, Mode::JsonSchema) => &[Applied::JsonSchema, Applied::JsonObject],
+            (true, Mode::Auto) => &[Applied::Grammar, Applied::JsonSchema, Applied::JsonObject],
+        }
+    }
+
+    /// Probes the allowed ways in order and takes the first the server honours; says which on stderr.
+    fn settle(&self) -> Applied {
+        let wanted = self.wanted();
+        if wanted.is_empty() {
+            return Applied::None;
+        }
+        let mut refusals = Vec::new();
+        for &way in wanted {
+            match self.probe_one(way) {
+                Ok(()) => {
+                    errln!("constrain: {} (the server at {} honours it)", way.as_str(), self.base_url);
+                    return way;
+                }
+                Err(why) => refusals.push(format!("{}: {why}", way.as_str())),
+            }
+        }
+        errln!(
+            "constrain: none: the server at {} honoured no constraint --constrain {} allows ({}); proposals go \
+             unconstrained",
+            self.base_url,
+            self.constrain.as_str(),
+            refusals.join("; ")
+        );
+        Applied::None
+    }
+
+    /// One probe request constrained by `way` to a known answer: Ok when the answer is that one.
+    fn probe_one(&self, way: Applied) -> Result<(), String> {
+        let Some((constraint, valid)) = probe(way) else { return Err("nothing to probe".into()) };
+        let mut body = json!({
+            "model": self.model,
+            "messages": [{ "role": "user", "content": "Answer with the word synth-ok." }],
+            "max_tokens": 16,
+            "temperature": 0,
+        });
+        constraint.apply(way, &mut body);
+        let url = format!("{}/chat/completions", self.base_url);
+        match exchange(self, &url, &body) {
+            Ok(Exchange::Reply(r)) => {
+                let content = r.pointer("/choices/0/message/content").and_then(|c| c.as_str()).unwrap_or("");
+                if valid(content) {
+                    Ok(())
+                } else {
+                    Err(format!("answered {:?}, not the only answer the constraint allows", clip(content, 60)))
+                }
+            }
+            Ok(Exchange::Status(code, text)) => Err(format!("HTTP {code}: {}", clip(text.trim(), 160))),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// A server that refused a constrained request: the run goes on unconstrained, said once.
+    fn refused(&self, way: Applied, code: u16, text: &str) {
+        let mut guard = self.applied.lock().unwrap_or_else(|e| e.into_inner());
+        if *guard == Some(way) {
+            *guard = Some(Applied::None);
+            errln!(
+                "constrain: the server refused a request constrained by {} (HTTP {code}: {}); proposals go \
+                 unconstrained",
+                way.as_str(),
+                clip(text.trim(), 200)
+            );
+        }
     }
 
     fn agent(&self) -> ureq::Agent {
@@ -218,8 +332,10 @@ impl Proposer for OpenAiProposer {
         let fail = |meta: serde_json::Value, e: ProposeError| Proposal { result: Err(e), raw: None, meta };
         let mut retried = false;
         loop {
+            let applied = self.applied();
+            meta["constraint"] = json!(applied.as_str());
             let budget = self.budget();
-            let fitted = match fit_messages(req, Some(budget)) {
+            let fitted = match fit_messages(&self.stated(req, applied), Some(budget)) {
                 Ok(f) => f,
                 Err(e) => {
                     meta["context_tokens"] = json!(budget.context_tokens);
@@ -233,11 +349,16 @@ impl Proposer for OpenAiProposer {
                 "history_kept": fitted.history_kept, "history_total": fitted.history_total,
                 "guidance_cut": fitted.guidance_cut,
             });
-            let reply = match exchange(self, &url, &self.body_of(&fitted)) {
+            let reply = match exchange(self, &url, &self.body_of(&fitted, applied)) {
                 Err(e) => return fail(meta, e),
                 Ok(Exchange::Reply(r)) => r,
                 Ok(Exchange::Status(code, text)) => {
                     meta["http_status"] = json!(code);
+                    if applied != Applied::None && matches!(code, 400 | 422) && context_limit_in(&text).is_none() {
+                        // The constraint itself may be what the server refused: go on without it.
+                        self.refused(applied, code, &text);
+                        continue;
+                    }
                     if let (false, Some((limit, requested))) = (retried, context_limit_in(&text)) {
                         // The server's context is smaller than assumed, or the estimate let a prompt through
                         // that its tokenizer counts longer: fit again within what it said, once.
@@ -266,44 +387,72 @@ impl Proposer for OpenAiProposer {
                     );
                 }
             };
-            let finish = reply.pointer("/choices/0/finish_reason").and_then(|f| f.as_str()).map(str::to_string);
-            meta["finish_reason"] = json!(finish);
-            if let Some(u) = reply.get("usage") {
-                meta["usage"] = json!({
-                    "prompt_tokens": u.get("prompt_tokens"),
-                    "completion_tokens": u.get("completion_tokens"),
-                });
-            }
-            let Some(content) = reply.pointer("/choices/0/message/content").and_then(|c| c.as_str()) else {
-                let e = ProposeError::Failed(format!(
-                    "{url} returned no choices[0].message.content: {}",
-                    clip(&reply.to_string(), 400)
-                ));
-                return fail(meta, e);
-            };
-            let raw = Some(content.to_string());
-            let result = match pick_candidate(content, &*self.checker) {
-                Ok(c) => Ok(c),
-                Err(e) => {
-                    let cut = finish.as_deref() == Some("length");
-                    let first = fenced_blocks(content).into_iter().find(|b| !b.code.trim().is_empty());
-                    match first {
-                        // A near miss: the task's evaluation reports where it breaks.
-                        Some(b) if !cut => {
-                            meta["near_miss"] = json!({ "block_line": b.line, "rejected": e.to_string() });
-                            Ok(b.code)
-                        }
-                        _ if cut => Err(ProposeError::NoCandidate(format!(
-                            "the answer was cut at the token limit (max_tokens {}, finish_reason \"length\") before \
-                             it held a complete candidate; write a shorter one. {e}",
-                            self.max_tokens
-                        ))),
-                        _ => Err(e),
-                    }
-                }
-            };
-            return Proposal { result, raw, meta };
+            return self.answer(&url, &reply, applied, meta);
         }
+    }
+}
+
+impl OpenAiProposer {
+    /// The proposal in a chat reply: the candidate (decoded from a constrained answer, picked among its
+    /// code blocks, or the first block as a near miss), or why there is none.
+    fn answer(&self, url: &str, reply: &serde_json::Value, applied: Applied, mut meta: serde_json::Value) -> Proposal {
+        let finish = reply.pointer("/choices/0/finish_reason").and_then(|f| f.as_str()).map(str::to_string);
+        meta["finish_reason"] = json!(finish);
+        if let Some(u) = reply.get("usage") {
+            meta["usage"] = json!({
+                "prompt_tokens": u.get("prompt_tokens"),
+                "completion_tokens": u.get("completion_tokens"),
+            });
+        }
+        let Some(content) = reply.pointer("/choices/0/message/content").and_then(|c| c.as_str()) else {
+            let e = ProposeError::Failed(format!(
+                "{url} returned no choices[0].message.content: {}",
+                clip(&reply.to_string(), 400)
+            ));
+            return Proposal { result: Err(e), raw: None, meta };
+        };
+        let raw = Some(content.to_string());
+        let decoded = match &self.constraint {
+            Some(c) => c.candidate(applied, content),
+            None => Ok(content.to_string()),
+        };
+        let text = match decoded {
+            Ok(text) => text,
+            Err(e) => {
+                let cut = finish.as_deref() == Some("length");
+                let why = if cut {
+                    format!(
+                        "the answer was cut at the token limit (max_tokens {}) before it was complete; {e}",
+                        self.max_tokens
+                    )
+                } else {
+                    e
+                };
+                return Proposal { result: Err(ProposeError::NoCandidate(why)), raw, meta };
+            }
+        };
+        let content = text.as_str();
+        let result = match pick_candidate(content, &*self.checker) {
+            Ok(c) => Ok(c),
+            Err(e) => {
+                let cut = finish.as_deref() == Some("length");
+                let first = fenced_blocks(content).into_iter().find(|b| !b.code.trim().is_empty());
+                match first {
+                    // A near miss: the task's evaluation reports where it breaks.
+                    Some(b) if !cut => {
+                        meta["near_miss"] = json!({ "block_line": b.line, "rejected": e.to_string() });
+                        Ok(b.code)
+                    }
+                    _ if cut => Err(ProposeError::NoCandidate(format!(
+                        "the answer was cut at the token limit (max_tokens {}, finish_reason \"length\") before \
+                         it held a complete candidate; write a shorter one. {e}",
+                        self.max_tokens
+                    ))),
+                    _ => Err(e),
+                }
+            }
+        };
+        Proposal { result, raw, meta }
     }
 }
 
