@@ -83,7 +83,23 @@ fn triton_space(dir: &str) -> anyhow::Result<LatencyMatrix> {
         .collect();
     paths.sort();
     let backends = Backends::parse("triton").map_err(anyhow::Error::msg)?;
-    gemm_synth::tune::replay::load_matrix(&paths, Some(&backends), &Catalog::embedded(), true)
+    let catalog = Catalog::embedded();
+    let mut tables = Vec::new();
+    for p in &paths {
+        tables.push((p.clone(), gemm_synth::tune::replay::read_rows(p, &catalog, true)?));
+    }
+    // A cell measured again by a later chunk (a sweep completing an earlier one) is taken from the later.
+    let mut seen = std::collections::HashSet::new();
+    let mut dropped = 0usize;
+    for (_, rows) in tables.iter_mut().rev() {
+        rows.retain(|r| {
+            let fresh = r.is_recheck() || seen.insert((r.shape(), r.candidate()));
+            dropped += usize::from(!fresh);
+            fresh
+        });
+    }
+    eprintln!("{dir}: {} files, {dropped} cells measured again by a later chunk taken from it", paths.len());
+    Ok(gemm_synth::table::multi::merge_tables_for(&tables, Some(&backends))?.0)
 }
 
 /// The H100 sweep's own cover (`cover-27.json`'s kept configs) and vLLM's default.
