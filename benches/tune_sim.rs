@@ -98,6 +98,7 @@ fn triton_space(dir: &str) -> anyhow::Result<LatencyMatrix> {
             fresh
         });
     }
+    tables.retain(|(_, rows)| rows.iter().any(|r| !r.is_recheck()));
     eprintln!("{dir}: {} files, {dropped} cells measured again by a later chunk taken from it", paths.len());
     Ok(gemm_synth::table::multi::merge_tables_for(&tables, Some(&backends))?.0)
 }

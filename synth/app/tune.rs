@@ -395,7 +395,16 @@ fn run_live(args: &TuneArgs, spec: &TuneSpec) -> anyhow::Result<()> {
         spent: 0.0,
     };
     let layers_ck: usize = ck_universe_cells(spec, &live);
-    let tuned = crate::tune::tune(spec, &catalog, &mut live, known, print_round)?;
+    let result = crate::tune::tune(spec, &catalog, &mut live, known, print_round);
+    drop(live);
+    let tuned = match result {
+        Ok(t) => t,
+        Err(e) => {
+            // A failed first run leaves no journal behind (one with rows is kept).
+            journal.discard_if_unused();
+            return Err(e);
+        }
+    };
     let name = args.device_name.clone().unwrap_or_else(|| device.name.replace(' ', "_"));
     let what = format!(
         "Measured live on {} with the harness; the journal is {}.",

@@ -288,9 +288,24 @@ pub fn training_matrix(
                 m.set(i, c, cell.clone());
             }
         }
+        if s != from {
+            prefer_prior(&mut m, i, spec.prior.rule.eval(s.m, s.n, s.k).candidate());
+        }
     }
     m
 }
+
+/// Near ties at a filled M go to the prior's pick there: within [`PRIOR_TIE`] of the row's best, it is
+/// charged the best's time (the measurements say nothing closer about an M they did not measure).
+fn prefer_prior(m: &mut LatencyMatrix, row: usize, pick: Candidate) {
+    let (Some(c), Some((_, best))) = (m.candidate_index(&pick), m.best(row)) else { return };
+    if m.us(row, c).is_some_and(|t| t <= best * PRIOR_TIE) {
+        m.set(row, c, Cell::Ok(best));
+    }
+}
+
+/// How close to a filled row's best the prior's pick must be to take it ([`prefer_prior`]).
+pub const PRIOR_TIE: f64 = 1.03;
 
 fn log_gap(a: u32, b: u32) -> f64 {
     (f64::from(a.max(1)).ln() - f64::from(b.max(1)).ln()).abs()

@@ -57,8 +57,16 @@ pub fn held_out_indices(n: usize, taken: &[usize], count: usize, seed: u64, laye
 pub fn initial(spec: &TuneSpec) -> State {
     let mut st = State::default();
     for (&(n, k), ms) in &spec.layers {
-        let first = spread(ms.len(), spec.first_ms);
-        let held = held_out_indices(ms.len(), &first, spec.held_out, spec.seed, (n, k));
+        // The held-out M first (never the smallest or the largest: the range is trained end to end), then
+        // the training M spread over the rest.
+        let n_ms = ms.len();
+        let held = if n_ms > 2 {
+            held_out_indices(n_ms, &[0, n_ms - 1], spec.held_out.min(n_ms - 2), spec.seed, (n, k))
+        } else {
+            Vec::new()
+        };
+        let rest: Vec<usize> = (0..n_ms).filter(|i| !held.contains(i)).collect();
+        let first: Vec<usize> = spread(rest.len(), spec.first_ms).into_iter().map(|j| rest[j]).collect();
         st.sampled.insert((n, k), first.iter().map(|&i| ms[i]).collect());
         st.held_out.extend(held.iter().map(|&i| Shape::new(ms[i], n, k)));
         st.active.insert((n, k), first_candidates(spec, (n, k), ms));
@@ -254,17 +262,20 @@ mod tests {
         let ms: Vec<u32> = (0..9).map(|i| 1 << i).collect();
         let sp = spec(Family::Ck, rule, ms, Vec::new());
         let mut st = initial(&sp);
-        assert_eq!(st.sampled[&(512, 1024)], BTreeSet::from([1, 16, 256]));
+        let sampled = st.sampled[&(512, 1024)].clone();
+        assert_eq!(sampled.len(), 3);
+        assert!(sampled.contains(&1) && sampled.contains(&256), "both ends train: {sampled:?}");
         let want: BTreeSet<Candidate> = [Candidate::new(7, 0), Candidate::new(7, 1), Candidate::new(7, 2)].into();
         assert_eq!(st.active[&(512, 1024)], want);
         assert_eq!(st.held_out.len(), 1);
         let held = *st.held_out.iter().next().unwrap();
-        assert!(![1, 16, 256].contains(&held.m));
+        assert!(!sampled.contains(&held.m) && held.m != 1 && held.m != 256);
         // Universe: kernels 7 and 8 at levels 0..=1 (level 2 not measurable here).
         let uni =
             |_: Shape| vec![Candidate::new(7, 0), Candidate::new(7, 1), Candidate::new(8, 0), Candidate::new(8, 1)];
         let plan = plan_round(&sp, &mut st, &uni);
         // 3 training shapes x 2 measurable candidates + the held-out shape's same 2 (the whole set so far).
+        let _ = &sampled;
         assert_eq!(plan.len(), 3 * 2 + 2);
         assert!(plan.contains(&(held, Candidate::new(7, 1))));
         assert!(!plan.iter().any(|(_, c)| c.kernel_id == 8));
@@ -294,14 +305,17 @@ mod tests {
             |_: Shape| vec![Candidate::new(7, 0), Candidate::new(7, 1), Candidate::new(7, 2), Candidate::new(8, 0)];
         let plan = plan_round(&sp, &mut st, &uni);
         assert!(!plan.iter().any(|(_, c)| c.split_k == 2 || c.kernel_id == 8), "{plan:?}");
+        let first_sampled = st.sampled[&(512, 1024)].clone();
         answer(&mut st, plan);
         let plan = plan_round(&sp, &mut st, &uni);
-        // M = 16 and 256 (indices 4 and 8) differ: the middle index 6 (M = 64), or its nearest free
-        // neighbour when it is held out.
+        // The training M next below 256 and 256 differ: an M strictly between them joins, never the held-out.
         let held = st.held_out.iter().next().unwrap().m;
+        let before: Vec<u32> = first_sampled.iter().copied().filter(|&m| m < 256).collect();
+        let below = *before.last().unwrap();
         let sampled = &st.sampled[&(512, 1024)];
-        let expect_new: &[u32] = if held == 64 { &[32, 128] } else { &[64] };
-        assert!(expect_new.iter().any(|m| sampled.contains(m)), "{sampled:?}");
+        let new: Vec<u32> = sampled.difference(&first_sampled).copied().collect();
+        assert!(new.iter().any(|&m| m > below && m < 256) || below * 2 == 256, "{first_sampled:?} -> {sampled:?}");
+        assert!(!sampled.contains(&held));
         // The prior is wrong at M = 256 (split 1 wins): the split level next to the winner is tried there
         // only; kernel 8 (no pick, no prior leaf, no neighbour) never is.
         let s256 = Shape::new(256, 512, 1024);
