@@ -422,8 +422,7 @@ fn lomo_figure(o: &Outcome) -> String {
         "leave-one-model-out, {} configurations: min {:.3} of oracle{}",
         o.lomo.len(),
         lomo_min,
-        layer_min
-            .map_or(String::new(), |(f, (n, k), c)| format!("; lowest layer {f:.3} (N {n}, K {k} of {})", shown(c)))
+        layer_min.map_or(String::new(), |(f, (n, k), c)| format!("; lowest layer {f:.3} (N {n}, K {k} of {})", shown(c)))
     )
 }
 

@@ -47,8 +47,7 @@ pub fn ck_job() -> anyhow::Result<MultiJob> {
         split_k_fallback: Some(0.5),
         ..LimitArgs::default()
     };
-    let job =
-        MultiJob::resolve(&limits, &SampleArgs { sample_m: 70, seed: 0 }, Effort::default(), Path::new(CK_MANIFEST))?;
+    let job = MultiJob::resolve(&limits, &SampleArgs { sample_m: 70, seed: 0 }, Effort::default(), Path::new(CK_MANIFEST))?;
     Ok(job.without_folds())
 }
 
