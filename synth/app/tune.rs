@@ -454,13 +454,11 @@ fn write_outputs(
             .collect(),
         command: "synth tune".to_string(),
     };
-    let mut files = super::outputs::rule_files(
-        &tuned.rule,
-        catalog,
-        &matrix,
-        &provenance,
-        vec![GeneratedFile::new(REPORT, report.clone())],
-    )?;
+    let extra = vec![
+        GeneratedFile::new(REPORT, report.clone()),
+        super::outputs::python_file(&tuned.rule, catalog, &provenance)?,
+    ];
+    let mut files = super::outputs::rule_files(&tuned.rule, catalog, &matrix, &provenance, extra)?;
     if let Some(runtime) = match args.runtime {
         Target::Vllm => Some(Runtime::Vllm),
         Target::Sglang => Some(Runtime::Sglang),
