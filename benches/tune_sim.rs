@@ -144,7 +144,7 @@ impl Out {
             self.misses.push(format!("{family} {card} {config}: at <= 5% of the cells {}", f(five.map(|p| p.of_full))));
         }
         if tuner {
-            let two = r.points.iter().filter(|p| p.share_of_tuner.is_some_and(|s| s <= 0.02)).last();
+            let two = r.points.iter().rfind(|p| p.share_of_tuner.is_some_and(|s| s <= 0.02));
             row.push_str(&format!(
                 " at <= 2% of the tuner's cells: {} of the space's best ({}) |",
                 f(two.map(|p| p.of_oracle)),

@@ -99,7 +99,7 @@ impl Measurer for Live<'_> {
             let plan_file = crate::measure::auxfile::plan_file()?;
             let started = Instant::now();
             let log = self.log;
-            let result = self.harness.run(&todo, plan_file.path(), self.journal, |_| {}, move |l| log(l));
+            let result = self.harness.run(&todo, plan_file.path(), self.journal, |_| {}, log);
             self.spent += started.elapsed().as_secs_f64();
             result?;
         }
