@@ -63,6 +63,9 @@ pub enum Command {
     /// A model's runtime files with no GPU: vLLM/SGLang Triton configs or the AITER patch, from the shipped rules.
     #[command(after_long_help = crate::app::help::CONFIGS)]
     Configs(crate::app::configs::ConfigsArgs),
+    /// Tune a model's layers on this GPU from the shipped rule, measuring only the cells that can change it.
+    #[command(after_long_help = crate::app::tune::HELP)]
+    Tune(crate::app::tune::TuneArgs),
 }
 
 pub fn main_entry() -> anyhow::Result<()> {
@@ -85,6 +88,7 @@ pub fn main_entry() -> anyhow::Result<()> {
         Command::Aiter(a) => crate::app::aiter::run(a),
         Command::Export(a) => crate::app::export::run(a),
         Command::Configs(a) => crate::app::configs::run(a),
+        Command::Tune(a) => crate::app::tune::run(a),
         Command::Merge(a) => crate::app::merge::run(a),
         Command::Book(a) => crate::app::book::run(a),
     }

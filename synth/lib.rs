@@ -32,6 +32,7 @@ pub mod shapes;
 pub mod synthesize;
 pub mod table;
 pub(crate) mod textable;
+pub mod tune;
 pub mod tuned;
 
 pub use catalog::{Candidate, Catalog, Instance};

@@ -241,9 +241,20 @@ fn error_texts_say_what_to_do_on_one_line() {
 #[test]
 fn every_subcommand_has_examples_and_no_rustdoc_syntax_in_help() {
     let bin = Path::new(env!("CARGO_BIN_EXE_synth"));
-    for sub in
-        ["run", "instances", "shapes", "import", "bench", "check", "compare", "search", "rewrite", "drift", "merge"]
-    {
+    for sub in [
+        "run",
+        "instances",
+        "shapes",
+        "import",
+        "bench",
+        "check",
+        "compare",
+        "search",
+        "rewrite",
+        "drift",
+        "merge",
+        "tune",
+    ] {
         let help = ok(synth(bin, crate_root(), &[sub, "--help"]), sub);
         assert!(help.contains("Examples"), "{sub} --help has no examples");
         assert!(help.contains(&format!("synth {sub}")), "{sub} --help examples do not run {sub}");

@@ -40,4 +40,5 @@ pub mod session;
 pub mod shared;
 pub mod ship;
 pub(crate) mod single;
+pub mod tune;
 pub(crate) mod tuned;

@@ -1,0 +1,483 @@
+//! `synth tune (--model M | --spec S | --hf-config F) --tp T | --shapes N:K,... --runtime vllm|sglang|aiter
+//! --budget 10m --journal J --out DIR`: on a GPU host, from the shipped rule and candidate set (the prior) to
+//! a rule for the device at hand, measuring in rounds only the cells that can change it (the stage:
+//! [`crate::tune`]), then the runtime's files, the rule in every form and the report, written through the
+//! one all-or-nothing writer. `--dry-run` prints the first round and a GPU-time estimate without a GPU;
+//! `--replay JOURNAL...` answers every "measure" from fully measured journals (the same code path, no GPU).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+
+use super::configs::{Target, CK_RULE, TRITON_RULE};
+use super::export::{ExportArgs, ExportSpec, DEFAULT_MAX_M};
+use crate::catalog::{Candidate, Catalog, Libtype};
+use crate::export::Runtime;
+use crate::render::writer::GeneratedFile;
+use crate::table::{Cell, Shape};
+use crate::tune::{CellId, Family, Measurer, Prior, Stop, TuneSpec, Tuned};
+
+/// The M values vLLM's and SGLang's tuner measures for every (N, K) (`benchmark_w8a8_block_fp8.py`); a
+/// live tune plans over them.
+pub const TUNER_MS: [u32; 18] = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096];
+/// Seconds of GPU time a cell takes, for `--dry-run`'s estimate: the H200 sweep of the Triton space
+/// measured about 44 cells/s after compiling (`measurements/h200/triton-space/README.md`), rounded up with
+/// the compile time per config to 0.05 s.
+pub const SECONDS_PER_CELL: f64 = 0.05;
+/// `synth tune --help`'s examples.
+pub const HELP: &str = "Examples:
+  # Tune Llama-3.1-8B at TP 1 for vLLM on this GPU, 10 minutes of GPU time at most:
+  synth tune --model llama-3.1-8b --tp 1 --runtime vllm --budget 10m --journal tune.csv --out tuned/
+  # The first round and a GPU-time estimate, without a GPU:
+  synth tune --model llama-3.1-8b --tp 1 --runtime vllm --dry-run --out tuned/
+  # The same loop answered from fully measured journals (no GPU):
+  synth tune --runtime aiter --replay measurements/h100/llama-3.1-8b-tp1.csv.gz --out replayed/
+
+A rerun with the same --journal measures only the cells the journal does not hold.";
+/// Name of the report in `--out`.
+pub const REPORT: &str = "tune-report.md";
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct TuneArgs {
+    // The model whose layers are tuned (with --tp).
+    #[command(flatten)]
+    pub model: crate::shapes::ModelArgs,
+    /// Tensor-parallel degree of the model's layers.
+    #[arg(long)]
+    pub tp: Option<u32>,
+    /// Layers as N:K pairs, comma-separated (instead of a model and --tp).
+    #[arg(long, conflicts_with = "model_source")]
+    pub shapes: Option<String>,
+    /// The shapes a runtime ran, read from its log (AITER's untuned-shape CSV and "not found tuned config"
+    /// lines, vLLM's and SGLang's default-config warnings).
+    #[arg(long, value_name = "LOG")]
+    pub shapes_from: Option<PathBuf>,
+    /// Runtime whose files are written: vllm and sglang tune the block-FP8 Triton family, aiter the CK
+    /// instances with split-K.
+    #[arg(long, value_enum)]
+    pub runtime: Target,
+    /// GPU time to spend measuring, e.g. 10m, 600s, 1h (a round that would start past it is not started).
+    #[arg(long, default_value = "10m")]
+    pub budget: String,
+    /// Stop once the rule's estimated loss on the held-out sample is below this (0.005: 0.5%).
+    #[arg(long, default_value_t = 0.005)]
+    pub tolerance: f64,
+    /// Most rounds.
+    #[arg(long, default_value_t = 12)]
+    pub max_rounds: usize,
+    /// The measurement journal: the tune's state (a rerun measures only what it does not hold).
+    #[arg(long)]
+    pub journal: Option<PathBuf>,
+    /// Answer every "measure" from these fully measured journals (AITER-form CSV, or the harness's
+    /// `.jsonl[.gz]` result lines) instead of the GPU.
+    #[arg(long, num_args = 1.., value_name = "JOURNAL")]
+    pub replay: Vec<PathBuf>,
+    /// Print the first round's plan and a GPU-time estimate; measure and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// GPU name as the runtime reports it (spaces become underscores) [default: the device's name].
+    #[arg(long)]
+    pub device_name: Option<String>,
+    /// CU/SM count for the CK split-K rule of a dry run [default: 132, the H100's and H200's SMs].
+    #[arg(long)]
+    pub cu_num: Option<u32>,
+    /// Python interpreter with PyTorch and Triton.
+    #[arg(long, default_value = "python3")]
+    pub python: PathBuf,
+    /// Path of the harness entry point.
+    #[arg(long, default_value = "harness/blockscale_bench.py")]
+    pub harness: PathBuf,
+    /// Seconds to wait for each cell's result before the harness is stopped.
+    #[arg(long, default_value_t = 1800.0)]
+    pub cell_timeout: f64,
+    /// Seed of the held-out sample.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Output directory (created if missing); nothing is written anywhere else.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// `10m`, `600s`, `1h`, `90` (seconds) as seconds.
+pub fn parse_budget(text: &str) -> anyhow::Result<f64> {
+    let t = text.trim();
+    let (num, unit) = match t.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => t.split_at(i),
+        None => (t, "s"),
+    };
+    let scale = match unit {
+        "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => bail!("--budget {text:?}: the unit is s, m or h (e.g. 10m)"),
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * scale),
+        _ => bail!("--budget {text:?}: expected a positive duration such as 10m, 600s or 1h"),
+    }
+}
+
+fn family_of(target: Target) -> Family {
+    if target == Target::Aiter {
+        Family::Ck
+    } else {
+        Family::Triton
+    }
+}
+
+/// The prior: the shipped rule of the runtime's family and its candidate set (Triton: the kept set).
+pub fn prior(family: Family) -> anyhow::Result<Prior> {
+    let (path, text) = if family == Family::Ck { CK_RULE } else { TRITON_RULE };
+    let rule =
+        crate::rule::parse_json(text).map_err(|e| anyhow::anyhow!("internal error: the embedded {path}: {e}"))?;
+    let candidates = match family {
+        Family::Ck => Vec::new(),
+        Family::Triton => super::bench_args::parse_configs(None)?
+            .into_iter()
+            .map(|c| Candidate::of(Libtype::Triton, c.kernel_id(), 0))
+            .collect(),
+    };
+    Ok(Prior { rule, candidates })
+}
+
+/// The spec of a tune of `layers`: the limits and weighting of the job that made the prior.
+pub fn spec_for(
+    family: Family,
+    layers: BTreeMap<(u32, u32), Vec<u32>>,
+    stop: Stop,
+    seed: u64,
+) -> anyhow::Result<TuneSpec> {
+    let job = match family {
+        Family::Ck => super::ship::ck_job()?,
+        Family::Triton => super::ship::triton_job()?,
+    };
+    let settings = job.settings();
+    Ok(TuneSpec {
+        family,
+        layers,
+        prior: prior(family)?,
+        limits: settings.limits,
+        weight: settings.weight,
+        first_ms: 4,
+        refine_ms: 3,
+        held_out: 1,
+        seed,
+        stop,
+    })
+}
+
+/// The layers as `synth export` resolves them (model and --tp, or --shapes).
+fn target_layers(args: &TuneArgs) -> anyhow::Result<Vec<(u32, u32)>> {
+    if let Some(log) = &args.shapes_from {
+        // The reader of runtime logs (`shapes::runtime_log::shapes_from_log`) goes here: its (M, N, K)
+        // become the layers and each layer's M values.
+        bail!(
+            "--shapes-from {}: reading a runtime's log is not in this build yet; give the layers with --model NAME \
+             --tp T or --shapes N:K,...",
+            crate::sanitize::shown_path(log)
+        );
+    }
+    super::export::layers(&ExportArgs {
+        runtime: Runtime::Vllm,
+        rule: PathBuf::new(),
+        model: args.model.clone(),
+        tp: args.tp,
+        shapes: args.shapes.clone(),
+        device_name: String::new(),
+        out: args.out.clone(),
+        max_m: DEFAULT_MAX_M,
+    })
+}
+
+pub fn run(args: TuneArgs) -> anyhow::Result<()> {
+    let family = family_of(args.runtime);
+    let stop =
+        Stop { tolerance: args.tolerance, gpu_seconds: Some(parse_budget(&args.budget)?), max_rounds: args.max_rounds };
+    if args.max_rounds == 0 {
+        bail!("--max-rounds 0: a tune needs at least one round");
+    }
+    if !args.replay.is_empty() {
+        if args.journal.is_some() {
+            bail!("--replay answers from its journals and measures nothing: drop --journal");
+        }
+        return run_replay(&args, family, stop);
+    }
+    let layers: BTreeMap<(u32, u32), Vec<u32>> =
+        target_layers(&args)?.into_iter().map(|nk| (nk, TUNER_MS.to_vec())).collect();
+    let spec = spec_for(family, layers, stop, args.seed)?;
+    if args.dry_run {
+        return dry_run(&args, &spec);
+    }
+    run_live(&args, &spec)
+}
+
+/// The first round's plan and its GPU-time estimate, without a GPU (cells a journal holds left out).
+fn dry_run(args: &TuneArgs, spec: &TuneSpec) -> anyhow::Result<()> {
+    crate::tune::check_spec(spec)?;
+    let catalog = Catalog::embedded();
+    let cu_num = args.cu_num.unwrap_or(132);
+    if cu_num == 0 {
+        bail!("--cu-num 0: the device's CU/SM count is at least 1 (e.g. 132 for H100 and H200)");
+    }
+    let known = match &args.journal {
+        Some(j) if j.exists() => read_known(j, &catalog, family_libtype(spec.family))?,
+        _ => BTreeMap::new(),
+    };
+    let triton = triton_set()?;
+    let universe = |s: Shape| universe_of(spec.family, &catalog, &triton, cu_num, s);
+    let mut st = crate::tune::planner::initial(spec);
+    st.known = known;
+    let plan = crate::tune::planner::plan_round(spec, &mut st, &universe);
+    let ck_cells: usize = spec
+        .layers
+        .iter()
+        .map(|(&(n, k), ms)| ms.iter().map(|&m| universe(Shape::new(m, n, k)).len()).sum::<usize>())
+        .sum();
+    let exhaustive = crate::tune::report::exhaustive_cells(spec.family, spec.layers.len(), ck_cells);
+    for (&(n, k), ms) in &st.sampled {
+        let cells = plan.iter().filter(|(s, _)| (s.n, s.k) == (n, k)).count();
+        let held: Vec<u32> = st.held_out.iter().filter(|s| (s.n, s.k) == (n, k)).map(|s| s.m).collect();
+        outln!("layer N={n} K={k}: M {ms:?} (held out: M {held:?}), {cells} cells");
+    }
+    outln!(
+        "round 1: {} cells over {} layers; about {:.0} GPU seconds at {SECONDS_PER_CELL} s a cell (the exhaustive \
+         tuner: {exhaustive} cells, about {:.0} s); budget {:.0} s",
+        plan.len(),
+        spec.layers.len(),
+        plan.len() as f64 * SECONDS_PER_CELL,
+        exhaustive as f64 * SECONDS_PER_CELL,
+        spec.stop.gpu_seconds.unwrap_or(0.0)
+    );
+    Ok(())
+}
+
+fn family_libtype(family: Family) -> Libtype {
+    if family == Family::Ck {
+        Libtype::Ck
+    } else {
+        Libtype::Triton
+    }
+}
+
+/// The triton configs a tune may measure: the kept set, then the rest of the tuner's space.
+fn triton_set() -> anyhow::Result<Vec<crate::catalog::triton::TritonConfig>> {
+    let mut set = super::bench_args::parse_configs(None)?;
+    for c in crate::catalog::triton::tuner_space() {
+        if !set.contains(&c) {
+            set.push(c);
+        }
+    }
+    Ok(set)
+}
+
+fn universe_of(
+    family: Family,
+    catalog: &Catalog,
+    triton: &[crate::catalog::triton::TritonConfig],
+    cu_num: u32,
+    s: Shape,
+) -> Vec<Candidate> {
+    match family {
+        Family::Ck => crate::tune::live::ck_plan(catalog, s, cu_num)
+            .map(|p| p.iter().map(|c| Candidate::new(c.kernel_id, c.split_k)).collect())
+            .unwrap_or_default(),
+        Family::Triton => triton.iter().map(|c| Candidate::of(Libtype::Triton, c.kernel_id(), 0)).collect(),
+    }
+}
+
+/// The cells of `family` a journal holds (recheck rows aside), as the tune knows them.
+fn read_known(path: &std::path::Path, catalog: &Catalog, libtype: Libtype) -> anyhow::Result<BTreeMap<CellId, Cell>> {
+    let contents = crate::measure::journal::read_for_planning(path, catalog, "cell")?;
+    Ok(contents
+        .rows
+        .iter()
+        .map(|(_, r)| r)
+        .filter(|r| r.recheck == 0 && r.libtype == libtype)
+        .map(|r| {
+            (
+                (Shape::new(r.m, r.n, r.k), Candidate::of(r.libtype, r.kernel_id, r.split_k)),
+                crate::tune::live::cell_of(r),
+            )
+        })
+        .collect())
+}
+
+/// `--replay`: the layers of the journals (those of the model or --shapes when given), answered from them.
+fn run_replay(args: &TuneArgs, family: Family, stop: Stop) -> anyhow::Result<()> {
+    let catalog = Catalog::embedded();
+    let backends = (family == Family::Triton)
+        .then(|| crate::catalog::Backends::parse("triton"))
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let matrix = crate::tune::replay::load_matrix(&args.replay, backends.as_ref(), &catalog, false)?;
+    let wanted: Option<Vec<(u32, u32)>> =
+        (args.shapes.is_some() || args.model.given() || args.tp.is_some()).then(|| target_layers(args)).transpose()?;
+    let mut layers: BTreeMap<(u32, u32), Vec<u32>> = BTreeMap::new();
+    for s in (0..matrix.shapes.len()).filter(|&s| matrix.best(s).is_some()) {
+        let sh = matrix.shapes[s];
+        if wanted.as_ref().is_none_or(|w| w.contains(&(sh.n, sh.k))) {
+            layers.entry((sh.n, sh.k)).or_default().push(sh.m);
+        }
+    }
+    if layers.is_empty() {
+        bail!("--replay: the journals hold no usable cell of the layers asked for");
+    }
+    layers.values_mut().for_each(|v| {
+        v.sort_unstable();
+        v.dedup();
+    });
+    let spec = spec_for(family, layers, stop, args.seed)?;
+    if args.dry_run {
+        bail!("--dry-run prints a live tune's first round; with --replay nothing is measured anyway: drop one");
+    }
+    let mut replay = crate::tune::replay::Replay::new(&matrix);
+    let total = replay.total_cells();
+    let tuned = crate::tune::tune(&spec, &catalog, &mut replay, BTreeMap::new(), print_round)?;
+    let device = args.device_name.clone().or(matrix.device.clone()).unwrap_or_else(|| matrix.gfx.clone());
+    let what = format!(
+        "Replayed on {} journal(s) ({total} measured cells; every \"measure\" answered from them, no GPU). GPU \
+         seconds are the replayed cells' summed kernel times.",
+        args.replay.len()
+    );
+    let inputs: Vec<(&str, PathBuf)> = args.replay.iter().map(|p| ("--replay", p.clone())).collect();
+    write_outputs(args, &spec, &tuned, &catalog, (&device, total, &what), &inputs)
+}
+
+/// A live tune: the probe, the journal (resumed), the rounds on the GPU.
+fn run_live(args: &TuneArgs, spec: &TuneSpec) -> anyhow::Result<()> {
+    let Some(journal_path) = &args.journal else {
+        bail!("synth tune measures into a journal, its state across runs: give --journal PATH (a CSV file)");
+    };
+    let catalog = Catalog::embedded();
+    let harness = crate::measure::Harness {
+        python: args.python.clone(),
+        script: args.harness.clone(),
+        extra_args: vec![format!("--seed={}", args.seed)],
+        cell_timeout: std::time::Duration::from_secs_f64(args.cell_timeout),
+    };
+    let device = harness.probe()?;
+    errln!("device: {} ({}, {} CUs/SMs, {})", device.name, device.gfx, device.cu_num, device.backend);
+    let (mut journal, _) = crate::measure::Journal::open(journal_path, &catalog)?;
+    let expected = crate::measure::journal::ExpectedDevice {
+        name: Some(device.name.clone()),
+        gfx: Some(device.gfx.clone()),
+        cu_num: Some(device.cu_num),
+        backend: Some(device.backend.clone()),
+        source: "as the harness reports the device".to_string(),
+    };
+    crate::measure::journal::check_resumable(journal_path, journal.first_read(), &expected)?;
+    journal.expect_device(expected);
+    let libtype = family_libtype(spec.family);
+    let known: BTreeMap<CellId, Cell> = journal
+        .rows()
+        .iter()
+        .filter(|r| r.recheck == 0 && r.libtype == libtype)
+        .map(|r| {
+            (
+                (Shape::new(r.m, r.n, r.k), Candidate::of(r.libtype, r.kernel_id, r.split_k)),
+                crate::tune::live::cell_of(r),
+            )
+        })
+        .collect();
+    if !known.is_empty() {
+        errln!("journal {}: {} cells known from earlier runs", crate::sanitize::shown_path(journal_path), known.len());
+    }
+    let mut live = crate::tune::live::Live {
+        harness: &harness,
+        journal: &mut journal,
+        catalog: &catalog,
+        family: spec.family,
+        gfx: device.gfx.clone(),
+        cu_num: device.cu_num,
+        triton: triton_set()?,
+        log: |l| errln!("{l}"),
+        spent: 0.0,
+    };
+    let layers_ck: usize = ck_universe_cells(spec, &live);
+    let result = crate::tune::tune(spec, &catalog, &mut live, known, print_round);
+    drop(live);
+    let tuned = match result {
+        Ok(t) => t,
+        Err(e) => {
+            // A failed first run leaves no journal behind (one with rows is kept).
+            journal.discard_if_unused();
+            return Err(e);
+        }
+    };
+    let name = args.device_name.clone().unwrap_or_else(|| device.name.replace(' ', "_"));
+    let what = format!(
+        "Measured live on {} with the harness; the journal is {}.",
+        device.name,
+        crate::sanitize::shown_path(journal_path)
+    );
+    let inputs = vec![("--journal", journal_path.clone())];
+    write_outputs(args, spec, &tuned, &catalog, (&name, layers_ck, &what), &inputs)
+}
+
+/// The exhaustive CK tuner's cells: every instance at every split-K level on every shape.
+fn ck_universe_cells(spec: &TuneSpec, m: &dyn Measurer) -> usize {
+    spec.layers
+        .iter()
+        .map(|(&(n, k), ms)| ms.iter().map(|&mm| m.universe(Shape::new(mm, n, k)).len()).sum::<usize>())
+        .sum()
+}
+
+fn print_round(r: &crate::tune::RoundLog) {
+    let est = r.estimate.map_or("no estimate yet".to_string(), |e| format!("estimate {:.4} of the best", e.of_best));
+    errln!("round {}: {} new cells, {} in all, {:.1} GPU s, {est}", r.round, r.measured, r.known, r.gpu_seconds);
+}
+
+/// The rule in every form, the runtime's files (vllm, sglang) and the report, all or nothing in --out.
+fn write_outputs(
+    args: &TuneArgs,
+    spec: &TuneSpec,
+    tuned: &Tuned,
+    catalog: &Catalog,
+    (device, universe_cells, what): (&str, usize, &str),
+    inputs: &[(&str, PathBuf)],
+) -> anyhow::Result<()> {
+    let (gfx, cu_num) = &tuned.device;
+    let train = crate::tune::training_shapes(&tuned.state);
+    let matrix = crate::tune::known_matrix(&tuned.state, &train, gfx, *cu_num);
+    let exhaustive = crate::tune::report::exhaustive_cells(spec.family, spec.layers.len(), universe_cells);
+    let report = crate::tune::report::markdown(spec, tuned, exhaustive, what);
+    let provenance = crate::render::Provenance {
+        dataset: what.to_string(),
+        training: format!("{} shapes measured by synth tune in {} rounds", train.len(), tuned.rounds.len()),
+        figures: tuned
+            .rounds
+            .last()
+            .and_then(|r| r.estimate)
+            .map(|e| format!("held-out estimate {:.4} of the best", e.of_best))
+            .into_iter()
+            .collect(),
+        command: "synth tune".to_string(),
+    };
+    let extra = vec![
+        GeneratedFile::new(REPORT, report.clone()),
+        super::outputs::python_file(&tuned.rule, catalog, &provenance)?,
+    ];
+    let mut files = super::outputs::rule_files(&tuned.rule, catalog, &matrix, &provenance, extra)?;
+    if let Some(runtime) = match args.runtime {
+        Target::Vllm => Some(Runtime::Vllm),
+        Target::Sglang => Some(Runtime::Sglang),
+        Target::Aiter => None,
+    } {
+        let nks: Vec<(u32, u32)> = spec.layers.keys().copied().collect();
+        let es = ExportSpec {
+            runtime,
+            rule: &tuned.rule,
+            rule_name: "the tuned rule",
+            rule_file: super::shared::RULE_JSON.to_string(),
+            device,
+            max_m: DEFAULT_MAX_M,
+        };
+        files.extend(super::export::runtime_files(&es, &nks, &args.out).context("the runtime's files")?);
+    }
+    super::outputs::check_out_dir(&args.out, &files, inputs)?;
+    let written = super::outputs::write_files(&args.out, &files, false)?;
+    outln!("{report}");
+    outln!("{} files written in {}", written.len(), crate::paths::display_path(&args.out));
+    Ok(())
+}
