@@ -30,7 +30,7 @@ fn root() -> PathBuf {
 fn sim_spec(family: Family, prior: Prior) -> anyhow::Result<SimSpec> {
     let job = match family {
         Family::Ck => gemm_synth::app::ship::ck_job()?,
-        Family::Triton => gemm_synth::app::ship::triton_job()?,
+        Family::Triton => gemm_synth::app::ship::triton_job(&gemm_synth::app::ship::TRITON_RULES[0])?,
     };
     let settings = job.settings();
     Ok(SimSpec {
@@ -59,7 +59,7 @@ fn ck_prior_on(manifest: &Path) -> anyhow::Result<Prior> {
 /// The Triton job's limits on one card's sweep, over `kept`: that card's prior.
 fn triton_prior_on(matrix: &LatencyMatrix, kept: &[Candidate]) -> anyhow::Result<Prior> {
     let m = matrix.select_candidates(|c| kept.contains(c));
-    let settings = gemm_synth::app::ship::triton_job()?.settings();
+    let settings = gemm_synth::app::ship::triton_job(&gemm_synth::app::ship::TRITON_RULES[0])?.settings();
     let train: Vec<usize> = (0..m.shapes.len()).filter(|&s| m.best(s).is_some()).collect();
     let limits = gemm_synth::synthesize::Limits { log_ratio: settings.weight.log_ratio(), ..settings.limits };
     let weights = settings.weight.weights(&m, &train);

@@ -262,6 +262,38 @@ fn dry_run_plans_without_a_gpu_and_writes_nothing() {
     assert!(!out.exists(), "a dry run writes nothing");
 }
 
+/// `--shapes-from LOG`: the layers of vLLM's default-config warnings (N and K, no M: at the tuner's M
+/// values) become the layers of the plan, each named once; the same log with --model is one error.
+#[test]
+fn shapes_from_a_runtime_log_are_the_layers_to_tune() {
+    let log = "tests/data/runtime-logs/vllm.log";
+    let o = synth(&["tune", "--shapes-from", log, "--runtime", "vllm", "--dry-run", "--out", "unused"], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let layers: BTreeSet<&str> =
+        text.lines().filter_map(|l| l.strip_prefix("layer ")).filter_map(|l| l.split(':').next()).collect();
+    // The log's three warnings name N=16384 K=5120 twice and N=5120 K=8192 once; its found-config line for
+    // N=7168 K=5120 is not a warning (the fixtures' README).
+    assert_eq!(layers, BTreeSet::from(["N=16384 K=5120", "N=5120 K=8192"]), "{text}");
+    assert!(!Path::new(env!("CARGO_MANIFEST_DIR")).join("unused").exists());
+    let both = [
+        "tune",
+        "--shapes-from",
+        log,
+        "--model",
+        "llama-3.1-8b",
+        "--tp",
+        "1",
+        "--runtime",
+        "vllm",
+        "--dry-run",
+        "--out",
+        "unused",
+    ];
+    let o = synth(&both, &[]);
+    assert!(!o.status.success() && stderr(&o).contains("--shapes-from names the shapes itself"), "{}", stderr(&o));
+}
+
 #[test]
 fn bad_input_gives_one_clear_error() {
     let tmp = tempfile::tempdir().unwrap();

@@ -57,10 +57,13 @@ pub struct ExportArgs {
     pub max_m: u32,
 }
 
+/// A layer's (N, K).
+pub type Nk = (u32, u32);
+
 /// The (N, K) layers to export, sorted and without duplicates, and a model's layers left out (K not a
 /// multiple of 128: no 128 x 128 block-FP8 GEMM runs them, as `synth bench` says of them too). A layer the
 /// user names with `--shapes` is never left out: it is an error.
-pub fn layers(args: &ExportArgs) -> anyhow::Result<(Vec<(u32, u32)>, Vec<(u32, u32)>)> {
+pub fn layers(args: &ExportArgs) -> anyhow::Result<(Vec<Nk>, Vec<Nk>)> {
     let mut out = BTreeSet::new();
     let model = args.model.given().then(|| args.model.option_text(""));
     match (&args.shapes, &model, args.tp) {
@@ -91,8 +94,7 @@ pub fn layers(args: &ExportArgs) -> anyhow::Result<(Vec<(u32, u32)>, Vec<(u32, u
     if out.is_empty() {
         bail!("--shapes: no N:K pair given");
     }
-    let (kept, left): (Vec<(u32, u32)>, Vec<(u32, u32)>) =
-        out.into_iter().partition(|(_, k)| k % crate::catalog::triton::SCALE_K == 0);
+    let (kept, left): (Vec<Nk>, Vec<Nk>) = out.into_iter().partition(|(_, k)| k % crate::catalog::triton::SCALE_K == 0);
     match (left.first(), args.shapes.is_some() || kept.is_empty()) {
         (Some((n, k)), true) => {
             bail!("layer N={n} K={k}: K is not a multiple of 128, so no 128x128 block-FP8 GEMM runs it")

@@ -150,7 +150,7 @@ pub fn spec_for(
 ) -> anyhow::Result<TuneSpec> {
     let job = match family {
         Family::Ck => super::ship::ck_job()?,
-        Family::Triton => super::ship::triton_job()?,
+        Family::Triton => super::ship::triton_job(&super::ship::TRITON_RULES[0])?,
     };
     let settings = job.settings();
     Ok(TuneSpec {
@@ -167,18 +167,35 @@ pub fn spec_for(
     })
 }
 
-/// The layers as `synth export` resolves them (model and --tp, or --shapes).
-fn target_layers(args: &TuneArgs) -> anyhow::Result<Vec<(u32, u32)>> {
+/// The layers to tune and each one's M values: a runtime's log (`--shapes-from`: the shapes it ran, and the
+/// tuner's M values for a layer whose message carries no M), or the layers `synth export` resolves (model and
+/// --tp, or --shapes) at the tuner's M values.
+fn target_layers(args: &TuneArgs) -> anyhow::Result<BTreeMap<(u32, u32), Vec<u32>>> {
     if let Some(log) = &args.shapes_from {
-        // The reader of runtime logs (`shapes::runtime_log::shapes_from_log`) goes here: its (M, N, K)
-        // become the layers and each layer's M values.
-        bail!(
-            "--shapes-from {}: reading a runtime's log is not in this build yet; give the layers with --model NAME \
-             --tp T or --shapes N:K,...",
-            crate::sanitize::shown_path(log)
-        );
+        if args.model.given() || args.shapes.is_some() || args.tp.is_some() {
+            bail!("--shapes-from names the shapes itself: drop --model/--hf-config/--spec, --tp and --shapes");
+        }
+        let found = crate::shapes::runtime_log::shapes_from_log(log, &TUNER_MS)?;
+        let mut layers: BTreeMap<(u32, u32), Vec<u32>> = BTreeMap::new();
+        for (m, n, k) in found.shapes {
+            if k % crate::catalog::triton::SCALE_K != 0 {
+                bail!(
+                    "--shapes-from {}: N={n} K={k}: K is not a multiple of 128, so no 128x128 block-FP8 GEMM runs it",
+                    crate::sanitize::shown_path(log)
+                );
+            }
+            layers.entry((n, k)).or_default().push(m);
+        }
+        if layers.is_empty() {
+            bail!(
+                "--shapes-from {}: no shape of the a8w8 blockscale GEMM in it (AITER's untuned CSV or \
+                 \"not found tuned config\" lines, vLLM's or SGLang's default-config warnings)",
+                crate::sanitize::shown_path(log)
+            );
+        }
+        return Ok(layers);
     }
-    super::export::layers(&ExportArgs {
+    let (nks, left) = super::export::layers(&ExportArgs {
         runtime: Runtime::Vllm,
         rule: PathBuf::new(),
         model: args.model.clone(),
@@ -187,7 +204,11 @@ fn target_layers(args: &TuneArgs) -> anyhow::Result<Vec<(u32, u32)>> {
         device_name: String::new(),
         out: args.out.clone(),
         max_m: DEFAULT_MAX_M,
-    })
+    })?;
+    if let Some(note) = super::export::left_out_note(&left) {
+        outln!("{note}");
+    }
+    Ok(nks.into_iter().map(|nk| (nk, TUNER_MS.to_vec())).collect())
 }
 
 pub fn run(args: TuneArgs) -> anyhow::Result<()> {
@@ -203,8 +224,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<()> {
         }
         return run_replay(&args, family, stop);
     }
-    let layers: BTreeMap<(u32, u32), Vec<u32>> =
-        target_layers(&args)?.into_iter().map(|nk| (nk, TUNER_MS.to_vec())).collect();
+    let layers = target_layers(&args)?;
     let spec = spec_for(family, layers, stop, args.seed)?;
     if args.dry_run {
         return dry_run(&args, &spec);
@@ -311,8 +331,9 @@ fn run_replay(args: &TuneArgs, family: Family, stop: Stop) -> anyhow::Result<()>
         .transpose()
         .map_err(anyhow::Error::msg)?;
     let matrix = crate::tune::replay::load_matrix(&args.replay, backends.as_ref(), &catalog, false)?;
-    let wanted: Option<Vec<(u32, u32)>> =
-        (args.shapes.is_some() || args.model.given() || args.tp.is_some()).then(|| target_layers(args)).transpose()?;
+    let wanted: Option<Vec<(u32, u32)>> = (args.shapes.is_some() || args.model.given() || args.tp.is_some())
+        .then(|| target_layers(args).map(|l| l.into_keys().collect()))
+        .transpose()?;
     let mut layers: BTreeMap<(u32, u32), Vec<u32>> = BTreeMap::new();
     for s in (0..matrix.shapes.len()).filter(|&s| matrix.best(s).is_some()) {
         let sh = matrix.shapes[s];
