@@ -143,7 +143,7 @@ fn committed_patch_is_well_formed_and_embeds_the_committed_rule() {
     let fresh = render_aiter_header(&main_rule(&catalog), &catalog, &provenance()).unwrap();
     let body = |h: &str| h.lines().skip_while(|l| l.starts_with("//")).collect::<Vec<_>>().join("\n");
     assert_eq!(body(&header), body(&fresh));
-    assert!(header.contains("// Dataset: measurements/h200/datasets.toml"), "provenance of synth run");
+    assert!(header.contains("// Dataset: measurements/zoo/datasets.toml"), "provenance of synth run");
 }
 
 /// Rebuilds the old side of every changed file from the patch's hunks (filler lines elsewhere), plus the
