@@ -76,7 +76,7 @@ fn the_manifest_check_writes_one_row_per_configuration() {
         &s(&[
             "drift",
             "--dataset",
-            "measurements/h200/datasets.toml",
+            "measurements/zoo/datasets.toml",
             "--min-fraction",
             "0.5",
             "--report-json",
