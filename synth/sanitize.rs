@@ -142,6 +142,27 @@ pub fn shell_word(word: &str) -> String {
     shlex::try_quote(&word).map(|q| q.into_owned()).unwrap_or_else(|_| format!("'{}'", word.replace('\'', "'\\''")))
 }
 
+/// A GBNF string literal: `"`, `\` and control characters escaped (llama.cpp's escapes).
+pub fn gbnf_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                let _ = write!(out, "\\x{:02X}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -282,25 +282,8 @@ fn decode_knobs(space: &KnobSpace, content: &str) -> Result<String, String> {
     Ok(space.render(&setting))
 }
 
-/// A GBNF string literal: `"`, `\` and control characters escaped (llama.cpp's escapes; the same as
-/// `rule::grammar::gbnf_literal`, which the engine may not import).
-pub fn gbnf_literal(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => out.push_str(&format!("\\x{:02X}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+/// A GBNF string literal (one escape for the grammar of rules and of rewrites: `crate::sanitize`).
+pub use crate::sanitize::gbnf_literal;
 
 /// A whole file in one fenced block; `{"source": FILE}` under the schema.
 fn whole_file() -> Constraint {
