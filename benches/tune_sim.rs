@@ -164,7 +164,7 @@ impl Out {
 
 fn ck(out: &mut Out) -> anyhow::Result<()> {
     let catalog = Catalog::embedded();
-    let h200_prior = gemm_synth::app::tune::prior(Family::Ck)?;
+    let h200_prior = gemm_synth::app::tune::prior(Family::Ck, "NVIDIA_H200")?;
     let h100_prior = ck_prior_on(&root().join("measurements/h100/datasets.toml"))?;
     for (card, prior_name, prior, manifest) in [
         ("H100", "H200", h200_prior, "measurements/h100/datasets.toml"),
@@ -187,7 +187,7 @@ fn triton(out: &mut Out) -> anyhow::Result<()> {
     let catalog = Catalog::embedded();
     let h100 = triton_space("measurements/h100/triton-space")?;
     let h200 = triton_space("measurements/h200/triton-space")?;
-    let h200_prior = gemm_synth::app::tune::prior(Family::Triton)?;
+    let h200_prior = gemm_synth::app::tune::prior(Family::Triton, "NVIDIA_H200")?;
     let h100_prior = triton_prior_on(&h100, &h100_kept()?)?;
     for (card, prior_name, prior, matrix) in [("H100", "H200", h200_prior, &h100), ("H200", "H100", h100_prior, &h200)]
     {

@@ -232,6 +232,26 @@ fn live_tune_resumes_from_its_journal_and_measures_no_cell_twice() {
     assert!(out.join("tune-report.md").is_file() && out.join("rule.json").is_file());
 }
 
+/// A tune interrupted after round 1 and resumed ends with the rule of the same tune run without a stop
+/// (the resumed run replays round 1 from its journal instead of training its first round on every cell the
+/// journal holds), and so does a rerun of a finished tune over its journal.
+#[test]
+fn a_resumed_tune_ships_the_rule_of_an_uninterrupted_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |journal: &str, out: &str, rounds: &str| {
+        let o = synth(&live_args(journal, out, rounds), &[]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        std::fs::read_to_string(Path::new(out).join("rule.json")).unwrap()
+    };
+    let path = |name: &str| tmp.path().join(name).to_str().unwrap().to_string();
+    let straight = run(&path("a.csv"), &path("a"), "3");
+    run(&path("b.csv"), &path("b1"), "1");
+    let resumed = run(&path("b.csv"), &path("b3"), "3");
+    assert_eq!(resumed, straight, "the resumed tune's rule differs from the uninterrupted tune's");
+    let again = run(&path("a.csv"), &path("a-again"), "3");
+    assert_eq!(again, straight, "a rerun over a finished journal ships another rule");
+}
+
 /// `--dry-run` prints the first round and an estimate; it starts no harness and writes nothing.
 #[test]
 fn dry_run_plans_without_a_gpu_and_writes_nothing() {

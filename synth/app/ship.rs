@@ -88,6 +88,13 @@ pub const TRITON_RULES: [TritonRule; 2] = [
     },
 ];
 
+/// The Triton rule of the card `device` names: the H100's for a name that says H100, else the H200's (as
+/// `configs::triton_rule_for` picks the embedded rule).
+pub fn triton_rule_of(device: &str) -> &'static TritonRule {
+    let h100 = device.to_ascii_uppercase().contains("H100");
+    &TRITON_RULES[usize::from(h100)]
+}
+
 /// A Triton rule's job: its manifest with `--backends triton`.
 pub fn triton_job(spec: &TritonRule) -> anyhow::Result<MultiJob> {
     let limits = LimitArgs { max_leaves: Some(spec.leaves), ..LimitArgs::default() };

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 
-use super::configs::{Target, CK_RULE, TRITON_RULE};
+use super::configs::{Target, CK_RULE};
 use super::export::{ExportArgs, ExportSpec, DEFAULT_MAX_M};
 use crate::catalog::{Candidate, Catalog, Libtype};
 use crate::export::Runtime;
@@ -127,8 +127,10 @@ fn family_of(target: Target) -> Family {
 }
 
 /// The prior: the shipped rule of the runtime's family and its candidate set (Triton: the kept set).
-pub fn prior(family: Family) -> anyhow::Result<Prior> {
-    let (path, text) = if family == Family::Ck { CK_RULE } else { TRITON_RULE };
+/// The Triton prior is the shipped rule of the card `device` names (`configs::triton_rule_for`: the H100's
+/// for a name that says H100, else the H200's).
+pub fn prior(family: Family, device: &str) -> anyhow::Result<Prior> {
+    let (path, text) = if family == Family::Ck { CK_RULE } else { super::configs::triton_rule_for(device) };
     let rule =
         crate::rule::parse_json(text).map_err(|e| anyhow::anyhow!("internal error: the embedded {path}: {e}"))?;
     let candidates = match family {
@@ -146,17 +148,17 @@ pub fn spec_for(
     family: Family,
     layers: BTreeMap<(u32, u32), Vec<u32>>,
     stop: Stop,
-    seed: u64,
+    (seed, device): (u64, &str),
 ) -> anyhow::Result<TuneSpec> {
     let job = match family {
         Family::Ck => super::ship::ck_job()?,
-        Family::Triton => super::ship::triton_job(&super::ship::TRITON_RULES[0])?,
+        Family::Triton => super::ship::triton_job(super::ship::triton_rule_of(device))?,
     };
     let settings = job.settings();
     Ok(TuneSpec {
         family,
         layers,
-        prior: prior(family)?,
+        prior: prior(family, device)?,
         limits: settings.limits,
         weight: settings.weight,
         first_ms: 4,
@@ -225,11 +227,11 @@ pub fn run(args: TuneArgs) -> anyhow::Result<()> {
         return run_replay(&args, family, stop);
     }
     let layers = target_layers(&args)?;
-    let spec = spec_for(family, layers, stop, args.seed)?;
     if args.dry_run {
-        return dry_run(&args, &spec);
+        let device = args.device_name.clone().unwrap_or_default();
+        return dry_run(&args, &spec_for(family, layers, stop, (args.seed, &device))?);
     }
-    run_live(&args, &spec)
+    run_live(&args, (family, layers, stop))
 }
 
 /// The first round's plan and its GPU-time estimate, without a GPU (cells a journal holds left out).
@@ -348,14 +350,14 @@ fn run_replay(args: &TuneArgs, family: Family, stop: Stop) -> anyhow::Result<()>
         v.sort_unstable();
         v.dedup();
     });
-    let spec = spec_for(family, layers, stop, args.seed)?;
+    let device = args.device_name.clone().or(matrix.device.clone()).unwrap_or_else(|| matrix.gfx.clone());
+    let spec = spec_for(family, layers, stop, (args.seed, &device))?;
     if args.dry_run {
         bail!("--dry-run prints a live tune's first round; with --replay nothing is measured anyway: drop one");
     }
     let mut replay = crate::tune::replay::Replay::new(&matrix);
     let total = replay.total_cells();
-    let tuned = crate::tune::tune(&spec, &catalog, &mut replay, BTreeMap::new(), print_round)?;
-    let device = args.device_name.clone().or(matrix.device.clone()).unwrap_or_else(|| matrix.gfx.clone());
+    let tuned = crate::tune::tune(&spec, &catalog, &mut replay, print_round)?;
     let what = format!(
         "Replayed on {} journal(s) ({total} measured cells; every \"measure\" answered from them, no GPU). GPU \
          seconds are the replayed cells' summed kernel times.",
@@ -365,8 +367,11 @@ fn run_replay(args: &TuneArgs, family: Family, stop: Stop) -> anyhow::Result<()>
     write_outputs(args, &spec, &tuned, &catalog, (&device, total, &what), &inputs)
 }
 
-/// A live tune: the probe, the journal (resumed), the rounds on the GPU.
-fn run_live(args: &TuneArgs, spec: &TuneSpec) -> anyhow::Result<()> {
+/// A live tune: the probe, the prior of the card it names, the journal (resumed), the rounds on the GPU.
+fn run_live(
+    args: &TuneArgs,
+    (family, layers, stop): (Family, BTreeMap<(u32, u32), Vec<u32>>, Stop),
+) -> anyhow::Result<()> {
     let Some(journal_path) = &args.journal else {
         bail!("synth tune measures into a journal, its state across runs: give --journal PATH (a CSV file)");
     };
@@ -379,6 +384,8 @@ fn run_live(args: &TuneArgs, spec: &TuneSpec) -> anyhow::Result<()> {
     };
     let device = harness.probe()?;
     errln!("device: {} ({}, {} CUs/SMs, {})", device.name, device.gfx, device.cu_num, device.backend);
+    let name = args.device_name.clone().unwrap_or_else(|| device.name.replace(' ', "_"));
+    let spec = &spec_for(family, layers, stop, (args.seed, &name))?;
     let (mut journal, _) = crate::measure::Journal::open(journal_path, &catalog)?;
     let expected = crate::measure::journal::ExpectedDevice {
         name: Some(device.name.clone()),
@@ -390,19 +397,9 @@ fn run_live(args: &TuneArgs, spec: &TuneSpec) -> anyhow::Result<()> {
     crate::measure::journal::check_resumable(journal_path, journal.first_read(), &expected)?;
     journal.expect_device(expected);
     let libtype = family_libtype(spec.family);
-    let known: BTreeMap<CellId, Cell> = journal
-        .rows()
-        .iter()
-        .filter(|r| r.recheck == 0 && r.libtype == libtype)
-        .map(|r| {
-            (
-                (Shape::new(r.m, r.n, r.k), Candidate::of(r.libtype, r.kernel_id, r.split_k)),
-                crate::tune::live::cell_of(r),
-            )
-        })
-        .collect();
-    if !known.is_empty() {
-        errln!("journal {}: {} cells known from earlier runs", crate::sanitize::shown_path(journal_path), known.len());
+    let known = journal.rows().iter().filter(|r| r.recheck == 0 && r.libtype == libtype).count();
+    if known > 0 {
+        errln!("journal {}: {known} cells known from earlier runs", crate::sanitize::shown_path(journal_path));
     }
     let mut live = crate::tune::live::Live {
         harness: &harness,
@@ -416,7 +413,7 @@ fn run_live(args: &TuneArgs, spec: &TuneSpec) -> anyhow::Result<()> {
         spent: 0.0,
     };
     let layers_ck: usize = ck_universe_cells(spec, &live);
-    let result = crate::tune::tune(spec, &catalog, &mut live, known, print_round);
+    let result = crate::tune::tune(spec, &catalog, &mut live, print_round);
     drop(live);
     let tuned = match result {
         Ok(t) => t,
@@ -426,7 +423,6 @@ fn run_live(args: &TuneArgs, spec: &TuneSpec) -> anyhow::Result<()> {
             return Err(e);
         }
     };
-    let name = args.device_name.clone().unwrap_or_else(|| device.name.replace(' ', "_"));
     let what = format!(
         "Measured live on {} with the harness; the journal is {}.",
         device.name,

@@ -144,19 +144,36 @@ pub struct Tuned {
     pub device: (String, u32),
 }
 
+/// Why a round of `next` new cells is not started: at this run's GPU seconds per measured cell (`spent` over
+/// `done`, compiles included), it would end past `limit`. `None` before anything is measured.
+fn past_budget(limit: f64, spent: f64, done: usize, next: usize) -> Option<String> {
+    if done == 0 || next == 0 {
+        return None;
+    }
+    let rate = spent / done as f64;
+    let predicted = rate * next as f64;
+    (spent + predicted > limit).then(|| {
+        format!(
+            "the budget ({limit:.0} GPU seconds): the next round's {next} cells would take about {predicted:.0} s \
+             more at this run's {rate:.3} s per cell"
+        )
+    })
+}
+
 /// Runs the rounds: plan, measure what is not known, retrain, estimate; `on_round` sees each finished
-/// round. `known` holds cells measured before (a resumed journal): they are never measured again.
+/// round. A resumed run starts from round 1 too: the measurer answers the cells its journal holds without
+/// measuring them, so the finished rounds are replayed as they ran (the loop is deterministic given the
+/// answers) and only the cells of later rounds reach the GPU.
 pub fn tune(
     spec: &TuneSpec,
     catalog: &Catalog,
     measurer: &mut dyn Measurer,
-    known: BTreeMap<CellId, Cell>,
     mut on_round: impl FnMut(&RoundLog),
 ) -> anyhow::Result<Tuned> {
     check_spec(spec)?;
     let mut st = planner::initial(spec);
-    st.known = known;
     let mut rounds: Vec<RoundLog> = Vec::new();
+    let mut measured = 0usize;
     let stopped = loop {
         if st.round >= spec.stop.max_rounds {
             break format!("the round limit ({})", spec.stop.max_rounds);
@@ -171,7 +188,13 @@ pub fn tune(
             break "no cell left that can change the rule".to_string();
         }
         let todo: Vec<CellId> = plan.into_iter().filter(|c| !st.known.contains_key(c)).collect();
+        if let Some(why) =
+            spec.stop.gpu_seconds.and_then(|l| past_budget(l, measurer.gpu_seconds(), measured, todo.len()))
+        {
+            break why;
+        }
         let cells = measurer.measure(&todo)?;
+        measured += todo.len();
         anyhow::ensure!(cells.len() == todo.len(), "the measurer answered {} of {} cells", cells.len(), todo.len());
         st.known.extend(todo.iter().copied().zip(cells));
         let (gfx, cu_num) = measurer.device();
@@ -350,4 +373,20 @@ pub fn estimate(catalog: &Catalog, st: &State, rule: &Rule, gfx: &str, cu_num: u
 pub fn of_oracle(matrix: &LatencyMatrix, catalog: &Catalog, rule: &Rule, shapes: &[usize]) -> f64 {
     let policy = Policy::Rule { name: "rule".to_string(), rule: rule.clone() };
     compare::evaluate(matrix, catalog, &[policy], shapes).policies[0].summary.of_oracle
+}
+
+#[cfg(test)]
+mod tests {
+    use super::past_budget;
+
+    #[test]
+    fn a_round_that_would_end_past_the_budget_is_not_started() {
+        // 100 cells in 50 s: 0.5 s per cell; 60 more cells would take 30 s, ending at 80 s.
+        assert!(past_budget(80.0, 50.0, 100, 60).is_none());
+        let why = past_budget(79.0, 50.0, 100, 60).expect("80 s is past 79 s");
+        assert!(why.contains("60 cells") && why.contains("about 30 s"), "{why}");
+        // Nothing measured yet (or nothing to measure): no rate, no refusal.
+        assert!(past_budget(1.0, 0.0, 0, 1000).is_none());
+        assert!(past_budget(1.0, 5.0, 10, 0).is_none());
+    }
 }

@@ -111,7 +111,7 @@ pub fn simulate(matrix: &LatencyMatrix, catalog: &Catalog, spec: &SimSpec) -> an
     let mut replay = Replay::new(matrix);
     let total = replay.total_cells();
     let mut points = Vec::new();
-    tune(&tspec, catalog, &mut replay, BTreeMap::new(), |r| {
+    tune(&tspec, catalog, &mut replay, |r| {
         let q = of_oracle(matrix, catalog, &r.rule, &all);
         points.push(SimPoint {
             round: r.round,
