@@ -485,21 +485,8 @@ mod tests {
     }
 
     fn attempt(id: usize, text: String, score: Option<f64>) -> Attempt {
-        Attempt {
-            iteration: id,
-            lineage: 0,
-            proposer: "knobs".into(),
-            candidate: text,
-            eval: Evaluation { score, feedback: String::new(), details: serde_json::Value::Null },
-            reflection: String::new(),
-            id,
-            slot: 0,
-            parent_id: None,
-            guidance: String::new(),
-            duplicate_of: None,
-            raw: None,
-            agent: serde_json::Value::Null,
-        }
+        let eval = Evaluation { score, feedback: String::new(), details: serde_json::Value::Null };
+        Attempt::new(id, id, "knobs", text, eval)
     }
 
     fn request(history: Vec<Attempt>, slot: usize) -> ProposalRequest {

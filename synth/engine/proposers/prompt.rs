@@ -358,21 +358,8 @@ mod tests {
     }
 
     fn attempt(id: usize, score: Option<f64>, candidate: String, feedback: String) -> Attempt {
-        Attempt {
-            iteration: id,
-            lineage: 1,
-            proposer: "p".into(),
-            candidate,
-            eval: Evaluation { score, feedback, details: serde_json::Value::Null },
-            reflection: String::new(),
-            id,
-            slot: 0,
-            parent_id: None,
-            guidance: String::new(),
-            duplicate_of: None,
-            raw: None,
-            agent: serde_json::Value::Null,
-        }
+        let eval = Evaluation { score, feedback, details: serde_json::Value::Null };
+        Attempt { lineage: 1, ..Attempt::new(id, id, "p", candidate, eval) }
     }
 
     struct Case {
