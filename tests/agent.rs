@@ -427,19 +427,8 @@ fn rule_task_failures_carry_positions_and_limits() {
     assert!(e.feedback.contains("3 leaves") && e.feedback.contains("at most 2"), "{}", e.feedback);
     let reflection = RuleReflector.reflect(
         &gemm_synth::engine::Attempt {
-            iteration: 1,
             lineage: 1,
-            proposer: "x".into(),
-            candidate: bad.into(),
-            eval: task.evaluate(bad),
-            reflection: String::new(),
-            id: 1,
-            slot: 0,
-            parent_id: None,
-            guidance: String::new(),
-            duplicate_of: None,
-            raw: None,
-            agent: serde_json::Value::Null,
+            ..gemm_synth::engine::Attempt::new(1, 1, "x", bad.into(), task.evaluate(bad))
         },
         None,
     );
@@ -729,19 +718,8 @@ fn openai_proposer_refits_after_a_context_refusal_and_reports_cut_answers_and_ne
     let task = RuleTask::new(setup.clone());
     let base = task.evaluate(&two_leaf_rule());
     let history = vec![gemm_synth::engine::Attempt {
-        iteration: 0,
-        lineage: 0,
-        proposer: "baseline".into(),
-        candidate: two_leaf_rule(),
-        eval: base.clone(),
         reflection: "x".repeat(6000),
-        id: 0,
-        slot: 0,
-        parent_id: None,
-        guidance: String::new(),
-        duplicate_of: None,
-        raw: None,
-        agent: serde_json::Value::Null,
+        ..gemm_synth::engine::Attempt::new(0, 0, "baseline", two_leaf_rule(), base.clone())
     }];
     let req = gemm_synth::engine::ProposalRequest {
         task_context: task.context(),

@@ -230,70 +230,95 @@ fn link_on_path(dir: &Path, rel: &str) -> Option<(PathBuf, PathBuf)> {
 
 /// The report for a tree the whole patch neither applies to nor is applied in.
 fn diagnose(dir: &Path, files: &[FilePatch]) -> anyhow::Result<String> {
-    let mut lines = vec![format!(
-        "the patch neither applies to {} nor is applied there (it was written against ROCm/aiter {AITER_COMMIT}):",
-        dir.display()
-    )];
-    let mut other_patch = false;
-    let mut linked = false;
-    // Files this patch adds, already there as it would write them, and every hunk of the files it changes
-    // still to apply: what an earlier application leaves after `git checkout` of the changed files.
-    let mut added_left = Vec::new();
-    let mut hunks_apply = true;
+    let mut d = Diagnosis {
+        lines: vec![format!(
+            "the patch neither applies to {} nor is applied there (it was written against ROCm/aiter {AITER_COMMIT}):",
+            dir.display()
+        )],
+        other_patch: false,
+        linked: false,
+        added_left: Vec::new(),
+        hunks_apply: true,
+    };
     for f in files {
-        let path = dir.join(&f.path);
         if let Some((link, to)) = link_on_path(dir, &f.path) {
-            linked = true;
+            d.linked = true;
             // git refuses to patch through a link (it would write outside the checkout): say so, not
             // that the file is missing or that AITER changed.
-            lines.push(format!(
+            d.lines.push(format!(
                 "  {}: {} is a symbolic link (to {}); the patch changes files inside the checkout only: replace \
                  the link with the directory or file it stands for",
                 f.path,
                 link.display(),
                 to.display()
             ));
-            continue;
+        } else if f.new_file {
+            d.added_file(dir, f);
+        } else {
+            d.changed_file(dir, f)?;
         }
-        if f.new_file {
-            // Only a regular file is read (a FIFO there would block).
-            let text = match std::fs::symlink_metadata(&path) {
-                Ok(m) if m.is_file() => {
-                    crate::input::read_text_capped(&path, MAX_PATCH_BYTES, "source file").map_err(|_| ())
-                }
-                Ok(m) => {
-                    lines.push(format!(
-                        "  {}: {} is in the way (the patch adds a regular file here); move it away",
-                        f.path,
-                        crate::paths::file_kind(&m)
-                    ));
-                    continue;
-                }
-                Err(_) => Err(()),
-            };
-            match text {
-                Err(_) => lines.push(format!("  {}: not present yet (the patch adds it)", f.path)),
-                Ok(text) if text == f.hunks[0].new_text() => {
-                    added_left.push(f.path.clone());
-                    lines.push(format!("  {}: present, as in this patch", f.path))
-                }
-                Ok(_) => {
-                    other_patch = true;
-                    lines.push(format!(
-                        "  {}: present with other contents (another gemm-synth patch, e.g. of another rule, is applied)",
-                        f.path
-                    ));
-                }
+    }
+    d.lines.push(d.advice(dir));
+    Ok(d.lines.join("\n"))
+}
+
+/// What [`diagnose`] found so far: its report lines and what decides the advice.
+struct Diagnosis {
+    lines: Vec<String>,
+    /// A file the patch adds is there with other contents.
+    other_patch: bool,
+    /// A path the patch writes goes through a symbolic link.
+    linked: bool,
+    /// Files this patch adds, already there as it would write them, and every hunk of the files it changes
+    /// still to apply: what an earlier application leaves after `git checkout` of the changed files.
+    added_left: Vec<String>,
+    hunks_apply: bool,
+}
+
+impl Diagnosis {
+    /// The state of a file the patch adds.
+    fn added_file(&mut self, dir: &Path, f: &FilePatch) {
+        let path = dir.join(&f.path);
+        // Only a regular file is read (a FIFO there would block).
+        let text = match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_file() => {
+                crate::input::read_text_capped(&path, MAX_PATCH_BYTES, "source file").map_err(|_| ())
             }
-            continue;
+            Ok(m) => {
+                self.lines.push(format!(
+                    "  {}: {} is in the way (the patch adds a regular file here); move it away",
+                    f.path,
+                    crate::paths::file_kind(&m)
+                ));
+                return;
+            }
+            Err(_) => Err(()),
+        };
+        match text {
+            Err(_) => self.lines.push(format!("  {}: not present yet (the patch adds it)", f.path)),
+            Ok(text) if text == f.hunks[0].new_text() => {
+                self.added_left.push(f.path.clone());
+                self.lines.push(format!("  {}: present, as in this patch", f.path))
+            }
+            Ok(_) => {
+                self.other_patch = true;
+                self.lines.push(format!(
+                    "  {}: present with other contents (another gemm-synth patch, e.g. of another rule, is applied)",
+                    f.path
+                ));
+            }
         }
-        if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
-            lines.push(format!("  {}: missing: AITER has moved or removed this file", f.path));
-            continue;
+    }
+
+    /// The state of each hunk of a file the patch changes (or that the file is missing).
+    fn changed_file(&mut self, dir: &Path, f: &FilePatch) -> anyhow::Result<()> {
+        if !std::fs::symlink_metadata(dir.join(&f.path)).is_ok_and(|m| m.is_file()) {
+            self.lines.push(format!("  {}: missing: AITER has moved or removed this file", f.path));
+            return Ok(());
         }
         for (i, h) in f.hunks.iter().enumerate() {
             let hunk = hunk_state(dir, f, i)?;
-            hunks_apply &= hunk == HunkState::Applies;
+            self.hunks_apply &= hunk == HunkState::Applies;
             let state = match hunk {
                 HunkState::Applies => "matches (would apply)".to_string(),
                 HunkState::Applied => "already applied".to_string(),
@@ -305,30 +330,32 @@ fn diagnose(dir: &Path, files: &[FilePatch]) -> anyhow::Result<String> {
                     )
                 }
             };
-            lines.push(format!("  {} hunk {} of {}: {state}", f.path, i + 1, f.hunks.len()));
+            self.lines.push(format!("  {} hunk {} of {}: {state}", f.path, i + 1, f.hunks.len()));
         }
+        Ok(())
     }
-    if linked {
-        lines.push(
+
+    /// The report's last line: what to do.
+    fn advice(&self, dir: &Path) -> String {
+        if self.linked {
             "what to do: replace the symbolic links above with real directories or files (a checkout of \
              ROCm/aiter has none there), then run this again"
-                .to_string(),
-        );
-    } else if other_patch {
-        lines.push(format!("what to do: {}", revert_advice(dir)));
-    } else if !added_left.is_empty() && hunks_apply {
-        lines.push(format!(
-            "what to do: the files this patch adds are there already, left by an earlier application whose other \
-             changes were reverted: remove {} (in {}), then run this again",
-            added_left.join(" "),
-            dir.display()
-        ));
-    } else {
-        lines.push(format!(
-            "what to do: check out ROCm/aiter {AITER_COMMIT} (or a commit where these hunks match), or port the hunks that do \
-             not match by hand: see `git apply --reject` in {} for the rejected parts",
-            dir.display()
-        ));
+                .to_string()
+        } else if self.other_patch {
+            format!("what to do: {}", revert_advice(dir))
+        } else if !self.added_left.is_empty() && self.hunks_apply {
+            format!(
+                "what to do: the files this patch adds are there already, left by an earlier application whose other \
+                 changes were reverted: remove {} (in {}), then run this again",
+                self.added_left.join(" "),
+                dir.display()
+            )
+        } else {
+            format!(
+                "what to do: check out ROCm/aiter {AITER_COMMIT} (or a commit where these hunks match), or port the hunks that do \
+                 not match by hand: see `git apply --reject` in {} for the rejected parts",
+                dir.display()
+            )
+        }
     }
-    Ok(lines.join("\n"))
 }

@@ -15,32 +15,84 @@ use serde::{Deserialize, Serialize};
 /// aiter` measures up to here, `auto` up to 3. The AITER patch passes KBatch = 1 << splitK.
 pub const MAX_SPLIT_K: u32 = 5;
 
-/// Parameters of a CK legacy (`libtype` = `ck`) blockscale instance, in name order.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct LegacyParams {
-    pub scale_block_m: u32,
-    pub scale_block_n: u32,
-    pub scale_block_k: u32,
-    pub block_size: u32,
-    pub m_per_block: u32,
-    pub n_per_block: u32,
-    pub k_per_block: u32,
-    pub ak1: u32,
-    pub bk1: u32,
-    pub m_per_xdl: u32,
-    pub n_per_xdl: u32,
-    pub m_xdl_per_wave: u32,
-    pub n_xdl_per_wave: u32,
-    pub a_block_transfer: [u32; 3],
-    pub b_block_transfer: [u32; 3],
-    pub c_block_transfer: [u32; 4],
-    pub c_block_spv: u32,
-    pub cshuffle_m_xdl_per_wave: u32,
-    pub cshuffle_n_xdl_per_wave: u32,
-    /// "intrawave" or "interwave" as written in names (lower case).
-    pub scheduler: String,
-    /// Pipeline version: 1 (plain) or 3 (prefetching).
-    pub pipeline: u32,
+/// Declares the complete legacy parameters and the older grammar's (the same fields less the XDL-per-wave
+/// ones) from one field list, with the conversions between them: dropping the XDL-per-wave fields
+/// (`From<&Full> for Old`) and adding them back (`Old::with_xdl_per_wave`).
+macro_rules! legacy_params {
+    (
+        $(#[$full_meta:meta])* full $full:ident;
+        $(#[$old_meta:meta])* old $old:ident;
+        [$($(#[$hm:meta])* $h:ident: $ht:ty,)*]
+        xdl [$($(#[$xm:meta])* $x:ident: $xt:ty,)*]
+        [$($(#[$tm:meta])* $t:ident: $tt:ty,)*]
+    ) => {
+        $(#[$full_meta])*
+        pub struct $full {
+            $($(#[$hm])* pub $h: $ht,)*
+            $($(#[$xm])* pub $x: $xt,)*
+            $($(#[$tm])* pub $t: $tt,)*
+        }
+
+        $(#[$old_meta])*
+        pub struct $old {
+            $($(#[$hm])* pub $h: $ht,)*
+            $($(#[$tm])* pub $t: $tt,)*
+        }
+
+        impl From<&$full> for $old {
+            fn from(p: &$full) -> Self {
+                let $full { $($h,)* $($t,)* .. } = p.clone();
+                $old { $($h,)* $($t,)* }
+            }
+        }
+
+        impl $old {
+            /// Adds the MXdlPerWave x NXdlPerWave field back, giving complete parameters.
+            pub fn with_xdl_per_wave(&self, $($x: $xt),*) -> $full {
+                let $old { $($h,)* $($t,)* } = self.clone();
+                $full { $($h,)* $($x,)* $($t,)* }
+            }
+        }
+    };
+}
+
+legacy_params! {
+    /// Parameters of a CK legacy (`libtype` = `ck`) blockscale instance, in name order.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    full LegacyParams;
+    /// Parameters of an older-grammar legacy name: every [`LegacyParams`] field except MXdlPerWave x
+    /// NXdlPerWave, which those names do not carry.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    old OldLegacyParams;
+    [
+        scale_block_m: u32,
+        scale_block_n: u32,
+        scale_block_k: u32,
+        block_size: u32,
+        m_per_block: u32,
+        n_per_block: u32,
+        k_per_block: u32,
+        ak1: u32,
+        bk1: u32,
+        m_per_xdl: u32,
+        n_per_xdl: u32,
+    ]
+    xdl [
+        m_xdl_per_wave: u32,
+        n_xdl_per_wave: u32,
+    ]
+    [
+        a_block_transfer: [u32; 3],
+        b_block_transfer: [u32; 3],
+        c_block_transfer: [u32; 4],
+        c_block_spv: u32,
+        cshuffle_m_xdl_per_wave: u32,
+        cshuffle_n_xdl_per_wave: u32,
+        /// "intrawave" or "interwave" as written in names (lower case).
+        scheduler: String,
+        /// Pipeline version: 1 (plain) or 3 (prefetching).
+        pipeline: u32,
+    ]
 }
 
 /// Parameters of a CK-tile (`libtype` = `cktile`) blockscale instance.
@@ -192,7 +244,7 @@ pub use kinds::{Backends, Libtype, Role};
 pub use load::{CatalogError, CKTILE_FILE, LEGACY_FILE};
 pub use names::{NameError, ParsedName};
 
-use names::{Grammar, OldLegacyParams};
+use names::Grammar;
 
 impl Instance {
     /// "ck" for legacy instances, "cktile" for CK-tile ones (AITER's `libtype`).

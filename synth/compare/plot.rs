@@ -86,6 +86,7 @@ pub fn panels_svg(report: &Report, panels: &[Panel], title: &str) -> anyhow::Res
     let (w, h) = (WIDTH, ROW_HEIGHT * rows + 70);
     let mut order: Vec<usize> = (0..report.policies.len()).filter(|&p| style[p].is_some()).collect();
     order.sort_by_key(|&p| (style[p].map_or(0, |s| s.2), p));
+    let plotted = Plotted { report, style: &style, order: &order };
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (w, h)).into_drawing_area();
@@ -101,89 +102,130 @@ pub fn panels_svg(report: &Report, panels: &[Panel], title: &str) -> anyhow::Res
         ))?;
         let cells = body.split_evenly((rows as usize, COLUMNS));
         for (panel, area) in panels.iter().zip(cells.iter()) {
-            let ms = panel.shapes.iter().map(|&i| f64::from(report.shape_list[i].m.max(1)));
-            let xmin = ms.clone().fold(f64::INFINITY, f64::min).min(1.0e9) / 1.3;
-            let xmax = (ms.fold(0.0, f64::max) * 1.3).max(xmin * 2.0);
-            let fraction = |p: usize, i: usize| report.oracle_us[i] / report.policies[p].outcomes[i].us;
-            let lowest = order
-                .iter()
-                .flat_map(|&p| panel.shapes.iter().map(move |&i| (p, i)))
-                .map(|(p, i)| fraction(p, i))
-                .filter(|f| f.is_finite())
-                .fold(1.0, f64::min);
-            let ymin = (lowest - 0.05).max(0.0);
-            let mut chart = ChartBuilder::on(area)
-                .caption(crate::sanitize::shown(&panel.title), ("sans-serif", 20))
-                .margin(10)
-                .x_label_area_size(40)
-                .y_label_area_size(52)
-                .build_cartesian_2d((xmin..xmax).log_scale(), ymin..YMAX)?;
-            chart
-                .configure_mesh()
-                .x_desc("M")
-                .y_desc("fraction of oracle")
-                .x_labels(6)
-                .y_labels(6)
-                .max_light_lines(0)
-                .label_style(("sans-serif", 17))
-                .axis_desc_style(("sans-serif", 17))
-                .x_label_formatter(&|x| format!("{}", x.round() as u64))
-                .y_label_formatter(&|y| format!("{y:.2}"))
-                .draw()?;
-            chart.draw_series(LineSeries::new(
-                vec![(xmin, 1.0), (xmax, 1.0)],
-                RGBColor(120, 120, 120).stroke_width(1),
-            ))?;
-            for &p in &order {
-                let Some((color, mark, _)) = style[p] else { continue };
-                let pts: Vec<(f64, f64)> = panel
-                    .shapes
-                    .iter()
-                    .map(|&i| (f64::from(report.shape_list[i].m.max(1)), fraction(p, i)))
-                    .filter(|q| q.1.is_finite() && q.1 >= 0.0)
-                    .collect();
-                let logs: f64 = pts.iter().map(|q| q.1.ln()).sum();
-                let geomean = (logs / pts.len() as f64).exp();
-                let geomean = if geomean.is_finite() { format!("{geomean:.3}") } else { "-".to_string() };
-                let label = format!("{} {geomean}", crate::sanitize::shown(&report.policies[p].name));
-                // Every point inside the axes: each coordinate written is a finite number of the panel.
-                let pts: Vec<(f64, f64)> = pts.into_iter().map(|(x, y)| (x, y.min(YMAX))).collect();
-                // Each marker is an element at the point's pixel, offset in pixels.
-                macro_rules! draw {
-                    ($elem:expr) => {{
-                        chart
-                            .draw_series(pts.iter().map(|&q| EmptyElement::at(q) + $elem))?
-                            .label(label)
-                            .legend(move |(x, y)| EmptyElement::at((x + 8, y)) + $elem);
-                    }};
-                }
-                const S: i32 = 5;
-                match mark {
-                    Mark::Cross => {
-                        draw!(PathElement::new(vec![(-S, -S), (S, S), (0, 0), (-S, S), (S, -S)], color.stroke_width(2)))
-                    }
-                    Mark::Triangle => draw!(PathElement::new(
-                        vec![(0, -S - 1), (S + 1, S), (-S - 1, S), (0, -S - 1)],
-                        color.stroke_width(2)
-                    )),
-                    Mark::Square => draw!(Rectangle::new([(-S + 1, -S + 1), (S - 1, S - 1)], color.stroke_width(2))),
-                    Mark::Diamond => {
-                        draw!(Polygon::new(vec![(0, -S - 1), (S + 1, 0), (0, S + 1), (-S - 1, 0)], color.filled()))
-                    }
-                    Mark::Disc => draw!(Circle::new((0, 0), 4, color.filled())),
-                }
-            }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK.mix(0.4))
-                .label_font(("sans-serif", 16))
-                .position(SeriesLabelPosition::LowerRight)
-                .draw()?;
+            plotted.draw_panel(panel, area)?;
         }
         root.present()?;
     }
     Ok(buf)
+}
+
+/// A panel's chart: M on a log axis, the fraction of the oracle up to [`YMAX`].
+type PanelChart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::combinators::LogCoord<f64>, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// What every panel draws: the report, each policy's style (None: not drawn) and the drawing order.
+struct Plotted<'a> {
+    report: &'a Report,
+    style: &'a [Option<(RGBColor, Mark, u8)>],
+    order: &'a [usize],
+}
+
+impl Plotted<'_> {
+    /// Policy `p`'s fraction of the oracle on shape `i`.
+    fn fraction(&self, p: usize, i: usize) -> f64 {
+        self.report.oracle_us[i] / self.report.policies[p].outcomes[i].us
+    }
+
+    /// One panel: its axes (M range and lowest fraction of its shapes), the 1.0 line, each policy's points
+    /// and the legend.
+    fn draw_panel(&self, panel: &Panel, area: &DrawingArea<SVGBackend, plotters::coord::Shift>) -> anyhow::Result<()> {
+        let report = self.report;
+        let ms = panel.shapes.iter().map(|&i| f64::from(report.shape_list[i].m.max(1)));
+        let xmin = ms.clone().fold(f64::INFINITY, f64::min).min(1.0e9) / 1.3;
+        let xmax = (ms.fold(0.0, f64::max) * 1.3).max(xmin * 2.0);
+        let lowest = self
+            .order
+            .iter()
+            .flat_map(|&p| panel.shapes.iter().map(move |&i| (p, i)))
+            .map(|(p, i)| self.fraction(p, i))
+            .filter(|f| f.is_finite())
+            .fold(1.0, f64::min);
+        let ymin = (lowest - 0.05).max(0.0);
+        let mut chart = ChartBuilder::on(area)
+            .caption(crate::sanitize::shown(&panel.title), ("sans-serif", 20))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(52)
+            .build_cartesian_2d((xmin..xmax).log_scale(), ymin..YMAX)?;
+        chart
+            .configure_mesh()
+            .x_desc("M")
+            .y_desc("fraction of oracle")
+            .x_labels(6)
+            .y_labels(6)
+            .max_light_lines(0)
+            .label_style(("sans-serif", 17))
+            .axis_desc_style(("sans-serif", 17))
+            .x_label_formatter(&|x| format!("{}", x.round() as u64))
+            .y_label_formatter(&|y| format!("{y:.2}"))
+            .draw()?;
+        chart.draw_series(LineSeries::new(vec![(xmin, 1.0), (xmax, 1.0)], RGBColor(120, 120, 120).stroke_width(1)))?;
+        for &p in self.order {
+            let Some((color, mark, _)) = self.style[p] else { continue };
+            let (pts, label) = self.series(panel, p);
+            draw_marks(&mut chart, &pts, label, color, mark)?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.4))
+            .label_font(("sans-serif", 16))
+            .position(SeriesLabelPosition::LowerRight)
+            .draw()?;
+        Ok(())
+    }
+
+    /// Policy `p`'s points on a panel (each inside the axes: finite, at most [`YMAX`]) and its legend
+    /// label with the geomean of its fractions.
+    fn series(&self, panel: &Panel, p: usize) -> (Vec<(f64, f64)>, String) {
+        let report = self.report;
+        let pts: Vec<(f64, f64)> = panel
+            .shapes
+            .iter()
+            .map(|&i| (f64::from(report.shape_list[i].m.max(1)), self.fraction(p, i)))
+            .filter(|q| q.1.is_finite() && q.1 >= 0.0)
+            .collect();
+        let logs: f64 = pts.iter().map(|q| q.1.ln()).sum();
+        let geomean = (logs / pts.len() as f64).exp();
+        let geomean = if geomean.is_finite() { format!("{geomean:.3}") } else { "-".to_string() };
+        let label = format!("{} {geomean}", crate::sanitize::shown(&report.policies[p].name));
+        // Every point inside the axes: each coordinate written is a finite number of the panel.
+        let pts = pts.into_iter().map(|(x, y)| (x, y.min(YMAX))).collect();
+        (pts, label)
+    }
+}
+
+/// A policy's points as `mark`s of `color`, with its legend entry.
+fn draw_marks<'a, 'b: 'a>(
+    chart: &mut PanelChart<'a, 'b>,
+    pts: &[(f64, f64)],
+    label: String,
+    color: RGBColor,
+    mark: Mark,
+) -> anyhow::Result<()> {
+    // Each marker is an element at the point's pixel, offset in pixels.
+    macro_rules! draw {
+        ($elem:expr) => {{
+            chart
+                .draw_series(pts.iter().map(|&q| EmptyElement::at(q) + $elem))?
+                .label(label)
+                .legend(move |(x, y)| EmptyElement::at((x + 8, y)) + $elem);
+        }};
+    }
+    const S: i32 = 5;
+    match mark {
+        Mark::Cross => draw!(PathElement::new(vec![(-S, -S), (S, S), (0, 0), (-S, S), (S, -S)], color.stroke_width(2))),
+        Mark::Triangle => {
+            draw!(PathElement::new(vec![(0, -S - 1), (S + 1, S), (-S - 1, S), (0, -S - 1)], color.stroke_width(2)))
+        }
+        Mark::Square => draw!(Rectangle::new([(-S + 1, -S + 1), (S - 1, S - 1)], color.stroke_width(2))),
+        Mark::Diamond => draw!(Polygon::new(vec![(0, -S - 1), (S + 1, 0), (0, S + 1), (-S - 1, 0)], color.filled())),
+        Mark::Disc => draw!(Circle::new((0, 0), 4, color.filled())),
+    }
+    Ok(())
 }
 
 /// Fraction of the oracle per group of shapes (e.g. one (model, TP) configuration per panel), drawn by

@@ -40,6 +40,32 @@ fn picks_text(s: &Summary) -> String {
 /// The overall table (one row per policy) followed by a per-layer table of geomean speed-up against the
 /// default and fraction of the oracle.
 pub fn table(report: &Report, names: &LayerNames) -> String {
+    let mut out = table_preamble(report);
+    out.push_str(&overall_table(report));
+    let layers = report.layers();
+    if layers.len() > 1 {
+        out.push('\n');
+        let mut rows = vec![std::iter::once("x default (geo) / of oracle".to_string())
+            .chain(layers.keys().map(|&(n, k)| layer_name(names, n, k)))
+            .collect::<Vec<_>>()];
+        for (pi, p) in report.policies.iter().enumerate() {
+            let mut r = vec![crate::sanitize::shown(&p.name)];
+            for idx in layers.values() {
+                let s = report.summarize(pi, idx);
+                r.push(format!("{:.3} / {:.3}", s.geomean_vs_default, s.of_oracle));
+            }
+            rows.push(r);
+        }
+        out.push_str(&pad_table(&rows));
+    }
+    out.push('\n');
+    write_picks(&mut out, report);
+    // Policy names are file names and manifest names: no escape sequence reaches the terminal.
+    crate::sanitize::shown_with(&out, true)
+}
+
+/// The lines before the table: what was scored and how, and a note when the default's cells are unusable.
+fn table_preamble(report: &Report) -> String {
     let mut out = String::new();
     let tuned = report.tuned.as_ref().map(|(n, _)| n.as_str()).unwrap_or("-");
     let _ = writeln!(
@@ -61,6 +87,11 @@ pub fn table(report: &Report, names: &LayerNames) -> String {
             report.default_unusable
         );
     }
+    out
+}
+
+/// One row per policy: totals and geomeans against the default and the tuned table, fallbacks, kernels.
+fn overall_table(report: &Report) -> String {
     let mut rows = vec![vec![
         "policy".to_string(),
         "total ms".into(),
@@ -86,39 +117,19 @@ pub fn table(report: &Report, names: &LayerNames) -> String {
             format!("{}", s.picks.keys().map(|c| c.kernel()).collect::<std::collections::BTreeSet<_>>().len()),
         ]);
     }
-    out.push_str(&pad_table(&rows));
-    let layers = report.layers();
-    if layers.len() > 1 {
-        out.push('\n');
-        let mut rows = vec![std::iter::once("x default (geo) / of oracle".to_string())
-            .chain(layers.keys().map(|&(n, k)| layer_name(names, n, k)))
-            .collect::<Vec<_>>()];
-        for (pi, p) in report.policies.iter().enumerate() {
-            let mut r = vec![crate::sanitize::shown(&p.name)];
-            for idx in layers.values() {
-                let s = report.summarize(pi, idx);
-                r.push(format!("{:.3} / {:.3}", s.geomean_vs_default, s.of_oracle));
-            }
-            rows.push(r);
-        }
-        out.push_str(&pad_table(&rows));
-    }
-    out.push('\n');
+    pad_table(&rows)
+}
+
+/// Each policy's picks, after a line saying how to read them.
+fn write_picks(out: &mut String, report: &Report) {
     let _ = writeln!(
         out,
         "picks: #id:count is kernelId id on count shapes; #id/skS uses splitK S = log2 of KBatch (2^S K splits)"
     );
+    let w = report.policies.iter().map(|p| crate::sanitize::shown(&p.name).len()).max().unwrap_or(0);
     for p in &report.policies {
-        let _ = writeln!(
-            out,
-            "{:<w$}  picks: {}",
-            crate::sanitize::shown(&p.name),
-            picks_text(&p.summary),
-            w = report.policies.iter().map(|p| crate::sanitize::shown(&p.name).len()).max().unwrap_or(0)
-        );
+        let _ = writeln!(out, "{:<w$}  picks: {}", crate::sanitize::shown(&p.name), picks_text(&p.summary));
     }
-    // Policy names are file names and manifest names: no escape sequence reaches the terminal.
-    crate::sanitize::shown_with(&out, true)
 }
 
 /// Quotes a CSV field when needed.

@@ -85,6 +85,36 @@ pub struct Attempt {
     pub agent: serde_json::Value,
 }
 
+impl Attempt {
+    /// An attempt `id` of `iteration` by `proposer`: its candidate and evaluation, with no reflection yet,
+    /// lineage 0 in slot 0, no parent, guidance, duplicate, raw answer or agent record. Every attempt is
+    /// built from this; the loop sets the plan's lineage, slot, parent and guidance on it (struct update
+    /// syntax: `Attempt { lineage, ..Attempt::new(..) }`).
+    pub fn new(
+        id: usize,
+        iteration: usize,
+        proposer: impl Into<String>,
+        candidate: String,
+        eval: Evaluation,
+    ) -> Attempt {
+        Attempt {
+            iteration,
+            lineage: 0,
+            proposer: proposer.into(),
+            candidate,
+            eval,
+            reflection: String::new(),
+            id,
+            slot: 0,
+            parent_id: None,
+            guidance: String::new(),
+            duplicate_of: None,
+            raw: None,
+            agent: serde_json::Value::Null,
+        }
+    }
+}
+
 /// What a proposer sees each iteration.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProposalRequest {
@@ -151,5 +181,36 @@ pub trait Proposer: Send + Sync {
     /// that talk to a model override it; the default wraps [`Proposer::propose`].
     fn propose_traced(&self, req: &ProposalRequest) -> Proposal {
         self.propose(req).into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_attempt_writes_only_the_trace_fields_every_attempt_has() {
+        let eval = Evaluation { score: Some(1.5), feedback: "f".into(), details: serde_json::Value::Null };
+        let a = Attempt::new(3, 2, "p", "c".into(), eval);
+        let json = serde_json::to_value(&a).unwrap();
+        let mut keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "candidate",
+                "eval",
+                "guidance",
+                "id",
+                "iteration",
+                "lineage",
+                "parent_id",
+                "proposer",
+                "reflection",
+                "slot"
+            ]
+        );
+        assert_eq!((a.id, a.iteration, a.lineage, a.slot, a.proposer.as_str()), (3, 2, 0, 0, "p"));
+        assert_eq!(serde_json::from_value::<Attempt>(json).unwrap(), a);
     }
 }

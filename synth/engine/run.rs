@@ -29,7 +29,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Loop settings.
@@ -200,6 +200,54 @@ pub fn run_loop_with(
     cfg: &LoopConfig,
 ) -> anyhow::Result<LoopOutcome> {
     let start = Instant::now();
+    check_config(proposers, cfg)?;
+    let (mut loaded, writer) = open_trace(task, cfg)?;
+    let resumed = loaded.len();
+    let pool = worker_pool(cfg)?;
+    let roles = Roles { task, proposers, reflector, context: task.context(), writer: writer.as_ref() };
+
+    let mut state = LoopState::new(cfg);
+    if let Some((a, evaluated)) = roles.baseline(&mut loaded)? {
+        state.evaluations += evaluated as usize;
+        state.seen.entry(a.candidate.clone()).or_insert(a.id);
+        state.attempts.insert(0, a);
+    }
+    state.best_id = best_of(&state.attempts);
+
+    let mut iterations_run = 0usize;
+    let mut stop = StopReason::Iterations;
+    for t in 1..=cfg.iterations {
+        let view = IterationView::new(t, &state, cfg);
+        let plans = plan_iteration(t, cfg, &mut state.slots, &mut state.next_lineage, &state.attempts, reflector);
+        let (done, todo) = split_replayed(t, plans, &mut loaded)?;
+        let iteration_started = Instant::now();
+        let fresh = roles.run_slots(&view.with(&state), &todo, pool.as_ref())?;
+        state.record(done, fresh);
+        iterations_run = t;
+        state.update_best();
+        if cfg.verbose {
+            report_iteration(t, cfg, &state, iteration_started.elapsed());
+        }
+        if let Some(reason) = early_stop(cfg, &state) {
+            stop = reason;
+            break;
+        }
+    }
+
+    let best = state.best_id.and_then(|id| state.attempts.get(&id)).cloned();
+    Ok(LoopOutcome {
+        best,
+        attempts: state.attempts.into_values().collect(),
+        iterations_run,
+        elapsed: start.elapsed(),
+        evaluations: state.evaluations,
+        resumed,
+        stop,
+    })
+}
+
+/// The settings the loop cannot run with.
+fn check_config(proposers: &[Box<dyn Proposer>], cfg: &LoopConfig) -> anyhow::Result<()> {
     if proposers.is_empty() {
         bail!("the loop needs at least one proposer");
     }
@@ -209,51 +257,17 @@ pub fn run_loop_with(
     if cfg.resume && cfg.trace.is_none() {
         bail!("resume needs a trace file");
     }
+    Ok(())
+}
 
-    // Load (resume) or create the trace.
-    let mut loaded: BTreeMap<usize, Attempt> = BTreeMap::new();
-    let writer = match &cfg.trace {
-        None => None,
-        Some(path) if cfg.resume && path.exists() => {
-            let contents = read_trace(path)?;
-            if let Some(tail) = &contents.dropped_tail {
-                if cfg.verbose {
-                    errln!(
-                        "trace {}: dropping a truncated last line ({}...)",
-                        path.display(),
-                        crate::sanitize::shown(&clip(tail, 60))
-                    );
-                }
-            }
-            for a in contents.attempts {
-                if a.iteration > 0 && a.slot >= cfg.offspring {
-                    bail!(
-                        "{}: attempt {} used offspring slot {} but this run has --offspring {}; resume with the \
-                         original offspring count",
-                        path.display(),
-                        a.id,
-                        a.slot,
-                        cfg.offspring
-                    );
-                }
-                if a.id != attempt_id(a.iteration, a.slot, cfg.offspring) {
-                    bail!(
-                        "{}: attempt id {} does not match iteration {} slot {} with offspring {}; the trace \
-                         comes from a run with a different configuration",
-                        path.display(),
-                        a.id,
-                        a.iteration,
-                        a.slot,
-                        cfg.offspring
-                    );
-                }
-                loaded.insert(a.id, a);
-            }
-            if task.deterministic() {
-                check_replayed_scores(task, &loaded, path)?;
-            }
-            Some(TraceWriter::append_after(path, contents.valid_len)?)
-        }
+/// Attempts read back from a trace, by id, not yet replayed.
+type Loaded = BTreeMap<usize, Attempt>;
+
+/// Loads (resume) or creates the trace: the attempts it holds and the writer that appends to it.
+fn open_trace(task: &dyn Task, cfg: &LoopConfig) -> anyhow::Result<(Loaded, Option<TraceWriter>)> {
+    match &cfg.trace {
+        None => Ok((Loaded::new(), None)),
+        Some(path) if cfg.resume && path.exists() => resume_trace(task, cfg, path),
         Some(path) => {
             // A trace of an earlier run holds its attempts (agents' answers, perhaps paid for): it is
             // continued with --resume or kept, never silently started over.
@@ -264,176 +278,137 @@ pub fn run_loop_with(
                     path.display()
                 );
             }
-            Some(TraceWriter::create(path)?)
+            Ok((Loaded::new(), Some(TraceWriter::create(path)?)))
         }
-    };
-    let resumed = loaded.len();
+    }
+}
 
-    let pool = if cfg.threads > 0 {
-        Some(rayon::ThreadPoolBuilder::new().num_threads(cfg.threads).build().context("cannot start the worker pool")?)
-    } else {
-        None
-    };
+/// Reads the trace of the run to continue, checks each attempt against this run's settings (and, for a
+/// deterministic task, its score), and opens it for appending after its last whole line.
+fn resume_trace(task: &dyn Task, cfg: &LoopConfig, path: &Path) -> anyhow::Result<(Loaded, Option<TraceWriter>)> {
+    let contents = read_trace(path)?;
+    if let Some(tail) = &contents.dropped_tail {
+        if cfg.verbose {
+            errln!(
+                "trace {}: dropping a truncated last line ({}...)",
+                path.display(),
+                crate::sanitize::shown(&clip(tail, 60))
+            );
+        }
+    }
+    let mut loaded = Loaded::new();
+    for a in contents.attempts {
+        check_trace_attempt(&a, cfg, path)?;
+        loaded.insert(a.id, a);
+    }
+    if task.deterministic() {
+        check_replayed_scores(task, &loaded, path)?;
+    }
+    Ok((loaded, Some(TraceWriter::append_after(path, contents.valid_len)?)))
+}
 
-    let context = task.context();
-    let mut attempts: BTreeMap<usize, Attempt> = BTreeMap::new();
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    let mut evaluations = 0usize;
+/// A trace attempt's slot and id must be those this run's offspring count gives it.
+fn check_trace_attempt(a: &Attempt, cfg: &LoopConfig, path: &Path) -> anyhow::Result<()> {
+    if a.iteration > 0 && a.slot >= cfg.offspring {
+        bail!(
+            "{}: attempt {} used offspring slot {} but this run has --offspring {}; resume with the original \
+             offspring count",
+            path.display(),
+            a.id,
+            a.slot,
+            cfg.offspring
+        );
+    }
+    if a.id != attempt_id(a.iteration, a.slot, cfg.offspring) {
+        bail!(
+            "{}: attempt id {} does not match iteration {} slot {} with offspring {}; the trace comes from a run \
+             with a different configuration",
+            path.display(),
+            a.id,
+            a.iteration,
+            a.slot,
+            cfg.offspring
+        );
+    }
+    Ok(())
+}
 
-    // Baseline (iteration 0).
-    if let Some(base) = task.baseline() {
-        let a = match loaded.remove(&0) {
-            Some(a) if a.candidate != base => bail!(
-                "the trace's baseline (attempt 0) differs from this task's starting point: the trace belongs to \
-                 another task or input; pass another --trace or start without --resume"
-            ),
-            Some(a) => a,
-            None => {
-                let eval = guarded_eval(task, &base);
-                evaluations += 1;
-                let mut a = Attempt {
-                    iteration: 0,
-                    lineage: 0,
-                    proposer: "baseline".into(),
-                    candidate: base,
-                    eval,
-                    reflection: String::new(),
-                    id: 0,
-                    slot: 0,
-                    parent_id: None,
-                    guidance: String::new(),
-                    duplicate_of: None,
-                    raw: None,
-                    agent: serde_json::Value::Null,
-                };
-                a.reflection = reflector.reflect(&a, None);
-                if let Some(w) = &writer {
-                    w.append(&a)?;
+/// The run's own worker pool, when `threads` asks for one.
+fn worker_pool(cfg: &LoopConfig) -> anyhow::Result<Option<rayon::ThreadPool>> {
+    if cfg.threads == 0 {
+        return Ok(None);
+    }
+    let pool =
+        rayon::ThreadPoolBuilder::new().num_threads(cfg.threads).build().context("cannot start the worker pool")?;
+    Ok(Some(pool))
+}
+
+/// Splits an iteration's plans into the attempts the trace already holds (each checked against its plan)
+/// and the plans still to run.
+fn split_replayed(t: usize, plans: Vec<Plan>, loaded: &mut Loaded) -> anyhow::Result<(Vec<Attempt>, Vec<Plan>)> {
+    let mut done: Vec<Attempt> = Vec::new();
+    let mut todo: Vec<Plan> = Vec::new();
+    for p in plans {
+        match loaded.remove(&p.id) {
+            Some(a) => {
+                if a.lineage != p.lineage || a.parent_id != p.parent {
+                    bail!(
+                        "trace attempt {} (iteration {}, slot {}) has lineage {} / parent {:?} but replaying the \
+                         run gives lineage {} / parent {:?}: the trace was written with a different seed, repair \
+                         limit or proposers; resume with the original settings",
+                        a.id,
+                        t,
+                        p.slot,
+                        a.lineage,
+                        a.parent_id,
+                        p.lineage,
+                        p.parent
+                    );
                 }
-                a
+                done.push(a)
             }
-        };
-        seen.entry(a.candidate.clone()).or_insert(a.id);
-        attempts.insert(0, a);
+            None => todo.push(p),
+        }
+    }
+    Ok((done, todo))
+}
+
+/// The loop's state between iterations.
+struct LoopState {
+    attempts: BTreeMap<usize, Attempt>,
+    /// Candidate text → the first attempt that evaluated it.
+    seen: HashMap<String, usize>,
+    slots: Vec<SlotState>,
+    next_lineage: usize,
+    best_id: Option<usize>,
+    since_improvement: usize,
+    /// Candidates evaluated by this invocation.
+    evaluations: usize,
+}
+
+impl LoopState {
+    fn new(cfg: &LoopConfig) -> LoopState {
+        LoopState {
+            attempts: BTreeMap::new(),
+            seen: HashMap::new(),
+            slots: (0..cfg.offspring).map(|s| SlotState { lineage: s + 1, head: None, failures_in_a_row: 0 }).collect(),
+            next_lineage: cfg.offspring + 1,
+            best_id: None,
+            since_improvement: 0,
+            evaluations: 0,
+        }
     }
 
-    let mut slots: Vec<SlotState> =
-        (0..cfg.offspring).map(|s| SlotState { lineage: s + 1, head: None, failures_in_a_row: 0 }).collect();
-    let mut next_lineage = cfg.offspring + 1;
-    let mut iterations_run = 0usize;
-    let mut stop = StopReason::Iterations;
-    let mut best_id = best_of(&attempts);
-    let mut since_improvement = 0usize;
-
-    for t in 1..=cfg.iterations {
-        let history = history_for(&attempts, cfg);
-        let best_before = best_id.and_then(|id| attempts.get(&id)).cloned();
-        let plans = plan_iteration(t, cfg, &mut slots, &mut next_lineage, &attempts, reflector);
-
-        // Split into attempts the trace already holds and slots to run.
-        let mut done: Vec<Attempt> = Vec::new();
-        let mut todo: Vec<Plan> = Vec::new();
-        for p in plans {
-            match loaded.remove(&p.id) {
-                Some(a) => {
-                    if a.lineage != p.lineage || a.parent_id != p.parent {
-                        bail!(
-                            "trace attempt {} (iteration {}, slot {}) has lineage {} / parent {:?} but replaying \
-                             the run gives lineage {} / parent {:?}: the trace was written with a different \
-                             seed, repair limit or proposers; resume with the original settings",
-                            a.id,
-                            t,
-                            p.slot,
-                            a.lineage,
-                            a.parent_id,
-                            p.lineage,
-                            p.parent
-                        );
-                    }
-                    done.push(a)
-                }
-                None => todo.push(p),
-            }
-        }
-
-        let run_one = |p: &Plan| -> anyhow::Result<(Attempt, bool)> {
-            let proposer = &proposers[p.slot % proposers.len()];
-            let req = ProposalRequest {
-                task_context: context.clone(),
-                history: history.clone(),
-                parent: p.parent.and_then(|id| attempts.get(&id)).cloned(),
-                guidance: p.guidance.clone(),
-                iteration: t,
-                offspring_index: p.slot,
-            };
-            let asked = Instant::now();
-            let proposal = match catch_unwind(AssertUnwindSafe(|| proposer.propose_traced(&req))) {
-                Ok(p) => p,
-                Err(panic) => {
-                    Proposal::from(Err(ProposeError::Failed(format!("proposer panicked: {}", panic_text(&panic)))))
-                }
-            };
-            let agent = agent_record(proposal.meta, asked.elapsed());
-            let (proposed, raw) = (proposal.result, proposal.raw);
-            let (candidate, eval, dup, evaluated) = match proposed {
-                Err(msg) => (
-                    String::new(),
-                    Evaluation {
-                        score: None,
-                        feedback: format!("proposer {} failed: {msg}", proposer.name()),
-                        details: serde_json::json!({ "stage": "propose" }),
-                    },
-                    None,
-                    false,
-                ),
-                Ok(text) => match seen.get(&text).and_then(|id| attempts.get(id)) {
-                    Some(prev) => (text, prev.eval.clone(), Some(prev.id), false),
-                    None => {
-                        let eval = guarded_eval(task, &text);
-                        (text, eval, None, true)
-                    }
-                },
-            };
-            let mut a = Attempt {
-                iteration: t,
-                lineage: p.lineage,
-                proposer: proposer.name(),
-                candidate,
-                eval,
-                reflection: String::new(),
-                id: p.id,
-                slot: p.slot,
-                parent_id: p.parent,
-                guidance: p.guidance.clone(),
-                duplicate_of: dup,
-                raw,
-                agent,
-            };
-            a.reflection = reflector.reflect(&a, best_before.as_ref());
-            if let Some(prev) = dup {
-                a.reflection =
-                    format!("This candidate repeats attempt {prev}; propose something different.\n{}", a.reflection);
-            }
-            // Written as soon as it is known, so an interruption loses only candidates in flight.
-            if let Some(w) = &writer {
-                w.append(&a)?;
-            }
-            Ok((a, evaluated))
-        };
-
-        let iteration_started = Instant::now();
-        let results: Vec<anyhow::Result<(Attempt, bool)>> = match &pool {
-            Some(pool) => pool.install(|| todo.par_iter().map(run_one).collect()),
-            None => todo.par_iter().map(run_one).collect(),
-        };
-        for r in results {
-            let (a, evaluated) = r?;
-            evaluations += evaluated as usize;
+    /// Adds an iteration's attempts (replayed and fresh, the latter with whether they were evaluated) in id
+    /// order, moving each slot's head and failure count.
+    fn record(&mut self, mut done: Vec<Attempt>, fresh: Vec<(Attempt, bool)>) {
+        for (a, evaluated) in fresh {
+            self.evaluations += evaluated as usize;
             done.push(a);
         }
         done.sort_by_key(|a| a.id);
         for a in done {
-            let st = &mut slots[a.slot];
+            let st = &mut self.slots[a.slot];
             st.head = Some(a.id);
             if a.eval.score.is_some() {
                 st.failures_in_a_row = 0;
@@ -441,53 +416,208 @@ pub fn run_loop_with(
                 st.failures_in_a_row += 1;
             }
             if a.duplicate_of.is_none() {
-                seen.entry(a.candidate.clone()).or_insert(a.id);
+                self.seen.entry(a.candidate.clone()).or_insert(a.id);
             }
-            attempts.insert(a.id, a);
+            self.attempts.insert(a.id, a);
         }
-        iterations_run = t;
+    }
 
-        let new_best = best_of(&attempts);
-        let improved = score_of(&attempts, new_best) < score_of(&attempts, best_id);
-        best_id = new_best;
-        since_improvement = if improved { 0 } else { since_improvement + 1 };
-        if cfg.verbose {
-            let failed = attempts.values().filter(|a| a.iteration == t && a.eval.score.is_none()).count();
-            let best_txt = best_id
-                .and_then(|id| attempts.get(&id))
-                .and_then(|a| a.eval.score.map(|s| format!("{s:.4} (attempt {})", a.id)))
-                .unwrap_or_else(|| "none".into());
-            errln!(
-                "iteration {t}/{}: {} candidates, {failed} failed, best {best_txt} ({:.1} s)",
-                cfg.iterations,
-                cfg.offspring,
-                iteration_started.elapsed().as_secs_f64()
-            );
+    /// Takes the best attempt again and counts the iterations since it last improved.
+    fn update_best(&mut self) {
+        let new_best = best_of(&self.attempts);
+        let improved = score_of(&self.attempts, new_best) < score_of(&self.attempts, self.best_id);
+        self.best_id = new_best;
+        self.since_improvement = if improved { 0 } else { self.since_improvement + 1 };
+    }
+}
+
+/// What the proposals of iteration `t` see: the history and best of the iterations before it.
+struct IterationView {
+    t: usize,
+    history: Vec<Attempt>,
+    best_before: Option<Attempt>,
+}
+
+impl IterationView {
+    fn new(t: usize, state: &LoopState, cfg: &LoopConfig) -> IterationView {
+        IterationView {
+            t,
+            history: history_for(&state.attempts, cfg),
+            best_before: state.best_id.and_then(|id| state.attempts.get(&id)).cloned(),
         }
-        if let (Some(target), Some(best)) = (cfg.target_score, score_of(&attempts, best_id)) {
-            if best <= target {
-                stop = StopReason::Target;
-                break;
-            }
-        }
-        if let Some(p) = cfg.patience {
-            if since_improvement >= p {
-                stop = StopReason::Patience;
-                break;
+    }
+
+    /// The view with the state's attempts and seen candidates (unchanged while the iteration runs).
+    fn with<'a>(&'a self, state: &'a LoopState) -> Iteration<'a> {
+        Iteration { view: self, attempts: &state.attempts, seen: &state.seen }
+    }
+}
+
+/// An iteration in progress: its view and the attempts of the iterations before it.
+struct Iteration<'a> {
+    view: &'a IterationView,
+    attempts: &'a BTreeMap<usize, Attempt>,
+    seen: &'a HashMap<String, usize>,
+}
+
+/// The roles of a run and where its attempts are written.
+struct Roles<'a> {
+    task: &'a dyn Task,
+    proposers: &'a [Box<dyn Proposer>],
+    reflector: &'a dyn Reflector,
+    context: serde_json::Value,
+    writer: Option<&'a TraceWriter>,
+}
+
+/// A proposal's candidate and its evaluation (reused from `duplicate_of` when the text was seen before).
+struct Judged {
+    candidate: String,
+    eval: Evaluation,
+    duplicate_of: Option<usize>,
+    /// Whether the task evaluated it now.
+    evaluated: bool,
+}
+
+impl Roles<'_> {
+    /// The baseline attempt (iteration 0), read back from the trace or evaluated (then `true`); None when
+    /// the task has no starting point.
+    fn baseline(&self, loaded: &mut Loaded) -> anyhow::Result<Option<(Attempt, bool)>> {
+        let Some(base) = self.task.baseline() else {
+            return Ok(None);
+        };
+        match loaded.remove(&0) {
+            Some(a) if a.candidate != base => bail!(
+                "the trace's baseline (attempt 0) differs from this task's starting point: the trace belongs to \
+                 another task or input; pass another --trace or start without --resume"
+            ),
+            Some(a) => Ok(Some((a, false))),
+            None => {
+                let eval = guarded_eval(self.task, &base);
+                let mut a = Attempt::new(0, 0, "baseline", base, eval);
+                a.reflection = self.reflector.reflect(&a, None);
+                self.write(&a)?;
+                Ok(Some((a, true)))
             }
         }
     }
 
-    let best = best_id.and_then(|id| attempts.get(&id)).cloned();
-    Ok(LoopOutcome {
-        best,
-        attempts: attempts.into_values().collect(),
-        iterations_run,
-        elapsed: start.elapsed(),
-        evaluations,
-        resumed,
-        stop,
-    })
+    /// Runs the plans of an iteration in parallel (on `pool` when given).
+    fn run_slots(
+        &self,
+        it: &Iteration,
+        todo: &[Plan],
+        pool: Option<&rayon::ThreadPool>,
+    ) -> anyhow::Result<Vec<(Attempt, bool)>> {
+        let run_one = |p: &Plan| self.run_slot(it, p);
+        let results: Vec<anyhow::Result<(Attempt, bool)>> = match pool {
+            Some(pool) => pool.install(|| todo.par_iter().map(run_one).collect()),
+            None => todo.par_iter().map(run_one).collect(),
+        };
+        results.into_iter().collect()
+    }
+
+    /// One slot's attempt: proposed, evaluated (or its duplicate's evaluation reused), reflected on and
+    /// written to the trace; with whether the task evaluated it.
+    fn run_slot(&self, it: &Iteration, p: &Plan) -> anyhow::Result<(Attempt, bool)> {
+        let proposer = &self.proposers[p.slot % self.proposers.len()];
+        let req = ProposalRequest {
+            task_context: self.context.clone(),
+            history: it.view.history.clone(),
+            parent: p.parent.and_then(|id| it.attempts.get(&id)).cloned(),
+            guidance: p.guidance.clone(),
+            iteration: it.view.t,
+            offspring_index: p.slot,
+        };
+        let asked = Instant::now();
+        let proposal = match catch_unwind(AssertUnwindSafe(|| proposer.propose_traced(&req))) {
+            Ok(p) => p,
+            Err(panic) => {
+                Proposal::from(Err(ProposeError::Failed(format!("proposer panicked: {}", panic_text(&panic)))))
+            }
+        };
+        let agent = agent_record(proposal.meta, asked.elapsed());
+        let judged = self.judge(proposer.as_ref(), proposal.result, it);
+        let mut a = Attempt {
+            lineage: p.lineage,
+            slot: p.slot,
+            parent_id: p.parent,
+            guidance: p.guidance.clone(),
+            duplicate_of: judged.duplicate_of,
+            raw: proposal.raw,
+            agent,
+            ..Attempt::new(p.id, it.view.t, proposer.name(), judged.candidate, judged.eval)
+        };
+        a.reflection = self.reflector.reflect(&a, it.view.best_before.as_ref());
+        if let Some(prev) = a.duplicate_of {
+            a.reflection =
+                format!("This candidate repeats attempt {prev}; propose something different.\n{}", a.reflection);
+        }
+        // Written as soon as it is known, so an interruption loses only candidates in flight.
+        self.write(&a)?;
+        Ok((a, judged.evaluated))
+    }
+
+    /// The candidate of a proposal and its evaluation: a proposer's failure is a failed attempt, a text
+    /// seen before reuses that attempt's evaluation, anything else is evaluated by the task.
+    fn judge(&self, proposer: &dyn Proposer, proposed: Result<String, ProposeError>, it: &Iteration) -> Judged {
+        match proposed {
+            Err(msg) => Judged {
+                candidate: String::new(),
+                eval: Evaluation {
+                    score: None,
+                    feedback: format!("proposer {} failed: {msg}", proposer.name()),
+                    details: serde_json::json!({ "stage": "propose" }),
+                },
+                duplicate_of: None,
+                evaluated: false,
+            },
+            Ok(text) => match it.seen.get(&text).and_then(|id| it.attempts.get(id)) {
+                Some(prev) => {
+                    Judged { candidate: text, eval: prev.eval.clone(), duplicate_of: Some(prev.id), evaluated: false }
+                }
+                None => {
+                    let eval = guarded_eval(self.task, &text);
+                    Judged { candidate: text, eval, duplicate_of: None, evaluated: true }
+                }
+            },
+        }
+    }
+
+    fn write(&self, a: &Attempt) -> anyhow::Result<()> {
+        match self.writer {
+            Some(w) => w.append(a),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The progress line of iteration `t` (stderr).
+fn report_iteration(t: usize, cfg: &LoopConfig, state: &LoopState, took: Duration) {
+    let failed = state.attempts.values().filter(|a| a.iteration == t && a.eval.score.is_none()).count();
+    let best_txt = state
+        .best_id
+        .and_then(|id| state.attempts.get(&id))
+        .and_then(|a| a.eval.score.map(|s| format!("{s:.4} (attempt {})", a.id)))
+        .unwrap_or_else(|| "none".into());
+    errln!(
+        "iteration {t}/{}: {} candidates, {failed} failed, best {best_txt} ({:.1} s)",
+        cfg.iterations,
+        cfg.offspring,
+        took.as_secs_f64()
+    );
+}
+
+/// Why the loop stops after this iteration, if it does: the target score reached, or patience spent.
+fn early_stop(cfg: &LoopConfig, state: &LoopState) -> Option<StopReason> {
+    if let (Some(target), Some(best)) = (cfg.target_score, score_of(&state.attempts, state.best_id)) {
+        if best <= target {
+            return Some(StopReason::Target);
+        }
+    }
+    match cfg.patience {
+        Some(p) if state.since_improvement >= p => Some(StopReason::Patience),
+        _ => None,
+    }
 }
 
 /// The attempt's `agent` record: the proposer's details (an object, else kept under `details`) with the

@@ -93,21 +93,13 @@ mod tests {
     use serde_json::json;
 
     fn a(id: usize, proposer: &str, parent: Option<usize>, score: Option<f64>, stage: &str) -> Attempt {
+        let eval = Evaluation { score, feedback: String::new(), details: json!({ "stage": stage }) };
         Attempt {
-            iteration: usize::from(id > 0),
             lineage: 1,
-            proposer: proposer.into(),
-            candidate: String::new(),
-            eval: Evaluation { score, feedback: String::new(), details: json!({ "stage": stage }) },
-            reflection: String::new(),
-            id,
-            slot: 0,
             parent_id: parent,
-            guidance: String::new(),
-            duplicate_of: None,
-            raw: None,
             agent: json!({ "usage": { "prompt_tokens": 100, "completion_tokens": 7 }, "propose_s": 1.5,
                            "finish_reason": if id == 3 { "length" } else { "stop" } }),
+            ..Attempt::new(id, usize::from(id > 0), proposer, String::new(), eval)
         }
     }
 

@@ -102,25 +102,12 @@ mod tests {
     use super::*;
 
     fn attempt(id: usize) -> Attempt {
-        Attempt {
-            iteration: id,
-            lineage: 0,
-            proposer: "p".into(),
-            candidate: format!("c{id}"),
-            eval: super::super::Evaluation {
-                score: Some(id as f64),
-                feedback: String::new(),
-                details: serde_json::Value::Null,
-            },
-            reflection: String::new(),
-            id,
-            slot: 0,
-            parent_id: None,
-            guidance: String::new(),
-            duplicate_of: None,
-            raw: None,
-            agent: serde_json::Value::Null,
-        }
+        let eval = super::super::Evaluation {
+            score: Some(id as f64),
+            feedback: String::new(),
+            details: serde_json::Value::Null,
+        };
+        Attempt::new(id, id, "p", format!("c{id}"), eval)
     }
 
     fn line(id: usize) -> String {

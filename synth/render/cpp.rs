@@ -195,82 +195,7 @@ struct Branchless {
 /// Builds [`Branchless`] for `root`. Comparisons are keyed by their folded IR ([`for_cpp`]), so one written
 /// twice in the rule is evaluated once; choices are keyed by (kernelId, splitK).
 fn branchless(root: &Node, catalog: &Catalog) -> anyhow::Result<Branchless> {
-    struct Builder<'c> {
-        catalog: &'c Catalog,
-        atoms: Vec<(Cond, TAtom)>,
-        leaves: Vec<(Leaf, TTableLeaf)>,
-        picks: Vec<TPick>,
-    }
-    impl Builder<'_> {
-        fn cond(&mut self, c: &Cond) -> String {
-            match c {
-                Cond::Cmp { .. } => {
-                    let i = match self.atoms.iter().position(|(a, _)| a == c) {
-                        Some(i) => i,
-                        None => {
-                            let atom = TAtom { name: format!("c{}", self.atoms.len()), cond: cond_to_cpp(c) };
-                            self.atoms.push((c.clone(), atom));
-                            self.atoms.len() - 1
-                        }
-                    };
-                    self.atoms[i].1.name.clone()
-                }
-                Cond::And(cs) if cs.is_empty() => "true".into(),
-                Cond::Or(cs) if cs.is_empty() => "false".into(),
-                Cond::And(cs) => self.join(cs, " & "),
-                Cond::Or(cs) => self.join(cs, " | "),
-                Cond::Not(inner) => format!("!{}", self.operand(inner)),
-                Cond::Const(b) => b.to_string(),
-            }
-        }
-        fn join(&mut self, cs: &[Cond], op: &str) -> String {
-            let parts: Vec<String> = cs.iter().map(|c| self.operand(c)).collect();
-            parts.join(op)
-        }
-        /// A condition as an operand of `&`, `|` or `!`: parenthesised unless it is one name or literal.
-        fn operand(&mut self, c: &Cond) -> String {
-            let text = self.cond(c);
-            if text.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') {
-                text
-            } else {
-                format!("({text})")
-            }
-        }
-        fn node(&mut self, node: &Node) -> anyhow::Result<String> {
-            match node {
-                Node::Leaf(leaf) => {
-                    let i = match self.leaves.iter().position(|(l, _)| l == leaf) {
-                        Some(i) => i,
-                        None => {
-                            let inst = leaf_instance(self.catalog, leaf)?;
-                            let entry =
-                                TTableLeaf { name: inst.name.clone(), kernel_id: inst.id, split_k: leaf.split_k };
-                            self.leaves.push((*leaf, entry));
-                            self.leaves.len() - 1
-                        }
-                    };
-                    Ok(format!("{i}u"))
-                }
-                Node::Chain { branches, otherwise } => {
-                    if branches.is_empty() {
-                        return self.node(otherwise);
-                    }
-                    let mut arms = Vec::new();
-                    for (cond, body) in branches {
-                        arms.push((self.cond(&for_cpp(cond)), self.node(body)?));
-                    }
-                    let mut expr = self.node(otherwise)?;
-                    for (cond, body) in arms.into_iter().rev() {
-                        expr = format!("pick({cond}, {body}, {expr})");
-                    }
-                    let name = format!("n{}", self.picks.len());
-                    self.picks.push(TPick { name: name.clone(), expr });
-                    Ok(name)
-                }
-            }
-        }
-    }
-    let mut b = Builder { catalog, atoms: Vec::new(), leaves: Vec::new(), picks: Vec::new() };
+    let mut b = BranchlessBuilder { catalog, atoms: Vec::new(), leaves: Vec::new(), picks: Vec::new() };
     let index = b.node(root)?;
     Ok(Branchless {
         atoms: b.atoms.into_iter().map(|(_, a)| a).collect(),
@@ -278,6 +203,86 @@ fn branchless(root: &Node, catalog: &Catalog) -> anyhow::Result<Branchless> {
         picks: b.picks,
         index,
     })
+}
+
+/// The comparisons, choices and picks of a branchless form, each keyed by what it was built from.
+struct BranchlessBuilder<'c> {
+    catalog: &'c Catalog,
+    atoms: Vec<(Cond, TAtom)>,
+    leaves: Vec<(Leaf, TTableLeaf)>,
+    picks: Vec<TPick>,
+}
+
+impl BranchlessBuilder<'_> {
+    fn cond(&mut self, c: &Cond) -> String {
+        match c {
+            Cond::Cmp { .. } => {
+                let i = match self.atoms.iter().position(|(a, _)| a == c) {
+                    Some(i) => i,
+                    None => {
+                        let atom = TAtom { name: format!("c{}", self.atoms.len()), cond: cond_to_cpp(c) };
+                        self.atoms.push((c.clone(), atom));
+                        self.atoms.len() - 1
+                    }
+                };
+                self.atoms[i].1.name.clone()
+            }
+            Cond::And(cs) if cs.is_empty() => "true".into(),
+            Cond::Or(cs) if cs.is_empty() => "false".into(),
+            Cond::And(cs) => self.join(cs, " & "),
+            Cond::Or(cs) => self.join(cs, " | "),
+            Cond::Not(inner) => format!("!{}", self.operand(inner)),
+            Cond::Const(b) => b.to_string(),
+        }
+    }
+
+    fn join(&mut self, cs: &[Cond], op: &str) -> String {
+        let parts: Vec<String> = cs.iter().map(|c| self.operand(c)).collect();
+        parts.join(op)
+    }
+
+    /// A condition as an operand of `&`, `|` or `!`: parenthesised unless it is one name or literal.
+    fn operand(&mut self, c: &Cond) -> String {
+        let text = self.cond(c);
+        if text.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') {
+            text
+        } else {
+            format!("({text})")
+        }
+    }
+
+    fn node(&mut self, node: &Node) -> anyhow::Result<String> {
+        match node {
+            Node::Leaf(leaf) => Ok(format!("{}u", self.leaf_index(leaf)?)),
+            Node::Chain { branches, otherwise } => {
+                if branches.is_empty() {
+                    return self.node(otherwise);
+                }
+                let mut arms = Vec::new();
+                for (cond, body) in branches {
+                    arms.push((self.cond(&for_cpp(cond)), self.node(body)?));
+                }
+                let mut expr = self.node(otherwise)?;
+                for (cond, body) in arms.into_iter().rev() {
+                    expr = format!("pick({cond}, {body}, {expr})");
+                }
+                let name = format!("n{}", self.picks.len());
+                self.picks.push(TPick { name: name.clone(), expr });
+                Ok(name)
+            }
+        }
+    }
+
+    /// The index of `leaf`'s choice in the table, added when new.
+    fn leaf_index(&mut self, leaf: &Leaf) -> anyhow::Result<usize> {
+        if let Some(i) = self.leaves.iter().position(|(l, _)| l == leaf) {
+            return Ok(i);
+        }
+        let inst = leaf_instance(self.catalog, leaf)?;
+        let entry = TTableLeaf { name: inst.name.clone(), kernel_id: inst.id, split_k: leaf.split_k };
+        self.leaves.push((*leaf, entry));
+        Ok(self.leaves.len() - 1)
+    }
 }
 
 /// The branchless form of `rule` (file [`BRANCHLESS_HEADER`]): `select_branchless<DDataType,

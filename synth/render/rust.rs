@@ -20,38 +20,89 @@ pub fn render_rust(rule: &Rule, catalog: &Catalog, provenance: &Provenance) -> a
     // A rule over CK only writes the module it always wrote; leaves of other backends add a `backend`
     // field to `Selection`.
     let mixed = rule.leaves().iter().any(|l| !l.is_ck());
-    let mut consts = Vec::new();
-    for leaf in rule.instances_used() {
-        let ident = leaf_ident(&leaf);
-        let split_k = Literal::u32_unsuffixed(leaf.split_k);
-        let (id, name, backend) = if leaf.is_ck() {
-            let inst = leaf_instance(catalog, &leaf)?;
-            (inst.id, inst.name.clone(), "ck")
-        } else {
-            let item = crate::rule::text::other_backend_item(&leaf).unwrap_or_default();
-            (leaf.kernel_id, item, leaf.backend.as_str())
-        };
-        let lit_id = Literal::i32_unsuffixed(id);
-        let doc = if mixed {
-            format!(" {backend} kernelId {id}, splitK {} (KBatch {}).", leaf.split_k, kbatch(leaf.split_k))
-        } else {
-            format!(" kernelId {id}, splitK {} (KBatch {}).", leaf.split_k, kbatch(leaf.split_k))
-        };
-        let name = name.as_str();
-        consts.push(if mixed {
-            quote! {
-                #[doc = #doc]
-                const #ident: Selection =
-                    Selection { backend: #backend, kernel_id: #lit_id, split_k: #split_k, name: #name };
-            }
-        } else {
-            quote! {
-                #[doc = #doc]
-                const #ident: Selection = Selection { kernel_id: #lit_id, split_k: #split_k, name: #name };
-            }
-        });
-    }
-    let selection = if mixed {
+    let consts =
+        rule.instances_used().iter().map(|leaf| leaf_const(leaf, catalog, mixed)).collect::<Result<Vec<_>, _>>()?;
+    let selection = selection_struct(mixed);
+
+    let mut gen = Gen::default();
+    let body = gen.node(&rule.root);
+    let used = rule.vars_used();
+    let params = Var::ALL.iter().map(|v| {
+        let name = if used.contains(v) { format_ident!("{}", v.lower()) } else { format_ident!("_{}", v.lower()) };
+        quote!(#name: u32)
+    });
+    let widen = Var::ALL.iter().filter(|v| used.contains(v)).map(|v| {
+        let name = format_ident!("{}", v.lower());
+        quote!(let #name = i64::from(#name);)
+    });
+    let helpers = gen.helpers();
+    let docs = module_docs(provenance, &rule);
+
+    let tokens = quote! {
+        #(#![doc = #docs])*
+
+        #selection
+
+        #(#consts)*
+
+        /// Selects the kernel for Y[M, N] = X[M, K] * W[N, K]^T.
+        pub fn select(#(#params),*) -> Selection {
+            #(#widen)*
+            #body
+        }
+
+        #helpers
+    };
+    let file: syn::File =
+        syn::parse2(tokens).map_err(|e| anyhow::anyhow!("internal error: the generated Rust does not parse: {e}"))?;
+    Ok(separate_items(&prettyplease::unparse(&file)))
+}
+
+/// The module's `//!` lines: the provenance header and the arithmetic it follows.
+fn module_docs(provenance: &Provenance, rule: &Rule) -> Vec<String> {
+    writer::header_lines(RUST_MODULE, provenance, rule)
+        .into_iter()
+        .chain([
+            "".to_string(),
+            "Arithmetic: i64; + - * wrap; / truncates and x / 0 = 0; cdiv(a, b) = (a + b - 1) / b for b > 0, else 0."
+                .to_string(),
+        ])
+        .map(|l| if l.is_empty() { l } else { format!(" {l}") })
+        .collect()
+}
+
+/// The `Selection` constant of one leaf (with its backend when the rule is `mixed`).
+fn leaf_const(leaf: &Leaf, catalog: &Catalog, mixed: bool) -> anyhow::Result<TokenStream> {
+    let ident = leaf_ident(leaf);
+    let split_k = Literal::u32_unsuffixed(leaf.split_k);
+    let (id, name, backend) = if leaf.is_ck() {
+        let inst = leaf_instance(catalog, leaf)?;
+        (inst.id, inst.name.clone(), "ck")
+    } else {
+        let item = crate::rule::text::other_backend_item(leaf).unwrap_or_default();
+        (leaf.kernel_id, item, leaf.backend.as_str())
+    };
+    let lit_id = Literal::i32_unsuffixed(id);
+    let name = name.as_str();
+    Ok(if mixed {
+        let doc = format!(" {backend} kernelId {id}, splitK {} (KBatch {}).", leaf.split_k, kbatch(leaf.split_k));
+        quote! {
+            #[doc = #doc]
+            const #ident: Selection =
+                Selection { backend: #backend, kernel_id: #lit_id, split_k: #split_k, name: #name };
+        }
+    } else {
+        let doc = format!(" kernelId {id}, splitK {} (KBatch {}).", leaf.split_k, kbatch(leaf.split_k));
+        quote! {
+            #[doc = #doc]
+            const #ident: Selection = Selection { kernel_id: #lit_id, split_k: #split_k, name: #name };
+        }
+    })
+}
+
+/// The `Selection` struct (with a `backend` field when the rule is `mixed`).
+fn selection_struct(mixed: bool) -> TokenStream {
+    if mixed {
         quote! {
             /// The kernel chosen for a GEMM shape.
             #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -79,48 +130,7 @@ pub fn render_rust(rule: &Rule, catalog: &Catalog, provenance: &Provenance) -> a
                 pub name: &'static str,
             }
         }
-    };
-
-    let mut gen = Gen::default();
-    let body = gen.node(&rule.root);
-    let used = rule.vars_used();
-    let params = Var::ALL.iter().map(|v| {
-        let name = if used.contains(v) { format_ident!("{}", v.lower()) } else { format_ident!("_{}", v.lower()) };
-        quote!(#name: u32)
-    });
-    let widen = Var::ALL.iter().filter(|v| used.contains(v)).map(|v| {
-        let name = format_ident!("{}", v.lower());
-        quote!(let #name = i64::from(#name);)
-    });
-    let helpers = gen.helpers();
-
-    let docs = writer::header_lines(RUST_MODULE, provenance, &rule)
-        .into_iter()
-        .chain([
-            "".to_string(),
-            "Arithmetic: i64; + - * wrap; / truncates and x / 0 = 0; cdiv(a, b) = (a + b - 1) / b for b > 0, else 0."
-                .to_string(),
-        ])
-        .map(|l| if l.is_empty() { l } else { format!(" {l}") });
-
-    let tokens = quote! {
-        #(#![doc = #docs])*
-
-        #selection
-
-        #(#consts)*
-
-        /// Selects the kernel for Y[M, N] = X[M, K] * W[N, K]^T.
-        pub fn select(#(#params),*) -> Selection {
-            #(#widen)*
-            #body
-        }
-
-        #helpers
-    };
-    let file: syn::File =
-        syn::parse2(tokens).map_err(|e| anyhow::anyhow!("internal error: the generated Rust does not parse: {e}"))?;
-    Ok(separate_items(&prettyplease::unparse(&file)))
+    }
 }
 
 /// prettyplease writes top-level items back to back; put one blank line between them (and after the

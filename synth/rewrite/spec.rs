@@ -381,147 +381,24 @@ pub fn parse_spec(text: &str, file: &Path) -> Result<RewriteSpec, SpecError> {
         Some(v) => ctx.string(v, "description")?,
         None => String::new(),
     };
-    let Some(target_v) = &raw.target else {
-        return Err(ctx.err(
-            None,
-            "target",
-            "missing: name the source file candidates replace, e.g. target = \"kernel.cu\"",
-        ));
+    let (target_rel, target) = target_of(&ctx, raw.target.as_ref(), &dir)?;
+    let workdir = match &raw.workdir {
+        Some(w) => workdir_of(&ctx, w.get_ref(), &dir, &target, &target_rel)?,
+        None => WorkdirPolicy { root: dir.clone(), exclude: Vec::new(), keep: Keep::None },
     };
-    let target_rel = relative(&ctx, target_v, "target")?;
-    let target = dir.join(&target_rel);
-    if !target.is_file() {
-        return Err(ctx.err(
-            Some(target_v.span()),
-            "target",
-            format!(
-                "{} is not a file (paths are relative to the spec's directory {})",
-                target_rel.display(),
-                dir.display()
-            ),
-        ));
-    }
-
-    let mut workdir = WorkdirPolicy { root: dir.clone(), exclude: Vec::new(), keep: Keep::None };
-    if let Some(w) = &raw.workdir {
-        let w = w.get_ref();
-        if let Some(v) = &w.root {
-            let rel = relative(&ctx, v, "workdir.root")?;
-            workdir.root = dir.join(&rel);
-            if !workdir.root.is_dir() {
-                return Err(ctx.err(Some(v.span()), "workdir.root", format!("{} is not a directory", rel.display())));
-            }
-            if !target.starts_with(&workdir.root) {
-                return Err(ctx.err(
-                    Some(v.span()),
-                    "workdir.root",
-                    format!(
-                        "the target {} is not inside the working-copy root {}; the root must contain it",
-                        target_rel.display(),
-                        rel.display()
-                    ),
-                ));
-            }
-        }
-        if let Some(v) = &w.exclude {
-            let Value::Array(items) = v.get_ref() else {
-                return Err(ctx.err(
-                    Some(v.span()),
-                    "workdir.exclude",
-                    format!("expected an array of strings, found {}", describe(v.get_ref())),
-                ));
-            };
-            for (i, item) in items.iter().enumerate() {
-                match item {
-                    Value::String(s) if !s.is_empty() => workdir.exclude.push(s.clone()),
-                    other => {
-                        return Err(ctx.err(
-                            Some(v.span()),
-                            &format!("workdir.exclude[{i}]"),
-                            format!("expected a non-empty glob string, found {}", describe(other)),
-                        ))
-                    }
-                }
-            }
-            let target_in_root = target.strip_prefix(&workdir.root).unwrap_or(&target).to_path_buf();
-            if let Some(p) = workdir.exclude.iter().find(|p| excluded(&target_in_root, p)) {
-                return Err(ctx.err(
-                    Some(v.span()),
-                    "workdir.exclude",
-                    format!("pattern \"{p}\" excludes the target itself"),
-                ));
-            }
-        }
-        if let Some(v) = &w.keep {
-            workdir.keep =
-                ctx.choice(v, "workdir.keep", &[("none", Keep::None), ("failed", Keep::Failed), ("all", Keep::All)])?;
-        }
-    }
-
     let build = match &raw.build {
         Some(b) => Some(step(&ctx, b, "build", false)?),
         None => None,
     };
-    let Some(test_raw) = &raw.test else {
-        return Err(ctx.err(
-            None,
-            "test",
-            "missing: add a [test] table with `command = \"...\"` that runs the candidate and prints the result line",
-        ));
+    let (test, exclusive_test) = test_of(&ctx, raw.test.as_ref())?;
+    let result = match &raw.result {
+        Some(r) => result_of(&ctx, r.get_ref())?,
+        None => ResultFormat::default(),
     };
-    let test = step(&ctx, test_raw, "test", true)?;
-    let exclusive_test = match &test_raw.get_ref().exclusive {
-        Some(v) => ctx.boolean(v, "test.exclusive")?,
-        None => true,
+    let env = match &raw.env {
+        Some(e) => env_of(&ctx, e.get_ref())?,
+        None => BTreeMap::new(),
     };
-
-    let mut result = ResultFormat::default();
-    if let Some(r) = &raw.result {
-        let r = r.get_ref();
-        if let Some(v) = &r.tag {
-            let tag = ctx.nonempty(v, "result.tag")?;
-            if tag.chars().any(char::is_whitespace) {
-                return Err(ctx.err(Some(v.span()), "result.tag", format!("\"{tag}\" must not contain whitespace")));
-            }
-            result.tag = tag;
-        }
-        if let Some(v) = &r.line {
-            result.pick = ctx.choice(v, "result.line", &[("first", Pick::First), ("last", Pick::Last)])?;
-        }
-        if let Some(v) = &r.stream {
-            result.stream = ctx.choice(
-                v,
-                "result.stream",
-                &[("stdout", Stream::Stdout), ("stderr", Stream::Stderr), ("both", Stream::Both)],
-            )?;
-        }
-        if let Some(v) = &r.correct_key {
-            result.correct_key = ctx.nonempty(v, "result.correct_key")?;
-        }
-        if let Some(v) = &r.latency_key {
-            result.latency_key = ctx.nonempty(v, "result.latency_key")?;
-        }
-    }
-
-    let mut env = BTreeMap::new();
-    if let Some(e) = &raw.env {
-        for (k, v) in e.get_ref() {
-            let key = format!("env.{k}");
-            let value = match v.get_ref() {
-                Value::String(s) => s.clone(),
-                Value::Integer(i) => i.to_string(),
-                other => {
-                    return Err(ctx.err(
-                        Some(v.span()),
-                        &key,
-                        format!("expected a string or integer, found {}", describe(other)),
-                    ))
-                }
-            };
-            env.insert(k.clone(), value);
-        }
-    }
-
     Ok(RewriteSpec {
         path: file.to_path_buf(),
         name,
@@ -534,6 +411,169 @@ pub fn parse_spec(text: &str, file: &Path) -> Result<RewriteSpec, SpecError> {
         result,
         env,
     })
+}
+
+/// The `target` key: the path as written and resolved against the spec's directory `dir`; it must name a
+/// file.
+fn target_of(ctx: &Ctx, v: Option<&Spanned<Value>>, dir: &Path) -> Result<(PathBuf, PathBuf), SpecError> {
+    let Some(target_v) = v else {
+        return Err(ctx.err(
+            None,
+            "target",
+            "missing: name the source file candidates replace, e.g. target = \"kernel.cu\"",
+        ));
+    };
+    let target_rel = relative(ctx, target_v, "target")?;
+    let target = dir.join(&target_rel);
+    if !target.is_file() {
+        return Err(ctx.err(
+            Some(target_v.span()),
+            "target",
+            format!(
+                "{} is not a file (paths are relative to the spec's directory {})",
+                target_rel.display(),
+                dir.display()
+            ),
+        ));
+    }
+    Ok((target_rel, target))
+}
+
+/// The `[workdir]` table: a root containing the target, exclude patterns that leave the target in, the
+/// keep policy.
+fn workdir_of(
+    ctx: &Ctx,
+    w: &RawWorkdir,
+    dir: &Path,
+    target: &Path,
+    target_rel: &Path,
+) -> Result<WorkdirPolicy, SpecError> {
+    let mut workdir = WorkdirPolicy { root: dir.to_path_buf(), exclude: Vec::new(), keep: Keep::None };
+    if let Some(v) = &w.root {
+        let rel = relative(ctx, v, "workdir.root")?;
+        workdir.root = dir.join(&rel);
+        if !workdir.root.is_dir() {
+            return Err(ctx.err(Some(v.span()), "workdir.root", format!("{} is not a directory", rel.display())));
+        }
+        if !target.starts_with(&workdir.root) {
+            return Err(ctx.err(
+                Some(v.span()),
+                "workdir.root",
+                format!(
+                    "the target {} is not inside the working-copy root {}; the root must contain it",
+                    target_rel.display(),
+                    rel.display()
+                ),
+            ));
+        }
+    }
+    if let Some(v) = &w.exclude {
+        workdir.exclude = exclude_patterns(ctx, v)?;
+        let target_in_root = target.strip_prefix(&workdir.root).unwrap_or(target).to_path_buf();
+        if let Some(p) = workdir.exclude.iter().find(|p| excluded(&target_in_root, p)) {
+            return Err(ctx.err(
+                Some(v.span()),
+                "workdir.exclude",
+                format!("pattern \"{p}\" excludes the target itself"),
+            ));
+        }
+    }
+    if let Some(v) = &w.keep {
+        workdir.keep =
+            ctx.choice(v, "workdir.keep", &[("none", Keep::None), ("failed", Keep::Failed), ("all", Keep::All)])?;
+    }
+    Ok(workdir)
+}
+
+/// `workdir.exclude`: an array of non-empty glob strings.
+fn exclude_patterns(ctx: &Ctx, v: &Spanned<Value>) -> Result<Vec<String>, SpecError> {
+    let Value::Array(items) = v.get_ref() else {
+        return Err(ctx.err(
+            Some(v.span()),
+            "workdir.exclude",
+            format!("expected an array of strings, found {}", describe(v.get_ref())),
+        ));
+    };
+    let mut patterns = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        match item {
+            Value::String(s) if !s.is_empty() => patterns.push(s.clone()),
+            other => {
+                return Err(ctx.err(
+                    Some(v.span()),
+                    &format!("workdir.exclude[{i}]"),
+                    format!("expected a non-empty glob string, found {}", describe(other)),
+                ))
+            }
+        }
+    }
+    Ok(patterns)
+}
+
+/// The `[test]` table (required): its step and whether test runs are serialized (default true).
+fn test_of(ctx: &Ctx, raw: Option<&Spanned<RawStep>>) -> Result<(Step, bool), SpecError> {
+    let Some(test_raw) = raw else {
+        return Err(ctx.err(
+            None,
+            "test",
+            "missing: add a [test] table with `command = \"...\"` that runs the candidate and prints the result line",
+        ));
+    };
+    let test = step(ctx, test_raw, "test", true)?;
+    let exclusive_test = match &test_raw.get_ref().exclusive {
+        Some(v) => ctx.boolean(v, "test.exclusive")?,
+        None => true,
+    };
+    Ok((test, exclusive_test))
+}
+
+/// The `[result]` table over the defaults.
+fn result_of(ctx: &Ctx, r: &RawResult) -> Result<ResultFormat, SpecError> {
+    let mut result = ResultFormat::default();
+    if let Some(v) = &r.tag {
+        let tag = ctx.nonempty(v, "result.tag")?;
+        if tag.chars().any(char::is_whitespace) {
+            return Err(ctx.err(Some(v.span()), "result.tag", format!("\"{tag}\" must not contain whitespace")));
+        }
+        result.tag = tag;
+    }
+    if let Some(v) = &r.line {
+        result.pick = ctx.choice(v, "result.line", &[("first", Pick::First), ("last", Pick::Last)])?;
+    }
+    if let Some(v) = &r.stream {
+        result.stream = ctx.choice(
+            v,
+            "result.stream",
+            &[("stdout", Stream::Stdout), ("stderr", Stream::Stderr), ("both", Stream::Both)],
+        )?;
+    }
+    if let Some(v) = &r.correct_key {
+        result.correct_key = ctx.nonempty(v, "result.correct_key")?;
+    }
+    if let Some(v) = &r.latency_key {
+        result.latency_key = ctx.nonempty(v, "result.latency_key")?;
+    }
+    Ok(result)
+}
+
+/// The `[env]` table: each value a string or an integer.
+fn env_of(ctx: &Ctx, e: &BTreeMap<String, Spanned<Value>>) -> Result<BTreeMap<String, String>, SpecError> {
+    let mut env = BTreeMap::new();
+    for (k, v) in e {
+        let value = match v.get_ref() {
+            Value::String(s) => s.clone(),
+            Value::Integer(i) => i.to_string(),
+            other => {
+                return Err(ctx.err(
+                    Some(v.span()),
+                    &format!("env.{k}"),
+                    format!("expected a string or integer, found {}", describe(other)),
+                ))
+            }
+        };
+        env.insert(k.clone(), value);
+    }
+    Ok(env)
 }
 
 /// Reads and parses a spec file.

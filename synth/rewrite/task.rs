@@ -6,7 +6,7 @@
 
 use super::diag::{summarize_build_log, tail_lines};
 use super::result::{extract_result, ResultLineError};
-use super::spec::{Keep, RewriteSpec, Stream};
+use super::spec::{Keep, RewriteSpec, Step, Stream};
 use super::workcopy::copy_tree;
 use crate::engine::process::{run_step, StepOutput};
 use crate::engine::{Evaluation, Task};
@@ -188,31 +188,9 @@ impl RewriteTask {
                 Err(e) => return (Status::SetupError, format!("cannot start the build (`sh -c`): {e}"), details),
             };
             details["build_s"] = json!(round3(out.elapsed.as_secs_f64()));
-            if out.timed_out {
-                let log = clean(&out.combined());
-                return (
-                    Status::BuildTimeout,
-                    format!(
-                        "build {} running `{}`; last output:\n{}",
-                        out.describe_status(build.timeout),
-                        build.command,
-                        tail_lines(&log, 15)
-                    ),
-                    details,
-                );
-            }
-            if !out.success() {
-                let log = clean(&out.combined());
-                return (
-                    Status::BuildError,
-                    format!(
-                        "build failed ({}) running `{}`:\n{}",
-                        out.describe_status(build.timeout),
-                        build.command,
-                        summarize_build_log(&log, &target_name, candidate)
-                    ),
-                    details,
-                );
+            if out.timed_out || !out.success() {
+                let (status, feedback) = build_failure(build, &out, &clean(&out.combined()), &target_name, candidate);
+                return (status, feedback, details);
             }
         }
 
@@ -417,6 +395,18 @@ impl Task for RewriteTask {
     fn baseline(&self) -> Option<String> {
         Some(self.original.clone())
     }
+}
+
+/// The verdict on a build step that timed out or failed: the status and the feedback with the build's
+/// `log` (paths scrubbed), its tail after a timeout, its digest after a failure.
+fn build_failure(build: &Step, out: &StepOutput, log: &str, target_name: &str, candidate: &str) -> (Status, String) {
+    let status_txt = out.describe_status(build.timeout);
+    if out.timed_out {
+        let feedback = format!("build {status_txt} running `{}`; last output:\n{}", build.command, tail_lines(log, 15));
+        return (Status::BuildTimeout, feedback);
+    }
+    let digest = summarize_build_log(log, target_name, candidate);
+    (Status::BuildError, format!("build failed ({status_txt}) running `{}`:\n{digest}", build.command))
 }
 
 #[cfg(test)]

@@ -42,117 +42,142 @@ const PUNCTS: [&str; 26] = [
 
 /// Splits `text` into tokens, ending with [`Tok::Eof`].
 pub(crate) fn tokenize(text: &str) -> Result<Vec<Token>, RuleError> {
-    let chars: Vec<char> = text.chars().collect();
+    let mut lx = Lexer { chars: text.chars().collect(), i: 0, line: 1, col: 1 };
     let mut out = Vec::new();
-    let (mut i, mut line, mut col) = (0usize, 1usize, 1usize);
-    // Advances over `n` chars, tracking line and column.
-    let advance = |i: &mut usize, line: &mut usize, col: &mut usize, n: usize| {
-        for _ in 0..n {
-            if chars[*i] == '\n' {
-                *line += 1;
-                *col = 1;
-            } else {
-                *col += 1;
-            }
-            *i += 1;
-        }
-    };
     let mut at_line_start = true;
-    while i < chars.len() {
-        let c = chars[i];
-        let pos = Pos::new(line, col);
+    while let Some(c) = lx.peek(0) {
+        let pos = Pos::new(lx.line, lx.col);
         if c == '\n' {
             at_line_start = true;
-            advance(&mut i, &mut line, &mut col, 1);
+            lx.advance(1);
             continue;
         }
         // Any Unicode whitespace: rules pasted from web pages carry U+00A0 (g++ rejects those; the canonical
         // text synth prints has plain spaces).
         if c.is_whitespace() {
-            advance(&mut i, &mut line, &mut col, 1);
+            lx.advance(1);
             continue;
         }
         if c == '#' && at_line_start {
-            // `#include` and `#pragma` lines are skipped to their end (continuations were spliced before);
-            // any other directive could change what g++ compiles (`#if 0`, `#define kernel ...`).
-            let word: String = chars[i + 1..]
-                .iter()
-                .skip_while(|c| matches!(c, ' ' | '\t'))
-                .take_while(|c| c.is_ascii_alphanumeric() || **c == '_')
-                .collect();
-            if !matches!(word.as_str(), "include" | "pragma" | "") {
-                return Err(RuleError::at(
-                    pos,
-                    format!(
-                        "preprocessor directive `#{word}`: synth does not run the preprocessor, so this line could make \
-                         g++ compile something else than synth reads; remove it (only `#include` and `#pragma` \
-                         lines are skipped)"
-                    ),
-                ));
-            }
-            while i < chars.len() && chars[i] != '\n' {
-                advance(&mut i, &mut line, &mut col, 1);
-            }
+            lx.directive(pos)?;
             continue;
         }
         at_line_start = false;
-        let next = chars.get(i + 1).copied();
+        let next = lx.peek(1);
         if c == '/' && next == Some('/') {
-            while i < chars.len() && chars[i] != '\n' {
-                advance(&mut i, &mut line, &mut col, 1);
-            }
-            continue;
-        }
-        if c == '/' && next == Some('*') {
-            advance(&mut i, &mut line, &mut col, 2);
-            loop {
-                if i >= chars.len() {
-                    return Err(RuleError::at(pos, "unterminated `/*` comment: expected `*/` before the end of input"));
-                }
-                if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
-                    advance(&mut i, &mut line, &mut col, 2);
-                    break;
-                }
-                advance(&mut i, &mut line, &mut col, 1);
-            }
-            continue;
-        }
-        if c.is_ascii_alphabetic() || c == '_' {
-            let start = i;
-            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
-                advance(&mut i, &mut line, &mut col, 1);
-            }
-            out.push(Token { tok: Tok::Ident(chars[start..i].iter().collect()), pos });
-            continue;
-        }
-        if c.is_ascii_digit() {
-            let start = i;
-            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
-                advance(&mut i, &mut line, &mut col, 1);
-            }
-            let word: String = chars[start..i].iter().collect();
+            lx.skip_line();
+        } else if c == '/' && next == Some('*') {
+            lx.block_comment(pos)?;
+        } else if c.is_ascii_alphabetic() || c == '_' {
+            out.push(Token { tok: Tok::Ident(lx.word()), pos });
+        } else if c.is_ascii_digit() {
+            let word = lx.word();
             out.push(Token { tok: Tok::Int(int_literal(&word, pos)?), pos });
-            continue;
+        } else {
+            out.push(Token { tok: Tok::Punct(lx.punct(c, pos)?), pos });
         }
-        let rest: String = chars[i..chars.len().min(i + 2)].iter().collect();
-        match PUNCTS.iter().find(|p| rest.starts_with(**p)) {
-            Some(p) => {
-                advance(&mut i, &mut line, &mut col, p.len());
-                out.push(Token { tok: Tok::Punct(p), pos });
+    }
+    out.push(Token { tok: Tok::Eof, pos: Pos::new(lx.line, lx.col) });
+    Ok(out)
+}
+
+/// The text being split, the next char's index and its line and column.
+struct Lexer {
+    chars: Vec<char>,
+    i: usize,
+    line: usize,
+    col: usize,
+}
+
+impl Lexer {
+    /// The char `k` places ahead of the next one.
+    fn peek(&self, k: usize) -> Option<char> {
+        self.chars.get(self.i + k).copied()
+    }
+
+    /// Advances over `n` chars, tracking line and column.
+    fn advance(&mut self, n: usize) {
+        for _ in 0..n {
+            if self.chars[self.i] == '\n' {
+                self.line += 1;
+                self.col = 1;
+            } else {
+                self.col += 1;
             }
-            None => {
-                return Err(RuleError::at(
-                    pos,
-                    format!(
-                        "unexpected character `{c}`: expected an identifier, a number or one of {}",
-                        PUNCTS.join(" ")
-                    ),
-                ))
+            self.i += 1;
+        }
+    }
+
+    /// Skips to the end of the line (the newline stays).
+    fn skip_line(&mut self) {
+        while self.peek(0).is_some_and(|c| c != '\n') {
+            self.advance(1);
+        }
+    }
+
+    /// A preprocessor line at `pos`: `#include` and `#pragma` lines are skipped to their end (continuations
+    /// were spliced before); any other directive could change what g++ compiles (`#if 0`, `#define kernel
+    /// ...`) and is an error.
+    fn directive(&mut self, pos: Pos) -> Result<(), RuleError> {
+        let word: String = self.chars[self.i + 1..]
+            .iter()
+            .skip_while(|c| matches!(c, ' ' | '\t'))
+            .take_while(|c| c.is_ascii_alphanumeric() || **c == '_')
+            .collect();
+        if !matches!(word.as_str(), "include" | "pragma" | "") {
+            return Err(RuleError::at(
+                pos,
+                format!(
+                    "preprocessor directive `#{word}`: synth does not run the preprocessor, so this line could make \
+                     g++ compile something else than synth reads; remove it (only `#include` and `#pragma` lines \
+                     are skipped)"
+                ),
+            ));
+        }
+        self.skip_line();
+        Ok(())
+    }
+
+    /// A `/* ... */` comment starting at `pos`.
+    fn block_comment(&mut self, pos: Pos) -> Result<(), RuleError> {
+        self.advance(2);
+        loop {
+            match (self.peek(0), self.peek(1)) {
+                (None, _) => {
+                    return Err(RuleError::at(pos, "unterminated `/*` comment: expected `*/` before the end of input"))
+                }
+                (Some('*'), Some('/')) => {
+                    self.advance(2);
+                    return Ok(());
+                }
+                _ => self.advance(1),
             }
         }
     }
-    out.push(Token { tok: Tok::Eof, pos: Pos::new(line, col) });
-    Ok(out)
+
+    /// A run of ASCII letters, digits and `_` (an identifier, or a number with its suffix).
+    fn word(&mut self) -> String {
+        let start = self.i;
+        while self.peek(0).is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+            self.advance(1);
+        }
+        self.chars[start..self.i].iter().collect()
+    }
+
+    /// The punctuation starting with `c` at `pos` (the longest of [`PUNCTS`]).
+    fn punct(&mut self, c: char, pos: Pos) -> Result<&'static str, RuleError> {
+        let rest: String = self.chars[self.i..self.chars.len().min(self.i + 2)].iter().collect();
+        match PUNCTS.iter().find(|p| rest.starts_with(**p)) {
+            Some(p) => {
+                self.advance(p.len());
+                Ok(p)
+            }
+            None => Err(RuleError::at(
+                pos,
+                format!("unexpected character `{c}`: expected an identifier, a number or one of {}", PUNCTS.join(" ")),
+            )),
+        }
+    }
 }
 
 /// Whether `s` is a C++ integer suffix of the kinds rules use (`u`, `l`, `ll` in either order and case;

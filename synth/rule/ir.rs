@@ -136,6 +136,13 @@ impl Var {
     }
 }
 
+/// The variables `collect` gathers (the one walk of [`Expr::vars_used`] and [`Cond::vars_used`]).
+fn collected_vars(collect: impl FnOnce(&mut std::collections::BTreeSet<Var>)) -> std::collections::BTreeSet<Var> {
+    let mut out = std::collections::BTreeSet::new();
+    collect(&mut out);
+    out
+}
+
 impl Expr {
     /// A binary expression.
     pub fn bin(op: BinOp, lhs: Expr, rhs: Expr) -> Expr {
@@ -144,9 +151,7 @@ impl Expr {
 
     /// Variables the expression reads.
     pub fn vars_used(&self) -> std::collections::BTreeSet<Var> {
-        let mut out = std::collections::BTreeSet::new();
-        self.collect_vars(&mut out);
-        out
+        collected_vars(|out| self.collect_vars(out))
     }
 
     fn collect_vars(&self, out: &mut std::collections::BTreeSet<Var>) {
@@ -256,9 +261,7 @@ impl Cond {
 
     /// Variables the condition reads.
     pub fn vars_used(&self) -> std::collections::BTreeSet<Var> {
-        let mut out = std::collections::BTreeSet::new();
-        self.collect_vars(&mut out);
-        out
+        collected_vars(|out| self.collect_vars(out))
     }
 
     fn collect_vars(&self, out: &mut std::collections::BTreeSet<Var>) {

@@ -244,7 +244,39 @@ fn compile_branches(
 /// statements fall through (None at the end of the rule); `blame` is where to report a fall-through with
 /// nowhere to go. Recursion only follows nesting (bounded by the parser); a sequence is a loop.
 fn compile(stmts: &[Stmt], cont: Option<(&SNode, usize)>, blame: Pos) -> Result<(SNode, usize), RuleError> {
-    // Unreachable statements first, in source order: each check needs only the statement before.
+    check_reachable(stmts)?;
+    if stmts.is_empty() {
+        return cont.map(|(node, size)| (node.clone(), size)).ok_or_else(|| missing_else(blame));
+    }
+    let mut tail = Tail { rest: Rest::Cont, size: 0 };
+    for (i, stmt) in stmts.iter().enumerate().rev() {
+        let size = match stmt {
+            Stmt::Return { pos, leaf } => {
+                tail.rest = Rest::Leaf(SNode::Leaf(*leaf, *pos));
+                1
+            }
+            Stmt::If { branches, else_: Some((else_pos, else_body)) } => {
+                tail.if_else(branches, *else_pos, else_body, cont)?
+            }
+            Stmt::If { branches, else_: None } => {
+                let last_if = branches.last().map(|b| b.0).unwrap_or(blame);
+                let else_pos = stmts.get(i + 1).map(Stmt::pos).unwrap_or(last_if);
+                tail.guards(branches, last_if, else_pos, cont)?
+            }
+        };
+        if size > MAX_NODES {
+            return Err(RuleError::at(
+                stmt.pos(),
+                format!("the rule expands to more than {MAX_NODES} nodes (statements after an `if` without `else` are copied into its branches); use explicit `else` branches"),
+            ));
+        }
+        tail.size = size;
+    }
+    Ok((tail.rest.into_node().expect("a compiled statement"), tail.size))
+}
+
+/// Unreachable statements, in source order: each check needs only the statement before.
+fn check_reachable(stmts: &[Stmt]) -> Result<(), RuleError> {
     for pair in stmts.windows(2) {
         match &pair[0] {
             Stmt::Return { .. } => {
@@ -259,71 +291,75 @@ fn compile(stmts: &[Stmt], cont: Option<(&SNode, usize)>, blame: Pos) -> Result<
             _ => {}
         }
     }
-    if stmts.is_empty() {
-        return cont.map(|(node, size)| (node.clone(), size)).ok_or_else(|| missing_else(blame));
+    Ok(())
+}
+
+/// What follows the statement being compiled (statements are compiled last first) and its size.
+struct Tail {
+    rest: Rest,
+    size: usize,
+}
+
+impl Tail {
+    /// An `if` with an `else`: a chain of its own; the bodies that fall through get a copy of what follows.
+    /// Returns the statement's size.
+    fn if_else(
+        &mut self,
+        branches: &[(Pos, Cond, Vec<Stmt>)],
+        else_pos: Pos,
+        else_body: &[Stmt],
+        cont: Option<(&SNode, usize)>,
+    ) -> Result<usize, RuleError> {
+        // Only bodies that fall through need a copy of what follows.
+        let needed = list_falls_through(else_body) || branches.iter().any(|b| list_falls_through(&b.2));
+        let after =
+            if needed { std::mem::replace(&mut self.rest, Rest::Cont).materialize(self.size, cont) } else { None };
+        let after = after.as_ref().map(|(node, size)| (node, *size));
+        let (mut compiled, size) = compile_branches(branches, after)?;
+        let (otherwise, else_size) = compile(else_body, after, else_pos)?;
+        compiled.reverse();
+        self.rest = Rest::Chain { rev: compiled, else_pos, otherwise: Box::new(otherwise) };
+        Ok(1 + size + else_size)
     }
-    let (mut rest, mut rest_size) = (Rest::Cont, 0);
-    for (i, stmt) in stmts.iter().enumerate().rev() {
-        let size = match stmt {
-            Stmt::Return { pos, leaf } => {
-                rest = Rest::Leaf(SNode::Leaf(*leaf, *pos));
-                1
-            }
-            Stmt::If { branches, else_: Some((else_pos, else_body)) } => {
-                // Only bodies that fall through need a copy of what follows.
-                let needed = list_falls_through(else_body) || branches.iter().any(|b| list_falls_through(&b.2));
-                let after =
-                    if needed { std::mem::replace(&mut rest, Rest::Cont).materialize(rest_size, cont) } else { None };
-                let after = after.as_ref().map(|(node, size)| (node, *size));
-                let (mut compiled, size) = compile_branches(branches, after)?;
-                let (otherwise, else_size) = compile(else_body, after, *else_pos)?;
-                compiled.reverse();
-                rest = Rest::Chain { rev: compiled, else_pos: *else_pos, otherwise: Box::new(otherwise) };
-                1 + size + else_size
-            }
-            Stmt::If { branches, else_: None } => {
-                let last_if = branches.last().map(|b| b.0).unwrap_or(blame);
-                if matches!(rest, Rest::Cont) {
-                    let (node, size) = cont.ok_or_else(|| missing_else(last_if))?;
-                    rest = Rest::from_node(node.clone());
-                    rest_size = size;
-                }
-                let compiled = if branches.iter().any(|b| list_falls_through(&b.2)) {
-                    let (node, size) =
-                        std::mem::replace(&mut rest, Rest::Cont).materialize(rest_size, None).expect("not Cont");
-                    let compiled = compile_branches(branches, Some((&node, size)))?;
-                    rest = Rest::from_node(node);
-                    compiled
-                } else {
-                    compile_branches(branches, None)?
-                };
-                let (compiled, bodies) = compiled;
-                // Guard clauses (`if (a) return x; if (b) return y; ...`) read as one else-if chain.
-                let (merged, size) = match std::mem::replace(&mut rest, Rest::Cont) {
-                    Rest::Chain { mut rev, else_pos, otherwise } => {
-                        rev.extend(compiled.into_iter().rev());
-                        (Rest::Chain { rev, else_pos, otherwise }, rest_size + bodies)
-                    }
-                    Rest::Leaf(leaf) => {
-                        let else_pos = stmts.get(i + 1).map(Stmt::pos).unwrap_or(last_if);
-                        let rev = compiled.into_iter().rev().collect();
-                        (Rest::Chain { rev, else_pos, otherwise: Box::new(leaf) }, 1 + rest_size + bodies)
-                    }
-                    Rest::Cont => unreachable!("set from the continuation above"),
-                };
-                rest = merged;
-                size
-            }
-        };
-        if size > MAX_NODES {
-            return Err(RuleError::at(
-                stmt.pos(),
-                format!("the rule expands to more than {MAX_NODES} nodes (statements after an `if` without `else` are copied into its branches); use explicit `else` branches"),
-            ));
+
+    /// An `if` without `else` (guard clauses, `if (a) return x; if (b) return y; ...`): its branches are
+    /// prepended to what follows, read as one else-if chain whose `else` is at `else_pos`; `last_if` is
+    /// blamed when nothing follows. Returns the statement's size.
+    fn guards(
+        &mut self,
+        branches: &[(Pos, Cond, Vec<Stmt>)],
+        last_if: Pos,
+        else_pos: Pos,
+        cont: Option<(&SNode, usize)>,
+    ) -> Result<usize, RuleError> {
+        if matches!(self.rest, Rest::Cont) {
+            let (node, size) = cont.ok_or_else(|| missing_else(last_if))?;
+            self.rest = Rest::from_node(node.clone());
+            self.size = size;
         }
-        rest_size = size;
+        let (compiled, bodies) = if branches.iter().any(|b| list_falls_through(&b.2)) {
+            let (node, size) =
+                std::mem::replace(&mut self.rest, Rest::Cont).materialize(self.size, None).expect("not Cont");
+            let compiled = compile_branches(branches, Some((&node, size)))?;
+            self.rest = Rest::from_node(node);
+            compiled
+        } else {
+            compile_branches(branches, None)?
+        };
+        let (merged, size) = match std::mem::replace(&mut self.rest, Rest::Cont) {
+            Rest::Chain { mut rev, else_pos, otherwise } => {
+                rev.extend(compiled.into_iter().rev());
+                (Rest::Chain { rev, else_pos, otherwise }, self.size + bodies)
+            }
+            Rest::Leaf(leaf) => {
+                let rev = compiled.into_iter().rev().collect();
+                (Rest::Chain { rev, else_pos, otherwise: Box::new(leaf) }, 1 + self.size + bodies)
+            }
+            Rest::Cont => unreachable!("set from the continuation above"),
+        };
+        self.rest = merged;
+        Ok(size)
     }
-    Ok((rest.into_node().expect("a compiled statement"), rest_size))
 }
 
 /// Condition syntax tree before typing into [`Cond`] / [`Expr`].

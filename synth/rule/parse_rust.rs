@@ -530,109 +530,13 @@ impl Reader<'_> {
             });
         }
         match e {
-            syn::Expr::Binary(b) => {
-                let op = match b.op {
-                    syn::BinOp::Add(_) => BinOp::Add,
-                    syn::BinOp::Sub(_) => BinOp::Sub,
-                    syn::BinOp::Mul(_) => BinOp::Mul,
-                    syn::BinOp::Div(_) => BinOp::Div,
-                    syn::BinOp::Lt(_)
-                    | syn::BinOp::Le(_)
-                    | syn::BinOp::Gt(_)
-                    | syn::BinOp::Ge(_)
-                    | syn::BinOp::Eq(_)
-                    | syn::BinOp::Ne(_) => {
-                        return Err(err(
-                            e,
-                            format!("expected an integer expression, found the comparison {}", shown(e)),
-                        ))
-                    }
-                    syn::BinOp::And(_) | syn::BinOp::Or(_) => {
-                        return Err(err(e, format!("expected an integer expression, found the condition {}", shown(e))))
-                    }
-                    _ => {
-                        return Err(err(
-                            e,
-                            format!(
-                                "operator `{}` is not supported: conditions may use + - * / and cdiv, min, max",
-                                b.op.to_token_stream()
-                            ),
-                        ))
-                    }
-                };
-                Ok(Expr::bin(op, self.expr(&b.left)?, self.expr(&b.right)?))
-            }
+            syn::Expr::Binary(b) => Ok(Expr::bin(binary_op(e, b)?, self.expr(&b.left)?, self.expr(&b.right)?)),
             syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => {
                 Ok(Expr::bin(BinOp::Sub, Expr::Lit(0), self.expr(&u.expr)?))
             }
-            syn::Expr::Path(p)
-                if p.qself.is_none() && p.path.segments.len() == 2 && p.path.segments[0].ident == "i64" =>
-            {
-                match p.path.segments[1].ident.to_string().as_str() {
-                    "MIN" => Ok(Expr::Lit(i64::MIN)),
-                    "MAX" => Ok(Expr::Lit(i64::MAX)),
-                    _ => Err(err(e, format!("unknown constant {}; expected i64::MIN or i64::MAX", shown(e)))),
-                }
-            }
-            syn::Expr::Path(p) if p.qself.is_none() => match p.path.get_ident() {
-                Some(ident) => {
-                    let name = ident.to_string();
-                    Var::from_name(&name)
-                        .map(Expr::Var)
-                        .ok_or_else(|| err(e, format!("unknown variable `{name}`; the rule may use M, N, K")))
-                }
-                None => Err(err(e, format!("unknown variable {}; the rule may use M, N, K", shown(e)))),
-            },
-            syn::Expr::Call(c) => {
-                let name = match &*c.func {
-                    syn::Expr::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default(),
-                    _ => String::new(),
-                };
-                let op = match name.as_str() {
-                    "cdiv" | "ceil_div" | "div_ceil" => BinOp::CeilDiv,
-                    "div" => BinOp::Div,
-                    "min" => BinOp::Min,
-                    "max" => BinOp::Max,
-                    _ => {
-                        return Err(err(
-                            &c.func,
-                            format!(
-                                "unknown function {}; conditions may call cdiv, ceil_div, div, min, max",
-                                shown(&c.func)
-                            ),
-                        ))
-                    }
-                };
-                if c.args.len() != 2 {
-                    return Err(err(e, format!("`{name}` takes 2 arguments, found {}", c.args.len())));
-                }
-                Ok(Expr::bin(op, self.expr(&c.args[0])?, self.expr(&c.args[1])?))
-            }
-            syn::Expr::MethodCall(mc) => {
-                let name = mc.method.to_string();
-                let op = match name.as_str() {
-                    "div_ceil" => BinOp::CeilDiv,
-                    "min" => BinOp::Min,
-                    "max" => BinOp::Max,
-                    // The IR's + - * wrap (see `crate::rule::ir`), as the generated module spells them.
-                    "wrapping_add" => BinOp::Add,
-                    "wrapping_sub" => BinOp::Sub,
-                    "wrapping_mul" => BinOp::Mul,
-                    _ => {
-                        return Err(err(
-                            &mc.method,
-                            format!(
-                                "unknown method `{name}`; conditions may call .div_ceil(b), .min(b), .max(b), \
-                                 .wrapping_add(b), .wrapping_sub(b), .wrapping_mul(b)"
-                            ),
-                        ))
-                    }
-                };
-                if mc.args.len() != 1 {
-                    return Err(err(e, format!("`.{name}` takes 1 argument, found {}", mc.args.len())));
-                }
-                Ok(Expr::bin(op, self.expr(&mc.receiver)?, self.expr(&mc.args[0])?))
-            }
+            syn::Expr::Path(p) if p.qself.is_none() => path_expr(e, p),
+            syn::Expr::Call(c) => self.call(e, c),
+            syn::Expr::MethodCall(mc) => self.method_call(e, mc),
             syn::Expr::Cast(c) => {
                 let ty = c.ty.to_token_stream().to_string();
                 if matches!(ty.as_str(), "i64" | "u64" | "i32" | "u32" | "usize" | "isize" | "i128" | "u128") {
@@ -648,5 +552,105 @@ impl Reader<'_> {
             }
             _ => Err(err(e, format!("expected an integer expression, found {}", shown(e)))),
         }
+    }
+
+    /// A function call `f(a, b)`: cdiv (ceil_div, div_ceil), div, min or max.
+    fn call(&self, e: &syn::Expr, c: &syn::ExprCall) -> Result<Expr, RuleError> {
+        let name = match &*c.func {
+            syn::Expr::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default(),
+            _ => String::new(),
+        };
+        let op = match name.as_str() {
+            "cdiv" | "ceil_div" | "div_ceil" => BinOp::CeilDiv,
+            "div" => BinOp::Div,
+            "min" => BinOp::Min,
+            "max" => BinOp::Max,
+            _ => {
+                return Err(err(
+                    &c.func,
+                    format!("unknown function {}; conditions may call cdiv, ceil_div, div, min, max", shown(&c.func)),
+                ))
+            }
+        };
+        if c.args.len() != 2 {
+            return Err(err(e, format!("`{name}` takes 2 arguments, found {}", c.args.len())));
+        }
+        Ok(Expr::bin(op, self.expr(&c.args[0])?, self.expr(&c.args[1])?))
+    }
+
+    /// A method call `a.f(b)`: div_ceil, min, max, or the wrapping + - * the generated module spells.
+    fn method_call(&self, e: &syn::Expr, mc: &syn::ExprMethodCall) -> Result<Expr, RuleError> {
+        let name = mc.method.to_string();
+        let op = match name.as_str() {
+            "div_ceil" => BinOp::CeilDiv,
+            "min" => BinOp::Min,
+            "max" => BinOp::Max,
+            // The IR's + - * wrap (see `crate::rule::ir`), as the generated module spells them.
+            "wrapping_add" => BinOp::Add,
+            "wrapping_sub" => BinOp::Sub,
+            "wrapping_mul" => BinOp::Mul,
+            _ => {
+                return Err(err(
+                    &mc.method,
+                    format!(
+                        "unknown method `{name}`; conditions may call .div_ceil(b), .min(b), .max(b), \
+                         .wrapping_add(b), .wrapping_sub(b), .wrapping_mul(b)"
+                    ),
+                ))
+            }
+        };
+        if mc.args.len() != 1 {
+            return Err(err(e, format!("`.{name}` takes 1 argument, found {}", mc.args.len())));
+        }
+        Ok(Expr::bin(op, self.expr(&mc.receiver)?, self.expr(&mc.args[0])?))
+    }
+}
+
+/// The arithmetic operator of a binary expression `e`; comparisons, conditions and other operators are
+/// errors.
+fn binary_op(e: &syn::Expr, b: &syn::ExprBinary) -> Result<BinOp, RuleError> {
+    match b.op {
+        syn::BinOp::Add(_) => Ok(BinOp::Add),
+        syn::BinOp::Sub(_) => Ok(BinOp::Sub),
+        syn::BinOp::Mul(_) => Ok(BinOp::Mul),
+        syn::BinOp::Div(_) => Ok(BinOp::Div),
+        syn::BinOp::Lt(_)
+        | syn::BinOp::Le(_)
+        | syn::BinOp::Gt(_)
+        | syn::BinOp::Ge(_)
+        | syn::BinOp::Eq(_)
+        | syn::BinOp::Ne(_) => {
+            Err(err(e, format!("expected an integer expression, found the comparison {}", shown(e))))
+        }
+        syn::BinOp::And(_) | syn::BinOp::Or(_) => {
+            Err(err(e, format!("expected an integer expression, found the condition {}", shown(e))))
+        }
+        _ => Err(err(
+            e,
+            format!(
+                "operator `{}` is not supported: conditions may use + - * / and cdiv, min, max",
+                b.op.to_token_stream()
+            ),
+        )),
+    }
+}
+
+/// A path expression (no qualified self): `i64::MIN`, `i64::MAX`, or one of the variables M, N, K.
+fn path_expr(e: &syn::Expr, p: &syn::ExprPath) -> Result<Expr, RuleError> {
+    if p.path.segments.len() == 2 && p.path.segments[0].ident == "i64" {
+        return match p.path.segments[1].ident.to_string().as_str() {
+            "MIN" => Ok(Expr::Lit(i64::MIN)),
+            "MAX" => Ok(Expr::Lit(i64::MAX)),
+            _ => Err(err(e, format!("unknown constant {}; expected i64::MIN or i64::MAX", shown(e)))),
+        };
+    }
+    match p.path.get_ident() {
+        Some(ident) => {
+            let name = ident.to_string();
+            Var::from_name(&name)
+                .map(Expr::Var)
+                .ok_or_else(|| err(e, format!("unknown variable `{name}`; the rule may use M, N, K")))
+        }
+        None => Err(err(e, format!("unknown variable {}; the rule may use M, N, K", shown(e)))),
     }
 }

@@ -372,6 +372,98 @@ impl BuiltinProposer {
     }
 }
 
+/// The steps of one proposal.
+impl BuiltinProposer {
+    /// The proposal's random stream, seeded from the proposer's seed, the iteration, the slot and the parent.
+    fn proposal_rng(&self, req: &ProposalRequest) -> ChaCha8Rng {
+        let mix = self.seed
+            ^ (req.iteration as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ (req.offspring_index as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9)
+            ^ req.parent.as_ref().map(|p| p.id as u64).unwrap_or(0).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ChaCha8Rng::seed_from_u64(mix)
+    }
+
+    /// A synthesizer variant's rule, skipping variants whose rule is already in the history (`seen`).
+    fn fresh_variant(&self, req: &ProposalRequest, seen: &HashSet<String>) -> Result<String, ProposeError> {
+        let start = req.iteration.saturating_sub(1) * 4 + req.offspring_index;
+        let mut last_err = String::new();
+        for i in start..start + 16 {
+            match self.synthesize_variant(i) {
+                Ok(rule) => {
+                    let text = rule_to_cpp_text(&rule, &self.setup.catalog);
+                    if !seen.contains(&text) {
+                        return Ok(text);
+                    }
+                }
+                Err(e) => last_err = e,
+            }
+        }
+        if last_err.is_empty() {
+            return Err(ProposeError::Exhausted(
+                "every synthesizer variant tried reproduces a rule already in the history".into(),
+            ));
+        }
+        Err(ProposeError::Failed(last_err))
+    }
+
+    /// Neighbours of a rule, cheapest first; made safe lazily by the caller (guards are the costly part).
+    fn sorted_neighbours(&self, r: &Rule) -> Vec<(f64, Rule)> {
+        let mut nb: Vec<(f64, Rule)> = self.neighbours(r).into_iter().map(|r| (self.objective(&r), r)).collect();
+        nb.sort_by(|a, b| a.0.total_cmp(&b.0));
+        nb
+    }
+
+    /// Local search from the parent (slot mode 0), or iterated local search: a random move among the 12
+    /// best safe neighbours, then local search. Returns the rule reached and its objective.
+    fn improve(
+        &self,
+        guards: &Guards,
+        parent: Rule,
+        parent_cost: f64,
+        slot_mode: usize,
+        rng: &mut ChaCha8Rng,
+    ) -> (Rule, f64) {
+        if slot_mode == 0 {
+            return self.local_search(guards, parent, rng, 1.0);
+        }
+        let mut nb: Vec<(f64, Rule)> = self
+            .sorted_neighbours(&parent)
+            .into_iter()
+            .filter_map(|(c, r)| self.safe(guards, &r).map(|r| (c, r)))
+            .take(12)
+            .collect();
+        if nb.is_empty() {
+            return (parent, parent_cost);
+        }
+        let k = rng.gen_range(0..nb.len());
+        let start = nb.swap_remove(k).1;
+        self.local_search(guards, start, rng, self.sample)
+    }
+
+    /// One of the best safe neighbours of `rule` not yet in the history, so a stuck lineage keeps
+    /// exploring; None when there is none.
+    fn unseen_neighbour(
+        &self,
+        guards: &Guards,
+        rule: &Rule,
+        seen: &HashSet<String>,
+        rng: &mut ChaCha8Rng,
+    ) -> Option<String> {
+        let fresh: Vec<String> = self
+            .sorted_neighbours(rule)
+            .into_iter()
+            .filter_map(|(_, r)| self.safe(guards, &r))
+            .map(|r| rule_to_cpp_text(&r, &self.setup.catalog))
+            .filter(|t| !seen.contains(t))
+            .take(4)
+            .collect();
+        match fresh.len() {
+            0 => None,
+            n => Some(fresh[rng.gen_range(0..n)].clone()),
+        }
+    }
+}
+
 impl Proposer for BuiltinProposer {
     fn name(&self) -> String {
         "builtin".into()
@@ -385,79 +477,22 @@ impl Proposer for BuiltinProposer {
             .as_ref()
             .filter(|p| p.eval.score.is_some() && p.iteration > 0)
             .and_then(|p| parse_any(&p.candidate, catalog).ok());
-        let mix = self.seed
-            ^ (req.iteration as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            ^ (req.offspring_index as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9)
-            ^ req.parent.as_ref().map(|p| p.id as u64).unwrap_or(0).wrapping_mul(0x94D0_49BB_1331_11EB);
-        let mut rng = ChaCha8Rng::seed_from_u64(mix);
+        let mut rng = self.proposal_rng(req);
         let slot_mode = req.offspring_index % 4;
         let parent_rule = match parent_rule {
             Some(r) if slot_mode != 3 => r,
-            _ => {
-                // Synthesizer variant; skip variants whose rule is already in the history.
-                let start = req.iteration.saturating_sub(1) * 4 + req.offspring_index;
-                let mut last_err = String::new();
-                for i in start..start + 16 {
-                    match self.synthesize_variant(i) {
-                        Ok(rule) => {
-                            let text = rule_to_cpp_text(&rule, catalog);
-                            if !seen.contains(&text) {
-                                return Ok(text);
-                            }
-                        }
-                        Err(e) => last_err = e,
-                    }
-                }
-                if last_err.is_empty() {
-                    return Err(ProposeError::Exhausted(
-                        "every synthesizer variant tried reproduces a rule already in the history".into(),
-                    ));
-                }
-                return Err(ProposeError::Failed(last_err));
-            }
+            _ => return self.fresh_variant(req, &seen),
         };
         let parent_cost = self.objective(&parent_rule);
         let st = &self.setup;
         let guards = Guards::new(&st.matrix, &st.catalog, &st.train, st.limits.max_depth);
-        // Neighbours of a rule, cheapest first; made safe lazily (guards are the costly part).
-        let sorted_neighbours = |r: &Rule| -> Vec<(f64, Rule)> {
-            let mut nb: Vec<(f64, Rule)> = self.neighbours(r).into_iter().map(|r| (self.objective(&r), r)).collect();
-            nb.sort_by(|a, b| a.0.total_cmp(&b.0));
-            nb
-        };
-        let (rule, cost) = if slot_mode == 0 {
-            self.local_search(&guards, parent_rule.clone(), &mut rng, 1.0)
-        } else {
-            // Iterated local search: a random move (among the 12 best), then local search.
-            let mut nb: Vec<(f64, Rule)> = sorted_neighbours(&parent_rule)
-                .into_iter()
-                .filter_map(|(c, r)| self.safe(&guards, &r).map(|r| (c, r)))
-                .take(12)
-                .collect();
-            if nb.is_empty() {
-                (parent_rule.clone(), parent_cost)
-            } else {
-                let k = rng.gen_range(0..nb.len());
-                let start = nb.swap_remove(k).1;
-                self.local_search(&guards, start, &mut rng, self.sample)
-            }
-        };
+        let (rule, cost) = self.improve(&guards, parent_rule, parent_cost, slot_mode, &mut rng);
         let text = rule_to_cpp_text(&rule, catalog);
         if cost < parent_cost - 1e-9 && !seen.contains(&text) {
             return Ok(text);
         }
         // Stuck: return one of the best neighbours not yet in the history, so the lineage keeps exploring.
-        let fresh: Vec<String> = sorted_neighbours(&rule)
-            .into_iter()
-            .filter_map(|(_, r)| self.safe(&guards, &r))
-            .map(|r| rule_to_cpp_text(&r, catalog))
-            .filter(|t| !seen.contains(t))
-            .take(4)
-            .collect();
-        match fresh.len() {
-            0 => Ok(text),
-            n => Ok(fresh[rng.gen_range(0..n)].clone()),
-        }
+        Ok(self.unseen_neighbour(&guards, &rule, &seen, &mut rng).unwrap_or(text))
     }
 }
 

@@ -312,6 +312,125 @@ fn cand_str(c: Candidate) -> String {
     c.to_string()
 }
 
+/// The feedback's first lines on a scored rule: its totals against the oracle and the default, its size,
+/// and the picks that were charged or could not be scored.
+fn summary_feedback(setup: &RuleSetup, score: &RuleScore, rule: &Rule) -> String {
+    let mut fb = String::new();
+    let _ = writeln!(
+        fb,
+        "training shapes: {}; total {:.2} us; oracle {:.2} us; default {:.2} us",
+        score.shapes.len(),
+        score.total_us,
+        score.oracle_us,
+        score.default_us
+    );
+    let _ = writeln!(
+        fb,
+        "fraction of oracle: {:.4} by total time, {:.4} geomean; {:.3}x faster than the default (total)",
+        score.oracle_us / score.total_us,
+        score.of_oracle,
+        score.default_us / score.total_us
+    );
+    if setup.weights.is_some() {
+        let _ = writeln!(fb, "weighted objective: {:.4}", score.objective);
+    }
+    let _ = writeln!(
+        fb,
+        "rule: {} leaves, depth {}, {} distinct instances",
+        rule.num_leaves(),
+        rule.depth(),
+        kernels_used(rule).len()
+    );
+    if score.fallbacks > 0 {
+        let _ = writeln!(
+            fb,
+            "{} pick(s) of unmeasured or failed cells, charged the default kernel's time",
+            score.fallbacks
+        );
+    }
+    if !score.unscorable.is_empty() {
+        let list: Vec<String> = score.unscorable.iter().map(|s| s.to_string()).collect();
+        let _ = writeln!(fb, "not scored (no usable measurement): {}", list.join(", "));
+    }
+    fb
+}
+
+/// The `limit` shapes of largest regret, written to the feedback (with their leaf's line) and returned as
+/// the details' `worst` entries.
+fn worst_shapes(
+    fb: &mut String,
+    score: &RuleScore,
+    source: &crate::rule::SourceMap,
+    limit: usize,
+) -> Vec<serde_json::Value> {
+    let mut worst: Vec<&ShapeOutcome> = score.shapes.iter().filter(|o| o.regret_us() > 1e-9).collect();
+    worst.sort_by(|a, b| b.regret_us().total_cmp(&a.regret_us()).then(a.index.cmp(&b.index)));
+    worst.truncate(limit);
+    if worst.is_empty() {
+        let _ = writeln!(fb, "every training shape gets its fastest candidate");
+    } else {
+        let _ = writeln!(fb, "worst shapes by regret:");
+    }
+    let mut worst_json = Vec::new();
+    for o in &worst {
+        let line = source.leaf_line(&o.leaf);
+        let status =
+            if o.status == Status::Ok { String::new() } else { format!(" ({}, charged default)", o.status.as_str()) };
+        let at = line.map(|l| format!(" [leaf at line {l}]")).unwrap_or_default();
+        let _ = writeln!(
+            fb,
+            "  M={} N={} K={}: picks {}{status} {:.2} us, best {} {:.2} us: +{:.2} us (+{:.1}%){at}",
+            o.shape.m,
+            o.shape.n,
+            o.shape.k,
+            cand_str(o.pick),
+            o.us,
+            cand_str(o.best),
+            o.best_us,
+            o.regret_us(),
+            100.0 * o.regret_us() / o.best_us
+        );
+        worst_json.push(json!({
+            "m": o.shape.m, "n": o.shape.n, "k": o.shape.k,
+            "pick": cand_str(o.pick), "pick_us": o.us, "status": o.status.as_str(),
+            "best": cand_str(o.best), "best_us": o.best_us,
+            "regret_us": o.regret_us(), "regret_pct": 100.0 * o.regret_us() / o.best_us,
+            "leaf_line": line,
+        }));
+    }
+    worst_json
+}
+
+/// Each leaf whose shapes another candidate serves cheaper, written to the feedback; every leaf's advice
+/// returned as the details' `leaf_advice` entries.
+fn advice_feedback(fb: &mut String, advice: &[LeafAdvice], source: &crate::rule::SourceMap) -> Vec<serde_json::Value> {
+    let mut advice_json = Vec::new();
+    for a in advice {
+        let saving = a.current - a.best_cost;
+        let current = a.leaf.candidate();
+        if saving > 1e-9 && a.best != current {
+            let at = source
+                .leaf_line(&a.path)
+                .map(|l| format!("leaf at line {l}"))
+                .unwrap_or_else(|| format!("leaf {:?}", a.path));
+            let _ = writeln!(
+                fb,
+                "{at} ({} shapes, returns {}): returning {} there instead saves {:.2} us",
+                a.shapes,
+                cand_str(current),
+                cand_str(a.best),
+                saving
+            );
+        }
+        advice_json.push(json!({
+            "path": a.path, "line": source.leaf_line(&a.path), "shapes": a.shapes,
+            "returns": cand_str(a.leaf.candidate()),
+            "cost": a.current, "best": cand_str(a.best), "best_cost": a.best_cost,
+        }));
+    }
+    advice_json
+}
+
 impl Task for RuleTask {
     fn kind(&self) -> &'static str {
         "rule"
@@ -339,104 +458,9 @@ impl Task for RuleTask {
         };
         let setup = &self.setup;
         let score = score_rule(setup, &rule);
-        let advice = leaf_advice(setup, &score, &rule);
-        let n = score.shapes.len();
-        let mut fb = String::new();
-        let _ = writeln!(
-            fb,
-            "training shapes: {n}; total {:.2} us; oracle {:.2} us; default {:.2} us",
-            score.total_us, score.oracle_us, score.default_us
-        );
-        let _ = writeln!(
-            fb,
-            "fraction of oracle: {:.4} by total time, {:.4} geomean; {:.3}x faster than the default (total)",
-            score.oracle_us / score.total_us,
-            score.of_oracle,
-            score.default_us / score.total_us
-        );
-        if setup.weights.is_some() {
-            let _ = writeln!(fb, "weighted objective: {:.4}", score.objective);
-        }
-        let _ = writeln!(
-            fb,
-            "rule: {} leaves, depth {}, {} distinct instances",
-            rule.num_leaves(),
-            rule.depth(),
-            kernels_used(&rule).len()
-        );
-        if score.fallbacks > 0 {
-            let _ = writeln!(
-                fb,
-                "{} pick(s) of unmeasured or failed cells, charged the default kernel's time",
-                score.fallbacks
-            );
-        }
-        if !score.unscorable.is_empty() {
-            let list: Vec<String> = score.unscorable.iter().map(|s| s.to_string()).collect();
-            let _ = writeln!(fb, "not scored (no usable measurement): {}", list.join(", "));
-        }
-        let mut worst: Vec<&ShapeOutcome> = score.shapes.iter().filter(|o| o.regret_us() > 1e-9).collect();
-        worst.sort_by(|a, b| b.regret_us().total_cmp(&a.regret_us()).then(a.index.cmp(&b.index)));
-        worst.truncate(self.worst);
-        if worst.is_empty() {
-            let _ = writeln!(fb, "every training shape gets its fastest candidate");
-        } else {
-            let _ = writeln!(fb, "worst shapes by regret:");
-        }
-        let mut worst_json = Vec::new();
-        for o in &worst {
-            let line = source.leaf_line(&o.leaf);
-            let status = if o.status == Status::Ok {
-                String::new()
-            } else {
-                format!(" ({}, charged default)", o.status.as_str())
-            };
-            let at = line.map(|l| format!(" [leaf at line {l}]")).unwrap_or_default();
-            let _ = writeln!(
-                fb,
-                "  M={} N={} K={}: picks {}{status} {:.2} us, best {} {:.2} us: +{:.2} us (+{:.1}%){at}",
-                o.shape.m,
-                o.shape.n,
-                o.shape.k,
-                cand_str(o.pick),
-                o.us,
-                cand_str(o.best),
-                o.best_us,
-                o.regret_us(),
-                100.0 * o.regret_us() / o.best_us
-            );
-            worst_json.push(json!({
-                "m": o.shape.m, "n": o.shape.n, "k": o.shape.k,
-                "pick": cand_str(o.pick), "pick_us": o.us, "status": o.status.as_str(),
-                "best": cand_str(o.best), "best_us": o.best_us,
-                "regret_us": o.regret_us(), "regret_pct": 100.0 * o.regret_us() / o.best_us,
-                "leaf_line": line,
-            }));
-        }
-        let mut advice_json = Vec::new();
-        for a in &advice {
-            let saving = a.current - a.best_cost;
-            let current = a.leaf.candidate();
-            if saving > 1e-9 && a.best != current {
-                let at = source
-                    .leaf_line(&a.path)
-                    .map(|l| format!("leaf at line {l}"))
-                    .unwrap_or_else(|| format!("leaf {:?}", a.path));
-                let _ = writeln!(
-                    fb,
-                    "{at} ({} shapes, returns {}): returning {} there instead saves {:.2} us",
-                    a.shapes,
-                    cand_str(current),
-                    cand_str(a.best),
-                    saving
-                );
-            }
-            advice_json.push(json!({
-                "path": a.path, "line": source.leaf_line(&a.path), "shapes": a.shapes,
-                "returns": cand_str(a.leaf.candidate()),
-                "cost": a.current, "best": cand_str(a.best), "best_cost": a.best_cost,
-            }));
-        }
+        let mut fb = summary_feedback(setup, &score, &rule);
+        let worst_json = worst_shapes(&mut fb, &score, &source, self.worst);
+        let advice_json = advice_feedback(&mut fb, &leaf_advice(setup, &score, &rule), &source);
         for w in &warnings {
             let _ = writeln!(fb, "{w}");
         }
@@ -495,76 +519,79 @@ impl Reflector for RuleReflector {
             ),
             (None, _) => format!("The candidate failed: {}", clip(&attempt.eval.feedback, 1200)),
             (Some(score), _) => {
-                let mut out = String::new();
-                let of_total = d.get("of_oracle_total").and_then(|x| x.as_f64()).unwrap_or(f64::NAN);
-                let of_geo = d.get("of_oracle_geomean").and_then(|x| x.as_f64()).unwrap_or(f64::NAN);
-                let _ = write!(
-                    out,
-                    "Score {score:.2} ({:.1}% of oracle by total time, {:.1}% geomean).",
-                    100.0 * of_total,
-                    100.0 * of_geo
-                );
-                if let Some((bid, bs)) = best.and_then(|b| b.eval.score.map(|s| (b.id, s))) {
-                    if score < bs {
-                        let _ = write!(out, " New best (previous {bs:.2}, attempt {bid}).");
-                    } else {
-                        let _ = write!(
-                            out,
-                            " The best so far is {bs:.2} (attempt {bid}); this one loses {:.2}.",
-                            score - bs
-                        );
-                    }
-                }
-                if let Some(worst) = d.get("worst").and_then(|w| w.as_array()).filter(|w| !w.is_empty()) {
-                    out.push_str("\nLargest regrets:");
-                    for w in worst.iter().take(4) {
-                        let _ = write!(
-                            out,
-                            "\n  M={} N={} K={}: {} costs +{:.2} us (+{:.1}%) over {}",
-                            w["m"],
-                            w["n"],
-                            w["k"],
-                            w["pick"].as_str().unwrap_or("?"),
-                            w["regret_us"].as_f64().unwrap_or(0.0),
-                            w["regret_pct"].as_f64().unwrap_or(0.0),
-                            w["best"].as_str().unwrap_or("?")
-                        );
-                    }
-                }
-                let mut fixes: Vec<&serde_json::Value> = d
-                    .get("leaf_advice")
-                    .and_then(|a| a.as_array())
-                    .map(|a| {
-                        a.iter()
-                            .filter(|x| {
-                                x["cost"].as_f64().unwrap_or(0.0) - x["best_cost"].as_f64().unwrap_or(0.0) > 1e-9
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                fixes.sort_by(|a, b| {
-                    let s = |x: &serde_json::Value| {
-                        x["cost"].as_f64().unwrap_or(0.0) - x["best_cost"].as_f64().unwrap_or(0.0)
-                    };
-                    s(b).total_cmp(&s(a))
-                });
-                for f in fixes.iter().take(3) {
-                    let at = f["line"]
-                        .as_u64()
-                        .map(|l| format!("the leaf at line {l}"))
-                        .unwrap_or_else(|| format!("leaf {}", f["path"]));
-                    let _ = write!(
-                        out,
-                        "\nAt {at} ({} shapes) return {} instead of {} (saves {:.2}), or split it where its shapes disagree.",
-                        f["shapes"],
-                        f["best"].as_str().unwrap_or("?"),
-                        f["returns"].as_str().unwrap_or("?"),
-                        f["cost"].as_f64().unwrap_or(0.0) - f["best_cost"].as_f64().unwrap_or(0.0)
-                    );
-                }
+                let mut out = score_reflection(score, d, best);
+                write_largest_regrets(&mut out, d);
+                write_leaf_fixes(&mut out, d);
                 out
             }
         }
+    }
+}
+
+/// A scored rule's score, its fractions of the oracle, and how it compares with the best so far.
+fn score_reflection(score: f64, d: &serde_json::Value, best: Option<&Attempt>) -> String {
+    let mut out = String::new();
+    let of_total = d.get("of_oracle_total").and_then(|x| x.as_f64()).unwrap_or(f64::NAN);
+    let of_geo = d.get("of_oracle_geomean").and_then(|x| x.as_f64()).unwrap_or(f64::NAN);
+    let _ = write!(
+        out,
+        "Score {score:.2} ({:.1}% of oracle by total time, {:.1}% geomean).",
+        100.0 * of_total,
+        100.0 * of_geo
+    );
+    if let Some((bid, bs)) = best.and_then(|b| b.eval.score.map(|s| (b.id, s))) {
+        if score < bs {
+            let _ = write!(out, " New best (previous {bs:.2}, attempt {bid}).");
+        } else {
+            let _ = write!(out, " The best so far is {bs:.2} (attempt {bid}); this one loses {:.2}.", score - bs);
+        }
+    }
+    out
+}
+
+/// The four largest regrets of the details' `worst` entries.
+fn write_largest_regrets(out: &mut String, d: &serde_json::Value) {
+    let Some(worst) = d.get("worst").and_then(|w| w.as_array()).filter(|w| !w.is_empty()) else {
+        return;
+    };
+    out.push_str("\nLargest regrets:");
+    for w in worst.iter().take(4) {
+        let _ = write!(
+            out,
+            "\n  M={} N={} K={}: {} costs +{:.2} us (+{:.1}%) over {}",
+            w["m"],
+            w["n"],
+            w["k"],
+            w["pick"].as_str().unwrap_or("?"),
+            w["regret_us"].as_f64().unwrap_or(0.0),
+            w["regret_pct"].as_f64().unwrap_or(0.0),
+            w["best"].as_str().unwrap_or("?")
+        );
+    }
+}
+
+/// The three leaf changes of the details' `leaf_advice` that save the most.
+fn write_leaf_fixes(out: &mut String, d: &serde_json::Value) {
+    let saving = |x: &serde_json::Value| x["cost"].as_f64().unwrap_or(0.0) - x["best_cost"].as_f64().unwrap_or(0.0);
+    let mut fixes: Vec<&serde_json::Value> = d
+        .get("leaf_advice")
+        .and_then(|a| a.as_array())
+        .map(|a| a.iter().filter(|x| saving(x) > 1e-9).collect())
+        .unwrap_or_default();
+    fixes.sort_by(|a, b| saving(b).total_cmp(&saving(a)));
+    for f in fixes.iter().take(3) {
+        let at = f["line"]
+            .as_u64()
+            .map(|l| format!("the leaf at line {l}"))
+            .unwrap_or_else(|| format!("leaf {}", f["path"]));
+        let _ = write!(
+            out,
+            "\nAt {at} ({} shapes) return {} instead of {} (saves {:.2}), or split it where its shapes disagree.",
+            f["shapes"],
+            f["best"].as_str().unwrap_or("?"),
+            f["returns"].as_str().unwrap_or("?"),
+            saving(f)
+        );
     }
 }
 

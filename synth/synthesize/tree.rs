@@ -458,27 +458,17 @@ impl<'a> Searcher<'a> {
         let mut best: Option<(f64, usize, i64)> = None;
         for &f in &self.p.active {
             prefix.iter_mut().for_each(|x| *x = 0.0);
-            let vals = &self.p.features[f];
-            let mut prev: Option<i64> = None;
-            for &s in &self.p.order[f] {
-                let s = s as usize;
-                if !set.contains(s) {
-                    continue;
-                }
-                let v = vals[s];
-                if let Some(pv) = prev {
-                    if v != pv {
-                        let score = min_of(&prefix) + min_of_diff(totals, &prefix);
-                        if best.is_none_or(|(b, _, _)| better(score, b)) {
-                            best = Some((score, f, pv + (v - pv) / 2));
-                        }
+            self.walk_feature(set, f, |s, boundary| {
+                if let Some(threshold) = boundary {
+                    let score = min_of(&prefix) + min_of_diff(totals, &prefix);
+                    if best.is_none_or(|(b, _, _)| better(score, b)) {
+                        best = Some((score, f, threshold));
                     }
                 }
                 for (a, b) in prefix.iter_mut().zip(self.row(s)) {
                     *a += *b;
                 }
-                prev = Some(v);
-            }
+            });
         }
         let (_, f, t) = best?;
         let (l, r) = set.split(self.p, f, t);
@@ -496,27 +486,37 @@ impl<'a> Searcher<'a> {
         let mut out = Vec::new();
         let total = set.len();
         for &f in &self.p.active {
-            let vals = &self.p.features[f];
             let mut left = set.empty_like();
             let mut count = 0;
-            let mut prev: Option<i64> = None;
-            for &s in &self.p.order[f] {
-                let s = s as usize;
-                if !set.contains(s) {
-                    continue;
-                }
-                let v = vals[s];
-                if let Some(pv) = prev {
-                    if v != pv && count < total && seen.insert(left.clone()) {
-                        out.push(SplitCand { feature: f, threshold: pv + (v - pv) / 2, left: left.clone() });
+            self.walk_feature(set, f, |s, boundary| {
+                if let Some(threshold) = boundary {
+                    if count < total && seen.insert(left.clone()) {
+                        out.push(SplitCand { feature: f, threshold, left: left.clone() });
                     }
                 }
                 left.insert(s);
                 count += 1;
-                prev = Some(v);
-            }
+            });
         }
         out
+    }
+
+    /// Visits the members of `set` in feature `f`'s ascending order: `visit(s, boundary)` with `boundary`
+    /// the threshold between the previous member's value and this one's (their midpoint) when the value
+    /// changes there, None at the first member and within a run of equal values.
+    fn walk_feature(&self, set: &Bits, f: usize, mut visit: impl FnMut(usize, Option<i64>)) {
+        let vals = &self.p.features[f];
+        let mut prev: Option<i64> = None;
+        for &s in &self.p.order[f] {
+            let s = s as usize;
+            if !set.contains(s) {
+                continue;
+            }
+            let v = vals[s];
+            let boundary = prev.filter(|&pv| pv != v).map(|pv| pv + (v - pv) / 2);
+            visit(s, boundary);
+            prev = Some(v);
+        }
     }
 
     /// Optimal trees of depth ≤ `depth` over `set` for every leaf budget up to `2^depth`.

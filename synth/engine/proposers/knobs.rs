@@ -123,68 +123,12 @@ pub fn parse_knobs(text: &str) -> Result<KnobSpace, KnobError> {
         if !line.contains(MARKER) {
             continue;
         }
-        let Some(c) = DECL.captures(line) else {
-            return Err(KnobError::at(
-                i,
-                format!(
-                    "`{MARKER}` must start a line comment of its own: `// {MARKER} NAME V1 V2 ...` (or `# {MARKER} \
-                     ...`)"
-                ),
-            ));
-        };
+        let knob = parse_declaration(i, line, &knobs)?;
         decl_lines.insert(i);
-        let words: Vec<&str> = c.get(1).map(|m| m.as_str().split_whitespace().collect()).unwrap_or_default();
-        let Some((name, values)) = words.split_first() else {
-            return Err(KnobError::at(i, format!("the knob has no name: write `// {MARKER} NAME V1 V2 ...`")));
-        };
-        if !IDENT.is_match(name) || name.len() > MAX_TOKEN {
-            return Err(KnobError::at(
-                i,
-                format!(
-                    "knob name \"{}\" is not an identifier (letters, digits, `_`; not starting with a digit)",
-                    esc(name)
-                ),
-            ));
-        }
-        if let Some(prev) = knobs.iter().find(|k| k.name == *name) {
-            return Err(KnobError::at(
-                i,
-                format!("knob {name} is declared twice (first on line {}); keep one declaration", prev.decl_line + 1),
-            ));
-        }
-        if values.len() < 2 {
-            return Err(KnobError::at(i, format!("knob {name} needs at least two values to choose from")));
-        }
-        if values.len() > MAX_VALUES {
-            return Err(KnobError::at(i, format!("knob {name} lists {} values; at most {MAX_VALUES}", values.len())));
-        }
-        let mut seen = HashSet::new();
-        for v in values {
-            if !TOKEN.is_match(v) || v.len() > MAX_TOKEN {
-                return Err(KnobError::at(
-                    i,
-                    format!(
-                        "knob {name}: value \"{}\" is not a plain literal (letters, digits, `_ . + -`, at most \
-                         {MAX_TOKEN} characters)",
-                        esc(v)
-                    ),
-                ));
-            }
-            if !seen.insert(*v) {
-                return Err(KnobError::at(i, format!("knob {name} lists the value {v} twice")));
-            }
-        }
         if knobs.len() == MAX_KNOBS {
             return Err(KnobError::at(i, format!("more than {MAX_KNOBS} knobs; declare fewer")));
         }
-        knobs.push(Knob {
-            name: name.to_string(),
-            values: values.iter().map(|v| v.to_string()).collect(),
-            decl_line: i,
-            def_line: 0,
-            value_span: (0, 0),
-            current: 0,
-        });
+        knobs.push(knob);
     }
     if knobs.is_empty() {
         return Err(KnobError {
@@ -199,6 +143,74 @@ pub fn parse_knobs(text: &str) -> Result<KnobSpace, KnobError> {
         find_definition(k, &lines, &decl_lines)?;
     }
     Ok(KnobSpace { lines, knobs })
+}
+
+/// The knob declared on line `i` (0-based), checked against the knobs declared before it (`earlier`); its
+/// definition is found later.
+fn parse_declaration(i: usize, line: &str, earlier: &[Knob]) -> Result<Knob, KnobError> {
+    let Some(c) = DECL.captures(line) else {
+        return Err(KnobError::at(
+            i,
+            format!(
+                "`{MARKER}` must start a line comment of its own: `// {MARKER} NAME V1 V2 ...` (or `# {MARKER} ...`)"
+            ),
+        ));
+    };
+    let words: Vec<&str> = c.get(1).map(|m| m.as_str().split_whitespace().collect()).unwrap_or_default();
+    let Some((name, values)) = words.split_first() else {
+        return Err(KnobError::at(i, format!("the knob has no name: write `// {MARKER} NAME V1 V2 ...`")));
+    };
+    if !IDENT.is_match(name) || name.len() > MAX_TOKEN {
+        return Err(KnobError::at(
+            i,
+            format!(
+                "knob name \"{}\" is not an identifier (letters, digits, `_`; not starting with a digit)",
+                esc(name)
+            ),
+        ));
+    }
+    if let Some(prev) = earlier.iter().find(|k| k.name == *name) {
+        return Err(KnobError::at(
+            i,
+            format!("knob {name} is declared twice (first on line {}); keep one declaration", prev.decl_line + 1),
+        ));
+    }
+    check_values(i, name, values)?;
+    Ok(Knob {
+        name: name.to_string(),
+        values: values.iter().map(|v| v.to_string()).collect(),
+        decl_line: i,
+        def_line: 0,
+        value_span: (0, 0),
+        current: 0,
+    })
+}
+
+/// A knob's values: two to [`MAX_VALUES`] distinct plain literals.
+fn check_values(i: usize, name: &str, values: &[&str]) -> Result<(), KnobError> {
+    if values.len() < 2 {
+        return Err(KnobError::at(i, format!("knob {name} needs at least two values to choose from")));
+    }
+    if values.len() > MAX_VALUES {
+        return Err(KnobError::at(i, format!("knob {name} lists {} values; at most {MAX_VALUES}", values.len())));
+    }
+    let mut seen = HashSet::new();
+    for v in values {
+        if !TOKEN.is_match(v) || v.len() > MAX_TOKEN {
+            return Err(KnobError::at(
+                i,
+                format!(
+                    "knob {name}: value \"{}\" is not a plain literal (letters, digits, `_ . + -`, at most \
+                     {MAX_TOKEN} characters)",
+                    esc(v)
+                ),
+            ));
+        }
+        if !seen.insert(*v) {
+            return Err(KnobError::at(i, format!("knob {name} lists the value {v} twice")));
+        }
+    }
+    Ok(())
 }
 
 fn find_definition(k: &mut Knob, lines: &[String], decl_lines: &HashSet<usize>) -> Result<(), KnobError> {
@@ -485,21 +497,8 @@ mod tests {
     }
 
     fn attempt(id: usize, text: String, score: Option<f64>) -> Attempt {
-        Attempt {
-            iteration: id,
-            lineage: 0,
-            proposer: "knobs".into(),
-            candidate: text,
-            eval: Evaluation { score, feedback: String::new(), details: serde_json::Value::Null },
-            reflection: String::new(),
-            id,
-            slot: 0,
-            parent_id: None,
-            guidance: String::new(),
-            duplicate_of: None,
-            raw: None,
-            agent: serde_json::Value::Null,
-        }
+        let eval = Evaluation { score, feedback: String::new(), details: serde_json::Value::Null };
+        Attempt::new(id, id, "knobs", text, eval)
     }
 
     fn request(history: Vec<Attempt>, slot: usize) -> ProposalRequest {

@@ -115,6 +115,13 @@ enum PartKind {
     Row,
 }
 
+impl Part {
+    /// A part that is always kept, at `pos`.
+    fn fixed(pos: (usize, usize), text: String) -> Part {
+        Part { pos, text, keep: None, section: None, kind: PartKind::Fixed }
+    }
+}
+
 const SEC_TABLE: usize = 0;
 const SEC_BEST: usize = 1;
 const SEC_FAILURES: usize = 2;
@@ -142,60 +149,165 @@ pub fn build_messages(req: &ProposalRequest) -> (String, String) {
 /// System and user messages for `req` within `budget` (None: every part), kept in the order the module
 /// documentation states. An error when the parts that are always kept do not fit.
 pub fn fit_messages(req: &ProposalRequest, budget: Option<Budget>) -> Result<Fitted, String> {
-    let ctx = &req.task_context;
-    let p = ctx.get("prompt");
-    let text = |key: &str| p.and_then(|p| p.get(key)).and_then(|v| v.as_str()).map(str::to_string);
-    let system = text("system").unwrap_or_else(|| {
-        "You improve candidates for an optimization task. Each candidate is scored (lower is better).".to_string()
-    });
-    let head = text("user").unwrap_or_else(|| {
-        let mut c = ctx.clone();
-        if let Some(o) = c.as_object_mut() {
-            o.remove("prompt");
-        }
-        format!("Task context (JSON):\n{}\n", serde_json::to_string_pretty(&c).unwrap_or_default())
-    });
-    let reply = text("reply").unwrap_or_else(|| "Reply with the complete candidate in one fenced code block.".into());
+    let texts = PromptTexts::of(req);
+    let table = PromptTable::of(texts.prompt);
     let feedback_chars = if budget.is_some() { BUDGET_FEEDBACK_CHARS } else { 1500 };
 
-    let mut parts: Vec<Part> = Vec::new();
-    let fixed =
-        |pos: (usize, usize), text: String| Part { pos, text, keep: None, section: None, kind: PartKind::Fixed };
-    parts.push(fixed((0, 0), head));
+    let mut parts: Vec<Part> = vec![Part::fixed((0, 0), texts.head)];
+    parts.extend(table.parts());
+    let history_total = push_history(&mut parts, req, feedback_chars);
+    parts.push(Part::fixed((4, 0), proposal_text(req)));
+    parts.push(Part::fixed((6, 0), format!("\n{}\n", texts.reply)));
 
-    // The table (rows in table order; kept in keep_order).
-    let table = p.and_then(|p| p.get("table"));
-    let title = table.and_then(|t| t.get("title")).and_then(|v| v.as_str()).unwrap_or("").to_string();
-    let rows: Vec<String> = table
-        .and_then(|t| t.get("rows"))
-        .and_then(|v| v.as_array())
-        .map(|a| a.iter().map(|r| r.as_str().unwrap_or("").to_string()).collect())
-        .unwrap_or_default();
-    let mut rank: Vec<usize> = vec![usize::MAX; rows.len()];
-    let order = table.and_then(|t| t.get("keep_order")).and_then(|v| v.as_array());
+    let limit = budget.map(|b| b.prompt_tokens());
+    let mut used = estimate_tokens(&texts.system);
+    let mut kept: Vec<bool> = parts.iter().map(|part| part.keep.is_none()).collect();
+    used += parts.iter().filter(|part| part.keep.is_none()).map(|part| estimate_tokens(&part.text)).sum::<usize>();
+    if let (Some(limit), Some(b)) = (limit, budget) {
+        check_fixed_part(used, limit, b)?;
+    }
+    let (guidance_text, guidance_cut) = fit_guidance(req.guidance.trim_end(), limit.map(|l| l - used));
+    used += estimate_tokens(&guidance_text);
+    keep_optional_parts(&parts, &mut kept, used, limit, &table);
+
+    let rows_kept = count_kept(&parts, &kept, PartKind::Row);
+    let user = render_user(&parts, &kept, &guidance_text, &table, rows_kept);
+    let estimate = estimate_tokens(&texts.system) + estimate_tokens(&user);
+    if let Some(l) = limit {
+        if estimate > l {
+            // The parts were counted one by one, and a sum of estimates is never below the estimate of the sum.
+            return Err(format!("internal error: the prompt's estimate {estimate} exceeds its budget {l}"));
+        }
+    }
+    Ok(Fitted {
+        system: texts.system,
+        user,
+        estimate,
+        limit,
+        rows_kept,
+        rows_total: table.rows.len(),
+        history_kept: count_kept(&parts, &kept, PartKind::History),
+        history_total,
+        guidance_cut,
+    })
+}
+
+/// The task's own texts of the prompt (`prompt.system`, `prompt.user`, `prompt.reply` of its context),
+/// each with its generic default.
+struct PromptTexts<'a> {
+    /// The context's `prompt` object, if any.
+    prompt: Option<&'a serde_json::Value>,
+    system: String,
+    /// The task's fixed text (default: the whole context as JSON, less its `prompt`).
+    head: String,
+    reply: String,
+}
+
+impl<'a> PromptTexts<'a> {
+    fn of(req: &'a ProposalRequest) -> PromptTexts<'a> {
+        let ctx = &req.task_context;
+        let prompt = ctx.get("prompt");
+        let text = |key: &str| prompt.and_then(|p| p.get(key)).and_then(|v| v.as_str()).map(str::to_string);
+        let system = text("system").unwrap_or_else(|| {
+            "You improve candidates for an optimization task. Each candidate is scored (lower is better).".to_string()
+        });
+        let head = text("user").unwrap_or_else(|| {
+            let mut c = ctx.clone();
+            if let Some(o) = c.as_object_mut() {
+                o.remove("prompt");
+            }
+            format!("Task context (JSON):\n{}\n", serde_json::to_string_pretty(&c).unwrap_or_default())
+        });
+        let reply =
+            text("reply").unwrap_or_else(|| "Reply with the complete candidate in one fenced code block.".into());
+        PromptTexts { prompt, system, head, reply }
+    }
+}
+
+/// The task's table (`prompt.table`): its title, its rows in table order, and each row's rank in
+/// `keep_order` (rows the order leaves out come last, in table order).
+struct PromptTable {
+    title: String,
+    rows: Vec<String>,
+    rank: Vec<usize>,
+}
+
+impl PromptTable {
+    fn of(prompt: Option<&serde_json::Value>) -> PromptTable {
+        let table = prompt.and_then(|p| p.get("table"));
+        let title = table.and_then(|t| t.get("title")).and_then(|v| v.as_str()).unwrap_or("").to_string();
+        let rows: Vec<String> = table
+            .and_then(|t| t.get("rows"))
+            .and_then(|v| v.as_array())
+            .map(|a| a.iter().map(|r| r.as_str().unwrap_or("").to_string()).collect())
+            .unwrap_or_default();
+        let order = table.and_then(|t| t.get("keep_order")).and_then(|v| v.as_array());
+        let order = order.into_iter().flatten().filter_map(|v| v.as_u64()).map(|v| v as usize);
+        let rank = keep_ranks(order, rows.len());
+        PromptTable { title, rows, rank }
+    }
+
+    /// One optional part per row (priority 4, by rank).
+    fn parts(&self) -> impl Iterator<Item = Part> + '_ {
+        self.rows.iter().enumerate().map(|(i, row)| Part {
+            pos: (1, i),
+            text: format!("{row}\n"),
+            keep: Some((4, self.rank[i])),
+            section: Some(SEC_TABLE),
+            kind: PartKind::Row,
+        })
+    }
+
+    /// Section `s`'s header with `kept` rows of the table shown.
+    fn header(&self, s: usize, kept: usize) -> String {
+        match s {
+            SEC_TABLE if kept < self.rows.len() => format!(
+                "\n{} ({kept} of {} rows shown; the others did not fit the model's context)\n",
+                self.title,
+                self.rows.len()
+            ),
+            SEC_TABLE => format!("\n{}\n", self.title),
+            SEC_BEST => "\n## Best candidates so far (lower score is better)\n".to_string(),
+            _ => "\n## Recent failures\n".to_string(),
+        }
+    }
+
+    /// A header's cost, counted at its longest (the table's note, with both counts as wide as the total).
+    fn header_cost(&self, s: usize) -> usize {
+        if s == SEC_TABLE {
+            let n = self.rows.len();
+            estimate_tokens(&format!(
+                "\n{} ({n} of {n} rows shown; the others did not fit the model's context)\n",
+                self.title
+            ))
+        } else {
+            estimate_tokens(&self.header(s, self.rows.len()))
+        }
+    }
+}
+
+/// Each of `n` rows' rank: its place in `order` (indices out of range or repeated are ignored), then the
+/// rows the order leaves out, in table order.
+fn keep_ranks(order: impl Iterator<Item = usize>, n: usize) -> Vec<usize> {
+    let mut rank: Vec<usize> = vec![usize::MAX; n];
     let mut next = 0;
-    for i in order.into_iter().flatten().filter_map(|v| v.as_u64()).map(|v| v as usize) {
-        if i < rows.len() && rank[i] == usize::MAX {
+    for i in order {
+        if i < n && rank[i] == usize::MAX {
             rank[i] = next;
             next += 1;
         }
     }
     for (i, r) in rank.iter_mut().enumerate() {
         if *r == usize::MAX {
-            *r = next + i; // rows the order leaves out come last, in table order
+            *r = next + i;
         }
     }
-    for (i, row) in rows.iter().enumerate() {
-        parts.push(Part {
-            pos: (1, i),
-            text: format!("{row}\n"),
-            keep: Some((4, rank[i])),
-            section: Some(SEC_TABLE),
-            kind: PartKind::Row,
-        });
-    }
+    rank
+}
 
-    // History: the best first, then the latest failure, then the rest.
+/// The history's parts: the best first, then the latest failure, then the rest. Returns how many entries
+/// were offered.
+fn push_history(parts: &mut Vec<Part>, req: &ProposalRequest, feedback_chars: usize) -> usize {
     let best: Vec<&Attempt> = req.history.iter().filter(|a| a.eval.score.is_some()).take(PROMPT_BEST).collect();
     let failures: Vec<&Attempt> =
         req.history.iter().filter(|a| a.eval.score.is_none()).rev().take(PROMPT_FAILURES).collect();
@@ -209,8 +321,11 @@ pub fn fit_messages(req: &ProposalRequest, budget: Option<Budget>) -> Result<Fit
         let text = attempt_block(a, false, feedback_chars);
         parts.push(Part { pos: (3, i), text, keep: Some(keep), section: Some(SEC_FAILURES), kind: PartKind::History });
     }
+    best.len() + failures.len()
+}
 
-    // The proposal: its header and parent always, the guidance as far as it fits, the reply format always.
+/// The proposal's header with its parent candidate (always kept).
+fn proposal_text(req: &ProposalRequest) -> String {
     let mut this = format!("\n## This proposal (iteration {}, offspring {})\n", req.iteration, req.offspring_index);
     match &req.parent {
         Some(parent) if parent.eval.score.is_none() => {
@@ -223,76 +338,52 @@ pub fn fit_messages(req: &ProposalRequest, budget: Option<Budget>) -> Result<Fit
         }
         None => this.push_str("Propose a new candidate from scratch.\n"),
     }
-    parts.push(fixed((4, 0), this));
-    parts.push(fixed((6, 0), format!("\n{reply}\n")));
-    let guidance = req.guidance.trim_end();
+    this
+}
+
+/// The error when the parts that are always kept (`used` tokens) exceed `limit`.
+fn check_fixed_part(used: usize, limit: usize, b: Budget) -> Result<(), String> {
+    if used <= limit {
+        return Ok(());
+    }
+    Err(format!(
+        "the prompt's fixed part (system message, task description with the instance catalog and features, the \
+         parent candidate and the reply format) needs about {used} tokens, but the context of {} tokens leaves \
+         {limit} after the reply's {} (--max-tokens) and {CHAT_OVERHEAD_TOKENS} for the chat template; raise \
+         --context-tokens (if the model allows it) or lower --max-tokens",
+        b.context_tokens, b.reply_tokens
+    ))
+}
+
+/// The guidance block, cut to `room` tokens (None: no limit), and whether it was cut.
+fn fit_guidance(guidance: &str, room: Option<usize>) -> (String, bool) {
+    if guidance.trim().is_empty() {
+        return (String::new(), false);
+    }
     let guidance_head = "Guidance:\n";
+    let head_cost = estimate_tokens(guidance_head) + 1; // + the newline after it
+    let room = room.unwrap_or(usize::MAX);
+    if room <= head_cost {
+        return (String::new(), true);
+    }
+    let body = clip_to_tokens(guidance, room - head_cost);
+    let cut = body.len() != guidance.len();
+    if body.is_empty() {
+        return (String::new(), cut);
+    }
+    (format!("{guidance_head}{body}\n"), cut)
+}
 
-    let headers = |s: usize, kept: usize| -> String {
-        match s {
-            SEC_TABLE if kept < rows.len() => {
-                format!("\n{title} ({kept} of {} rows shown; the others did not fit the model's context)\n", rows.len())
-            }
-            SEC_TABLE => format!("\n{title}\n"),
-            SEC_BEST => "\n## Best candidates so far (lower score is better)\n".to_string(),
-            _ => "\n## Recent failures\n".to_string(),
-        }
-    };
-    // A header's cost is counted at its longest (the table's note, with both counts as wide as the total).
-    let header_cost = |s: usize| {
-        if s == SEC_TABLE {
-            let n = rows.len();
-            estimate_tokens(&format!("\n{title} ({n} of {n} rows shown; the others did not fit the model's context)\n"))
-        } else {
-            estimate_tokens(&headers(s, rows.len()))
-        }
-    };
-
-    let limit = budget.map(|b| b.prompt_tokens());
-    let mut used = estimate_tokens(&system);
-    let mut kept = vec![false; parts.len()];
-    for (i, part) in parts.iter().enumerate() {
-        if part.keep.is_none() {
-            kept[i] = true;
-            used += estimate_tokens(&part.text);
-        }
-    }
-    if let (Some(limit), Some(b)) = (limit, budget) {
-        if used > limit {
-            return Err(format!(
-                "the prompt's fixed part (system message, task description with the instance catalog and features, \
-                 the parent candidate and the reply format) needs about {used} tokens, but the context of {} tokens \
-                 leaves {limit} after the reply's {} (--max-tokens) and {CHAT_OVERHEAD_TOKENS} for the chat \
-                 template; raise --context-tokens (if the model allows it) or lower --max-tokens",
-                b.context_tokens, b.reply_tokens
-            ));
-        }
-    }
-    // The guidance, cut to what is left.
-    let mut guidance_text = String::new();
-    let mut guidance_cut = false;
-    if !guidance.trim().is_empty() {
-        let head_cost = estimate_tokens(guidance_head) + 1; // + the newline after it
-        let room = limit.map(|l| l - used).unwrap_or(usize::MAX);
-        if room > head_cost {
-            let body = clip_to_tokens(guidance, room - head_cost);
-            guidance_cut = body.len() != guidance.len();
-            if !body.is_empty() {
-                guidance_text = format!("{guidance_head}{body}\n");
-                used += estimate_tokens(&guidance_text);
-            }
-        } else {
-            guidance_cut = true;
-        }
-    }
-    // The optional parts by priority.
+/// Keeps the optional parts by ascending (priority, rank) while they fit in `limit` with `used` tokens
+/// spent, a section's header counted with its first kept part.
+fn keep_optional_parts(parts: &[Part], kept: &mut [bool], mut used: usize, limit: Option<usize>, table: &PromptTable) {
     let mut opened = [false; 3];
     let mut optional: Vec<usize> = (0..parts.len()).filter(|&i| parts[i].keep.is_some()).collect();
     optional.sort_by_key(|&i| parts[i].keep);
     for i in optional {
         let part = &parts[i];
         let section = part.section.unwrap_or(0);
-        let extra = if opened[section] { 0 } else { header_cost(section) };
+        let extra = if opened[section] { 0 } else { table.header_cost(section) };
         let cost = estimate_tokens(&part.text) + extra;
         if limit.is_none_or(|l| used + cost <= l) {
             kept[i] = true;
@@ -300,46 +391,33 @@ pub fn fit_messages(req: &ProposalRequest, budget: Option<Budget>) -> Result<Fit
             opened[section] = true;
         }
     }
+}
 
-    // Render in message order.
-    let rows_kept = (0..parts.len()).filter(|&i| kept[i] && parts[i].kind == PartKind::Row).count();
+fn count_kept(parts: &[Part], kept: &[bool], kind: PartKind) -> usize {
+    (0..parts.len()).filter(|&i| kept[i] && parts[i].kind == kind).count()
+}
+
+/// The user message: the kept parts in message order, each section's header before its first part and the
+/// guidance before the reply format.
+fn render_user(parts: &[Part], kept: &[bool], guidance_text: &str, table: &PromptTable, rows_kept: usize) -> String {
     let mut order: Vec<usize> = (0..parts.len()).filter(|&i| kept[i]).collect();
     order.sort_by_key(|&i| parts[i].pos);
     let mut user = String::new();
     let mut written = [false; 3];
     for i in order {
         let part = &parts[i];
-        if part.pos.0 == 6 && !guidance_text.is_empty() {
-            user.push_str(&guidance_text);
+        if part.pos.0 == 6 {
+            user.push_str(guidance_text);
         }
         if let Some(s) = part.section {
             if !written[s] {
-                user.push_str(&headers(s, rows_kept));
+                user.push_str(&table.header(s, rows_kept));
                 written[s] = true;
             }
         }
         user.push_str(&part.text);
     }
-    let estimate = estimate_tokens(&system) + estimate_tokens(&user);
-    if let Some(l) = limit {
-        if estimate > l {
-            // The parts were counted one by one, and a sum of estimates is never below the estimate of the sum.
-            return Err(format!("internal error: the prompt's estimate {estimate} exceeds its budget {l}"));
-        }
-    }
-    let history_total = best.len() + failures.len();
-    let history_kept = (0..parts.len()).filter(|&i| kept[i] && parts[i].kind == PartKind::History).count();
-    Ok(Fitted {
-        system,
-        user,
-        estimate,
-        limit,
-        rows_kept,
-        rows_total: rows.len(),
-        history_kept,
-        history_total,
-        guidance_cut,
-    })
+    user
 }
 
 #[cfg(test)]
@@ -358,21 +436,8 @@ mod tests {
     }
 
     fn attempt(id: usize, score: Option<f64>, candidate: String, feedback: String) -> Attempt {
-        Attempt {
-            iteration: id,
-            lineage: 1,
-            proposer: "p".into(),
-            candidate,
-            eval: Evaluation { score, feedback, details: serde_json::Value::Null },
-            reflection: String::new(),
-            id,
-            slot: 0,
-            parent_id: None,
-            guidance: String::new(),
-            duplicate_of: None,
-            raw: None,
-            agent: serde_json::Value::Null,
-        }
+        let eval = Evaluation { score, feedback, details: serde_json::Value::Null };
+        Attempt { lineage: 1, ..Attempt::new(id, id, "p", candidate, eval) }
     }
 
     struct Case {
