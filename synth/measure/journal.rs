@@ -49,15 +49,7 @@ extends_aiter_record!(CellResult, record);
 
 impl CellResult {
     pub fn key(&self) -> CellKey {
-        CellKey {
-            m: self.m,
-            n: self.n,
-            k: self.k,
-            kernel_id: self.kernel_id,
-            split_k: self.split_k,
-            recheck: self.recheck != 0,
-            libtype: self.libtype,
-        }
+        CellKey::new(self.shape(), self.libtype, self.kernel_id, self.split_k, self.recheck != 0)
     }
 
     pub fn is_ok(&self) -> bool {
