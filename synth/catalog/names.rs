@@ -46,82 +46,29 @@ impl NameError {
 }
 
 /// Parameters of an older-grammar legacy name: every [`LegacyParams`] field except MXdlPerWave x NXdlPerWave,
-/// which those names do not carry.
+/// which those names do not carry (held as 0 here, so two names of the same older-grammar parameters are
+/// equal).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct OldLegacyParams {
-    pub scale_block_m: u32,
-    pub scale_block_n: u32,
-    pub scale_block_k: u32,
-    pub block_size: u32,
-    pub m_per_block: u32,
-    pub n_per_block: u32,
-    pub k_per_block: u32,
-    pub ak1: u32,
-    pub bk1: u32,
-    pub m_per_xdl: u32,
-    pub n_per_xdl: u32,
-    pub a_block_transfer: [u32; 3],
-    pub b_block_transfer: [u32; 3],
-    pub c_block_transfer: [u32; 4],
-    pub c_block_spv: u32,
-    pub cshuffle_m_xdl_per_wave: u32,
-    pub cshuffle_n_xdl_per_wave: u32,
-    pub scheduler: String,
-    pub pipeline: u32,
-}
+pub struct OldLegacyParams(LegacyParams);
 
 impl From<&LegacyParams> for OldLegacyParams {
     fn from(p: &LegacyParams) -> Self {
-        OldLegacyParams {
-            scale_block_m: p.scale_block_m,
-            scale_block_n: p.scale_block_n,
-            scale_block_k: p.scale_block_k,
-            block_size: p.block_size,
-            m_per_block: p.m_per_block,
-            n_per_block: p.n_per_block,
-            k_per_block: p.k_per_block,
-            ak1: p.ak1,
-            bk1: p.bk1,
-            m_per_xdl: p.m_per_xdl,
-            n_per_xdl: p.n_per_xdl,
-            a_block_transfer: p.a_block_transfer,
-            b_block_transfer: p.b_block_transfer,
-            c_block_transfer: p.c_block_transfer,
-            c_block_spv: p.c_block_spv,
-            cshuffle_m_xdl_per_wave: p.cshuffle_m_xdl_per_wave,
-            cshuffle_n_xdl_per_wave: p.cshuffle_n_xdl_per_wave,
-            scheduler: p.scheduler.clone(),
-            pipeline: p.pipeline,
-        }
+        OldLegacyParams(LegacyParams { m_xdl_per_wave: 0, n_xdl_per_wave: 0, ..p.clone() })
+    }
+}
+
+impl std::ops::Deref for OldLegacyParams {
+    type Target = LegacyParams;
+    /// The parameters, with MXdlPerWave x NXdlPerWave 0 (not part of the older grammar).
+    fn deref(&self) -> &LegacyParams {
+        &self.0
     }
 }
 
 impl OldLegacyParams {
     /// Adds the MXdlPerWave x NXdlPerWave field back, giving complete parameters.
     pub fn with_xdl_per_wave(&self, m_xdl_per_wave: u32, n_xdl_per_wave: u32) -> LegacyParams {
-        LegacyParams {
-            scale_block_m: self.scale_block_m,
-            scale_block_n: self.scale_block_n,
-            scale_block_k: self.scale_block_k,
-            block_size: self.block_size,
-            m_per_block: self.m_per_block,
-            n_per_block: self.n_per_block,
-            k_per_block: self.k_per_block,
-            ak1: self.ak1,
-            bk1: self.bk1,
-            m_per_xdl: self.m_per_xdl,
-            n_per_xdl: self.n_per_xdl,
-            m_xdl_per_wave,
-            n_xdl_per_wave,
-            a_block_transfer: self.a_block_transfer,
-            b_block_transfer: self.b_block_transfer,
-            c_block_transfer: self.c_block_transfer,
-            c_block_spv: self.c_block_spv,
-            cshuffle_m_xdl_per_wave: self.cshuffle_m_xdl_per_wave,
-            cshuffle_n_xdl_per_wave: self.cshuffle_n_xdl_per_wave,
-            scheduler: self.scheduler.clone(),
-            pipeline: self.pipeline,
-        }
+        LegacyParams { m_xdl_per_wave, n_xdl_per_wave, ..self.0.clone() }
     }
 }
 
@@ -352,7 +299,7 @@ fn parse_legacy_common(f: &Fields, xdl: bool) -> Result<(OldLegacyParams, Option
     let scheduler = f.scheduler(o + 5)?;
     let pipeline = f.pipeline(o + 6)?;
     Ok((
-        OldLegacyParams {
+        OldLegacyParams(LegacyParams {
             scale_block_m,
             scale_block_n,
             scale_block_k,
@@ -364,6 +311,8 @@ fn parse_legacy_common(f: &Fields, xdl: bool) -> Result<(OldLegacyParams, Option
             bk1,
             m_per_xdl,
             n_per_xdl,
+            m_xdl_per_wave: 0,
+            n_xdl_per_wave: 0,
             a_block_transfer,
             b_block_transfer,
             c_block_transfer,
@@ -372,7 +321,7 @@ fn parse_legacy_common(f: &Fields, xdl: bool) -> Result<(OldLegacyParams, Option
             cshuffle_n_xdl_per_wave,
             scheduler,
             pipeline,
-        },
+        }),
         xdl_per_wave,
     ))
 }
