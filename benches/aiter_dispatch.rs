@@ -201,9 +201,41 @@ fn main() -> anyhow::Result<()> {
     std::fs::write(d.join(cpp::BRANCHLESS_SIMPLIFIED_HEADER), simplified)?;
     std::fs::write(d.join(cpp::CHECK_STUB), cpp::render_check_stub(&catalog)?)?;
 
-    let ns = cpp::DETAIL_NAMESPACE;
     let mut src = String::from(BENCH_PRELUDE);
-    let mut runs = vec![
+    let mut runs = rule_runs();
+    let mut sub = Vec::new();
+    chains(&rule.root, &mut sub);
+    let sub_info = write_chains(d, &sub, &catalog, &mut src, &mut runs)?;
+    src.push_str(&format!("#define VARIANTS {}\n", runs.len()));
+    src.push_str(&BENCH_MAIN.replace("RUN_VARIANTS", &runs.join("\n        ")));
+    std::fs::write(d.join("bench.cpp"), src)?;
+    if let Some(keep) = std::env::var_os("DISPATCH_BENCH_DIR") {
+        export(d, Path::new(&keep), &root.join("benches/aiter_dispatch_lookup.py"))?;
+    }
+    let rows = time_cpp(&cxx, d, runs.len())?;
+    let cell = |v: usize| {
+        let (r, c) = (&rows[2 * v], &rows[2 * v + 1]);
+        format!("random {:>6} ({:>5}), cycled {:>6} ({:>5})", r.0, r.1, c.0, c.1)
+    };
+
+    println!(
+        "aiter dispatch ({cxx} -O2): {SHAPES} calls per pass, random shapes or the first 512 of them cycled; \
+         median (min) ns/call over {CPP_REPEATS} repeats"
+    );
+    println!("  loop alone (reads the shapes, no dispatch):          {}", cell(0));
+    println!("  switch + a8w8_blockscale_heuristic_dispatch:         {}   target <= 5 ns", cell(1));
+    println!("  select (the exact tree, for dimensions beyond 2^bits): {}", cell(2));
+    println!("  select_branchless ({comparisons:>2} comparisons, all evaluated):  {}", cell(3));
+    println!("  fast::select (simplified; the dispatcher's tree):     {}", cell(4));
+    println!("  fast::select_branchless ({simplified_comparisons:>2} comparisons):           {}", cell(5));
+    print_chains(&rows, &sub_info);
+    time_python(root)
+}
+
+/// The C++ variants of the whole rule: the loop alone, the dispatcher, and each form of the rule.
+fn rule_runs() -> Vec<String> {
+    let ns = cpp::DETAIL_NAMESPACE;
+    vec![
         "run(\"loop\", [](int m, int n, int k) { return static_cast<uintptr_t>(m + n + k); });".to_string(),
         "run(\"dispatcher\", [](int m, int n, int k) -> uintptr_t { return a8w8_blockscale_heuristic_enabled() ? \
          fold(a8w8_blockscale_heuristic_dispatch<float, bf16stub>(m, n, k)) : 0; });"
@@ -212,9 +244,19 @@ fn main() -> anyhow::Result<()> {
         format!("run(\"branchless\", [](int m, int n, int k) {{ return fold({ns}::select_branchless<float, bf16stub>(m, n, k)); }});"),
         format!("run(\"simplified\", [](int m, int n, int k) {{ return fold({ns}::fast::select<float, bf16stub>(static_cast<uint32_t>(m), static_cast<uint32_t>(n), static_cast<uint32_t>(k))); }});"),
         format!("run(\"simplified branchless\", [](int m, int n, int k) {{ return fold({ns}::fast::select_branchless<float, bf16stub>(static_cast<uint32_t>(m), static_cast<uint32_t>(n), static_cast<uint32_t>(k))); }});"),
-    ];
-    let mut sub = Vec::new();
-    chains(&rule.root, &mut sub);
+    ]
+}
+
+/// Writes each chain of the rule in every form into `d`, includes them in `src` and adds their variants to
+/// `runs`. Returns each chain's (comparisons, leaves, depth).
+fn write_chains(
+    d: &Path,
+    sub: &[Rule],
+    catalog: &Catalog,
+    src: &mut String,
+    runs: &mut Vec<String>,
+) -> anyhow::Result<Vec<(usize, usize, usize)>> {
+    let ns = cpp::DETAIL_NAMESPACE;
     let provenance = Provenance {
         dataset: "a chain of generated/rule.json".into(),
         training: "none".into(),
@@ -223,14 +265,14 @@ fn main() -> anyhow::Result<()> {
     };
     let mut sub_info = Vec::new();
     for (i, r) in sub.iter().enumerate() {
-        let (fragment, cmps) = cpp::render_branchless(r, &catalog)?;
-        let Some((fast_fragment, _, _)) = cpp::render_branchless_simplified(r, &catalog)? else {
+        let (fragment, cmps) = cpp::render_branchless(r, catalog)?;
+        let Some((fast_fragment, _, _)) = cpp::render_branchless_simplified(r, catalog)? else {
             anyhow::bail!("chain {i} of the committed rule has no simplified form");
         };
         // A first line of its own keeps two equal chains (or chain 0 and the rule) from being taken for
         // one file by `#pragma once`, which compilers may decide by content.
         let own = format!("// chain {i} of the committed rule\n");
-        std::fs::write(d.join(format!("chain_{i}.h")), own.clone() + &cpp::render_cpp(r, &catalog, &provenance)?)?;
+        std::fs::write(d.join(format!("chain_{i}.h")), own.clone() + &cpp::render_cpp(r, catalog, &provenance)?)?;
         std::fs::write(d.join(format!("chain_{i}_branchless.h")), own.clone() + &fragment)?;
         std::fs::write(d.join(format!("chain_{i}_branchless_simplified.h")), own + &fast_fragment)?;
         src.push_str(&format!(
@@ -249,13 +291,13 @@ fn main() -> anyhow::Result<()> {
         }
         sub_info.push((cmps, r.leaves().len(), r.depth()));
     }
-    src.push_str(&format!("#define VARIANTS {}\n", runs.len()));
-    src.push_str(&BENCH_MAIN.replace("RUN_VARIANTS", &runs.join("\n        ")));
-    std::fs::write(d.join("bench.cpp"), src)?;
-    if let Some(keep) = std::env::var_os("DISPATCH_BENCH_DIR") {
-        export(d, Path::new(&keep), &root.join("benches/aiter_dispatch_lookup.py"))?;
-    }
-    let out = Command::new(&cxx)
+    Ok(sub_info)
+}
+
+/// Compiles `bench.cpp` in `d` with `cxx` and runs it: two rows (random, cycled) of `median min` per
+/// variant.
+fn time_cpp(cxx: &str, d: &Path, variants: usize) -> anyhow::Result<Vec<(String, String)>> {
+    let out = Command::new(cxx)
         .args(["-std=c++17", "-O2", "bench.cpp", "-o", "bench"])
         .current_dir(d)
         .output()
@@ -271,22 +313,12 @@ fn main() -> anyhow::Result<()> {
             (it.next().unwrap_or("?").to_string(), it.next().unwrap_or("?").to_string())
         })
         .collect();
-    anyhow::ensure!(rows.len() == 2 * runs.len(), "the C++ bench printed {} rows, not {}", rows.len(), 2 * runs.len());
-    let cell = |v: usize| {
-        let (r, c) = (&rows[2 * v], &rows[2 * v + 1]);
-        format!("random {:>6} ({:>5}), cycled {:>6} ({:>5})", r.0, r.1, c.0, c.1)
-    };
+    anyhow::ensure!(rows.len() == 2 * variants, "the C++ bench printed {} rows, not {}", rows.len(), 2 * variants);
+    Ok(rows)
+}
 
-    println!(
-        "aiter dispatch ({cxx} -O2): {SHAPES} calls per pass, random shapes or the first 512 of them cycled; \
-         median (min) ns/call over {CPP_REPEATS} repeats"
-    );
-    println!("  loop alone (reads the shapes, no dispatch):          {}", cell(0));
-    println!("  switch + a8w8_blockscale_heuristic_dispatch:         {}   target <= 5 ns", cell(1));
-    println!("  select (the exact tree, for dimensions beyond 2^bits): {}", cell(2));
-    println!("  select_branchless ({comparisons:>2} comparisons, all evaluated):  {}", cell(3));
-    println!("  fast::select (simplified; the dispatcher's tree):     {}", cell(4));
-    println!("  fast::select_branchless ({simplified_comparisons:>2} comparisons):           {}", cell(5));
+/// Prints the medians of each chain's four forms (the variants after the rule's six).
+fn print_chains(rows: &[(String, String)], sub_info: &[(usize, usize, usize)]) {
     println!("  each chain of the committed rule as a rule of its own (medians, ns/call; tree, branchless, simplified");
     println!("  tree, simplified branchless):");
     println!("    chain  comparisons  leaves  depth       random: tree  brl  s.tree  s.brl   cycled: tree  brl  s.tree  s.brl");
@@ -304,7 +336,10 @@ fn main() -> anyhow::Result<()> {
             v(3, 1)
         );
     }
+}
 
+/// Times the Python lookup (`benches/aiter_dispatch_lookup.py`) and prints its rows.
+fn time_python(root: &Path) -> anyhow::Result<()> {
     let py = Command::new("python3")
         .arg(root.join("benches/aiter_dispatch_lookup.py"))
         .args([SHAPES.to_string(), PY_REPEATS.to_string()])

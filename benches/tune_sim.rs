@@ -20,7 +20,7 @@ use std::time::Instant;
 use gemm_synth::catalog::triton::{TritonConfig, VLLM_DEFAULT};
 use gemm_synth::catalog::{Backends, Candidate, Catalog, Libtype};
 use gemm_synth::tune::sim::{at_share, csv_row, simulate, SimResult, SimSpec, CSV_HEADER};
-use gemm_synth::tune::{Family, Prior};
+use gemm_synth::tune::{Family, Method, Prior};
 use gemm_synth::LatencyMatrix;
 
 fn root() -> PathBuf {
@@ -33,7 +33,7 @@ fn sim_spec(family: Family, prior: Prior) -> anyhow::Result<SimSpec> {
         Family::Triton => gemm_synth::app::ship::triton_job(&gemm_synth::app::ship::TRITON_RULES[0])?,
     };
     let settings = job.settings();
-    Ok(SimSpec {
+    let method = Method {
         family,
         prior,
         limits: settings.limits,
@@ -41,10 +41,9 @@ fn sim_spec(family: Family, prior: Prior) -> anyhow::Result<SimSpec> {
         first_ms: 4,
         refine_ms: 3,
         held_out: 1,
-        max_rounds: 8,
         seed: 0,
-        full_within: (family == Family::Triton).then_some(1.05),
-    })
+    };
+    Ok(SimSpec { method, max_rounds: 8, full_within: (family == Family::Triton).then_some(1.05) })
 }
 
 /// The CK job of the shipped rule (`ship::ck_job`) on another card's manifest: that card's prior.

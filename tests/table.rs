@@ -60,7 +60,7 @@ fn valid_rows_parse() {
         (r.gfx.as_str(), r.cu_num, r.m, r.n, r.k, r.kernel_id, r.split_k),
         ("gfx942", 304, 16, 5120, 4096, 8, 0)
     );
-    assert_eq!((r.us, r.tflops, r.bw, r.err_ratio), (Some(16.1), Some(41.61), Some(1314.51), 0.0));
+    assert_eq!((r.us, r.tflops, r.bw, r.err_ratio), (Some(16.1), Some(41.61), Some(1314.51), Some(0.0)));
 }
 
 #[test]

@@ -10,7 +10,7 @@ use gemm_synth::catalog::{Candidate, Catalog};
 use gemm_synth::rule::{CmpOp, Cond, Expr, Leaf, Node, Rule, Var};
 use gemm_synth::table::Cell;
 use gemm_synth::tune::sim::{simulate, SimSpec};
-use gemm_synth::tune::{Family, Prior};
+use gemm_synth::tune::{Family, Method, Prior};
 use gemm_synth::{LatencyMatrix, Shape};
 
 const FAKE: &str = "tests/fixtures/fake_harness.py";
@@ -80,7 +80,7 @@ fn wrong_prior() -> Rule {
 }
 
 fn sim_spec() -> SimSpec {
-    SimSpec {
+    let method = Method {
         family: Family::Ck,
         prior: Prior { rule: wrong_prior(), candidates: Vec::new() },
         limits: gemm_synth::synthesize::Limits { max_leaves: 8, ..Default::default() },
@@ -88,10 +88,9 @@ fn sim_spec() -> SimSpec {
         first_ms: 4,
         refine_ms: 3,
         held_out: 1,
-        max_rounds: 8,
         seed: 0,
-        full_within: None,
-    }
+    };
+    SimSpec { method, max_rounds: 8, full_within: None }
 }
 
 /// Replayed on a fully measured journal, the tune reaches the quality of the rule trained on every cell

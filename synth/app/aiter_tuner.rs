@@ -151,19 +151,7 @@ pub struct RowMeta {
 impl RowMeta {
     fn cell_result(&self, c: ProfileCell) -> CellResult {
         CellResult {
-            gfx: c.gfx,
-            cu_num: c.cu_num,
-            m: c.shape.m,
-            n: c.shape.n,
-            k: c.shape.k,
-            libtype: c.libtype,
-            kernel_id: c.kernel_id,
-            split_k: c.split_k,
-            us: c.us,
-            kernel_name: c.kernel_name,
-            tflops: c.tflops,
-            bw: c.bw,
-            err_ratio: Some(c.err_ratio),
+            record: c.record,
             device: self.device.clone(),
             backend: self.backend.clone(),
             timing: self.timing.clone(),

@@ -16,7 +16,7 @@ use crate::catalog::{Candidate, Catalog, Libtype};
 use crate::export::Runtime;
 use crate::render::writer::GeneratedFile;
 use crate::table::{Cell, Shape};
-use crate::tune::{CellId, Family, Measurer, Prior, Stop, TuneSpec, Tuned};
+use crate::tune::{CellId, Family, Measurer, Method, Prior, Stop, TuneSpec, Tuned};
 
 /// The M values vLLM's and SGLang's tuner measures for every (N, K) (`benchmark_w8a8_block_fp8.py`); a
 /// live tune plans over them.
@@ -155,9 +155,8 @@ pub fn spec_for(
         Family::Triton => super::ship::triton_job(super::ship::triton_rule_of(device))?,
     };
     let settings = job.settings();
-    Ok(TuneSpec {
+    let method = Method {
         family,
-        layers,
         prior: prior(family, device)?,
         limits: settings.limits,
         weight: settings.weight,
@@ -165,8 +164,8 @@ pub fn spec_for(
         refine_ms: 3,
         held_out: 1,
         seed,
-        stop,
-    })
+    };
+    Ok(TuneSpec { method, layers, stop })
 }
 
 /// The layers to tune and each one's M values: a runtime's log (`--shapes-from`: the shapes it ran, and the
@@ -243,11 +242,11 @@ fn dry_run(args: &TuneArgs, spec: &TuneSpec) -> anyhow::Result<()> {
         bail!("--cu-num 0: the device's CU/SM count is at least 1 (e.g. 132 for H100 and H200)");
     }
     let known = match &args.journal {
-        Some(j) if j.exists() => read_known(j, &catalog, family_libtype(spec.family))?,
+        Some(j) if j.exists() => read_known(j, &catalog, family_libtype(spec.method.family))?,
         _ => BTreeMap::new(),
     };
     let triton = triton_set()?;
-    let universe = |s: Shape| universe_of(spec.family, &catalog, &triton, cu_num, s);
+    let universe = |s: Shape| universe_of(spec.method.family, &catalog, &triton, cu_num, s);
     let mut st = crate::tune::planner::initial(spec);
     st.known = known;
     let plan = crate::tune::planner::plan_round(spec, &mut st, &universe);
@@ -256,7 +255,7 @@ fn dry_run(args: &TuneArgs, spec: &TuneSpec) -> anyhow::Result<()> {
         .iter()
         .map(|(&(n, k), ms)| ms.iter().map(|&m| universe(Shape::new(m, n, k)).len()).sum::<usize>())
         .sum();
-    let exhaustive = crate::tune::report::exhaustive_cells(spec.family, spec.layers.len(), ck_cells);
+    let exhaustive = crate::tune::report::exhaustive_cells(spec.method.family, spec.layers.len(), ck_cells);
     for (&(n, k), ms) in &st.sampled {
         let cells = plan.iter().filter(|(s, _)| (s.n, s.k) == (n, k)).count();
         let held: Vec<u32> = st.held_out.iter().filter(|s| (s.n, s.k) == (n, k)).map(|s| s.m).collect();
@@ -396,7 +395,7 @@ fn run_live(
     };
     crate::measure::journal::check_resumable(journal_path, journal.first_read(), &expected)?;
     journal.expect_device(expected);
-    let libtype = family_libtype(spec.family);
+    let libtype = family_libtype(spec.method.family);
     let known = journal.rows().iter().filter(|r| r.recheck == 0 && r.libtype == libtype).count();
     if known > 0 {
         errln!("journal {}: {known} cells known from earlier runs", crate::sanitize::shown_path(journal_path));
@@ -405,7 +404,7 @@ fn run_live(
         harness: &harness,
         journal: &mut journal,
         catalog: &catalog,
-        family: spec.family,
+        family: spec.method.family,
         gfx: device.gfx.clone(),
         cu_num: device.cu_num,
         triton: triton_set()?,
@@ -457,7 +456,7 @@ fn write_outputs(
     let (gfx, cu_num) = &tuned.device;
     let train = crate::tune::training_shapes(&tuned.state);
     let matrix = crate::tune::known_matrix(&tuned.state, &train, gfx, *cu_num);
-    let exhaustive = crate::tune::report::exhaustive_cells(spec.family, spec.layers.len(), universe_cells);
+    let exhaustive = crate::tune::report::exhaustive_cells(spec.method.family, spec.layers.len(), universe_cells);
     let report = crate::tune::report::markdown(spec, tuned, exhaustive, what);
     let provenance = crate::render::Provenance {
         dataset: what.to_string(),

@@ -274,7 +274,7 @@ fn parse_legacy_common(f: &Fields, xdl: bool) -> Result<(OldLegacyParams, Option
     let scheduler = f.scheduler(o + 5)?;
     let pipeline = f.pipeline(o + 6)?;
     Ok((
-        OldLegacyParams {
+        OldLegacyParams(LegacyParams {
             scale_block_m,
             scale_block_n,
             scale_block_k,
@@ -286,6 +286,8 @@ fn parse_legacy_common(f: &Fields, xdl: bool) -> Result<(OldLegacyParams, Option
             bk1,
             m_per_xdl,
             n_per_xdl,
+            m_xdl_per_wave: 0,
+            n_xdl_per_wave: 0,
             a_block_transfer,
             b_block_transfer,
             c_block_transfer,
@@ -294,7 +296,7 @@ fn parse_legacy_common(f: &Fields, xdl: bool) -> Result<(OldLegacyParams, Option
             cshuffle_n_xdl_per_wave,
             scheduler,
             pipeline,
-        },
+        }),
         xdl_per_wave,
     ))
 }

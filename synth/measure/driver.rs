@@ -243,13 +243,7 @@ impl Harness {
         mut on_row: impl FnMut(&CellResult),
         on_log: impl Fn(&str) + Send + 'static,
     ) -> Result<usize> {
-        {
-            let mut f = std::fs::File::create(plan_path)
-                .with_context(|| format!("cannot write plan {}", plan_path.display()))?;
-            for c in cells {
-                writeln!(f, "{}", c.to_json_line())?;
-            }
-        }
+        write_plan(cells, plan_path)?;
         let mut child = Watched::spawn(self.command().arg("--plan").arg(plan_path)).map_err(|e| self.spawn_error(e))?;
         let wanted: std::collections::HashMap<_, &PlanCell> = cells.iter().map(|c| (c.key(), c)).collect();
         let mut st = RunState {
@@ -317,16 +311,21 @@ impl Harness {
                 return Err(e);
             }
         };
+        self.exited(status, &st, torn, cells.len())
+    }
+
+    /// The outcome of a harness that exited with `status` after the rows of `st`, of `planned` cells (`torn`:
+    /// what its stdout's torn last line said): the rows appended, or why the run failed.
+    fn exited(&self, status: ExitStatus, st: &RunState, torn: Option<String>, planned: usize) -> Result<usize> {
         let torn = torn.map(|t| format!("; {t}")).unwrap_or_default();
         if !status.success() {
             let e = self.exit_error(status, &st.tail.join("\n"));
             return Err(if torn.is_empty() { e } else { anyhow!("{e:#}{torn}") });
         }
-        if st.appended < cells.len() {
+        if st.appended < planned {
             bail!(
-                "the harness exited after {} of {} cells without an error{torn}; run again to resume",
-                st.appended,
-                cells.len()
+                "the harness exited after {} of {planned} cells without an error{torn}; run again to resume",
+                st.appended
             );
         }
         Ok(st.appended)
@@ -437,6 +436,16 @@ fn check_against_plan(row: &CellResult, cell: &PlanCell, device: &mut Option<(St
             row.cu_num,
             shown(name)
         ),
+    }
+    Ok(())
+}
+
+/// Writes `cells` to the plan file at `plan_path`, one JSON line each.
+fn write_plan(cells: &[PlanCell], plan_path: &std::path::Path) -> Result<()> {
+    let mut f =
+        std::fs::File::create(plan_path).with_context(|| format!("cannot write plan {}", plan_path.display()))?;
+    for c in cells {
+        writeln!(f, "{}", c.to_json_line())?;
     }
     Ok(())
 }

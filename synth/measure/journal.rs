@@ -2,9 +2,10 @@
 //! one flushed row per finished cell so an interrupted run loses at most the cell in flight.
 
 use super::plan::CellKey;
-use crate::catalog::{Catalog, Libtype};
+use crate::catalog::Catalog;
 use crate::table::aiter_csv::{parse_aiter_csv, AITER_COLUMNS};
-use crate::table::{AiterRow, RowStatus};
+use crate::table::aiter_record::extends_aiter_record;
+use crate::table::{AiterRecord, AiterRow, Numbers, RowStatus};
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -21,30 +22,12 @@ pub fn columns() -> Vec<&'static str> {
     AITER_COLUMNS.iter().chain(EXTRA_COLUMNS.iter()).copied().collect()
 }
 
-/// One measured cell as the harness streams it (JSON) and the journal stores it (CSV).
+/// One measured cell as the harness streams it (JSON) and the journal stores it (CSV): AITER's columns (its
+/// fields, through [`std::ops::Deref`]) and the journal's [`EXTRA_COLUMNS`].
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct CellResult {
-    pub gfx: String,
-    pub cu_num: u32,
-    #[serde(rename = "M")]
-    pub m: u32,
-    #[serde(rename = "N")]
-    pub n: u32,
-    #[serde(rename = "K")]
-    pub k: u32,
-    #[serde(default = "ck")]
-    pub libtype: Libtype,
-    #[serde(rename = "kernelId")]
-    pub kernel_id: i32,
-    #[serde(rename = "splitK")]
-    pub split_k: u32,
-    pub us: Option<f64>,
-    #[serde(rename = "kernelName")]
-    pub kernel_name: String,
-    pub tflops: Option<f64>,
-    pub bw: Option<f64>,
-    #[serde(rename = "errRatio")]
-    pub err_ratio: Option<f64>,
+    #[serde(flatten)]
+    pub record: AiterRecord,
     #[serde(default)]
     pub device: String,
     #[serde(default)]
@@ -62,21 +45,11 @@ pub struct CellResult {
     pub recheck: u8,
 }
 
-fn ck() -> Libtype {
-    Libtype::Ck
-}
+extends_aiter_record!(CellResult, record);
 
 impl CellResult {
     pub fn key(&self) -> CellKey {
-        CellKey {
-            m: self.m,
-            n: self.n,
-            k: self.k,
-            kernel_id: self.kernel_id,
-            split_k: self.split_k,
-            recheck: self.recheck != 0,
-            libtype: self.libtype,
-        }
+        CellKey::new(self.shape(), self.libtype, self.kernel_id, self.split_k, self.recheck != 0)
     }
 
     pub fn is_ok(&self) -> bool {
@@ -101,32 +74,12 @@ impl CellResult {
 
     /// The CSV record, in [`columns`] order.
     pub fn to_record(&self) -> Vec<String> {
-        let f = |v: Option<f64>, prec: usize| v.map(|x| format!("{x:.prec$}")).unwrap_or_default();
-        vec![
-            self.gfx.clone(),
-            self.cu_num.to_string(),
-            self.m.to_string(),
-            self.n.to_string(),
-            self.k.to_string(),
-            self.libtype.to_string(),
-            self.kernel_id.to_string(),
-            self.split_k.to_string(),
-            f(self.us, 4),
-            self.kernel_name.clone(),
-            f(self.tflops, 3),
-            f(self.bw, 3),
-            self.err_ratio.map(|e| format!("{e}")).unwrap_or_else(|| "".into()),
-            self.device.clone(),
-            self.backend.clone(),
-            self.timing.clone(),
-            f(self.us_min, 4),
-            f(self.us_max, 4),
-            f(self.us_p10, 4),
-            f(self.us_p90, 4),
-            self.reps.to_string(),
-            self.status.to_string(),
-            self.recheck.to_string(),
-        ]
+        let f = |v: Option<f64>| v.map(|x| format!("{x:.4}")).unwrap_or_default();
+        let mut rec = self.record.to_record(Numbers::Fixed);
+        rec.extend([self.device.clone(), self.backend.clone(), self.timing.clone()]);
+        rec.extend([f(self.us_min), f(self.us_max), f(self.us_p10), f(self.us_p90)]);
+        rec.extend([self.reps.to_string(), self.status.to_string(), self.recheck.to_string()]);
+        rec
     }
 }
 
@@ -367,19 +320,7 @@ impl CellResult {
         let text = |k: &str| r.extra.get(k).cloned().unwrap_or_default();
         let num = |k: &str| r.extra.get(k).and_then(|s| s.parse::<f64>().ok());
         CellResult {
-            gfx: r.gfx.clone(),
-            cu_num: r.cu_num,
-            m: r.m,
-            n: r.n,
-            k: r.k,
-            libtype: r.libtype,
-            kernel_id: r.kernel_id,
-            split_k: r.split_k,
-            us: r.us,
-            kernel_name: r.kernel_name.clone(),
-            tflops: r.tflops,
-            bw: r.bw,
-            err_ratio: Some(r.err_ratio),
+            record: r.record.clone(),
             device: text("device"),
             backend: text("backend"),
             timing: text("timing"),
@@ -437,65 +378,14 @@ impl Journal {
         }
         let lock = lock_journal(path)?;
         // A run refused here wrote nothing: the lock file it created goes too.
-        let opened = (|| -> Result<_> {
-            let mut cut = 0;
-            let mut rows = Vec::new();
-            let existed = path.exists();
-            let mut held = None;
-            if existed {
-                let mut f = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .open(path)
-                    .with_context(|| format!("cannot open journal {}", path.display()))?;
-                lock_file(&f, path)?;
-                let mut bytes = Vec::new();
-                (&mut f).take(crate::input::MAX_TABLE_BYTES + 1).read_to_end(&mut bytes)?;
-                let contents = contents_for_resume(&bytes, path, catalog)?;
-                if let Some(torn) = &contents.torn {
-                    cut = torn.bytes;
-                    f.set_len(torn.keep as u64)?;
-                    f.seek(SeekFrom::Start(torn.keep as u64))?;
-                }
-                rows = contents.rows;
-                held = Some(f);
-            }
-            let needs_header = !existed || std::fs::metadata(path)?.len() == 0;
-            let before = match (existed, needs_header) {
-                (false, _) => Before::Absent,
-                (true, true) => Before::Empty,
-                (true, false) => Before::Journal,
-            };
-            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-            }
-            let file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .with_context(|| format!("cannot open journal {} for appending", path.display()))?;
-            let held = match held {
-                Some(f) => f,
-                None => {
-                    let f = file.try_clone()?;
-                    lock_file(&f, path)?;
-                    f
-                }
-            };
-            let mut writer = csv::WriterBuilder::new().has_headers(false).from_writer(file);
-            if needs_header {
-                writer.write_record(columns())?;
-                writer.flush()?;
-            }
-            Ok((cut, rows, before, writer, held))
-        })();
-        let (cut, rows, before, writer, held) = match opened {
+        let opened = match Opened::open(path, catalog) {
             Ok(v) => v,
             Err(e) => {
                 lock.release_unused();
                 return Err(e);
             }
         };
+        let Opened { cut, rows, before, writer, held } = opened;
         let done = rows.iter().map(|(_, r)| r.key()).collect();
         let first = rows.first().cloned();
         let rows = rows.into_iter().map(|(_, r)| r).collect();
@@ -599,6 +489,77 @@ impl Journal {
             let value = e.value.as_deref().map(|v| format!(" = \"{}\"", crate::sanitize::shown(v))).unwrap_or_default();
             anyhow::anyhow!("{column}{value}: {} (the journal reader would refuse it)", e.message)
         })
+    }
+}
+
+/// A journal file [`Journal::open`] opened under its lock: the rows read, and the file appending.
+struct Opened {
+    /// Bytes of a torn last line cut off.
+    cut: usize,
+    rows: Vec<(usize, CellResult)>,
+    before: Before,
+    writer: csv::Writer<File>,
+    /// The file, locked.
+    held: File,
+}
+
+impl Opened {
+    /// Reads the journal at `path` (if any: cutting a torn last line) and opens it for appending, writing
+    /// the header into a new or empty file.
+    fn open(path: &Path, catalog: &Catalog) -> Result<Opened> {
+        let existed = path.exists();
+        let (held, rows, cut) = if existed {
+            let (f, contents) = Opened::read_existing(path, catalog)?;
+            (Some(f), contents.rows, contents.torn.map_or(0, |t| t.bytes))
+        } else {
+            (None, Vec::new(), 0)
+        };
+        let needs_header = !existed || std::fs::metadata(path)?.len() == 0;
+        let before = match (existed, needs_header) {
+            (false, _) => Before::Absent,
+            (true, true) => Before::Empty,
+            (true, false) => Before::Journal,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("cannot open journal {} for appending", path.display()))?;
+        let held = match held {
+            Some(f) => f,
+            None => {
+                let f = file.try_clone()?;
+                lock_file(&f, path)?;
+                f
+            }
+        };
+        let mut writer = csv::WriterBuilder::new().has_headers(false).from_writer(file);
+        if needs_header {
+            writer.write_record(columns())?;
+            writer.flush()?;
+        }
+        Ok(Opened { cut, rows, before, writer, held })
+    }
+
+    /// The existing journal at `path`, locked, and what it holds; a torn last line is cut off.
+    fn read_existing(path: &Path, catalog: &Catalog) -> Result<(File, JournalContents)> {
+        let mut f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .with_context(|| format!("cannot open journal {}", path.display()))?;
+        lock_file(&f, path)?;
+        let mut bytes = Vec::new();
+        (&mut f).take(crate::input::MAX_TABLE_BYTES + 1).read_to_end(&mut bytes)?;
+        let contents = contents_for_resume(&bytes, path, catalog)?;
+        if let Some(torn) = &contents.torn {
+            f.set_len(torn.keep as u64)?;
+            f.seek(SeekFrom::Start(torn.keep as u64))?;
+        }
+        Ok((f, contents))
     }
 }
 

@@ -75,6 +75,14 @@ pub struct CellKey {
     pub libtype: Libtype,
 }
 
+impl CellKey {
+    /// The key of the cell of `shape` and the kernel `kernel_id` of `libtype` at `split_k` (`recheck`: its
+    /// second measurement).
+    pub fn new(shape: Shape, libtype: Libtype, kernel_id: i32, split_k: u32, recheck: bool) -> CellKey {
+        CellKey { m: shape.m, n: shape.n, k: shape.k, kernel_id, split_k, recheck, libtype }
+    }
+}
+
 impl std::fmt::Display for CellKey {
     /// The cell as messages name it: `M=1 N=512 K=512 ck kernelId 0 splitK 0` (and `, recheck`).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -141,15 +149,7 @@ impl PlanCell {
     }
 
     pub fn key(&self) -> CellKey {
-        CellKey {
-            m: self.m,
-            n: self.n,
-            k: self.k,
-            kernel_id: self.kernel_id,
-            split_k: self.split_k,
-            recheck: self.recheck != 0,
-            libtype: self.libtype(),
-        }
+        CellKey::new(self.shape(), self.libtype(), self.kernel_id, self.split_k, self.recheck != 0)
     }
 
     pub fn shape(&self) -> Shape {

@@ -110,6 +110,64 @@ fn cell_text(c: &PlanCell) -> String {
     )
 }
 
+/// What [`Pool::run`] keeps across its workers.
+struct RunState {
+    /// The device of the rows so far (gfx, CU count, name), which every row must match.
+    device: Option<(String, u32, String)>,
+    /// The GPUs whose workers failed with each cell in flight.
+    in_flight: HashMap<CellKey, Vec<String>>,
+    /// Rows appended in this run.
+    appended: usize,
+}
+
+/// Reads up to [`BURST`] events of `job` (the worker on `gpu`), appending its results to `journal`.
+/// Returns whether anything was read, and how the harness ended if it did.
+fn read_burst(
+    job: &mut Job,
+    gpu: &str,
+    run: &mut RunState,
+    journal: &mut Journal,
+    on_event: &mut impl FnMut(PoolEvent),
+) -> Result<(bool, Option<Result<ExitStatus, String>>)> {
+    let mut active = false;
+    for _ in 0..BURST {
+        let ev = match job.child.next(Duration::ZERO) {
+            Ok(ev) => ev,
+            Err(e) => return Ok((active, Some(Err(format!("waiting for the harness: {e}"))))),
+        };
+        match ev {
+            Event::Unterminated(Stream::Stdout, line) if torn_output(&line).is_some() => {
+                active = true;
+                job.torn = torn_output(&line);
+            }
+            Event::Line(Stream::Stdout, line) | Event::Unterminated(Stream::Stdout, line) => {
+                active = true;
+                job.line_no += 1;
+                let row = take_result(&line, job.line_no, &job.wanted, &mut run.device, journal)
+                    .with_context(|| format!("GPU {gpu}"))?;
+                if let Some(row) = row {
+                    job.appended += 1;
+                    run.appended += 1;
+                    job.last_result = Instant::now();
+                    on_event(PoolEvent::Row { gpu, row: &row });
+                }
+            }
+            Event::Line(Stream::Stderr, line) | Event::Unterminated(Stream::Stderr, line) => {
+                active = true;
+                on_event(PoolEvent::Log { gpu, line: &line });
+                job.tail.push(line);
+                if job.tail.len() > 20 {
+                    job.tail.remove(0);
+                }
+            }
+            Event::ReadError(_, e) => return Ok((active, Some(Err(format!("reading harness output: {e}"))))),
+            Event::Exited(status) => return Ok((active, Some(Ok(status)))),
+            Event::Idle => break,
+        }
+    }
+    Ok((active, None))
+}
+
 impl Pool<'_> {
     /// Measures `todo` on the workers into `journal`; returns the rows appended. See the module comment for
     /// what happens on a failure.
@@ -123,9 +181,11 @@ impl Pool<'_> {
             .zip(&self.gpus)
             .map(|(queue, gpu)| Worker { gpu: gpu.clone(), queue, job: None, failure: None })
             .collect();
-        let mut device = journal.rows().first().map(|r| (r.gfx.clone(), r.cu_num, r.device.clone()));
-        let mut in_flight: HashMap<CellKey, Vec<String>> = HashMap::new();
-        let mut appended = 0usize;
+        let mut run = RunState {
+            device: journal.rows().first().map(|r| (r.gfx.clone(), r.cu_num, r.device.clone())),
+            in_flight: HashMap::new(),
+            appended: 0,
+        };
         loop {
             for w in workers.iter_mut().filter(|w| w.job.is_none() && w.failure.is_none() && !w.queue.is_empty()) {
                 let mut cells = std::mem::take(&mut w.queue);
@@ -138,83 +198,8 @@ impl Pool<'_> {
             }
             let mut quiet = true;
             for i in 0..workers.len() {
-                let gpu = workers[i].gpu.clone();
-                let Some(job) = workers[i].job.as_mut() else { continue };
-                let mut ended: Option<Result<ExitStatus, String>> = None;
-                for _ in 0..BURST {
-                    let ev = match job.child.next(Duration::ZERO) {
-                        Ok(ev) => ev,
-                        Err(e) => {
-                            ended = Some(Err(format!("waiting for the harness: {e}")));
-                            break;
-                        }
-                    };
-                    match ev {
-                        Event::Unterminated(Stream::Stdout, line) if torn_output(&line).is_some() => {
-                            quiet = false;
-                            job.torn = torn_output(&line);
-                        }
-                        Event::Line(Stream::Stdout, line) | Event::Unterminated(Stream::Stdout, line) => {
-                            quiet = false;
-                            job.line_no += 1;
-                            let row = take_result(&line, job.line_no, &job.wanted, &mut device, journal)
-                                .with_context(|| format!("GPU {gpu}"))?;
-                            if let Some(row) = row {
-                                job.appended += 1;
-                                appended += 1;
-                                job.last_result = Instant::now();
-                                on_event(PoolEvent::Row { gpu: &gpu, row: &row });
-                            }
-                        }
-                        Event::Line(Stream::Stderr, line) | Event::Unterminated(Stream::Stderr, line) => {
-                            quiet = false;
-                            on_event(PoolEvent::Log { gpu: &gpu, line: &line });
-                            job.tail.push(line);
-                            if job.tail.len() > 20 {
-                                job.tail.remove(0);
-                            }
-                        }
-                        Event::ReadError(_, e) => {
-                            ended = Some(Err(format!("reading harness output: {e}")));
-                            break;
-                        }
-                        Event::Exited(status) => {
-                            ended = Some(Ok(status));
-                            break;
-                        }
-                        Event::Idle => break,
-                    }
-                }
-                let delivered = job.appended == job.cells.len();
-                if ended.is_none() && delivered && job.last_result.elapsed() >= self.harness.exit_grace() {
-                    // Every cell is in: a harness that does not exit (a hung teardown) is stopped, nothing lost.
-                    on_event(PoolEvent::Log {
-                        gpu: &gpu,
-                        line: &format!(
-                            "note: the harness delivered every cell but had not exited {:.0} s later; it was stopped",
-                            self.harness.exit_grace().as_secs_f64()
-                        ),
-                    });
-                    let mut job = workers[i].job.take().expect("a running job");
-                    job.child.kill();
-                    continue;
-                }
-                if ended.is_none() && job.last_result.elapsed() >= self.harness.cell_timeout {
-                    ended = Some(Err(format!(
-                        "the harness produced no result for {:.0} s (--cell-timeout) and was stopped",
-                        self.harness.cell_timeout.as_secs_f64()
-                    )));
-                }
-                let Some(ended) = ended else { continue };
-                quiet = false;
-                let mut job = workers[i].job.take().expect("a running job");
-                job.child.kill();
-                match self.outcome(&job, ended, journal) {
-                    End::Done => {}
-                    End::Fatal(e) => return Err(e.context(format!("GPU {gpu}"))),
-                    End::Failed(msg) => {
-                        self.fail(i, job, msg, &mut workers, &mut in_flight, journal, &mut on_event)?;
-                    }
+                if self.turn(i, &mut workers, &mut run, journal, &mut on_event)? {
+                    quiet = false;
                 }
             }
             if quiet {
@@ -228,13 +213,59 @@ impl Pool<'_> {
                 .map(|w| format!("  GPU {}: {}", w.gpu, w.failure.as_deref().unwrap_or("no failure")))
                 .collect();
             bail!(
-                "every GPU worker failed, with {left} of {} cells not measured; the {appended} cells measured in this \
+                "every GPU worker failed, with {left} of {} cells not measured; the {} cells measured in this \
                  run are in the journal: run again to resume (with --gpus naming GPUs that work)\n{}",
                 todo.len(),
+                run.appended,
                 why.join("\n")
             );
         }
-        Ok(appended)
+        Ok(run.appended)
+    }
+
+    /// Worker `i`'s turn: up to [`BURST`] events of its harness, then its job ends if the harness exited,
+    /// failed, or stayed silent past the exit grace (every cell in) or the cell timeout. Returns whether
+    /// anything happened.
+    fn turn(
+        &self,
+        i: usize,
+        workers: &mut [Worker],
+        run: &mut RunState,
+        journal: &mut Journal,
+        on_event: &mut impl FnMut(PoolEvent),
+    ) -> Result<bool> {
+        let gpu = workers[i].gpu.clone();
+        let Some(job) = workers[i].job.as_mut() else { return Ok(false) };
+        let (active, mut ended) = read_burst(job, &gpu, run, journal, on_event)?;
+        let delivered = job.appended == job.cells.len();
+        if ended.is_none() && delivered && job.last_result.elapsed() >= self.harness.exit_grace() {
+            // Every cell is in: a harness that does not exit (a hung teardown) is stopped, nothing lost.
+            on_event(PoolEvent::Log {
+                gpu: &gpu,
+                line: &format!(
+                    "note: the harness delivered every cell but had not exited {:.0} s later; it was stopped",
+                    self.harness.exit_grace().as_secs_f64()
+                ),
+            });
+            let mut job = workers[i].job.take().expect("a running job");
+            job.child.kill();
+            return Ok(active);
+        }
+        if ended.is_none() && job.last_result.elapsed() >= self.harness.cell_timeout {
+            ended = Some(Err(format!(
+                "the harness produced no result for {:.0} s (--cell-timeout) and was stopped",
+                self.harness.cell_timeout.as_secs_f64()
+            )));
+        }
+        let Some(ended) = ended else { return Ok(active) };
+        let mut job = workers[i].job.take().expect("a running job");
+        job.child.kill();
+        match self.outcome(&job, ended, journal) {
+            End::Done => {}
+            End::Fatal(e) => return Err(e.context(format!("GPU {gpu}"))),
+            End::Failed(msg) => self.fail(i, job, msg, workers, &mut run.in_flight, journal, on_event)?,
+        }
+        Ok(true)
     }
 
     /// Starts a harness on `gpu` for `cells` (written to a plan file of its own).

@@ -9,7 +9,7 @@
 
 use crate::catalog::{Candidate, Catalog};
 use crate::rule::{Leaf, Rule};
-use crate::table::{write_aiter_csv, AiterRow, LatencyMatrix, Shape};
+use crate::table::{write_aiter_csv, AiterRecord, AiterRow, LatencyMatrix, Shape};
 
 use super::{leaf_instance, resolved};
 
@@ -89,8 +89,7 @@ pub fn render_instances_csv(rule: &Rule, catalog: &Catalog, matrix: &LatencyMatr
         let shape: Shape = matrix.shapes[row.shape];
         let (m, n, k) = (f64::from(shape.m), f64::from(shape.n), f64::from(shape.k));
         let round2 = |x: f64| (x * 100.0).round() / 100.0;
-        rows.push(AiterRow {
-            line: 0,
+        let record = AiterRecord {
             gfx: matrix.gfx.clone(),
             cu_num: matrix.cu_num,
             m: shape.m,
@@ -103,9 +102,9 @@ pub fn render_instances_csv(rule: &Rule, catalog: &Catalog, matrix: &LatencyMatr
             kernel_name: inst.name.clone(),
             tflops: Some(round2(2.0 * m * n * k / row.us / 1e6)),
             bw: Some(round2((m * k + n * k + 2.0 * m * n) / row.us / 1e3)),
-            err_ratio: 0.0,
-            extra: Default::default(),
-        });
+            err_ratio: Some(0.0),
+        };
+        rows.push(AiterRow { line: 0, record, extra: Default::default() });
     }
     let mut out = Vec::new();
     write_aiter_csv(&mut out, &rows).map_err(|e| anyhow::anyhow!("writing the instance CSV failed: {e}"))?;

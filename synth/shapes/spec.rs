@@ -223,135 +223,20 @@ impl ModelSpec {
 
 /// The checks of a parsed spec, in field order; each error names the file and the field.
 fn check(raw: RawSpec, origin: &str) -> Result<ModelSpec, ShapeError> {
-    let path = || origin.to_string();
-    let field = |field: &'static str, message: String| ShapeError::Field { path: path(), field, message };
-    let positive = |field: &'static str, value: u32| {
-        if value == 0 {
-            Err(ShapeError::NonPositive { path: path(), field, value })
-        } else {
-            Ok(value)
-        }
-    };
-    positive("hidden", raw.hidden)?;
-    if let Some(v) = raw.intermediate {
-        positive("intermediate", v)?;
-    }
-    positive("heads", raw.heads)?;
-    if let Some(v) = raw.kv_heads {
-        positive("kv_heads", v)?;
-    }
-    if let Some(v) = raw.head_dim {
-        positive("head_dim", v)?;
-    }
-    positive("layers", raw.layers)?;
-    if raw.name.trim().is_empty() {
-        return Err(ShapeError::Parse { path: path(), message: "field `name` is empty".into() });
-    }
+    let at = Checks { path: origin };
+    at.sizes(&raw)?;
     let (kv_heads, head_dim) = match &raw.mla {
-        None => {
-            let missing = |name: &'static str| {
-                field(
-                    name,
-                    "missing; a spec without [mla] describes grouped-query attention, which needs kv_heads \
-                     (num_key_value_heads) and head_dim"
-                        .into(),
-                )
-            };
-            let kv_heads = raw.kv_heads.ok_or_else(|| missing("kv_heads"))?;
-            let head_dim = raw.head_dim.ok_or_else(|| missing("head_dim"))?;
-            if kv_heads > raw.heads || !raw.heads.is_multiple_of(kv_heads) {
-                return Err(ShapeError::Parse {
-                    path: path(),
-                    message: format!(
-                        "kv_heads = {kv_heads} must divide heads = {} (each KV head serves a whole group of \
-                         attention heads)",
-                        raw.heads
-                    ),
-                });
-            }
-            (kv_heads, head_dim)
-        }
+        None => at.attention(&raw)?,
         Some(mla) => {
-            for (name, given) in [("kv_heads", raw.kv_heads.is_some()), ("head_dim", raw.head_dim.is_some())] {
-                if given {
-                    return Err(field(
-                        name,
-                        "not used with [mla]: latent attention's GEMMs are shaped by the [mla] ranks and head \
-                         dimensions; remove it"
-                            .into(),
-                    ));
-                }
-            }
-            if let Some(v) = mla.q_lora_rank {
-                positive("mla.q_lora_rank", v)?;
-            }
-            positive("mla.kv_lora_rank", mla.kv_lora_rank)?;
-            positive("mla.qk_nope_head_dim", mla.qk_nope_head_dim)?;
-            positive("mla.qk_rope_head_dim", mla.qk_rope_head_dim)?;
-            positive("mla.v_head_dim", mla.v_head_dim)?;
-            match (mla.q_lora_rank, mla.fused_qkv_a) {
-                (Some(_), None) => {
-                    return Err(field(
-                        "mla.fused_qkv_a",
-                        "missing; with q_lora_rank say whether q_a and kv_a run as one GEMM (true: vLLM's \
-                         DeepseekV2) or as two (false: vLLM's MiniCPM3)"
-                            .into(),
-                    ))
-                }
-                (None, Some(_)) => {
-                    return Err(field(
-                        "mla.fused_qkv_a",
-                        "only with q_lora_rank: without it the query is projected from the hidden state by \
-                         q_proj and only kv_a has a latent projection"
-                            .into(),
-                    ))
-                }
-                _ => {}
-            }
+            at.latent_attention(&raw, mla)?;
             (0, 0)
         }
     };
     let intermediate = match &raw.moe {
         None => raw.intermediate.ok_or_else(|| {
-            field("intermediate", "missing; a spec without [moe] has a dense MLP of intermediate_size".into())
+            at.field("intermediate", "missing; a spec without [moe] has a dense MLP of intermediate_size".into())
         })?,
-        Some(moe) => {
-            positive("moe.intermediate", moe.intermediate)?;
-            positive("moe.experts", moe.experts)?;
-            positive("moe.experts_per_token", moe.experts_per_token)?;
-            if moe.experts_per_token > moe.experts {
-                return Err(field(
-                    "moe.experts_per_token",
-                    format!("{} is more than the {} experts", moe.experts_per_token, moe.experts),
-                ));
-            }
-            if moe.dense_layers >= raw.layers {
-                return Err(field(
-                    "moe.dense_layers",
-                    format!(
-                        "{} of the {} decoder layers leaves no MoE layer; drop [moe] for a dense model",
-                        moe.dense_layers, raw.layers
-                    ),
-                ));
-            }
-            match (moe.dense_layers, raw.intermediate) {
-                (0, Some(_)) => {
-                    return Err(field(
-                        "intermediate",
-                        "every decoder layer is MoE (moe.dense_layers = 0), so no GEMM has this size; remove \
-                         it or set moe.dense_layers"
-                            .into(),
-                    ))
-                }
-                (d, None) if d > 0 => {
-                    return Err(field(
-                        "intermediate",
-                        format!("missing; the first {d} decoder layers (moe.dense_layers) have a dense MLP"),
-                    ))
-                }
-                (_, v) => v.unwrap_or(0),
-            }
-        }
+        Some(moe) => at.moe(&raw, moe)?,
     };
     Ok(ModelSpec {
         name: raw.name,
@@ -365,6 +250,143 @@ fn check(raw: RawSpec, origin: &str) -> Result<ModelSpec, ShapeError> {
         mla: raw.mla,
         moe: raw.moe,
     })
+}
+
+/// The checks of [`check`] on the spec read from `path`.
+struct Checks<'a> {
+    path: &'a str,
+}
+
+impl Checks<'_> {
+    fn field(&self, field: &'static str, message: String) -> ShapeError {
+        ShapeError::Field { path: self.path.to_string(), field, message }
+    }
+
+    fn parse_error(&self, message: String) -> ShapeError {
+        ShapeError::Parse { path: self.path.to_string(), message }
+    }
+
+    fn positive(&self, field: &'static str, value: u32) -> Result<u32, ShapeError> {
+        if value == 0 {
+            Err(ShapeError::NonPositive { path: self.path.to_string(), field, value })
+        } else {
+            Ok(value)
+        }
+    }
+
+    /// The model's sizes are positive and its name is not empty.
+    fn sizes(&self, raw: &RawSpec) -> Result<(), ShapeError> {
+        self.positive("hidden", raw.hidden)?;
+        if let Some(v) = raw.intermediate {
+            self.positive("intermediate", v)?;
+        }
+        self.positive("heads", raw.heads)?;
+        if let Some(v) = raw.kv_heads {
+            self.positive("kv_heads", v)?;
+        }
+        if let Some(v) = raw.head_dim {
+            self.positive("head_dim", v)?;
+        }
+        self.positive("layers", raw.layers)?;
+        if raw.name.trim().is_empty() {
+            return Err(self.parse_error("field `name` is empty".into()));
+        }
+        Ok(())
+    }
+
+    /// Grouped-query attention (a spec without `[mla]`): its kv_heads and head_dim.
+    fn attention(&self, raw: &RawSpec) -> Result<(u32, u32), ShapeError> {
+        let missing = |name: &'static str| {
+            self.field(
+                name,
+                "missing; a spec without [mla] describes grouped-query attention, which needs kv_heads \
+                 (num_key_value_heads) and head_dim"
+                    .into(),
+            )
+        };
+        let kv_heads = raw.kv_heads.ok_or_else(|| missing("kv_heads"))?;
+        let head_dim = raw.head_dim.ok_or_else(|| missing("head_dim"))?;
+        if kv_heads > raw.heads || !raw.heads.is_multiple_of(kv_heads) {
+            return Err(self.parse_error(format!(
+                "kv_heads = {kv_heads} must divide heads = {} (each KV head serves a whole group of attention \
+                 heads)",
+                raw.heads
+            )));
+        }
+        Ok((kv_heads, head_dim))
+    }
+
+    /// Latent attention (`[mla]`): its ranks and head dimensions, without the grouped-query fields.
+    fn latent_attention(&self, raw: &RawSpec, mla: &MlaSpec) -> Result<(), ShapeError> {
+        for (name, given) in [("kv_heads", raw.kv_heads.is_some()), ("head_dim", raw.head_dim.is_some())] {
+            if given {
+                return Err(self.field(
+                    name,
+                    "not used with [mla]: latent attention's GEMMs are shaped by the [mla] ranks and head \
+                     dimensions; remove it"
+                        .into(),
+                ));
+            }
+        }
+        if let Some(v) = mla.q_lora_rank {
+            self.positive("mla.q_lora_rank", v)?;
+        }
+        self.positive("mla.kv_lora_rank", mla.kv_lora_rank)?;
+        self.positive("mla.qk_nope_head_dim", mla.qk_nope_head_dim)?;
+        self.positive("mla.qk_rope_head_dim", mla.qk_rope_head_dim)?;
+        self.positive("mla.v_head_dim", mla.v_head_dim)?;
+        match (mla.q_lora_rank, mla.fused_qkv_a) {
+            (Some(_), None) => Err(self.field(
+                "mla.fused_qkv_a",
+                "missing; with q_lora_rank say whether q_a and kv_a run as one GEMM (true: vLLM's DeepseekV2) \
+                 or as two (false: vLLM's MiniCPM3)"
+                    .into(),
+            )),
+            (None, Some(_)) => Err(self.field(
+                "mla.fused_qkv_a",
+                "only with q_lora_rank: without it the query is projected from the hidden state by q_proj and \
+                 only kv_a has a latent projection"
+                    .into(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// A mixture-of-experts model (`[moe]`): the dense layers' intermediate size (0 when every layer is
+    /// MoE).
+    fn moe(&self, raw: &RawSpec, moe: &MoeSpec) -> Result<u32, ShapeError> {
+        self.positive("moe.intermediate", moe.intermediate)?;
+        self.positive("moe.experts", moe.experts)?;
+        self.positive("moe.experts_per_token", moe.experts_per_token)?;
+        if moe.experts_per_token > moe.experts {
+            return Err(self.field(
+                "moe.experts_per_token",
+                format!("{} is more than the {} experts", moe.experts_per_token, moe.experts),
+            ));
+        }
+        if moe.dense_layers >= raw.layers {
+            return Err(self.field(
+                "moe.dense_layers",
+                format!(
+                    "{} of the {} decoder layers leaves no MoE layer; drop [moe] for a dense model",
+                    moe.dense_layers, raw.layers
+                ),
+            ));
+        }
+        match (moe.dense_layers, raw.intermediate) {
+            (0, Some(_)) => Err(self.field(
+                "intermediate",
+                "every decoder layer is MoE (moe.dense_layers = 0), so no GEMM has this size; remove it or set \
+                 moe.dense_layers"
+                    .into(),
+            )),
+            (d, None) if d > 0 => Err(self.field(
+                "intermediate",
+                format!("missing; the first {d} decoder layers (moe.dense_layers) have a dense MLP"),
+            )),
+            (_, v) => Ok(v.unwrap_or(0)),
+        }
+    }
 }
 
 #[cfg(test)]

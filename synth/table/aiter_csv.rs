@@ -11,13 +11,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
 use std::path::Path;
 
-use crate::catalog::{Candidate, Catalog, Instance, Libtype, NameError};
+use crate::catalog::{Catalog, Instance, Libtype, NameError};
 
+pub use super::aiter_record::AITER_COLUMNS;
+use super::aiter_record::{extends_aiter_record, AiterRecord, ColumnIndex, HeaderFault, Numbers};
 use super::Shape;
-
-/// AITER's tuned-CSV header, in AITER's order.
-pub const AITER_COLUMNS: [&str; 13] =
-    ["gfx", "cu_num", "M", "N", "K", "libtype", "kernelId", "splitK", "us", "kernelName", "tflops", "bw", "errRatio"];
 
 /// Largest splitK (log2 of KBatch) accepted.
 pub const MAX_SPLIT_K: u32 = 16;
@@ -31,31 +29,18 @@ pub const ERR_RATIO_LIMIT: f64 = 0.05;
 /// Extra columns whose values must be finite non-negative numbers when present.
 const NUMERIC_EXTRAS: [&str; 4] = ["us_min", "us_max", "us_p10", "us_p90"];
 
-/// One measured (shape, kernel) row.
+/// One measured (shape, kernel) row: AITER's columns (its fields, through [`std::ops::Deref`]; the reader
+/// reads an empty errRatio of a failed row as 0, so `err_ratio` is always known) and the extra columns.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AiterRow {
     /// 1-based line in the source file (0 for rows built in code).
     pub line: usize,
-    pub gfx: String,
-    pub cu_num: u32,
-    pub m: u32,
-    pub n: u32,
-    pub k: u32,
-    /// `ck` or `cktile`.
-    pub libtype: Libtype,
-    pub kernel_id: i32,
-    /// log2 of KBatch.
-    pub split_k: u32,
-    /// Kernel time in microseconds; None only on failed rows.
-    pub us: Option<f64>,
-    pub kernel_name: String,
-    pub tflops: Option<f64>,
-    pub bw: Option<f64>,
-    pub err_ratio: f64,
+    pub record: AiterRecord,
     /// Extra columns by header name (non-empty values only).
     pub extra: BTreeMap<String, String>,
 }
 
+extends_aiter_record!(AiterRow, record);
 /// Outcome a row records, from its `status` column: `ok` or `fail:<reason>` (a non-blank reason). Serde
 /// reads and writes it as that word.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -105,15 +90,6 @@ impl std::fmt::Display for RowStatus {
 }
 
 impl AiterRow {
-    pub fn shape(&self) -> Shape {
-        Shape::new(self.m, self.n, self.k)
-    }
-
-    /// The row's candidate: its libtype is the backend.
-    pub fn candidate(&self) -> Candidate {
-        Candidate::of(self.libtype, self.kernel_id, self.split_k)
-    }
-
     /// `status` column: absent or `ok` → Ok, `fail:<reason>` → Fail(reason).
     pub fn status(&self) -> RowStatus {
         self.extra.get("status").and_then(|s| s.parse().ok()).unwrap_or(RowStatus::Ok)
@@ -131,22 +107,7 @@ impl AiterRow {
 
     /// The 13 AITER column values, in [`AITER_COLUMNS`] order (empty strings for absent optional values).
     pub fn to_record(&self) -> Vec<String> {
-        let opt = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
-        vec![
-            self.gfx.clone(),
-            self.cu_num.to_string(),
-            self.m.to_string(),
-            self.n.to_string(),
-            self.k.to_string(),
-            self.libtype.to_string(),
-            self.kernel_id.to_string(),
-            self.split_k.to_string(),
-            opt(self.us),
-            self.kernel_name.clone(),
-            opt(self.tflops),
-            opt(self.bw),
-            self.err_ratio.to_string(),
-        ]
+        self.record.to_record(Numbers::Shortest)
     }
 }
 
@@ -168,125 +129,137 @@ pub fn read_aiter_csv(path: &Path, catalog: &Catalog) -> Result<Vec<AiterRow>, T
 /// Parses AITER-format CSV text; `file` names the source in errors.
 pub fn parse_aiter_csv(text: &[u8], file: &str, catalog: &Catalog) -> Result<Vec<AiterRow>, TableError> {
     let lines = crate::catalog::load::LineIndex::new(text);
-    let err = |line: Option<usize>, column: Option<&str>, value: Option<&str>, message: String| TableError {
+    let mut rdr = csv::ReaderBuilder::new().has_headers(true).from_reader(text);
+    let header = Header::read(&mut rdr, file)?;
+    let mut rows = Vec::new();
+    let mut seen = SeenCells::default();
+    for rec in rdr.records() {
+        let rec = rec.map_err(|e| header.record_error(&e, &lines, file))?;
+        let line = rec.position().map_or(0, |p| lines.line_of(p.byte()));
+        let row = RowReader { file, line, rec: &rec, index: &header.index };
+        let parsed = row.parse(catalog, &header.extras)?;
+        seen.check(&parsed, file)?;
+        rows.push(parsed);
+    }
+    Ok(rows)
+}
+
+/// A table error at `line`, in `column`, of `value`.
+fn located(file: &str, line: Option<usize>, column: Option<&str>, value: Option<&str>, message: String) -> TableError {
+    TableError {
         file: file.to_string(),
         line,
         column: column.map(str::to_string),
         value: value.map(str::to_string),
         message,
         ..Default::default()
-    };
-    let mut rdr = csv::ReaderBuilder::new().has_headers(true).from_reader(text);
-    let header = rdr.headers().map_err(|e| err(Some(1), None, None, format!("cannot read the header: {e}")))?.clone();
-    if header.is_empty() || (header.len() == 1 && header[0].is_empty()) {
-        return Err(err(Some(1), None, None, format!("empty file: expected the header {}", AITER_COLUMNS.join(","))));
     }
-    let mut index: HashMap<String, usize> = HashMap::new();
-    for (i, h) in header.iter().enumerate() {
-        if h.trim().is_empty() {
-            return Err(err(Some(1), None, None, format!("header field {} is empty", i + 1)));
-        }
-        if index.insert(h.to_string(), i).is_some() {
-            return Err(err(Some(1), Some(h), None, "column appears twice in the header".into()));
-        }
-    }
-    if let Some(missing) = AITER_COLUMNS.iter().find(|c| !index.contains_key(**c)) {
-        return Err(err(
-            Some(1),
-            Some(missing),
-            None,
-            format!("required column is missing from the header; expected {}", AITER_COLUMNS.join(",")),
-        ));
-    }
-    let extras: Vec<(String, usize)> = header
-        .iter()
-        .enumerate()
-        .filter(|(_, h)| !AITER_COLUMNS.contains(h))
-        .map(|(i, h)| (h.to_string(), i))
-        .collect();
+}
 
-    let mut rows = Vec::new();
-    // (gfx, CU count, shape, libtype, kernelId, splitK, recheck) -> the line that measured it first.
-    type CellOfRow = (String, u32, Shape, Libtype, i32, u32, bool);
-    let mut seen: HashMap<CellOfRow, usize> = HashMap::new();
-    for rec in rdr.records() {
-        let rec = rec.map_err(|e| {
-            let line = e.position().map(|p| lines.line_of(p.byte()));
-            match e.kind() {
-                csv::ErrorKind::UnequalLengths { len, .. } => {
-                    let missing = header.get(*len as usize);
-                    let what = match missing {
-                        Some(col) => format!(
-                            "the row has {len} fields but the header has {}: column {col} and later are missing",
-                            header.len()
-                        ),
-                        None => format!("the row has {len} fields but the header has {}", header.len()),
-                    };
-                    err(line, missing, None, what)
-                }
-                _ => err(line, None, None, format!("malformed CSV: {e}")),
-            }
-        })?;
-        let line = rec.position().map_or(0, |p| lines.line_of(p.byte()));
-        let row = RowReader { file, line, rec: &rec, index: &index };
-        let parsed = row.parse(catalog, &extras)?;
-        // One measurement and at most one recheck of a cell (as `synth bench` writes and `synth merge` requires).
-        let recheck = parsed.is_recheck();
-        let key = (
-            parsed.gfx.clone(),
-            parsed.cu_num,
-            parsed.shape(),
-            parsed.libtype,
-            parsed.kernel_id,
-            parsed.split_k,
-            recheck,
-        );
-        if let Some(first) = seen.insert(key, line) {
-            let message = if recheck {
-                format!(
-                    "duplicate recheck row: shape {} kernelId {} splitK {} was already re-measured on line {first}; a \
-                     cell has at most one recheck row",
-                    parsed.shape(),
-                    parsed.kernel_id,
-                    parsed.split_k
-                )
-            } else {
-                format!(
-                    "duplicate row: shape {} kernelId {} splitK {} was already measured on line {first}; mark a \
-                     deliberate re-measurement with recheck=1",
-                    parsed.shape(),
-                    parsed.kernel_id,
-                    parsed.split_k
-                )
-            };
-            return Err(err(Some(line), Some("kernelId"), Some(&parsed.kernel_id.to_string()), message));
+/// A table's checked header: every AITER column once, and the extra columns with their field indices.
+struct Header {
+    record: csv::StringRecord,
+    index: ColumnIndex,
+    extras: Vec<(String, usize)>,
+}
+
+impl Header {
+    fn read(rdr: &mut csv::Reader<&[u8]>, file: &str) -> Result<Header, TableError> {
+        let err = |column: Option<&str>, message: String| located(file, Some(1), column, None, message);
+        let record = rdr.headers().map_err(|e| err(None, format!("cannot read the header: {e}")))?.clone();
+        if record.is_empty() || (record.len() == 1 && record[0].is_empty()) {
+            return Err(err(None, format!("empty file: expected the header {}", AITER_COLUMNS.join(","))));
         }
-        rows.push(parsed);
+        let index = ColumnIndex::new(&record, false).map_err(|fault| match fault {
+            HeaderFault::Empty(field) => err(None, format!("header field {field} is empty")),
+            HeaderFault::Twice(h) => err(Some(&h), "column appears twice in the header".into()),
+        })?;
+        if let Some(missing) = index.missing_aiter_column() {
+            return Err(err(
+                Some(missing),
+                format!("required column is missing from the header; expected {}", AITER_COLUMNS.join(",")),
+            ));
+        }
+        let extras = record
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| !AITER_COLUMNS.contains(h))
+            .map(|(i, h)| (h.to_string(), i))
+            .collect();
+        Ok(Header { record, index, extras })
     }
-    Ok(rows)
+
+    /// The error of a record the CSV reader refused (a row of another length than the header, ...).
+    fn record_error(&self, e: &csv::Error, lines: &crate::catalog::load::LineIndex, file: &str) -> TableError {
+        let line = e.position().map(|p| lines.line_of(p.byte()));
+        let fields = self.record.len();
+        match e.kind() {
+            csv::ErrorKind::UnequalLengths { len, .. } => {
+                let missing = self.record.get(*len as usize);
+                let what = match missing {
+                    Some(col) => format!(
+                        "the row has {len} fields but the header has {fields}: column {col} and later are missing"
+                    ),
+                    None => format!("the row has {len} fields but the header has {fields}"),
+                };
+                located(file, line, missing, None, what)
+            }
+            _ => located(file, line, None, None, format!("malformed CSV: {e}")),
+        }
+    }
+}
+
+/// The cells measured so far: one measurement and at most one recheck of a cell (as `synth bench` writes
+/// and `synth merge` requires).
+#[derive(Default)]
+struct SeenCells {
+    /// Each cell's key -> the line that measured it first.
+    first: HashMap<CellOfRow, usize>,
+}
+
+/// A row's cell: (gfx, CU count, shape, libtype, kernelId, splitK, recheck).
+type CellOfRow = (String, u32, Shape, Libtype, i32, u32, bool);
+
+impl SeenCells {
+    fn check(&mut self, row: &AiterRow, file: &str) -> Result<(), TableError> {
+        let recheck = row.is_recheck();
+        let key = (row.gfx.clone(), row.cu_num, row.shape(), row.libtype, row.kernel_id, row.split_k, recheck);
+        let Some(first) = self.first.insert(key, row.line) else { return Ok(()) };
+        let message = if recheck {
+            format!(
+                "duplicate recheck row: shape {} kernelId {} splitK {} was already re-measured on line {first}; a \
+                 cell has at most one recheck row",
+                row.shape(),
+                row.kernel_id,
+                row.split_k
+            )
+        } else {
+            format!(
+                "duplicate row: shape {} kernelId {} splitK {} was already measured on line {first}; mark a \
+                 deliberate re-measurement with recheck=1",
+                row.shape(),
+                row.kernel_id,
+                row.split_k
+            )
+        };
+        Err(located(file, Some(row.line), Some("kernelId"), Some(&row.kernel_id.to_string()), message))
+    }
 }
 
 struct RowReader<'a> {
     file: &'a str,
     line: usize,
     rec: &'a csv::StringRecord,
-    index: &'a HashMap<String, usize>,
+    index: &'a ColumnIndex,
 }
 
 impl RowReader<'_> {
     fn get(&self, col: &str) -> &str {
-        self.rec.get(self.index[col]).unwrap_or("")
+        self.index.get(self.rec, col)
     }
 
     fn err(&self, col: &str, value: &str, message: impl Into<String>) -> TableError {
-        TableError {
-            file: self.file.to_string(),
-            line: Some(self.line),
-            column: Some(col.to_string()),
-            value: Some(value.to_string()),
-            message: message.into(),
-            ..Default::default()
-        }
+        located(self.file, Some(self.line), Some(col), Some(value), message.into())
     }
 
     fn positive_u32(&self, col: &str) -> Result<u32, TableError> {
@@ -324,6 +297,32 @@ impl RowReader<'_> {
     }
 
     fn parse(&self, catalog: &Catalog, extras: &[(String, usize)]) -> Result<AiterRow, TableError> {
+        let mut record = self.cell_columns()?;
+        let extra = self.extras(extras)?;
+        let failed = extra.get("status").is_some_and(|s| s.starts_with("fail:"));
+        self.read_times(&mut record, failed)?;
+        record.kernel_name = self.get("kernelName").to_string();
+        let name = record.kernel_name.as_str();
+        if record.libtype == VENDOR_LIBTYPE {
+            // A reference measurement of the vendor's own GEMM: named freely, never a catalog kernel.
+            if name.is_empty() || record.kernel_id != 0 || record.split_k != 0 {
+                return Err(self.err(
+                    "libtype",
+                    self.get("libtype"),
+                    "a vendor reference row needs a kernelName, kernelId 0 and splitK 0",
+                ));
+            }
+        } else if record.libtype == Libtype::Triton {
+            self.check_triton(record.kernel_id, record.split_k, name)?;
+        } else {
+            self.check_kernel(catalog, &record.gfx, record.libtype, record.kernel_id, name)?;
+        }
+        Ok(AiterRow { line: self.line, record, extra })
+    }
+
+    /// The columns that name the cell (gfx, cu_num, the shape, libtype, kernelId, splitK), checked; the
+    /// time columns and the kernel name are left empty.
+    fn cell_columns(&self) -> Result<AiterRecord, TableError> {
         let gfx = self.get("gfx");
         if !is_arch_name(gfx) {
             return Err(self.err("gfx", gfx, "expected an architecture name such as gfx942, gfx950 or sm_90"));
@@ -350,7 +349,13 @@ impl RowReader<'_> {
                 ))
             }
         };
+        let (gfx, kernel_name) = (gfx.to_string(), String::new());
+        let (us, tflops, bw, err_ratio) = (None, None, None, None);
+        Ok(AiterRecord { gfx, cu_num, m, n, k, libtype, kernel_id, split_k, us, kernel_name, tflops, bw, err_ratio })
+    }
 
+    /// The non-empty extra columns, checked.
+    fn extras(&self, extras: &[(String, usize)]) -> Result<BTreeMap<String, String>, TableError> {
         let mut extra = BTreeMap::new();
         for (name, i) in extras {
             let v = self.rec.get(*i).unwrap_or("");
@@ -359,8 +364,12 @@ impl RowReader<'_> {
             }
         }
         self.check_extras(&extra)?;
-        let failed = extra.get("status").is_some_and(|s| s.starts_with("fail:"));
+        Ok(extra)
+    }
 
+    /// `us`, `tflops`, `bw` and `errRatio` into `record` (only a `failed` row may leave us and errRatio
+    /// empty; an empty errRatio reads as 0).
+    fn read_times(&self, record: &mut AiterRecord, failed: bool) -> Result<(), TableError> {
         // A time, when given, must be a positive finite number; only failed rows may leave it empty.
         let us = self.float("us", failed)?;
         if matches!(us, Some(t) if t <= 0.0) {
@@ -381,45 +390,15 @@ impl RowReader<'_> {
                 ),
             ));
         }
-        let tflops = self.non_negative("tflops")?;
-        let bw = self.non_negative("bw")?;
+        record.us = us;
+        record.tflops = self.non_negative("tflops")?;
+        record.bw = self.non_negative("bw")?;
         let err_ratio = self.float("errRatio", failed)?.unwrap_or_default();
         if !(0.0..=1.0).contains(&err_ratio) {
             return Err(self.err("errRatio", self.get("errRatio"), "expected a share of elements in [0, 1]"));
         }
-
-        let kernel_name = self.get("kernelName");
-        if libtype == VENDOR_LIBTYPE {
-            // A reference measurement of the vendor's own GEMM: named freely, never a catalog kernel.
-            if kernel_name.is_empty() || kernel_id != 0 || split_k != 0 {
-                return Err(self.err(
-                    "libtype",
-                    libtype_text,
-                    "a vendor reference row needs a kernelName, kernelId 0 and splitK 0",
-                ));
-            }
-        } else if libtype == Libtype::Triton {
-            self.check_triton(kernel_id, split_k, kernel_name)?;
-        } else {
-            self.check_kernel(catalog, gfx, libtype, kernel_id, kernel_name)?;
-        }
-        Ok(AiterRow {
-            line: self.line,
-            gfx: gfx.to_string(),
-            cu_num,
-            m,
-            n,
-            k,
-            libtype,
-            kernel_id,
-            split_k,
-            us,
-            kernel_name: kernel_name.to_string(),
-            tflops,
-            bw,
-            err_ratio,
-            extra,
-        })
+        record.err_ratio = Some(err_ratio);
+        Ok(())
     }
 
     fn check_extras(&self, extra: &BTreeMap<String, String>) -> Result<(), TableError> {

@@ -10,31 +10,23 @@
 //! column and value.
 
 use anyhow::{anyhow, bail, Result};
-use serde::Deserialize;
 
-use super::{RowStatus, Shape, AITER_COLUMNS};
+use super::aiter_record::{extends_aiter_record, AiterRecord, ColumnIndex};
+use super::RowStatus;
 use crate::catalog::{Catalog, Libtype};
 use crate::diag::Located;
 
-/// One CK legacy or CK-tile row of the profile file, checked against the catalog.
+/// One CK legacy or CK-tile row of the profile file, checked against the catalog: AITER's columns (its
+/// fields, through [`std::ops::Deref`]: `us` is `None` for a failed run (us -1 or inf), `kernel_name` the
+/// catalog's name of the instance, `err_ratio` always known) and the outcome.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProfileCell {
-    pub gfx: String,
-    pub cu_num: u32,
-    pub shape: Shape,
-    pub libtype: Libtype,
-    pub kernel_id: i32,
-    pub split_k: u32,
-    /// The time; `None` for a failed run (us -1 or inf).
-    pub us: Option<f64>,
-    /// The catalog's name of the instance.
-    pub kernel_name: String,
-    pub tflops: Option<f64>,
-    pub bw: Option<f64>,
-    pub err_ratio: f64,
+    pub record: AiterRecord,
     /// Ok, or the failure (run error, timeout, errRatio over the tolerance).
     pub status: RowStatus,
 }
+
+extends_aiter_record!(ProfileCell, record);
 
 /// What one [`ProfileReader::read_lines`] call found.
 #[derive(Debug, Default)]
@@ -45,29 +37,16 @@ pub struct ProfileChunk {
     pub other_libtype: usize,
 }
 
-/// One row of AITER's profile file, as text.
-#[derive(Debug, Deserialize)]
-struct ProfileRow {
-    gfx: String,
-    cu_num: String,
-    #[serde(rename = "M")]
-    m: String,
-    #[serde(rename = "N")]
-    n: String,
-    #[serde(rename = "K")]
-    k: String,
-    libtype: String,
-    #[serde(rename = "kernelId")]
-    kernel_id: String,
-    #[serde(rename = "splitK")]
-    split_k: String,
-    us: String,
-    #[serde(rename = "kernelName")]
-    kernel_name: String,
-    tflops: String,
-    bw: String,
-    #[serde(rename = "errRatio")]
-    err_ratio: String,
+/// One row of AITER's profile file, as text: its fields by column name.
+struct ProfileRow<'a> {
+    rec: &'a csv::StringRecord,
+    index: &'a ColumnIndex,
+}
+
+impl ProfileRow<'_> {
+    fn get(&self, col: &str) -> &str {
+        self.index.get(self.rec, col)
+    }
 }
 
 /// Reads a profile file's lines as they are appended (see the module docs).
@@ -76,7 +55,8 @@ pub struct ProfileReader {
     src: String,
     /// The errRatio tolerance the tuner ran with: a row above it is a failed correctness check.
     err_ratio: f64,
-    header: Option<csv::StringRecord>,
+    /// The header's field count and index, once read.
+    header: Option<(usize, ColumnIndex)>,
     /// Lines read so far.
     lines: usize,
 }
@@ -104,13 +84,16 @@ impl ProfileReader {
                 line_error(&self.src, line, e.to_string())
             })?;
             let line = base + rec.position().map_or(1, |p| p.line() as usize);
-            let Some(header) = &self.header else {
-                self.header = Some(check_header(&self.src, rec)?);
+            let Some((fields, index)) = &self.header else {
+                self.header = Some(check_header(&self.src, &rec)?);
                 continue;
             };
-            let r: ProfileRow =
-                rec.deserialize(Some(header)).map_err(|e| line_error(&self.src, line, e.to_string()))?;
-            if r.libtype == "asm" || r.libtype == "opus" {
+            if rec.len() < *fields {
+                let message = format!("the row has {} fields but the header has {fields}", rec.len());
+                return Err(line_error(&self.src, line, message));
+            }
+            let r = ProfileRow { rec: &rec, index };
+            if r.get("libtype") == "asm" || r.get("libtype") == "opus" {
                 chunk.other_libtype += 1;
                 continue;
             }
@@ -121,29 +104,44 @@ impl ProfileReader {
 
     fn cell(&self, r: &ProfileRow, line: usize, catalog: &Catalog) -> Result<ProfileCell> {
         let src = self.src.as_str();
-        let u32_of = |col: &str, v: &str| -> Result<u32> {
+        let field = |col: &'static str| (col, r.get(col));
+        let u32_of = |(col, v): (&str, &str)| -> Result<u32> {
             let x = int_field(src, line, col, v)?;
             u32::try_from(x).map_err(|_| cell_error(src, line, col, v, "expected a non-negative integer"))
         };
-        let shape = Shape::new(u32_of("M", &r.m)?, u32_of("N", &r.n)?, u32_of("K", &r.k)?);
-        let cu_num = u32_of("cu_num", &r.cu_num)?;
-        let kernel_id = i32::try_from(int_field(src, line, "kernelId", &r.kernel_id)?)
-            .map_err(|_| cell_error(src, line, "kernelId", &r.kernel_id, "out of range"))?;
-        let split_k = u32_of("splitK", &r.split_k)?;
-        let libtype = match Libtype::parse(&r.libtype) {
+        let (m, n, k) = (u32_of(field("M"))?, u32_of(field("N"))?, u32_of(field("K"))?);
+        let cu_num = u32_of(field("cu_num"))?;
+        let id_text = r.get("kernelId");
+        let kernel_id = i32::try_from(int_field(src, line, "kernelId", id_text)?)
+            .map_err(|_| cell_error(src, line, "kernelId", id_text, "out of range"))?;
+        let split_k = u32_of(field("splitK"))?;
+        let libtype = match Libtype::parse(r.get("libtype")) {
             Some(t @ (Libtype::Ck | Libtype::Cktile)) => t,
-            _ => return Err(cell_error(src, line, "libtype", &r.libtype, "expected ck, cktile, asm or opus")),
+            _ => return Err(cell_error(src, line, "libtype", r.get("libtype"), "expected ck, cktile, asm or opus")),
         };
+        let gfx = r.get("gfx").to_string();
         let kernel_name = catalog_name(r, src, line, libtype, kernel_id, catalog)?;
-        let err_ratio = float_field(&r.err_ratio)
+        let err_ratio = float_field(r.get("errRatio"))
             .filter(|e| (0.0..=1.0).contains(e))
-            .ok_or_else(|| cell_error(src, line, "errRatio", &r.err_ratio, "expected a share in [0, 1]"))?;
-        let us_raw = r.us.trim();
+            .ok_or_else(|| cell_error(src, line, "errRatio", r.get("errRatio"), "expected a share in [0, 1]"))?;
+        let (us, status) = self.outcome(r.get("us"), err_ratio, line)?;
+        let rate = |col| float_field(r.get(col)).filter(|_| us.is_some());
+        let (tflops, bw, err_ratio) = (rate("tflops"), rate("bw"), Some(err_ratio));
+        let record =
+            AiterRecord { gfx, cu_num, m, n, k, libtype, kernel_id, split_k, us, kernel_name, tflops, bw, err_ratio };
+        Ok(ProfileCell { record, status })
+    }
+
+    /// The time and outcome of a row: `us` -1 (run error) and inf (timeout) are failures without a time, an
+    /// errRatio over the tolerance a failure with one.
+    fn outcome(&self, us_text: &str, err_ratio: f64, line: usize) -> Result<(Option<f64>, RowStatus)> {
+        let src = self.src.as_str();
+        let us_raw = us_text.trim();
         let us_val: f64 = match us_raw {
             "inf" | "Infinity" => f64::INFINITY,
             t => t.parse().map_err(|_| cell_error(src, line, "us", us_raw, "expected a time, -1 or inf"))?,
         };
-        let (us, status) = if us_val == -1.0 {
+        Ok(if us_val == -1.0 {
             (None, RowStatus::Fail("tuner reported us=-1 (run error or unsupported shape)".into()))
         } else if us_val.is_infinite() {
             (None, RowStatus::Fail("tuner reported us=inf (timeout)".into()))
@@ -153,36 +151,22 @@ impl ProfileReader {
             (Some(us_val), RowStatus::Fail(format!("errRatio {err_ratio} > {} (wrong output)", self.err_ratio)))
         } else {
             (Some(us_val), RowStatus::Ok)
-        };
-        let ok = us.is_some();
-        Ok(ProfileCell {
-            gfx: r.gfx.clone(),
-            cu_num,
-            shape,
-            libtype,
-            kernel_id,
-            split_k,
-            us,
-            kernel_name,
-            tflops: float_field(&r.tflops).filter(|_| ok),
-            bw: float_field(&r.bw).filter(|_| ok),
-            err_ratio,
-            status,
         })
     }
 }
 
-/// The header record: every AITER column present.
-fn check_header(src: &str, rec: csv::StringRecord) -> Result<csv::StringRecord> {
-    for col in AITER_COLUMNS {
-        if !rec.iter().any(|h| h == col) {
-            bail!(
-                "{src}:1: the tuner's profile file has no {col} column (header: {}); is this AITER's blockscale tuner?",
-                crate::sanitize::shown(&rec.iter().collect::<Vec<_>>().join(","))
-            );
-        }
+/// The header record: every AITER column present, none twice. Returns its field count and index.
+fn check_header(src: &str, rec: &csv::StringRecord) -> Result<(usize, ColumnIndex)> {
+    let shown_header = || crate::sanitize::shown(&rec.iter().collect::<Vec<_>>().join(","));
+    let index = ColumnIndex::new(rec, true)
+        .map_err(|fault| anyhow!("{src}:1: the tuner's profile file's header {fault} ({})", shown_header()))?;
+    if let Some(col) = index.missing_aiter_column() {
+        bail!(
+            "{src}:1: the tuner's profile file has no {col} column (header: {}); is this AITER's blockscale tuner?",
+            shown_header()
+        );
     }
-    Ok(rec)
+    Ok((rec.len(), index))
 }
 
 /// The catalog's name of the row's instance (by kernelId; a name other than `None` must agree).
@@ -197,8 +181,8 @@ fn catalog_name(
     let by_id = match libtype {
         Libtype::Ck => catalog.legacy_by_id(kernel_id).filter(|_| kernel_id >= 0),
         _ => {
-            let arch = catalog.cktile_arch_for_gfx(&r.gfx).ok_or_else(|| {
-                cell_error(src, line, "gfx", &r.gfx, "the catalog has no CK-tile instances for this architecture")
+            let arch = catalog.cktile_arch_for_gfx(r.get("gfx")).ok_or_else(|| {
+                cell_error(src, line, "gfx", r.get("gfx"), "the catalog has no CK-tile instances for this architecture")
             })?;
             catalog.cktile_by_id(arch, kernel_id).filter(|_| kernel_id >= 0)
         }
@@ -209,15 +193,16 @@ fn catalog_name(
              differs from ck-instances/ (update the catalog from its gemm_a8w8_blockscale_*instance.py)"
         )
     })?;
-    if r.kernel_name != "None" {
+    let kernel_name = r.get("kernelName");
+    if kernel_name != "None" {
         let inst = catalog
-            .resolve_name(&r.kernel_name)
+            .resolve_name(kernel_name)
             .map_err(|e| anyhow::Error::from(Located::new(src, e.to_string()).line(line).column("kernelName")))?;
         if inst.libtype() != libtype || inst.params != by_id.params {
             bail!(
                 "{src}:{line}: kernelName {} is not {libtype} kernelId {kernel_id} of the catalog ({}); the checkout's \
                  instance list differs from ck-instances/",
-                crate::sanitize::shown(&r.kernel_name),
+                crate::sanitize::shown(kernel_name),
                 by_id.name
             );
         }
@@ -277,5 +262,21 @@ mod tests {
         assert_eq!(second.cells[0].1.kernel_name, cat.legacy_by_id(4).unwrap().name);
         let e = r.read_lines(b"gfx942,304,32,5120,5120,ck,4,0,abc,None,0,0,1.0\n", &cat).unwrap_err();
         assert!(format!("{e:#}").contains("p.csv:5") && format!("{e:#}").contains("column us"), "{e:#}");
+    }
+
+    /// A header naming a column twice, and a row shorter than the header, are refused on their line (a
+    /// second `us` column would otherwise leave which time is read to chance).
+    #[test]
+    fn a_repeated_column_and_a_short_row_are_refused() {
+        let cat = Catalog::embedded();
+        let mut r = ProfileReader::new("p.csv", 0.05);
+        let e = r.read_lines(format!("{}us\n", HEADER.trim_end().to_owned() + ",").as_bytes(), &cat).unwrap_err();
+        assert!(
+            format!("{e:#}").starts_with("p.csv:1: the tuner's profile file's header names column us twice"),
+            "{e:#}"
+        );
+        let mut r = ProfileReader::new("p.csv", 0.05);
+        let e = r.read_lines(format!("{HEADER}gfx942,304,16,5120,5120,ck,3,0,12.5\n").as_bytes(), &cat).unwrap_err();
+        assert!(format!("{e:#}").contains("p.csv:2: the row has 9 fields but the header has 13"), "{e:#}");
     }
 }

@@ -37,8 +37,8 @@ impl Cell {
         if let RowStatus::Fail(reason) = row.status() {
             return Cell::Invalid(format!("run failed: {reason}"));
         }
-        if row.err_ratio > ERR_RATIO_LIMIT {
-            return Cell::Invalid(format!("errRatio {} > {ERR_RATIO_LIMIT}", row.err_ratio));
+        if let Some(e) = row.err_ratio.filter(|e| *e > ERR_RATIO_LIMIT) {
+            return Cell::Invalid(format!("errRatio {e} > {ERR_RATIO_LIMIT}"));
         }
         match row.us {
             Some(t) if t.is_finite() && t > 0.0 => Cell::Ok(t),
@@ -106,6 +106,45 @@ pub fn recheck_pairs(rows: &[AiterRow]) -> Vec<RecheckPair> {
         .collect()
 }
 
+/// A row of [`LatencyMatrix::from_rows_for`] must be of a backend of `backends` (without backends, of the
+/// family of the `first` row) and of its device.
+fn check_row(r: &AiterRow, first: &AiterRow, backends: Option<&Backends>) -> Result<(), TableError> {
+    if let Some(b) = backends {
+        if !b.contains(r.libtype) {
+            return Err(TableError::at_line(
+                Some(r.line),
+                format!(
+                    "libtype {} row ({}): {} is not among --backends {b}; add it to --backends if the runtime can \
+                     call it, or leave its file out",
+                    r.libtype, r.kernel_name, r.libtype
+                ),
+            ));
+        }
+    }
+    // Without backends, one family per matrix: CK legacy instances, or configs of the triton family.
+    let family = matches!(first.libtype, crate::catalog::Libtype::Ck | crate::catalog::Libtype::Triton);
+    if backends.is_none() && (r.libtype != first.libtype || !family) {
+        return Err(TableError::at_line(
+            Some(r.line),
+            format!(
+                "libtype {} row ({}): the latency matrix holds CK legacy candidates only, or triton configs only \
+                 (this table starts with libtype {} on line {}); keep CK-tile rows in a separate file",
+                r.libtype, r.kernel_name, first.libtype, first.line
+            ),
+        ));
+    }
+    if r.gfx != first.gfx || r.cu_num != first.cu_num {
+        return Err(TableError::at_line(
+            Some(r.line),
+            format!(
+                "device {}/{} CUs differs from {}/{} CUs on line {}: one matrix holds one device",
+                r.gfx, r.cu_num, first.gfx, first.cu_num, first.line
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn layer_order(s: &Shape) -> (u32, u32, u32) {
     (s.n, s.k, s.m)
 }
@@ -139,39 +178,7 @@ impl LatencyMatrix {
             *used.first().ok_or_else(|| TableError::at_line(None, "no measurement rows (recheck rows aside)"))?;
         let mut device: Option<&str> = None;
         for r in &used {
-            if let Some(b) = backends {
-                if !b.contains(r.libtype) {
-                    return Err(TableError::at_line(
-                        Some(r.line),
-                        format!(
-                            "libtype {} row ({}): {} is not among --backends {b}; add it to --backends if the \
-                             runtime can call it, or leave its file out",
-                            r.libtype, r.kernel_name, r.libtype
-                        ),
-                    ));
-                }
-            }
-            // Without backends, one family per matrix: CK legacy instances, or configs of the triton family.
-            let family = matches!(first.libtype, crate::catalog::Libtype::Ck | crate::catalog::Libtype::Triton);
-            if backends.is_none() && (r.libtype != first.libtype || !family) {
-                return Err(TableError::at_line(
-                    Some(r.line),
-                    format!(
-                        "libtype {} row ({}): the latency matrix holds CK legacy candidates only, or triton configs \
-                         only (this table starts with libtype {} on line {}); keep CK-tile rows in a separate file",
-                        r.libtype, r.kernel_name, first.libtype, first.line
-                    ),
-                ));
-            }
-            if r.gfx != first.gfx || r.cu_num != first.cu_num {
-                return Err(TableError::at_line(
-                    Some(r.line),
-                    format!(
-                        "device {}/{} CUs differs from {}/{} CUs on line {}: one matrix holds one device",
-                        r.gfx, r.cu_num, first.gfx, first.cu_num, first.line
-                    ),
-                ));
-            }
+            check_row(r, first, backends)?;
             if let Some(d) = r.device() {
                 match device {
                     Some(prev) if prev != d => {
@@ -192,11 +199,18 @@ impl LatencyMatrix {
         let candidates: Vec<Candidate> =
             used.iter().map(|r| r.candidate()).collect::<BTreeSet<_>>().into_iter().collect();
         let mut m = LatencyMatrix::new(&first.gfx, first.cu_num, device.map(str::to_string), shapes, candidates);
+        m.fill(&used)?;
+        Ok(m)
+    }
+
+    /// Sets the cell of each row (whose shape and candidate the matrix has); a second row of a cell is an
+    /// error naming its line.
+    fn fill(&mut self, used: &[&AiterRow]) -> Result<(), TableError> {
         let mut line_of: HashMap<usize, usize> = HashMap::new();
-        for r in &used {
-            let s = m.shape_index(&r.shape()).expect("shape collected above");
-            let c = m.candidate_index(&r.candidate()).expect("candidate collected above");
-            let at = s * m.candidates.len() + c;
+        for r in used {
+            let s = self.shape_index(&r.shape()).expect("shape collected above");
+            let c = self.candidate_index(&r.candidate()).expect("candidate collected above");
+            let at = s * self.candidates.len() + c;
             if let Some(prev) = line_of.insert(at, r.line) {
                 return Err(TableError::at_line(
                     Some(r.line),
@@ -207,9 +221,9 @@ impl LatencyMatrix {
                     ),
                 ));
             }
-            m.cells[at] = Cell::from_row(r);
+            self.cells[at] = Cell::from_row(r);
         }
-        Ok(m)
+        Ok(())
     }
 
     /// Reads an AITER-format file (validated against `catalog`) and builds the matrix.

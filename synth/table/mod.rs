@@ -3,6 +3,7 @@
 
 pub mod aiter_csv;
 pub mod aiter_profile;
+pub mod aiter_record;
 pub(crate) mod bands;
 pub(crate) mod matrix;
 pub mod multi;
@@ -14,6 +15,7 @@ use serde::{Deserialize, Serialize};
 pub use aiter_csv::{
     parse_aiter_csv, read_aiter_csv, write_aiter_csv, AiterRow, RowStatus, TableError, AITER_COLUMNS, VENDOR_LIBTYPE,
 };
+pub use aiter_record::{AiterRecord, Numbers};
 pub use matrix::{recheck_pairs, Cell, LatencyMatrix, RecheckPair};
 
 /// One GEMM problem: Y[M,N] = X[M,K] · W[N,K]^T.

@@ -60,7 +60,7 @@ pub fn cell_of(row: &CellResult) -> Cell {
 
 /// The key of a tune cell in the journal.
 pub fn key_of((s, c): &CellId) -> CellKey {
-    CellKey { m: s.m, n: s.n, k: s.k, kernel_id: c.kernel_id, split_k: c.split_k, recheck: false, libtype: c.backend }
+    CellKey::new(*s, c.backend, c.kernel_id, c.split_k, false)
 }
 
 impl Live<'_> {

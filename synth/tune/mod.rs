@@ -77,9 +77,17 @@ pub struct Stop {
 /// What to tune.
 #[derive(Debug, Clone)]
 pub struct TuneSpec {
-    pub family: Family,
+    pub method: Method,
     /// Each layer (N, K) and the M values to tune it for, ascending.
     pub layers: BTreeMap<(u32, u32), Vec<u32>>,
+    pub stop: Stop,
+}
+
+/// How a tune chooses its cells and trains its rule, whatever it measures on: what a live tune
+/// ([`TuneSpec`]) and a simulation ([`sim::SimSpec`]) share.
+#[derive(Debug, Clone)]
+pub struct Method {
+    pub family: Family,
     pub prior: Prior,
     pub limits: Limits,
     pub weight: Weighting,
@@ -90,7 +98,6 @@ pub struct TuneSpec {
     /// Held-out M values per layer (the estimate's sample).
     pub held_out: usize,
     pub seed: u64,
-    pub stop: Stop,
 }
 
 /// The tune's state: what is known and what the planner has chosen so far.
@@ -217,7 +224,7 @@ pub fn tune(
             break format!("the estimated loss is below the tolerance ({:.2}%)", spec.stop.tolerance * 100.0);
         }
     };
-    let rule = rounds.last().map(|r| r.rule.clone()).unwrap_or_else(|| spec.prior.rule.clone());
+    let rule = rounds.last().map(|r| r.rule.clone()).unwrap_or_else(|| spec.method.prior.rule.clone());
     Ok(Tuned { rule, rounds, state: st, stopped, device: measurer.device() })
 }
 
@@ -229,7 +236,7 @@ pub fn check_spec(spec: &TuneSpec) -> anyhow::Result<()> {
     if let Some(((n, k), _)) = spec.layers.iter().find(|(_, ms)| ms.is_empty()) {
         anyhow::bail!("layer N={n} K={k} has no M value to tune for");
     }
-    if spec.first_ms == 0 {
+    if spec.method.first_ms == 0 {
         anyhow::bail!("the first round needs at least one M value per layer");
     }
     if !(0.0..1.0).contains(&spec.stop.tolerance) {
@@ -312,7 +319,7 @@ pub fn training_matrix(
             }
         }
         if s != from {
-            prefer_prior(&mut m, i, spec.prior.rule.eval(s.m, s.n, s.k).candidate());
+            prefer_prior(&mut m, i, spec.method.prior.rule.eval(s.m, s.n, s.k).candidate());
         }
     }
     m
@@ -346,10 +353,10 @@ fn train(
     let matrix = training_matrix(spec, st, universe, device, with_held_out);
     let train: Vec<usize> = (0..matrix.shapes.len()).filter(|&s| matrix.best(s).is_some()).collect();
     if train.is_empty() || matrix.candidates.is_empty() {
-        return Ok(spec.prior.rule.clone());
+        return Ok(spec.method.prior.rule.clone());
     }
-    let weights = spec.weight.weights(&matrix, &train);
-    let limits = Limits { log_ratio: spec.weight.log_ratio(), ..spec.limits.clone() };
+    let weights = spec.method.weight.weights(&matrix, &train);
+    let limits = Limits { log_ratio: spec.method.weight.log_ratio(), ..spec.method.limits.clone() };
     let mut out = synthesize_budgets(&matrix, catalog, &train, weights.as_deref(), &limits, &[limits.max_leaves])
         .map_err(|e| anyhow::anyhow!("training on the measured cells: {e}"))?;
     Ok(out.pop().expect("one budget asked, one rule").rule)

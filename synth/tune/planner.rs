@@ -61,12 +61,12 @@ pub fn initial(spec: &TuneSpec) -> State {
         // the training M spread over the rest.
         let n_ms = ms.len();
         let held = if n_ms > 2 {
-            held_out_indices(n_ms, &[0, n_ms - 1], spec.held_out.min(n_ms - 2), spec.seed, (n, k))
+            held_out_indices(n_ms, &[0, n_ms - 1], spec.method.held_out.min(n_ms - 2), spec.method.seed, (n, k))
         } else {
             Vec::new()
         };
         let rest: Vec<usize> = (0..n_ms).filter(|i| !held.contains(i)).collect();
-        let first: Vec<usize> = spread(rest.len(), spec.first_ms).into_iter().map(|j| rest[j]).collect();
+        let first: Vec<usize> = spread(rest.len(), spec.method.first_ms).into_iter().map(|j| rest[j]).collect();
         st.sampled.insert((n, k), first.iter().map(|&i| ms[i]).collect());
         st.held_out.extend(held.iter().map(|&i| Shape::new(ms[i], n, k)));
         st.active.insert((n, k), first_candidates(spec, (n, k), ms));
@@ -76,12 +76,12 @@ pub fn initial(spec: &TuneSpec) -> State {
 
 /// A layer's first candidates: the prior's pick at each of its M, their competitors, the prior's set.
 pub fn first_candidates(spec: &TuneSpec, (n, k): (u32, u32), ms: &[u32]) -> BTreeSet<Candidate> {
-    let mut out: BTreeSet<Candidate> = ms.iter().map(|&m| spec.prior.rule.eval(m, n, k).candidate()).collect();
-    if spec.family == Family::Ck {
+    let mut out: BTreeSet<Candidate> = ms.iter().map(|&m| spec.method.prior.rule.eval(m, n, k).candidate()).collect();
+    if spec.method.family == Family::Ck {
         let picks: Vec<Candidate> = out.iter().copied().collect();
         out.extend(picks.iter().flat_map(|&c| split_neighbours(c)));
     }
-    out.extend(spec.prior.candidates.iter().copied());
+    out.extend(spec.method.prior.candidates.iter().copied());
     out
 }
 
@@ -146,7 +146,7 @@ pub fn plan_round(spec: &TuneSpec, st: &mut State, universe: &dyn Fn(Shape) -> V
             cells.extend(st.active[&(n, k)].iter().map(|&c| (s, c)));
         }
     }
-    let prior_leaves = spec.prior.rule.leaves().into_iter().map(|l| l.candidate());
+    let prior_leaves = spec.method.prior.rule.leaves().into_iter().map(|l| l.candidate());
     let whole: BTreeSet<Candidate> = every.into_iter().chain(prior_leaves).collect();
     for &s in &st.held_out {
         cells.extend(whole.iter().map(|&c| (s, c)));
@@ -175,12 +175,12 @@ fn adopt_winners(st: &mut State, (n, k): (u32, u32)) {
 /// The competitors measured next to a layer's winners (see the module documentation).
 fn competitors(spec: &TuneSpec, st: &State, (n, k): (u32, u32)) -> Vec<CellId> {
     let mut out = Vec::new();
-    let prior_leaves: BTreeSet<Candidate> = spec.prior.rule.leaves().iter().map(|l| l.candidate()).collect();
+    let prior_leaves: BTreeSet<Candidate> = spec.method.prior.rule.leaves().iter().map(|l| l.candidate()).collect();
     for &m in &st.sampled[&(n, k)] {
         let s = Shape::new(m, n, k);
         let Some(best) = best_known(st, s) else { continue };
-        let prior_pick = spec.prior.rule.eval(m, n, k).candidate();
-        match spec.family {
+        let prior_pick = spec.method.prior.rule.eval(m, n, k).candidate();
+        match spec.method.family {
             Family::Ck if best != prior_pick => {
                 out.extend(prior_leaves.iter().chain(split_neighbours(best).iter()).map(|&c| (s, c)));
             }
@@ -198,7 +198,7 @@ fn refine_ms(spec: &TuneSpec, st: &mut State, (n, k): (u32, u32), ms: &[u32]) {
     let idx: Vec<usize> = st.sampled[&(n, k)].iter().filter_map(|m| ms.iter().position(|x| x == m)).collect();
     let settled = |m: u32| {
         let best = best_known(st, Shape::new(m, n, k));
-        (best, best.is_none_or(|b| b == spec.prior.rule.eval(m, n, k).candidate()))
+        (best, best.is_none_or(|b| b == spec.method.prior.rule.eval(m, n, k).candidate()))
     };
     let mut new: Vec<u32> = Vec::new();
     for w in idx.windows(2) {
@@ -210,7 +210,7 @@ fn refine_ms(spec: &TuneSpec, st: &mut State, (n, k): (u32, u32), ms: &[u32]) {
         if let Some(mid) = free_between(a, b, |i| !held.contains(&ms[i])) {
             new.push(ms[mid]);
         }
-        if new.len() >= spec.refine_ms {
+        if new.len() >= spec.method.refine_ms {
             break;
         }
     }
@@ -230,12 +230,11 @@ mod tests {
     use super::*;
     use crate::rule::{Leaf, Node, Rule};
     use crate::table::Cell;
-    use crate::tune::{Prior, Stop};
+    use crate::tune::{Method, Prior, Stop};
 
     fn spec(family: Family, rule: Rule, ms: Vec<u32>, prior: Vec<Candidate>) -> TuneSpec {
-        TuneSpec {
+        let method = Method {
             family,
-            layers: BTreeMap::from([((512, 1024), ms)]),
             prior: Prior { rule, candidates: prior },
             limits: crate::synthesize::Limits::default(),
             weight: crate::synthesize::Weighting::Log,
@@ -243,8 +242,9 @@ mod tests {
             refine_ms: 4,
             held_out: 1,
             seed: 0,
-            stop: Stop { tolerance: 0.0, gpu_seconds: None, max_rounds: 10 },
-        }
+        };
+        let stop = Stop { tolerance: 0.0, gpu_seconds: None, max_rounds: 10 };
+        TuneSpec { method, layers: BTreeMap::from([((512, 1024), ms)]), stop }
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub fn markdown(spec: &TuneSpec, tuned: &Tuned, exhaustive: usize, what: &str) -
                 e.of_best,
                 100.0 * (1.0 - e.of_best),
                 e.shapes,
-                spec.held_out,
+                spec.method.held_out,
                 e.cells
             );
         }

@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 
 use super::replay::Replay;
-use super::{of_oracle, tune, Family, Prior, Stop, TuneSpec};
+use super::{of_oracle, tune, Family, Method, Stop, TuneSpec};
 use crate::catalog::{Candidate, Catalog};
 use crate::rule::Rule;
-use crate::synthesize::{synthesize_budgets, Limits, Weighting};
+use crate::synthesize::{synthesize_budgets, Limits};
 use crate::table::LatencyMatrix;
 
 /// One point of a curve: the state after a round.
@@ -43,15 +43,8 @@ pub struct SimResult {
 /// How a simulation runs.
 #[derive(Debug, Clone)]
 pub struct SimSpec {
-    pub family: Family,
-    pub prior: Prior,
-    pub limits: Limits,
-    pub weight: Weighting,
-    pub first_ms: usize,
-    pub refine_ms: usize,
-    pub held_out: usize,
+    pub method: Method,
     pub max_rounds: usize,
-    pub seed: u64,
     /// Candidates of the full-data rule: those within this factor of some shape's best (the synthesizer's
     /// instance search on 1,280 candidates is pruned to the ones that can be a leaf worth its place).
     pub full_within: Option<f64>,
@@ -74,8 +67,8 @@ pub fn full_rule(matrix: &LatencyMatrix, catalog: &Catalog, spec: &SimSpec) -> a
         }
     };
     let train: Vec<usize> = (0..m.shapes.len()).filter(|&s| m.best(s).is_some()).collect();
-    let weights = spec.weight.weights(&m, &train);
-    let limits = Limits { log_ratio: spec.weight.log_ratio(), ..spec.limits.clone() };
+    let weights = spec.method.weight.weights(&m, &train);
+    let limits = Limits { log_ratio: spec.method.weight.log_ratio(), ..spec.method.limits.clone() };
     let mut out = synthesize_budgets(&m, catalog, &train, weights.as_deref(), &limits, &[limits.max_leaves])
         .map_err(|e| anyhow::anyhow!("the full-data rule: {e}"))?;
     Ok(out.pop().expect("one budget, one rule").rule)
@@ -85,7 +78,7 @@ pub fn full_rule(matrix: &LatencyMatrix, catalog: &Catalog, spec: &SimSpec) -> a
 pub fn simulate(matrix: &LatencyMatrix, catalog: &Catalog, spec: &SimSpec) -> anyhow::Result<SimResult> {
     let all: Vec<usize> = (0..matrix.shapes.len()).filter(|&s| matrix.best(s).is_some()).collect();
     let full = of_oracle(matrix, catalog, &full_rule(matrix, catalog, spec)?, &all);
-    let prior = of_oracle(matrix, catalog, &spec.prior.rule, &all);
+    let prior = of_oracle(matrix, catalog, &spec.method.prior.rule, &all);
     let mut layers: BTreeMap<(u32, u32), Vec<u32>> = BTreeMap::new();
     for &s in &all {
         let sh = matrix.shapes[s];
@@ -95,17 +88,10 @@ pub fn simulate(matrix: &LatencyMatrix, catalog: &Catalog, spec: &SimSpec) -> an
         ms.sort_unstable();
         ms.dedup();
     });
-    let tuner_cells = (spec.family == Family::Triton).then(|| 1280 * 18 * layers.len());
+    let tuner_cells = (spec.method.family == Family::Triton).then(|| 1280 * 18 * layers.len());
     let tspec = TuneSpec {
-        family: spec.family,
+        method: spec.method.clone(),
         layers,
-        prior: spec.prior.clone(),
-        limits: spec.limits.clone(),
-        weight: spec.weight,
-        first_ms: spec.first_ms,
-        refine_ms: spec.refine_ms,
-        held_out: spec.held_out,
-        seed: spec.seed,
         stop: Stop { tolerance: 0.0, gpu_seconds: None, max_rounds: spec.max_rounds },
     };
     let mut replay = Replay::new(matrix);
