@@ -20,6 +20,7 @@ pub mod engine;
 pub mod export;
 pub(crate) mod input;
 pub(crate) mod logfile;
+pub mod manifest;
 pub mod measure;
 pub mod paths;
 pub mod process;

@@ -8,7 +8,6 @@ use crate::compare::{evaluate, Policy, TunedTable};
 
 use super::args::{DataArgs, RuntimeArgs, SampleArgs};
 use super::line::canonical_path;
-use super::manifest::MultiData;
 use super::multi_eval;
 use super::resolve::{data_mode, DataMode, DataOptions, Fallback};
 use super::session::{display_path, Scope, Session};
@@ -225,7 +224,7 @@ fn run_manifest(args: &CompareArgs, manifest: &Path) -> anyhow::Result<()> {
             manifest.display()
         );
     }
-    let data = MultiData::open(manifest)?;
+    let data = super::manifest::open(manifest)?;
     let (catalog, matrix) = (&data.catalog, &data.matrix);
     let mut policies = vec![Policy::Default];
     let mut tables: Vec<(String, TunedTable)> = Vec::new();

@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 
 use crate::catalog::{Candidate, Catalog};
 use crate::compare::{self, Policy, Status};
+use crate::manifest::MultiData;
 use crate::rule::Rule;
 use crate::table::{Cell, LatencyMatrix};
 
@@ -296,7 +297,7 @@ fn check_baseline(new: &LatencyMatrix, dataset: &str, base: &LatencyMatrix, base
 
 /// Per-configuration fraction of the oracle of `rule` on a manifest's data (the default and the oracle
 /// beside it), and the whole data's.
-fn manifest_scores(rule: &Rule, data: &super::multi::MultiData) -> Vec<super::multi_eval::Evaluation> {
+fn manifest_scores(rule: &Rule, data: &MultiData) -> Vec<super::multi_eval::Evaluation> {
     let policies = [Policy::Default, Policy::Rule { name: RULE_NAME.into(), rule: rule.clone() }, Policy::Oracle];
     let mut evals = super::multi_eval::per_config(data, &policies);
     evals.push(super::multi_eval::Evaluation {
@@ -312,7 +313,7 @@ fn whole_against_baseline(
     args: &DriftArgs,
     rule: &Rule,
     base: &Path,
-    data: &super::multi::MultiData,
+    data: &MultiData,
     all: f64,
 ) -> Result<(f64, Option<String>)> {
     let shown = base.display().to_string();
@@ -337,7 +338,7 @@ fn whole_against_baseline(
 /// configuration of the baseline.
 fn check_manifest(args: &DriftArgs, rule: &Rule, manifest: &Path) -> Result<PlainReport> {
     use super::multi_eval::{of_oracle, per_config_table, unusable};
-    let data = super::multi_eval::open(manifest)?;
+    let data = super::manifest::open(manifest)?;
     crate::compare::backends::check_measured(rule, &data.matrix)
         .map_err(|e| anyhow::anyhow!("{} (the rule to re-check): {e}", args.rule.display()))?;
     let evals = manifest_scores(rule, &data);
@@ -359,7 +360,7 @@ fn check_manifest(args: &DriftArgs, rule: &Rule, manifest: &Path) -> Result<Plai
     let mut whole_baseline = None;
     let baseline = match args.baseline.first() {
         Some(b) if matches!(dataset_mode(b)?, DataMode::Manifest(_)) => {
-            let base = super::multi_eval::open(b)?;
+            let base = super::manifest::open(b)?;
             check_baseline(&data.matrix, &manifest.display().to_string(), &base.matrix, &b.display().to_string())?;
             Some(manifest_scores(rule, &base))
         }

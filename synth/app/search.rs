@@ -22,11 +22,12 @@ use std::time::Instant;
 use super::args::{agent_timeout, DataArgs, EndpointArgs, LimitArgs, ResolvedLimits, SampleArgs, STANDARD_LIMITS};
 use super::invocation::Invocation;
 use super::line::{canonical_path, CommandLine};
-use super::manifest::{MultiData, DEFAULT_MANIFEST};
+use super::manifest::DEFAULT_MANIFEST;
 use super::multi_eval;
 use super::resolve::{data_mode, reject_unused, DataMode, DataOptions, Fallback};
 use super::session::{display_path, summary_figure, Sample, Scope, Session, DEFAULT_MODEL};
 use super::shared::{of_oracle, shown, summary_table, COMPARE_CSV, EVALUATIONS_CSV};
+use crate::manifest::MultiData;
 
 /// Output directory (under the working directory) when `--out` is not given.
 pub const DEFAULT_OUT: &str = "gemm-synth-out/search";
@@ -511,7 +512,7 @@ fn winner<'a>(outcome: &'a LoopOutcome, catalog: &Catalog) -> anyhow::Result<(Ru
 /// of the main job (`--sample-m` M values × the layers of each training configuration of the manifest) —
 /// and the winner evaluated as the main job evaluates its rule ([`report_manifest`]).
 fn run_manifest(args: &SearchArgs, manifest: &Path, limits: &ResolvedLimits, started: Instant) -> anyhow::Result<()> {
-    let data = MultiData::open(manifest)?;
+    let data = super::manifest::open(manifest)?;
     let configs = data.training_configs(None);
     let train = data.sample(&configs, &Default::default(), args.sample.sample_m, args.sample.seed);
     if train.is_empty() {
