@@ -50,7 +50,7 @@ pub enum Command {
     Compress(crate::app::compress::CompressArgs),
     /// AITER main: write the heuristic patch for a rule, apply/check it on a checkout, or write its check kit.
     #[command(after_long_help = crate::app::help::AITER)]
-    Aiter(crate::app::aiter::AiterArgs),
+    Aiter(crate::app::aiter::AiterPatchArgs),
     /// Merge journals of one device (e.g. the shards of `bench --shard I/N`) into one, refusing conflicts.
     #[command(after_long_help = crate::app::help::MERGE)]
     Merge(crate::app::merge::MergeArgs),

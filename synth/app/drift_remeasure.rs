@@ -23,9 +23,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use super::aiter_backend::{self, Backend, RowMeta, RunFiles, Tuner};
+use super::aiter_args::Backend;
 use super::drift_args::{DriftArgs, RemeasureArgs};
 use crate::catalog::{Candidate, Catalog};
+use crate::measure::aiter_journal::work_dir;
+use crate::measure::aiter_tuner::{import_profile, RowMeta, RunFiles};
 use crate::measure::driver::DeadlineReached;
 use crate::measure::{Harness, Journal, PlanCell};
 use crate::table::{matrix::median, recheck_pairs, registry, LatencyMatrix, Shape};
@@ -171,11 +173,10 @@ fn measure_aiter(
     catalog: &Catalog,
     budget: &Budget,
 ) -> Result<(String, bool)> {
-    let tuner = Tuner::from_args(&args.python, &args.aiter, true)?
-        .with_silence_limit(Duration::from_secs_f64(args.cell_timeout));
+    let tuner = args.aiter.tuner(&args.python, true)?.with_silence_limit(Duration::from_secs_f64(args.cell_timeout));
     let dev = tuner.probe()?;
     let (mut journal, _) = Journal::open(out, catalog)?;
-    let dir = aiter_backend::work_dir(out);
+    let dir = work_dir(out);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let files = RunFiles::in_dir(&dir, "");
     let meta = RowMeta {
@@ -187,7 +188,7 @@ fn measure_aiter(
         err_ratio: tuner.err_ratio,
     };
     if files.profile.exists() {
-        aiter_backend::import_profile(&files.profile, &mut journal, &meta, catalog, None)?;
+        import_profile(&files.profile, &mut journal, &meta, catalog, None)?;
     }
     for (i, batch) in batches.iter().enumerate() {
         if budget.left(i, batches.len()).is_none() {

@@ -9,9 +9,7 @@
 
 pub(crate) mod aiter;
 pub(crate) mod aiter_args;
-pub(crate) mod aiter_backend;
 pub(crate) mod aiter_bench;
-pub(crate) mod aiter_tuner;
 pub mod args;
 pub(crate) mod bench;
 pub(crate) mod bench_args;
