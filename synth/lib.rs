@@ -16,6 +16,7 @@ pub mod cli;
 pub mod compare;
 pub mod compress;
 pub(crate) mod diag;
+pub mod drift;
 pub mod engine;
 pub mod export;
 pub(crate) mod input;

@@ -193,7 +193,8 @@ fn rules_trained_on_one_configuration_pick_only_measured_cells_everywhere() {
 
 #[test]
 fn a_session_opens_several_datasets_and_a_directory() {
-    use gemm_synth::app::session::{DataArgs, Scope, Session};
+    use gemm_synth::app::args::DataArgs;
+    use gemm_synth::app::session::{Scope, Session};
     let dir = tempfile::tempdir().unwrap();
     let a = write(dir.path(), "a.csv", &format!("{HEADER}\nsm_90,132,16,5120,4096,ck,8,0,20.0,{ID8},1,1,0,ok\n"));
     write(

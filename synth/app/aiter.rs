@@ -7,7 +7,8 @@ use crate::aiter::{apply, kit, render_patch, GENERATED_SUBDIR, PATCH_FILE};
 use crate::catalog::Catalog;
 use crate::render::{writer, Provenance};
 
-use super::session::{display_path, emit};
+use super::shared::emit;
+use crate::paths::display_path;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct AiterPatchArgs {

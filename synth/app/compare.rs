@@ -10,8 +10,9 @@ use super::args::{DataArgs, RuntimeArgs, SampleArgs};
 use super::line::canonical_path;
 use super::multi_eval;
 use super::resolve::{data_mode, DataMode, DataOptions, Fallback};
-use super::session::{display_path, Scope, Session};
+use super::session::{Scope, Session};
 use super::shared::{emit, published_rule, summary_table, PUBLISHED_RULE_NAME};
+use crate::paths::display_path;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct CompareArgs {

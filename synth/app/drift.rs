@@ -3,7 +3,7 @@
 //! choices that no longer run correctly are listed, and the command fails past a tolerance so CI can gate
 //! on it. Scoring is `compare`'s: a choice that no longer runs is charged the default's time. With
 //! `--report-md` / `--report-json` the verdict is also written as a markdown summary (for a CI job summary)
-//! and a JSON report ([`report`]).
+//! and a JSON report ([`crate::drift::report`]).
 
 use std::path::Path;
 
@@ -15,15 +15,12 @@ use crate::manifest::MultiData;
 use crate::rule::Rule;
 use crate::table::{Cell, LatencyMatrix};
 
-pub use super::drift_args::DriftArgs;
-use super::drift_args::{refuse_remeasure_only, write_reports};
+use super::drift_args::{refuse_remeasure_only, write_reports, DriftArgs};
 use super::invocation::Invocation;
 use super::resolve::{dataset_mode, DataMode};
 use super::session::{load_matrix, load_tables};
 
-mod report;
-
-use report::{ConfigScore, PlainReport, SlowShape, UnusablePick};
+use crate::drift::report::{ConfigScore, PlainReport, SlowShape, UnusablePick};
 
 /// How a rule does on one latency matrix.
 #[derive(Debug, Clone)]
@@ -148,7 +145,7 @@ pub fn run(args: DriftArgs, invocation: &Invocation) -> Result<()> {
             check_single(&args, &rule, &catalog)?
         }
     };
-    write_reports(&args.remeasure, &report::markdown(&report), &report)?;
+    write_reports(&args.remeasure, &crate::drift::report::markdown(&report), &report)?;
     if report.problems.is_empty() {
         outln!("{}", report.ok_line);
         Ok(())
@@ -337,7 +334,8 @@ fn whole_against_baseline(
 /// unusable cell, or (with a manifest --baseline) fell by more than --max-drop against the same
 /// configuration of the baseline.
 fn check_manifest(args: &DriftArgs, rule: &Rule, manifest: &Path) -> Result<PlainReport> {
-    use super::multi_eval::{of_oracle, per_config_table, unusable};
+    use super::multi_eval::per_config_table;
+    use super::shared::{of_oracle, unusable};
     let data = super::manifest::open(manifest)?;
     crate::compare::backends::check_measured(rule, &data.matrix)
         .map_err(|e| anyhow::anyhow!("{} (the rule to re-check): {e}", args.rule.display()))?;
@@ -345,7 +343,7 @@ fn check_manifest(args: &DriftArgs, rule: &Rule, manifest: &Path) -> Result<Plai
     let m = &data.matrix;
     outln!(
         "new measurements: {} ({} configurations, {} shapes, {} on {} ({} CUs))",
-        super::session::display_path(manifest),
+        crate::paths::display_path(manifest),
         data.configs.len(),
         m.shapes.len(),
         m.device.as_deref().unwrap_or("unknown device"),

@@ -5,11 +5,8 @@
 //! the re-measured oracle. The result is a markdown summary (for a CI job summary), a JSON report and an
 //! exit status: 0 no drift, [`EXIT_DRIFT`] drift, 1 an error (2 for bad arguments, from clap).
 //!
-//! Noise model: a recheck pair's ratio and a re-measured/baseline ratio are both ratios of two
-//! measurements of one cell, so they share a distribution; with `med` the baseline's median |ratio - 1|,
-//! the ratio's standard deviation is `sigma = med / 0.6745`. A cell has moved when its ratio leaves
-//! `1 ± max(--cell-tolerance, --noise-k * sigma)`; the rule's picks have slowed when their geometric-mean
-//! ratio exceeds `1 + max(--aggregate-tolerance, --noise-k * sigma / sqrt(n))`.
+//! The sample, the comparison and its tolerances (the noise model) are the drift stage's
+//! ([`crate::drift::remeasure`]), and so is the report ([`crate::drift::remeasure_report`]).
 //!
 //! The budget holds inside a batch too: the harness driver is given the budget's end as its deadline
 //! ([`Harness::run_until`]) and kills the harness's process group at it, even in the middle of a cell;
@@ -32,11 +29,8 @@ use crate::measure::driver::DeadlineReached;
 use crate::measure::{Harness, Journal, PlanCell};
 use crate::table::{matrix::median, recheck_pairs, registry, LatencyMatrix, Shape};
 
-mod cells;
-mod report;
-
-pub use cells::{compare, sample_cells, CellCompare, NewOracle, Roles, Sample, Summary};
-pub use report::{markdown, Report};
+use crate::drift::remeasure::{compare, sample_cells, Roles, Sample, Tolerances};
+use crate::drift::remeasure_report::{markdown, Report};
 
 /// Exit status of `synth drift` when drift is found.
 pub const EXIT_DRIFT: i32 = 3;
@@ -135,13 +129,10 @@ fn measure_harness(
     let dev = probe(args)?;
     let (mut journal, _) = Journal::open(out, catalog)?;
     let plan_file = tempfile::Builder::new().prefix("synth-drift-plan").suffix(".jsonl").tempfile()?;
-    for (i, batch) in batches.iter().enumerate() {
-        if budget.left(i, batches.len()).is_none() {
-            return Ok((dev.name, true));
-        }
+    let stopped = each_batch(batches, budget, |i, batch| {
         let cells = batch_cells(batch, &journal, catalog)?;
         if cells.is_empty() {
-            continue;
+            return Ok(false);
         }
         let before = journal.rows().len();
         let deadline = Some(budget.end());
@@ -159,10 +150,26 @@ fn measure_harness(
                 journal.rows().len() - before,
                 cells.len()
             );
-            return Ok((dev.name, true));
+            return Ok(true);
+        }
+        Ok(false)
+    })?;
+    Ok((dev.name, stopped))
+}
+
+/// Runs `step` on each batch (its index, its shapes) while the budget lasts; returns whether the budget
+/// stopped the run, before a batch or, when `step` returns true, inside one.
+fn each_batch(
+    batches: &[&[(Shape, BTreeMap<Candidate, Roles>)]],
+    budget: &Budget,
+    mut step: impl FnMut(usize, &[(Shape, BTreeMap<Candidate, Roles>)]) -> Result<bool>,
+) -> Result<bool> {
+    for (i, batch) in batches.iter().enumerate() {
+        if budget.left(i, batches.len()).is_none() || step(i, batch)? {
+            return Ok(true);
         }
     }
-    Ok((dev.name, false))
+    Ok(false)
 }
 
 /// Measures with AITER's tuner, batch by batch while the budget lasts.
@@ -190,10 +197,7 @@ fn measure_aiter(
     if files.profile.exists() {
         import_profile(&files.profile, &mut journal, &meta, catalog, None)?;
     }
-    for (i, batch) in batches.iter().enumerate() {
-        if budget.left(i, batches.len()).is_none() {
-            return Ok((dev.name, true));
-        }
+    let stopped = each_batch(batches, budget, |_, batch| {
         let todo: Vec<Shape> = batch
             .iter()
             .map(|(s, _)| *s)
@@ -202,8 +206,9 @@ fn measure_aiter(
         if !todo.is_empty() {
             tuner.run(&todo, &files, &mut journal, &meta, catalog)?;
         }
-    }
-    Ok((dev.name, false))
+        Ok(false)
+    })?;
+    Ok((dev.name, stopped))
 }
 
 /// Measures the sampled cells into the journal at `out` while the budget lasts. Returns the device label
@@ -280,11 +285,19 @@ fn backend_name(b: Backend) -> String {
     format!("{b:?}").to_lowercase()
 }
 
-/// `synth drift --remeasure`.
-pub fn run(d: &DriftArgs) -> Result<()> {
-    let args = &d.remeasure;
-    let started = Instant::now();
-    let catalog = Catalog::embedded();
+/// The tolerances of the comparison, from the options.
+fn tolerances(args: &RemeasureArgs, max_drop: f64) -> Tolerances {
+    Tolerances {
+        cell: args.cell_tolerance,
+        noise_k: args.noise_k,
+        aggregate: args.aggregate_tolerance,
+        new_oracle: args.new_oracle,
+        max_drop,
+    }
+}
+
+/// The journal `--dataset` and the baseline `--baseline` of a re-measurement, checked.
+fn inputs(d: &DriftArgs) -> Result<(&Path, &Path)> {
     if let Some(b) = &d.backends.backends {
         bail!(
             "--backends {b} applies to the plain check: --remeasure measures CK cells again; drop --backends, or \
@@ -294,6 +307,15 @@ pub fn run(d: &DriftArgs) -> Result<()> {
     let dataset = DriftArgs::one("--dataset", &d.dataset, "--remeasure writes one journal")?;
     let base_path = DriftArgs::one("--baseline", &d.baseline, "--remeasure samples the cells of one baseline table")?;
     check_not_the_baseline(dataset, base_path)?;
+    Ok((dataset, base_path))
+}
+
+/// `synth drift --remeasure`.
+pub fn run(d: &DriftArgs) -> Result<()> {
+    let args = &d.remeasure;
+    let started = Instant::now();
+    let catalog = Catalog::embedded();
+    let (dataset, base_path) = inputs(d)?;
     let rule = crate::rule::load_checked(&d.rule, &catalog)
         .with_context(|| format!("cannot load the rule to re-check from {}", d.rule.display()))?;
     let (base, noise_median, noise_source) = baseline_and_noise(base_path, args, &catalog)?;
@@ -312,21 +334,22 @@ pub fn run(d: &DriftArgs) -> Result<()> {
     );
     let (device, budget_reached) = measure(args, &sample, dataset, &catalog, started)?;
     let new = remeasured(dataset, &base, &catalog)?;
-    let (cells, new_oracles, sum) = compare(&base, &new, &sample, &rule, noise_median, args, d.max_drop);
-    let mut problems = sum.problems.clone();
+    let (cells, new_oracles, sum) = compare(&base, &new, &sample, &rule, noise_median, &tolerances(args, d.max_drop));
     let unchecked = sum.shapes_measured == 0;
+    let mut problems = sum.problems.clone();
     if unchecked {
         problems
             .push(format!("no sampled shape was measured within the {} s budget: nothing was checked", args.budget_s));
     }
+    let verdict = if unchecked {
+        "error"
+    } else if problems.is_empty() {
+        "ok"
+    } else {
+        "drift"
+    };
     let report = Report {
-        verdict: if unchecked {
-            "error".into()
-        } else if problems.is_empty() {
-            "ok".into()
-        } else {
-            "drift".into()
-        },
+        verdict: verdict.into(),
         problems: problems.clone(),
         fix: fix(args.backend),
         rule: d.rule.display().to_string(),
@@ -351,15 +374,19 @@ pub fn run(d: &DriftArgs) -> Result<()> {
         new_oracles,
         cells,
     };
-    let md = markdown(&report);
-    super::drift_args::write_reports(args, &md, &report)?;
+    finish(args, &report)
+}
+
+/// Writes the report and prints its summary; an error when nothing was checked or drift was found.
+fn finish(args: &RemeasureArgs, report: &Report) -> Result<()> {
+    let md = markdown(report);
+    super::drift_args::write_reports(args, &md, report)?;
     out!("{md}");
-    if unchecked {
-        bail!("{}; raise --budget-s", problems.join("; "))
-    } else if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(DriftDetected(format!("drift detected:\n  - {}\n{}", problems.join("\n  - "), report.fix)).into())
+    let problems = &report.problems;
+    match report.verdict.as_str() {
+        "error" => bail!("{}; raise --budget-s", problems.join("; ")),
+        "ok" => Ok(()),
+        _ => Err(DriftDetected(format!("drift detected:\n  - {}\n{}", problems.join("\n  - "), report.fix)).into()),
     }
 }
 

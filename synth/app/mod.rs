@@ -30,6 +30,8 @@ pub(crate) mod merge;
 pub mod multi;
 pub(crate) mod multi_eval;
 pub(crate) mod outputs;
+#[cfg(test)]
+mod report_figures;
 pub(crate) mod resolve;
 pub(crate) mod rewrite;
 pub(crate) mod run;

@@ -15,7 +15,7 @@ use crate::compare::{self, Policy, Report, TunedTable};
 use super::shared::{published_rule, shown, EVALUATIONS_COLUMNS, PUBLISHED_RULE_NAME};
 use crate::manifest::MultiData;
 
-pub use super::shared::{of_oracle, unusable};
+use super::shared::{of_oracle, unusable};
 
 /// The policies of every evaluation: default, tuned (AITER: lookup, miss → default), nearest-M, tuned→rule,
 /// the published rule, the rule under `name`, the oracle; tables built from `train`.

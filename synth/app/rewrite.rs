@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::session::{agent_timeout, EndpointArgs};
+use super::args::{agent_timeout, EndpointArgs};
 
 /// Arguments of `synth rewrite`.
 #[derive(Debug, clap::Args)]

@@ -10,9 +10,8 @@ use super::args::{Effort, STANDARD_LIMITS};
 use super::invocation::Invocation;
 use super::resolve::{data_mode, reject_unused, DataMode, DataOptions, Fallback};
 
-pub use super::args::RunArgs;
+use super::args::RunArgs;
 /// What `compress` shows and writes of a rule, as `run` does.
-pub use super::shared::{rule_outline, RULE_JSON};
 
 /// Runs `synth run`: the job its data options choose.
 pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {

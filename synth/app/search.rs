@@ -25,9 +25,10 @@ use super::line::{canonical_path, CommandLine};
 use super::manifest::DEFAULT_MANIFEST;
 use super::multi_eval;
 use super::resolve::{data_mode, reject_unused, DataMode, DataOptions, Fallback};
-use super::session::{display_path, summary_figure, Sample, Scope, Session, DEFAULT_MODEL};
+use super::session::{summary_figure, Sample, Scope, Session, DEFAULT_MODEL};
 use super::shared::{of_oracle, shown, summary_table, COMPARE_CSV, EVALUATIONS_CSV};
 use crate::manifest::MultiData;
+use crate::paths::display_path;
 
 /// Output directory (under the working directory) when `--out` is not given.
 pub const DEFAULT_OUT: &str = "gemm-synth-out/search";
@@ -95,7 +96,7 @@ pub struct SearchArgs {
     #[arg(long)]
     pub quiet: bool,
     #[command(flatten)]
-    pub tuned_train: super::tuned::TunedTrainArgs,
+    pub tuned_train: super::args::TunedTrainArgs,
 }
 
 /// What a rule of `setup` may name: its candidates' kernels and split-K levels, its features and the

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::cells::{CellCompare, NewOracle};
+use super::remeasure::{CellCompare, NewOracle};
 
 /// The JSON report.
 #[derive(Debug, Clone, Serialize)]
