@@ -184,22 +184,10 @@ fn check_single(args: &DriftArgs, rule: &Rule, catalog: &Catalog) -> Result<Plai
     let score = score_rule(rule, &new, catalog, args.shape_regret);
     print_score("new measurements", &new, &score);
     let mut problems = Vec::new();
-    let mut baseline_fraction = None;
-    if !args.baseline.is_empty() {
-        let base = load_tables(&args.baseline, catalog, backends)?;
-        check_baseline(&new, &DriftArgs::shown(&args.dataset), &base, &DriftArgs::shown(&args.baseline))?;
-        let base_score = score_rule(rule, &base, catalog, args.shape_regret);
-        print_score("baseline", &base, &base_score);
-        let drop = base_score.fraction_of_oracle - score.fraction_of_oracle;
-        outln!("change in fraction of oracle: {:+.3}", -drop);
-        if drop > args.max_drop {
-            problems.push(format!(
-                "fraction of oracle fell by {drop:.3} (from {:.3} to {:.3}), more than --max-drop {}",
-                base_score.fraction_of_oracle, score.fraction_of_oracle, args.max_drop
-            ));
-        }
-        baseline_fraction = Some(base_score.fraction_of_oracle);
-    }
+    let baseline_fraction = match args.baseline.is_empty() {
+        true => None,
+        false => Some(against_baseline(args, rule, catalog, &new, &score, &mut problems)?),
+    };
     if score.fraction_of_oracle < args.min_fraction {
         problems.push(format!(
             "fraction of oracle {:.3} is below --min-fraction {}",
@@ -224,16 +212,7 @@ fn check_single(args: &DriftArgs, rule: &Rule, catalog: &Catalog) -> Result<Plai
             (us / best - 1.0) * 100.0
         );
     }
-    let mut again: Vec<String> = args
-        .dataset
-        .iter()
-        .map(|d| format!("--dataset {}", crate::sanitize::shell_word(&d.display().to_string())))
-        .collect();
-    if let Some(b) = backends {
-        again.push(format!("--backends {b}"));
-    }
-    let fix = format!("re-run `synth run {}` to synthesize a rule for the new data", again.join(" "));
-    let mut report = plain_report(args, problems, fix, "no drift: the rule holds on the new measurements");
+    let mut report = plain_report(args, problems, rerun_fix(args), "no drift: the rule holds on the new measurements");
     if score.default_unusable > 0 {
         let note = default_note(score.default_unusable);
         outln!("note: {note}");
@@ -256,6 +235,44 @@ fn check_single(args: &DriftArgs, rule: &Rule, catalog: &Catalog) -> Result<Plai
         .map(|(s, c, reason)| UnusablePick { shape: new.shapes[*s], pick: c.to_string(), reason: reason.clone() })
         .collect();
     Ok(report)
+}
+
+/// The rule scored on the baseline tables against its score on the new ones: prints the change, adds the
+/// problem of a drop past `--max-drop`, returns the baseline's fraction of the oracle.
+fn against_baseline(
+    args: &DriftArgs,
+    rule: &Rule,
+    catalog: &Catalog,
+    new: &LatencyMatrix,
+    score: &RuleScore,
+    problems: &mut Vec<String>,
+) -> Result<f64> {
+    let base = load_tables(&args.baseline, catalog, args.backends.backends.as_ref())?;
+    check_baseline(new, &DriftArgs::shown(&args.dataset), &base, &DriftArgs::shown(&args.baseline))?;
+    let base_score = score_rule(rule, &base, catalog, args.shape_regret);
+    print_score("baseline", &base, &base_score);
+    let drop = base_score.fraction_of_oracle - score.fraction_of_oracle;
+    outln!("change in fraction of oracle: {:+.3}", -drop);
+    if drop > args.max_drop {
+        problems.push(format!(
+            "fraction of oracle fell by {drop:.3} (from {:.3} to {:.3}), more than --max-drop {}",
+            base_score.fraction_of_oracle, score.fraction_of_oracle, args.max_drop
+        ));
+    }
+    Ok(base_score.fraction_of_oracle)
+}
+
+/// The fix of the plain check on tables: the `synth run` on the new data.
+fn rerun_fix(args: &DriftArgs) -> String {
+    let mut again: Vec<String> = args
+        .dataset
+        .iter()
+        .map(|d| format!("--dataset {}", crate::sanitize::shell_word(&d.display().to_string())))
+        .collect();
+    if let Some(b) = &args.backends.backends {
+        again.push(format!("--backends {b}"));
+    }
+    format!("re-run `synth run {}` to synthesize a rule for the new data", again.join(" "))
 }
 
 /// The device of a matrix as messages name it (`NVIDIA H200 (sm_90, 132 CUs)`).
@@ -335,7 +352,7 @@ fn whole_against_baseline(
 /// configuration of the baseline.
 fn check_manifest(args: &DriftArgs, rule: &Rule, manifest: &Path) -> Result<PlainReport> {
     use super::multi_eval::per_config_table;
-    use super::shared::{of_oracle, unusable};
+    use super::shared::of_oracle;
     let data = super::manifest::open(manifest)?;
     crate::compare::backends::check_measured(rule, &data.matrix)
         .map_err(|e| anyhow::anyhow!("{} (the rule to re-check): {e}", args.rule.display()))?;
@@ -370,44 +387,10 @@ fn check_manifest(args: &DriftArgs, rule: &Rule, manifest: &Path) -> Result<Plai
         }
         None => None,
     };
-    let mut configs = Vec::new();
-    for e in &evals {
-        let f = of_oracle(&e.report, RULE_NAME);
-        if f < args.min_fraction {
-            problems
-                .push(format!("{}: fraction of oracle {f:.3} is below --min-fraction {}", e.config, args.min_fraction));
-        }
-        let bad = unusable(&e.report, RULE_NAME);
-        if bad > 0 && e.evaluation == "config" {
-            problems.push(format!("{}: {bad} shapes pick a kernel that is not measured or failed", e.config));
-        }
-        let mut before = whole_baseline.filter(|_| e.evaluation == "all");
-        if let Some(base) = &baseline {
-            match base.iter().find(|b| b.config == e.config) {
-                Some(b) => {
-                    let was = of_oracle(&b.report, RULE_NAME);
-                    outln!("  {:<18} baseline {was:.3} -> {f:.3} ({:+.3})", e.config, f - was);
-                    if was - f > args.max_drop {
-                        problems.push(format!(
-                            "{}: fraction of oracle fell by {:.3} (from {was:.3} to {f:.3}), more than --max-drop {}",
-                            e.config,
-                            was - f,
-                            args.max_drop
-                        ));
-                    }
-                    before = Some(was);
-                }
-                None => outln!("  {:<18} not in the baseline", e.config),
-            }
-        }
-        configs.push(ConfigScore {
-            config: e.config.clone(),
-            shapes: e.report.shapes.len(),
-            fraction_of_oracle: f,
-            baseline_fraction_of_oracle: before,
-            unusable: bad,
-        });
-    }
+    let configs = evals
+        .iter()
+        .map(|e| config_score(args, e, baseline.as_deref(), whole_baseline, &mut problems))
+        .collect::<Vec<_>>();
     let fix = format!(
         "re-run `synth run --manifest {}` to synthesize a rule for the new data",
         crate::sanitize::shell_word(&manifest.display().to_string())
@@ -416,4 +399,51 @@ fn check_manifest(args: &DriftArgs, rule: &Rule, manifest: &Path) -> Result<Plai
         plain_report(args, problems, fix, "no drift: the rule holds on every configuration of the new measurements");
     report.configs = configs;
     Ok(report)
+}
+
+/// One evaluation's row of the manifest check: its fraction of the oracle, against the same configuration
+/// of a manifest `baseline` (or the whole against a single-file baseline, `whole_baseline`), its problems
+/// added to `problems`.
+fn config_score(
+    args: &DriftArgs,
+    e: &super::multi_eval::Evaluation,
+    baseline: Option<&[super::multi_eval::Evaluation]>,
+    whole_baseline: Option<f64>,
+    problems: &mut Vec<String>,
+) -> ConfigScore {
+    use super::shared::{of_oracle, unusable};
+    let f = of_oracle(&e.report, RULE_NAME);
+    if f < args.min_fraction {
+        problems.push(format!("{}: fraction of oracle {f:.3} is below --min-fraction {}", e.config, args.min_fraction));
+    }
+    let bad = unusable(&e.report, RULE_NAME);
+    if bad > 0 && e.evaluation == "config" {
+        problems.push(format!("{}: {bad} shapes pick a kernel that is not measured or failed", e.config));
+    }
+    let mut before = whole_baseline.filter(|_| e.evaluation == "all");
+    if let Some(base) = baseline {
+        match base.iter().find(|b| b.config == e.config) {
+            Some(b) => {
+                let was = of_oracle(&b.report, RULE_NAME);
+                outln!("  {:<18} baseline {was:.3} -> {f:.3} ({:+.3})", e.config, f - was);
+                if was - f > args.max_drop {
+                    problems.push(format!(
+                        "{}: fraction of oracle fell by {:.3} (from {was:.3} to {f:.3}), more than --max-drop {}",
+                        e.config,
+                        was - f,
+                        args.max_drop
+                    ));
+                }
+                before = Some(was);
+            }
+            None => outln!("  {:<18} not in the baseline", e.config),
+        }
+    }
+    ConfigScore {
+        config: e.config.clone(),
+        shapes: e.report.shapes.len(),
+        fraction_of_oracle: f,
+        baseline_fraction_of_oracle: before,
+        unusable: bad,
+    }
 }
