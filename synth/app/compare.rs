@@ -126,21 +126,31 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
              --published to score more, and --held-out to score outside the training sample\n",
         );
     }
+    write_all(&mut text, single_files(args, &session, &report)?)?;
+    emit(&text)
+}
+
+/// The `--csv` (per shape and policy, with the vendor's times when the data has them) and `--svg` files.
+fn single_files(
+    args: &CompareArgs,
+    session: &Session,
+    report: &crate::compare::Report,
+) -> anyhow::Result<Vec<(PathBuf, Vec<u8>, &'static str)>> {
+    let (matrix, names) = (&session.matrix, &session.names);
     let mut files = Vec::new();
     if let Some(path) = &args.csv {
         let csv = if session.vendor.is_empty() {
-            crate::compare::report::csv(&report, names)
+            crate::compare::report::csv(report, names)
         } else {
-            crate::compare::report::csv_with_vendor(&report, names, &session.vendor)
+            crate::compare::report::csv_with_vendor(report, names, &session.vendor)
         };
         files.push((path.clone(), csv.into_bytes(), ""));
     }
     if let Some(path) = &args.svg {
         let title = format!("{} on {}", session.what, matrix.device.as_deref().unwrap_or(&matrix.gfx));
-        plot_files(&mut files, path, crate::compare::plot::speedup_svg(&report, names, &title)?)?;
+        plot_files(&mut files, path, crate::compare::plot::speedup_svg(report, names, &title)?)?;
     }
-    write_all(&mut text, files)?;
-    emit(&text)
+    Ok(files)
 }
 
 /// The shapes scored: `candidates` (every shape, or the held-out ones), with `--common-shapes` those where
