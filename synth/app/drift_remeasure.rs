@@ -119,13 +119,8 @@ fn batch_cells(
 
 /// Measures with the harness, batch by batch, each run stopped when the budget runs out. Returns the
 /// device label and whether the budget stopped it.
-fn measure_harness(
-    args: &RemeasureArgs,
-    batches: &[&[(Shape, BTreeMap<Candidate, Roles>)]],
-    out: &Path,
-    catalog: &Catalog,
-    budget: &Budget,
-) -> Result<(String, bool)> {
+fn measure_harness(run: &Measuring) -> Result<(String, bool)> {
+    let Measuring { args, batches, out, catalog, budget } = *run;
     let dev = probe(args)?;
     let (mut journal, _) = Journal::open(out, catalog)?;
     let plan_file = tempfile::Builder::new().prefix("synth-drift-plan").suffix(".jsonl").tempfile()?;
@@ -160,7 +155,7 @@ fn measure_harness(
 /// Runs `step` on each batch (its index, its shapes) while the budget lasts; returns whether the budget
 /// stopped the run, before a batch or, when `step` returns true, inside one.
 fn each_batch(
-    batches: &[&[(Shape, BTreeMap<Candidate, Roles>)]],
+    batches: &[Batch],
     budget: &Budget,
     mut step: impl FnMut(usize, &[(Shape, BTreeMap<Candidate, Roles>)]) -> Result<bool>,
 ) -> Result<bool> {
@@ -173,13 +168,8 @@ fn each_batch(
 }
 
 /// Measures with AITER's tuner, batch by batch while the budget lasts.
-fn measure_aiter(
-    args: &RemeasureArgs,
-    batches: &[&[(Shape, BTreeMap<Candidate, Roles>)]],
-    out: &Path,
-    catalog: &Catalog,
-    budget: &Budget,
-) -> Result<(String, bool)> {
+fn measure_aiter(run: &Measuring) -> Result<(String, bool)> {
+    let Measuring { args, batches, out, catalog, budget } = *run;
     let tuner = args.aiter.tuner(&args.python, true)?.with_silence_limit(Duration::from_secs_f64(args.cell_timeout));
     let dev = tuner.probe()?;
     let (mut journal, _) = Journal::open(out, catalog)?;
@@ -220,13 +210,27 @@ fn measure(
     catalog: &Catalog,
     started: Instant,
 ) -> Result<(String, bool)> {
-    let batches: Vec<&[(Shape, BTreeMap<Candidate, Roles>)]> = sample.chunks(args.batch_shapes.max(1)).collect();
+    let batches: Vec<Batch> = sample.chunks(args.batch_shapes.max(1)).collect();
     let budget = Budget { started, limit: Duration::from_secs_f64(args.budget_s) };
+    let run = Measuring { args, batches: &batches, out, catalog, budget: &budget };
     match args.backend {
-        Backend::Harness => measure_harness(args, &batches, out, catalog, &budget),
-        Backend::Aiter => measure_aiter(args, &batches, out, catalog, &budget),
+        Backend::Harness => measure_harness(&run),
+        Backend::Aiter => measure_aiter(&run),
     }
 }
+
+/// A re-measurement in progress: the options, the sample's batches, the journal's path, the budget.
+#[derive(Clone, Copy)]
+struct Measuring<'a> {
+    args: &'a RemeasureArgs,
+    batches: &'a [Batch<'a>],
+    out: &'a Path,
+    catalog: &'a Catalog,
+    budget: &'a Budget,
+}
+
+/// Sampled shapes measured together, with the candidates of each.
+type Batch<'a> = &'a [(Shape, BTreeMap<Candidate, Roles>)];
 
 /// Refuses a `--dataset` that is the baseline itself (the same file, through any link) or a file with its
 /// bytes: every sampled cell would already be "measured" and compared with itself, so the check could

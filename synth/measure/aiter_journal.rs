@@ -72,7 +72,16 @@ pub fn measure_shapes(
     if cut > 0 {
         errln!("journal {}: dropped an incomplete last line ({cut} bytes, an interrupted write)", out.display());
     }
-    match fill_journal(tuner, device, shapes, rechecks, out, catalog, &mut journal) {
+    let filled = work_dir_for(device, out, &mut journal).and_then(|dir| {
+        let meta = row_meta(tuner, device);
+        let mut appended = 0;
+        for (recheck, list, prefix) in [(0u8, shapes, ""), (1u8, rechecks, "recheck-")] {
+            let pass = Pass { files: RunFiles::in_dir(&dir, prefix), meta: RowMeta { recheck, ..meta.clone() } };
+            appended += pass.run(tuner, list, out, catalog, &mut journal)?;
+        }
+        Ok(appended)
+    });
+    match filled {
         Ok(appended) => Ok((journal, appended)),
         Err(e) => {
             // A failed first run leaves no journal behind (one with rows is kept).
@@ -82,16 +91,9 @@ pub fn measure_shapes(
     }
 }
 
-/// [`measure_shapes`] into the open `journal`; returns the rows appended.
-fn fill_journal(
-    tuner: &Tuner,
-    device: &AiterDevice,
-    shapes: &[Shape],
-    rechecks: &[Shape],
-    out: &Path,
-    catalog: &Catalog,
-    journal: &mut Journal,
-) -> Result<usize> {
+/// The journal checked to be of `device` (and expecting its rows), and the tuner's work directory,
+/// created: a directory of its own, never a link.
+fn work_dir_for(device: &AiterDevice, out: &Path, journal: &mut Journal) -> Result<PathBuf> {
     let expected = ExpectedDevice {
         name: Some(device.name.clone()),
         gfx: Some(device.gfx.clone()),
@@ -109,13 +111,7 @@ fn fill_journal(
             dir.display()
         );
     }
-    let meta = row_meta(tuner, device);
-    let mut appended = 0;
-    for (recheck, list, prefix) in [(0u8, shapes, ""), (1u8, rechecks, "recheck-")] {
-        let pass = Pass { files: RunFiles::in_dir(&dir, prefix), meta: RowMeta { recheck, ..meta.clone() } };
-        appended += pass.run(tuner, list, out, catalog, journal)?;
-    }
-    Ok(appended)
+    Ok(dir)
 }
 
 /// The journal columns of a tuner run on `device`.
@@ -191,22 +187,10 @@ impl Pass {
 
 #[cfg(test)]
 mod tests {
+    use super::super::aiter_tuner::tests::{meta, HEADER};
     use super::super::aiter_tuner::{ImportStats, TunerLibtype};
     use super::super::journal::CellResult;
     use super::*;
-
-    fn meta() -> RowMeta {
-        RowMeta {
-            device: "MI300X".into(),
-            backend: "aiter-tuner".into(),
-            timing: "t".into(),
-            reps: 101,
-            recheck: 0,
-            err_ratio: 0.05,
-        }
-    }
-
-    const HEADER: &str = "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio\n";
 
     fn import(profile: &str) -> (Result<ImportStats>, Vec<CellResult>) {
         let dir = tempfile::tempdir().unwrap();

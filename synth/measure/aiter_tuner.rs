@@ -633,12 +633,12 @@ fn report_import(total: &mut ImportStats, s: ImportStats, journal: &Journal, wan
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    const HEADER: &str = "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio\n";
+    pub(crate) const HEADER: &str = "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio\n";
 
-    fn meta() -> RowMeta {
+    pub(crate) fn meta() -> RowMeta {
         RowMeta {
             device: "MI300X".into(),
             backend: "aiter-tuner".into(),
