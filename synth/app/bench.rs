@@ -425,7 +425,7 @@ fn measure_on_gpus(
             let message = format!("{alive}/{workers} GPUs  M={} N={} K={}", row.m, row.n, row.k);
             progress.row(message, &format!(" ({alive} of {workers} GPU workers)"));
         }
-        PoolEvent::Log { gpu, line } => progress.logger(format!("GPU {gpu}| "))(&line),
+        PoolEvent::Log { gpu, line } => progress.logger(format!("GPU {gpu}| "))(line),
         PoolEvent::Failed { gpu, error, moved, to } => {
             alive -= 1;
             let dest: Vec<String> = to.iter().map(|(g, n)| format!("GPU {g} ({n})")).collect();

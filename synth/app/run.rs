@@ -11,8 +11,6 @@ use super::invocation::Invocation;
 use super::resolve::{data_mode, reject_unused, DataMode, DataOptions, Fallback};
 
 use super::args::RunArgs;
-/// What `compress` shows and writes of a rule, as `run` does.
-
 /// Runs `synth run`: the job its data options choose.
 pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
     super::tuned::check_flags(&args.tuned_train, invocation, super::tuned::RUN_FLAGS)?;
