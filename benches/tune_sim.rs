@@ -169,7 +169,7 @@ fn ck(out: &mut Out) -> anyhow::Result<()> {
         ("H100", "H200", h200_prior, "measurements/h100/datasets.toml"),
         ("H200", "H100", h100_prior, "measurements/h200/datasets.toml"),
     ] {
-        let data = gemm_synth::app::manifest::MultiData::open(&root().join(manifest))?;
+        let data = gemm_synth::app::manifest::open(&root().join(manifest))?;
         let spec = sim_spec(Family::Ck, prior)?;
         for config in &data.configs {
             let started = Instant::now();

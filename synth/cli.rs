@@ -17,7 +17,7 @@ pub struct Cli {
 pub enum Command {
     /// Main job: load a latency table, synthesize a rule on a training sample, write generated/, compare.
     #[command(after_long_help = crate::app::help::RUN)]
-    Run(crate::app::run::RunArgs),
+    Run(crate::app::args::RunArgs),
     /// List the CK instance catalog.
     #[command(after_long_help = crate::app::help::INSTANCES)]
     Instances(crate::catalog::cmd::InstancesArgs),
@@ -29,7 +29,7 @@ pub enum Command {
     Import(crate::table::cmd::ImportArgs),
     /// Measure every instance on a shape grid with the GPU harness (CUDA or ROCm), resumable.
     #[command(after_long_help = crate::app::help::BENCH)]
-    Bench(crate::app::bench::BenchArgs),
+    Bench(crate::app::bench_args::BenchArgs),
     /// Parse and validate a rule file (C++, Rust or JSON) and print it in one form (--format: C++, Rust or JSON).
     #[command(after_long_help = crate::app::help::CHECK)]
     Check(crate::rule::cmd::CheckArgs),
@@ -44,13 +44,13 @@ pub enum Command {
     Rewrite(crate::app::rewrite::RewriteArgs),
     /// Re-check a committed rule against new measurements (new driver / ROCm release); non-zero exit on drift.
     #[command(after_long_help = crate::app::help::DRIFT)]
-    Drift(crate::app::drift::DriftArgs),
+    Drift(crate::app::drift_args::DriftArgs),
     /// Compress an AITER tuned table losslessly into a rule plus a residual table (proved exhaustively).
     #[command(after_long_help = crate::app::help::COMPRESS)]
     Compress(crate::app::compress::CompressArgs),
     /// AITER main: write the heuristic patch for a rule, apply/check it on a checkout, or write its check kit.
     #[command(after_long_help = crate::app::help::AITER)]
-    Aiter(crate::app::aiter::AiterArgs),
+    Aiter(crate::app::aiter::AiterPatchArgs),
     /// Merge journals of one device (e.g. the shards of `bench --shard I/N`) into one, refusing conflicts.
     #[command(after_long_help = crate::app::help::MERGE)]
     Merge(crate::app::merge::MergeArgs),

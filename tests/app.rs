@@ -1,8 +1,9 @@
 //! The application layer: drift and compare score a rule the same way (one scorer), and the session's
 //! helpers keep the dataset's shapes of a model.
 
+use gemm_synth::app::args::DataArgs;
 use gemm_synth::app::drift::score_rule;
-use gemm_synth::app::session::{training_sample, DataArgs, Scope, Session};
+use gemm_synth::app::session::{training_sample, Scope, Session};
 use gemm_synth::catalog::{Candidate, Catalog};
 use gemm_synth::compare::{evaluate, Policy};
 use gemm_synth::rule::{CmpOp, Cond, Expr, Leaf, Node, Rule, Var};
@@ -62,7 +63,7 @@ fn drift_and_compare_agree() {
 }
 
 fn embedded_dataset(catalog: &Catalog) -> LatencyMatrix {
-    let path = gemm_synth::app::session::crate_root().join(gemm_synth::app::session::DEFAULT_DATASET);
+    let path = gemm_synth::paths::crate_root().join(gemm_synth::app::session::DEFAULT_DATASET);
     LatencyMatrix::load(&path, catalog).unwrap()
 }
 
@@ -70,7 +71,7 @@ fn embedded_dataset(catalog: &Catalog) -> LatencyMatrix {
 fn committed_rule_scores_the_same_in_drift_and_compare() {
     let catalog = Catalog::embedded();
     let m = embedded_dataset(&catalog);
-    let path = gemm_synth::app::session::crate_root().join("generated/rule.json");
+    let path = gemm_synth::paths::crate_root().join("generated/rule.json");
     let rule = gemm_synth::rule::load(&path, &catalog).unwrap();
     let all: Vec<usize> = (0..m.shapes.len()).collect();
     let report = evaluate(&m, &catalog, &[Policy::Rule { name: "r".into(), rule: rule.clone() }], &all);

@@ -691,7 +691,7 @@ fn the_h100_manifest_opens_with_both_backends() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let manifest = root.join("measurements/h100/datasets.toml");
     let both = Backends::parse("ck,vendor").unwrap();
-    let data = gemm_synth::app::manifest::MultiData::open_for(&manifest, Some(&both)).unwrap();
+    let data = gemm_synth::app::manifest::open_for(&manifest, Some(&both)).unwrap();
     let names: Vec<&str> = data.configs.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(
         names,
@@ -727,12 +727,11 @@ fn the_h100_manifest_opens_with_both_backends() {
             }
         }
     }
-    let vendor_candidates = |d: &gemm_synth::app::manifest::MultiData| {
+    let vendor_candidates = |d: &gemm_synth::manifest::MultiData| {
         d.matrix.candidates.iter().filter(|c| c.backend == Libtype::Vendor).count()
     };
     assert_eq!(vendor_candidates(&data), 1);
-    let ck_only =
-        gemm_synth::app::manifest::MultiData::open_for(&manifest, Some(&Backends::parse("ck").unwrap())).unwrap();
+    let ck_only = gemm_synth::app::manifest::open_for(&manifest, Some(&Backends::parse("ck").unwrap())).unwrap();
     assert_eq!(vendor_candidates(&ck_only), 0);
 }
 
@@ -744,11 +743,9 @@ fn the_h100_manifest_opens_with_both_backends() {
 fn the_h200_backends_manifest_has_both_backends_where_its_readme_says() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let both = Backends::parse("ck,vendor").unwrap();
-    let data =
-        gemm_synth::app::manifest::MultiData::open_for(&root.join("measurements/h200/backends.toml"), Some(&both))
-            .unwrap();
-    let main = gemm_synth::app::manifest::MultiData::open(&root.join("measurements/h200/datasets.toml")).unwrap();
-    let names = |d: &gemm_synth::app::manifest::MultiData| d.configs.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+    let data = gemm_synth::app::manifest::open_for(&root.join("measurements/h200/backends.toml"), Some(&both)).unwrap();
+    let main = gemm_synth::app::manifest::open(&root.join("measurements/h200/datasets.toml")).unwrap();
+    let names = |d: &gemm_synth::manifest::MultiData| d.configs.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
     assert_eq!(names(&data), names(&main));
     let pool: Vec<&str> = data.pool.iter().map(|&i| data.configs[i].name.as_str()).collect();
     let main_pool: Vec<&str> = main.pool.iter().map(|&i| main.configs[i].name.as_str()).collect();

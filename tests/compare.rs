@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use gemm_synth::app::session::published_rule;
+use gemm_synth::app::shared::published_rule;
 use gemm_synth::catalog::{Candidate, Catalog};
 use gemm_synth::compare::report::{self, LayerNames};
 use gemm_synth::compare::{

@@ -4,9 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use gemm_synth::app::multi::{unmeasured_picks, MultiData, DEFAULT_MANIFEST};
+use gemm_synth::app::manifest::DEFAULT_MANIFEST;
+use gemm_synth::app::multi::unmeasured_picks;
 use gemm_synth::catalog::{Candidate, Catalog};
 use gemm_synth::compare::{evaluate, Policy, TunedTable};
+use gemm_synth::manifest::MultiData;
 use gemm_synth::measure::plan::split_levels;
 use gemm_synth::rule::{Leaf, Node, Rule};
 use gemm_synth::synthesize::guard::Guards;
@@ -144,7 +146,7 @@ fn tuned_then_rule_uses_the_table_and_the_rule_where_it_misses() {
 }
 
 fn committed() -> MultiData {
-    MultiData::open(&root().join(DEFAULT_MANIFEST)).unwrap()
+    gemm_synth::app::manifest::open(&root().join(DEFAULT_MANIFEST)).unwrap()
 }
 
 #[test]
@@ -168,7 +170,7 @@ fn manifest_configurations_hold_their_layers() {
 #[test]
 fn committed_rule_picks_only_measured_cells_on_every_journal() {
     // The committed CK rule's data: the zoo manifest (the dense journals with their completions, the zoo's).
-    let d = MultiData::open(&root().join("measurements/zoo/datasets.toml")).unwrap();
+    let d = gemm_synth::app::manifest::open(&root().join("measurements/zoo/datasets.toml")).unwrap();
     let rule = gemm_synth::rule::load(&root().join("generated/rule.json"), &d.catalog).unwrap();
     let bad = unmeasured_picks(&d, &rule);
     assert!(bad.is_empty(), "{} unmeasured picks, first {:?}", bad.len(), bad.first());
@@ -191,7 +193,8 @@ fn rules_trained_on_one_configuration_pick_only_measured_cells_everywhere() {
 
 #[test]
 fn a_session_opens_several_datasets_and_a_directory() {
-    use gemm_synth::app::session::{DataArgs, Scope, Session};
+    use gemm_synth::app::args::DataArgs;
+    use gemm_synth::app::session::{Scope, Session};
     let dir = tempfile::tempdir().unwrap();
     let a = write(dir.path(), "a.csv", &format!("{HEADER}\nsm_90,132,16,5120,4096,ck,8,0,20.0,{ID8},1,1,0,ok\n"));
     write(
@@ -343,7 +346,7 @@ fn a_manifest_is_checked_at_load_and_its_names_are_shown_escaped() {
         "twice.toml",
         &text.replace("train_pool = [\"a\", \"b\"]", "train_pool = [\"a\", \"b\", \"a\"]"),
     );
-    let e = MultiData::open(&twice).unwrap_err().to_string();
+    let e = gemm_synth::app::manifest::open(&twice).unwrap_err().to_string();
     assert!(e.contains("twice.toml") && e.contains("train_pool names \"a\" twice"), "{e}");
     // A configuration name holding a carriage return and a right-to-left override reaches the terminal as
     // code points, as in errors and generated headers.
@@ -504,7 +507,7 @@ fn the_shipped_rules_manifests_hold_no_layer_of_the_held_out_model() {
     for (manifest, backends) in
         [("measurements/zoo/datasets.toml", None), ("measurements/h200/triton-manifest/datasets.toml", Some(&triton))]
     {
-        let d = MultiData::open_for(&root().join(manifest), backends).unwrap();
+        let d = gemm_synth::app::manifest::open_for(&root().join(manifest), backends).unwrap();
         assert!(d.configs.len() >= 4, "{manifest}");
         // Every member of the training pool (each fold trains on some of them) is another model: DeepSeek-V3
         // itself, or a model with its layers (Kimi-K2), would have all or most of its layers among them. (A

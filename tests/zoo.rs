@@ -1222,13 +1222,12 @@ fn the_zoo_backends_manifest_has_both_backends_on_every_shape() {
     use gemm_synth::catalog::{Backends, Libtype};
     let both = Backends::parse("ck,vendor").unwrap();
     let data =
-        gemm_synth::app::manifest::MultiData::open_for(&root().join("measurements/zoo/backends.toml"), Some(&both))
-            .unwrap();
-    let zoo = gemm_synth::app::manifest::MultiData::open(&root().join("measurements/zoo/datasets.toml")).unwrap();
+        gemm_synth::app::manifest::open_for(&root().join("measurements/zoo/backends.toml"), Some(&both)).unwrap();
+    let zoo = gemm_synth::app::manifest::open(&root().join("measurements/zoo/datasets.toml")).unwrap();
     let names: Vec<&str> = data.configs.iter().map(|c| c.name.as_str()).collect();
     let want: Vec<&str> = zoo.configs.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, want);
-    let pool = |d: &gemm_synth::app::manifest::MultiData| -> Vec<String> {
+    let pool = |d: &gemm_synth::manifest::MultiData| -> Vec<String> {
         d.pool.iter().map(|&i| d.configs[i].name.clone()).collect()
     };
     assert_eq!(pool(&data), pool(&zoo), "the pool as in datasets.toml");
@@ -1254,7 +1253,7 @@ fn the_zoo_backends_manifest_has_both_backends_on_every_shape() {
 #[test]
 fn the_zoo_manifest_opens_with_its_compressed_journals() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let data = gemm_synth::app::manifest::MultiData::open(&root.join("measurements/zoo/datasets.toml")).unwrap();
+    let data = gemm_synth::app::manifest::open(&root.join("measurements/zoo/datasets.toml")).unwrap();
     assert_eq!(data.configs.len(), 19);
     let by_name = |n: &str| data.configs.iter().find(|c| c.name == n).unwrap();
     let layers = |n: &str| {
@@ -1287,7 +1286,7 @@ fn the_zoo_manifest_opens_with_its_compressed_journals() {
     }
     // The dense configurations are as the main job's manifest has them, with what `../h200/completion/` adds:
     // Qwen3-32B TP 1's seven large-M gate_up shapes (the main job's journal lacks them).
-    let dense = gemm_synth::app::manifest::MultiData::open(&root.join("measurements/h200/datasets.toml")).unwrap();
+    let dense = gemm_synth::app::manifest::open(&root.join("measurements/h200/datasets.toml")).unwrap();
     for c in &dense.configs {
         let more = if c.name == "qwen3-32b-tp1" { 7 } else { 0 };
         assert_eq!(by_name(&c.name).shapes().len(), c.shapes().len() + more, "{}", c.name);

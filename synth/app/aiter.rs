@@ -7,10 +7,11 @@ use crate::aiter::{apply, kit, render_patch, GENERATED_SUBDIR, PATCH_FILE};
 use crate::catalog::Catalog;
 use crate::render::{writer, Provenance};
 
-use super::session::{display_path, emit};
+use super::shared::emit;
+use crate::paths::display_path;
 
 #[derive(Debug, Clone, clap::Args)]
-pub struct AiterArgs {
+pub struct AiterPatchArgs {
     /// Rule file (C++, Rust or JSON) to build the patch or the check kit from [kit default:
     /// generated/rule.json of the crate].
     #[arg(long)]
@@ -71,7 +72,7 @@ fn default_patch_path() -> anyhow::Result<PathBuf> {
     Ok(generated_dir("--rule FILE (or --patch FILE)")?.join(GENERATED_SUBDIR).join(PATCH_FILE))
 }
 
-pub fn run(args: AiterArgs) -> anyhow::Result<()> {
+pub fn run(args: AiterPatchArgs) -> anyhow::Result<()> {
     let catalog = Catalog::embedded();
     // The validation of every command that takes a rule file (`synth check`'s): a split-K past the
     // kernels' range, an unknown kernelId or too many branches never reach AITER's sources.

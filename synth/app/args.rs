@@ -531,6 +531,21 @@ impl TunedTrainArgs {
 /// `--train-device` when not given.
 pub const DEFAULT_DEVICE: &str = "gfx942:304";
 
+/// The layers a command writes or measures: a model (`--model`, `--spec`, `--hf-config`) at `--tp`, or
+/// `--shapes` (`export`, `configs`, `tune`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct LayerArgs {
+    // The model whose layers are used (with --tp).
+    #[command(flatten)]
+    pub model: crate::shapes::ModelArgs,
+    /// Tensor-parallel degree of the model's layers.
+    #[arg(long)]
+    pub tp: Option<u32>,
+    /// Layers as N:K pairs, comma-separated (instead of a model and --tp).
+    #[arg(long, conflicts_with = "model_source")]
+    pub shapes: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::aiter_args::{AiterArgs, Backend};
+use super::aiter_args::{AiterTunerArgs, Backend};
 use crate::catalog::triton::TritonConfig;
 use crate::measure::journal::{recheck_noise, Journal};
 use crate::measure::plan::SplitKMode;
@@ -86,7 +86,7 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub scale: ScaleArgs,
     #[command(flatten)]
-    pub aiter: AiterArgs,
+    pub aiter: AiterTunerArgs,
 }
 
 /// The kernel family `synth bench` plans.

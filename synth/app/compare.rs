@@ -5,14 +5,15 @@ use std::path::{Path, PathBuf};
 use anyhow::bail;
 
 use crate::compare::{evaluate, Policy, TunedTable};
+use crate::manifest::MultiData;
 
 use super::args::{DataArgs, RuntimeArgs, SampleArgs};
 use super::line::canonical_path;
-use super::manifest::MultiData;
 use super::multi_eval;
 use super::resolve::{data_mode, DataMode, DataOptions, Fallback};
-use super::session::{display_path, Scope, Session};
+use super::session::{Scope, Session};
 use super::shared::{emit, published_rule, summary_table, PUBLISHED_RULE_NAME};
+use crate::paths::display_path;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct CompareArgs {
@@ -57,7 +58,8 @@ pub struct CompareArgs {
 
 /// Runs `synth compare`.
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
-    check_paths(&args)?;
+    let args = &args;
+    check_paths(args)?;
     let opts = DataOptions {
         data: &args.data,
         manifest: None,
@@ -66,43 +68,24 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         manifest_backends: false,
     };
     if let DataMode::Manifest(manifest) = data_mode(opts)? {
-        return run_manifest(&args, &manifest);
+        return run_manifest(args, &manifest);
     }
     // Checked before the data is read: a missing --backends triton or --device-name is named at once.
     let (runtime_policies, runtime_notes) =
         super::export::runtime_policies(&args.runtime, args.data.backends.backends.as_ref())?;
     let session = Session::open(&args.data, Scope::EveryShape)?;
     session.check_backend_rows()?;
-    let (catalog, matrix, what, names) = (&session.catalog, &session.matrix, &session.what, &session.names);
-    let shapes = &session.shapes;
+    let (catalog, matrix, names) = (&session.catalog, &session.matrix, &session.names);
     let sample = session.sample(&args.sample);
-    let (train, heldout, picked) = (sample.train, sample.heldout, sample.picked);
-    let mut scored = if args.held_out { heldout } else { shapes.clone() };
-    if scored.is_empty() {
-        bail!("no shape to score (every shape is in the training sample); drop --held-out or lower --sample-m");
-    }
-    let common_note = if args.common_shapes {
-        let Some(backends) = &session.backends else {
-            bail!("--common-shapes keeps the shapes every backend of --backends has a usable row of: add --backends");
-        };
-        let before = scored.len();
-        scored.retain(|&s| backends.iter().all(|b| matrix.best_of(s, b).is_some()));
-        if scored.is_empty() {
-            bail!(
-                "--common-shapes: none of the {before} selected shapes has a usable row of every backend of \
-                 --backends {backends}; measure the backends on the same shapes or name fewer"
-            );
-        }
-        format!(" (--common-shapes: {} of {before} have a usable row of every backend)", scored.len())
-    } else {
-        String::new()
-    };
+    let (scored, common_note) =
+        scored_shapes(args, &session, if args.held_out { &sample.heldout } else { &session.shapes })?;
     let mut tables: Vec<(String, TunedTable)> = Vec::new();
     for path in &args.tuned {
         tables.push(session.tuned_file(path, args.tuned_any_device)?);
     }
     if args.tuned_sample {
-        let t = TunedTable::from_matrix(matrix, &train, &format!("best of {} sampled shapes", train.len()));
+        let train = &sample.train;
+        let t = TunedTable::from_matrix(matrix, train, &format!("best of {} sampled shapes", train.len()));
         tables.push(("tuned".to_string(), t));
     }
     let mut policies = vec![Policy::Default];
@@ -110,7 +93,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     if args.published {
         policies.push(session.published_policy()?);
     }
-    let (backend_policies, backend_notes) = session.backend_policies(&train);
+    let (backend_policies, backend_notes) = session.backend_policies(&sample.train);
     policies.extend(backend_policies);
     policies.extend(runtime_policies);
     policies.extend(session.rule_policies(&args.rule)?);
@@ -124,31 +107,18 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
             report.unscorable.len()
         );
     }
+    let held_out =
+        if args.held_out { format!(" (held out from the sample M = {:?})", sample.picked) } else { String::new() };
     let mut text = format!(
-        "dataset: {} ({}, {} CUs); {what}; {} shapes scored{}{common_note}\n",
+        "dataset: {} ({}, {} CUs); {}; {} shapes scored{held_out}{common_note}\n",
         session.dataset.display(),
         matrix.gfx,
         matrix.cu_num,
+        session.what,
         report.shapes.len(),
-        if args.held_out { format!(" (held out from the sample M = {picked:?})") } else { String::new() }
     );
     text.push_str(&crate::compare::report::table(&report, names));
-    if let Some(b) = &session.backends {
-        text.push_str(&format!(
-            "backends {b}: `oracle[B]` is backend B alone at its best, `oracle` the union oracle; the threshold is \
-             fitted on the training sample (--sample-m {}, --seed {})\n",
-            args.sample.sample_m, args.sample.seed
-        ));
-        for n in &backend_notes {
-            text.push_str(&format!("  {n}\n"));
-        }
-    }
-    if !runtime_notes.is_empty() {
-        text.push_str("runtime policies (a pick of a config without a usable row counts as a fallback):\n");
-        for n in &runtime_notes {
-            text.push_str(&format!("  {n}\n"));
-        }
-    }
+    text.push_str(&notes(args, &session, &backend_notes, &runtime_notes));
     text.push_str(&crate::tuned::agreement_text(matrix, catalog, &policies, &report.shapes));
     if args.rule.is_empty() && tables.is_empty() && !args.published && args.runtime.is_empty() {
         text.push_str(
@@ -156,21 +126,78 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
              --published to score more, and --held-out to score outside the training sample\n",
         );
     }
+    write_all(&mut text, single_files(args, &session, &report)?)?;
+    emit(&text)
+}
+
+/// The `--csv` (per shape and policy, with the vendor's times when the data has them) and `--svg` files.
+fn single_files(
+    args: &CompareArgs,
+    session: &Session,
+    report: &crate::compare::Report,
+) -> anyhow::Result<Vec<(PathBuf, Vec<u8>, &'static str)>> {
+    let (matrix, names) = (&session.matrix, &session.names);
     let mut files = Vec::new();
     if let Some(path) = &args.csv {
         let csv = if session.vendor.is_empty() {
-            crate::compare::report::csv(&report, names)
+            crate::compare::report::csv(report, names)
         } else {
-            crate::compare::report::csv_with_vendor(&report, names, &session.vendor)
+            crate::compare::report::csv_with_vendor(report, names, &session.vendor)
         };
         files.push((path.clone(), csv.into_bytes(), ""));
     }
     if let Some(path) = &args.svg {
-        let title = format!("{what} on {}", matrix.device.as_deref().unwrap_or(&matrix.gfx));
-        plot_files(&mut files, path, crate::compare::plot::speedup_svg(&report, names, &title)?)?;
+        let title = format!("{} on {}", session.what, matrix.device.as_deref().unwrap_or(&matrix.gfx));
+        plot_files(&mut files, path, crate::compare::plot::speedup_svg(report, names, &title)?)?;
     }
-    write_all(&mut text, files)?;
-    emit(&text)
+    Ok(files)
+}
+
+/// The shapes scored: `candidates` (every shape, or the held-out ones), with `--common-shapes` those where
+/// every backend has a usable row; and the note saying how many that kept.
+fn scored_shapes(args: &CompareArgs, session: &Session, candidates: &[usize]) -> anyhow::Result<(Vec<usize>, String)> {
+    let mut scored = candidates.to_vec();
+    if scored.is_empty() {
+        bail!("no shape to score (every shape is in the training sample); drop --held-out or lower --sample-m");
+    }
+    if !args.common_shapes {
+        return Ok((scored, String::new()));
+    }
+    let Some(backends) = &session.backends else {
+        bail!("--common-shapes keeps the shapes every backend of --backends has a usable row of: add --backends");
+    };
+    let before = scored.len();
+    scored.retain(|&s| backends.iter().all(|b| session.matrix.best_of(s, b).is_some()));
+    if scored.is_empty() {
+        bail!(
+            "--common-shapes: none of the {before} selected shapes has a usable row of every backend of \
+             --backends {backends}; measure the backends on the same shapes or name fewer"
+        );
+    }
+    let note = format!(" (--common-shapes: {} of {before} have a usable row of every backend)", scored.len());
+    Ok((scored, note))
+}
+
+/// What the backends' and the runtimes' policies are, under the table.
+fn notes(args: &CompareArgs, session: &Session, backend_notes: &[String], runtime_notes: &[String]) -> String {
+    let mut text = String::new();
+    if let Some(b) = &session.backends {
+        text.push_str(&format!(
+            "backends {b}: `oracle[B]` is backend B alone at its best, `oracle` the union oracle; the threshold is \
+             fitted on the training sample (--sample-m {}, --seed {})\n",
+            args.sample.sample_m, args.sample.seed
+        ));
+        for n in backend_notes {
+            text.push_str(&format!("  {n}\n"));
+        }
+    }
+    if !runtime_notes.is_empty() {
+        text.push_str("runtime policies (a pick of a config without a usable row counts as a fallback):\n");
+        for n in runtime_notes {
+            text.push_str(&format!("  {n}\n"));
+        }
+    }
+    text
 }
 
 /// The plot at `svg` and its PNG beside it, as files to write.
@@ -225,7 +252,38 @@ fn run_manifest(args: &CompareArgs, manifest: &Path) -> anyhow::Result<()> {
             manifest.display()
         );
     }
-    let data = MultiData::open(manifest)?;
+    let data = super::manifest::open(manifest)?;
+    let (catalog, matrix) = (&data.catalog, &data.matrix);
+    let (policies, no_tables) = manifest_policies(args, &data)?;
+    let focus = policies.iter().rev().nth(1).map(Policy::name).unwrap_or("default").to_string();
+    let evals = multi_eval::per_config(&data, &policies);
+    let all = evaluate(matrix, catalog, &policies, &data.all_shapes());
+    let mut text = format!(
+        "dataset: {} ({} configurations; {}, {} CUs); {} shapes scored\n",
+        display_path(manifest),
+        data.configs.len(),
+        matrix.gfx,
+        matrix.cu_num,
+        all.shapes.len()
+    );
+    text.push_str(
+        "per configuration (geomean fraction of the oracle; unusable: picks of unmeasured or failed cells by ",
+    );
+    text.push_str(&focus);
+    text.push_str("):\n");
+    text.push_str(&multi_eval::per_config_table(&evals, &focus));
+    text.push_str(&format!("every shape ({}):\n", all.shapes.len()));
+    text.push_str(&summary_table(&all));
+    if args.rule.is_empty() && no_tables && !args.published {
+        text.push_str("hint: only the default and the oracle were scored; add --rule FILE, --tuned FILE, --tuned-sample or --published\n");
+    }
+    write_all(&mut text, manifest_files(args, &data, manifest, evals, &all)?)?;
+    emit(&text)
+}
+
+/// The policies scored on a manifest (default, tuned tables, the published rule, `--rule` files, oracle),
+/// and whether no tuned table was given.
+fn manifest_policies(args: &CompareArgs, data: &MultiData) -> anyhow::Result<(Vec<Policy>, bool)> {
     let (catalog, matrix) = (&data.catalog, &data.matrix);
     let mut policies = vec![Policy::Default];
     let mut tables: Vec<(String, TunedTable)> = Vec::new();
@@ -251,31 +309,22 @@ fn run_manifest(args: &CompareArgs, manifest: &Path) -> anyhow::Result<()> {
         policies.push(Policy::Rule { name: canonical_path(path), rule });
     }
     policies.push(Policy::Oracle);
-    let focus = policies.iter().rev().nth(1).map(Policy::name).unwrap_or("default").to_string();
-    let evals = multi_eval::per_config(&data, &policies);
-    let all = evaluate(matrix, catalog, &policies, &data.all_shapes());
-    let mut text = format!(
-        "dataset: {} ({} configurations; {}, {} CUs); {} shapes scored\n",
-        display_path(manifest),
-        data.configs.len(),
-        matrix.gfx,
-        matrix.cu_num,
-        all.shapes.len()
-    );
-    text.push_str(
-        "per configuration (geomean fraction of the oracle; unusable: picks of unmeasured or failed cells by ",
-    );
-    text.push_str(&focus);
-    text.push_str("):\n");
-    text.push_str(&multi_eval::per_config_table(&evals, &focus));
-    text.push_str(&format!("every shape ({}):\n", all.shapes.len()));
-    text.push_str(&summary_table(&all));
-    if args.rule.is_empty() && tables.is_empty() && !args.published {
-        text.push_str("hint: only the default and the oracle were scored; add --rule FILE, --tuned FILE, --tuned-sample or --published\n");
-    }
+    Ok((policies, tables.is_empty()))
+}
+
+/// The `--csv` (one row per configuration and policy) and `--svg` (one group per configuration) files of a
+/// manifest.
+fn manifest_files(
+    args: &CompareArgs,
+    data: &MultiData,
+    manifest: &Path,
+    evals: Vec<multi_eval::Evaluation>,
+    all: &crate::compare::Report,
+) -> anyhow::Result<Vec<(PathBuf, Vec<u8>, &'static str)>> {
+    let matrix = &data.matrix;
     let mut files = Vec::new();
     if let Some(path) = &args.csv {
-        let mut evals = evals.clone();
+        let mut evals = evals;
         evals.push(multi_eval::Evaluation { evaluation: "all", config: "all".into(), report: all.clone() });
         let csv = multi_eval::evaluations_csv(&evals);
         files.push((path.clone(), csv.into_bytes(), " (one row per configuration and policy)"));
@@ -290,10 +339,9 @@ fn run_manifest(args: &CompareArgs, manifest: &Path) -> anyhow::Result<()> {
             })
             .collect();
         let title = format!("{} on {}", canonical_path(manifest), matrix.device.as_deref().unwrap_or(&matrix.gfx));
-        plot_files(&mut files, path, crate::compare::plot::groups_svg(&all, &groups, &title)?)?;
+        plot_files(&mut files, path, crate::compare::plot::groups_svg(all, &groups, &title)?)?;
     }
-    write_all(&mut text, files)?;
-    emit(&text)
+    Ok(files)
 }
 
 /// The tuned tables as AITER's lookup (one policy each) and the first one as nearest-M.

@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context};
 
-use super::run::{rule_outline, RULE_JSON};
-use super::session::display_path;
+use super::shared::{rule_outline, RULE_JSON};
 use super::tuned::rows_matrix;
 use crate::catalog::Catalog;
 use crate::compare::TunedTable;
 use crate::compress::{compress, per_layer_counts, prove, Proof};
+use crate::paths::display_path;
 use crate::render::{self, writer::GeneratedFile, Provenance};
 use crate::rule::Rule;
 use crate::sanitize::shell_word;
@@ -250,7 +250,7 @@ pub fn run(args: CompressArgs) -> anyhow::Result<()> {
     let mut text = report(&args, &outcome, &catalog);
     let proof = &outcome.proof;
     if !proof.holds() {
-        super::session::emit(&text)?;
+        super::shared::emit(&text)?;
         let first: Vec<String> = proof
             .first_mismatches
             .iter()
@@ -272,5 +272,5 @@ pub fn run(args: CompressArgs) -> anyhow::Result<()> {
     for f in super::outputs::write_files(&args.out, &files, false)? {
         let _ = writeln!(text, "written:  {}", display_path(&f));
     }
-    super::session::emit(&text)
+    super::shared::emit(&text)
 }

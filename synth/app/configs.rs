@@ -11,6 +11,7 @@
 //!
 //! Every file is written through the one all-or-nothing writer, or none.
 
+use super::args::LayerArgs;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
@@ -20,7 +21,6 @@ use crate::catalog::Catalog;
 use crate::export::Runtime;
 use crate::render::writer::GeneratedFile;
 use crate::rule::Rule;
-use crate::shapes::ModelArgs;
 
 /// The CK rule `synth configs aiter` writes by default: (its path in the repository, its text).
 pub const CK_RULE: (&str, &str) = ("generated/rule.json", include_str!("../../generated/rule.json"));
@@ -48,15 +48,9 @@ pub struct ConfigsArgs {
     /// Runtime whose files are written.
     #[arg(value_enum)]
     pub target: Target,
-    // The model whose layers get files (with --tp).
+    /// The layers (a model and --tp, or --shapes).
     #[command(flatten)]
-    pub model: ModelArgs,
-    /// Tensor-parallel degree of the model's layers.
-    #[arg(long)]
-    pub tp: Option<u32>,
-    /// Layers as N:K pairs, comma-separated (instead of a model and --tp).
-    #[arg(long, conflicts_with = "model_source")]
-    pub shapes: Option<String>,
+    pub layers: LayerArgs,
     /// GPU name as the runtime reports it (spaces become underscores), e.g. NVIDIA_H200; vllm and sglang
     /// name their files by it (aiter: recorded in the sidecar only).
     #[arg(long)]
@@ -100,7 +94,7 @@ pub fn triton_rule_for(device: &str) -> (&'static str, &'static str) {
 /// The files the command reads (no output may replace one).
 fn inputs(args: &ConfigsArgs) -> Vec<(&'static str, PathBuf)> {
     let mut inputs: Vec<(&str, PathBuf)> = args.rule.iter().map(|p| ("--rule", p.clone())).collect();
-    inputs.extend(args.model.input_files());
+    inputs.extend(args.layers.model.input_files());
     inputs
 }
 
@@ -109,9 +103,7 @@ fn export_args(args: &ConfigsArgs, runtime: Runtime, device_name: String, rule_n
     ExportArgs {
         runtime,
         rule: PathBuf::from(rule_name),
-        model: args.model.clone(),
-        tp: args.tp,
-        shapes: args.shapes.clone(),
+        layers: args.layers.clone(),
         device_name,
         out: args.out.clone(),
         max_m: args.max_m,
@@ -221,11 +213,11 @@ fn run_aiter(args: &ConfigsArgs) -> anyhow::Result<()> {
 fn command_line(args: &ConfigsArgs) -> String {
     let word = |p: &std::path::Path| crate::sanitize::shell_word(&p.display().to_string());
     let mut line = String::from("synth configs aiter");
-    match &args.shapes {
+    match &args.layers.shapes {
         Some(s) => line.push_str(&format!(" --shapes {}", crate::sanitize::shell_word(s))),
-        None => line.push_str(&format!(" {}", args.model.option_text(""))),
+        None => line.push_str(&format!(" {}", args.layers.model.option_text(""))),
     }
-    if let Some(tp) = args.tp {
+    if let Some(tp) = args.layers.tp {
         line.push_str(&format!(" --tp {tp}"));
     }
     if let Some(r) = &args.rule {

@@ -3,7 +3,7 @@
 //! choices that no longer run correctly are listed, and the command fails past a tolerance so CI can gate
 //! on it. Scoring is `compare`'s: a choice that no longer runs is charged the default's time. With
 //! `--report-md` / `--report-json` the verdict is also written as a markdown summary (for a CI job summary)
-//! and a JSON report ([`report`]).
+//! and a JSON report ([`crate::drift::report`]).
 
 use std::path::Path;
 
@@ -11,18 +11,16 @@ use anyhow::{Context, Result};
 
 use crate::catalog::{Candidate, Catalog};
 use crate::compare::{self, Policy, Status};
+use crate::manifest::MultiData;
 use crate::rule::Rule;
 use crate::table::{Cell, LatencyMatrix};
 
-pub use super::drift_args::DriftArgs;
-use super::drift_args::{refuse_remeasure_only, write_reports};
+use super::drift_args::{refuse_remeasure_only, write_reports, DriftArgs};
 use super::invocation::Invocation;
 use super::resolve::{dataset_mode, DataMode};
 use super::session::{load_matrix, load_tables};
 
-mod report;
-
-use report::{ConfigScore, PlainReport, SlowShape, UnusablePick};
+use crate::drift::report::{ConfigScore, PlainReport, SlowShape, UnusablePick};
 
 /// How a rule does on one latency matrix.
 #[derive(Debug, Clone)]
@@ -147,7 +145,7 @@ pub fn run(args: DriftArgs, invocation: &Invocation) -> Result<()> {
             check_single(&args, &rule, &catalog)?
         }
     };
-    write_reports(&args.remeasure, &report::markdown(&report), &report)?;
+    write_reports(&args.remeasure, &crate::drift::report::markdown(&report), &report)?;
     if report.problems.is_empty() {
         outln!("{}", report.ok_line);
         Ok(())
@@ -186,22 +184,10 @@ fn check_single(args: &DriftArgs, rule: &Rule, catalog: &Catalog) -> Result<Plai
     let score = score_rule(rule, &new, catalog, args.shape_regret);
     print_score("new measurements", &new, &score);
     let mut problems = Vec::new();
-    let mut baseline_fraction = None;
-    if !args.baseline.is_empty() {
-        let base = load_tables(&args.baseline, catalog, backends)?;
-        check_baseline(&new, &DriftArgs::shown(&args.dataset), &base, &DriftArgs::shown(&args.baseline))?;
-        let base_score = score_rule(rule, &base, catalog, args.shape_regret);
-        print_score("baseline", &base, &base_score);
-        let drop = base_score.fraction_of_oracle - score.fraction_of_oracle;
-        outln!("change in fraction of oracle: {:+.3}", -drop);
-        if drop > args.max_drop {
-            problems.push(format!(
-                "fraction of oracle fell by {drop:.3} (from {:.3} to {:.3}), more than --max-drop {}",
-                base_score.fraction_of_oracle, score.fraction_of_oracle, args.max_drop
-            ));
-        }
-        baseline_fraction = Some(base_score.fraction_of_oracle);
-    }
+    let baseline_fraction = match args.baseline.is_empty() {
+        true => None,
+        false => Some(against_baseline(args, rule, catalog, &new, &score, &mut problems)?),
+    };
     if score.fraction_of_oracle < args.min_fraction {
         problems.push(format!(
             "fraction of oracle {:.3} is below --min-fraction {}",
@@ -226,16 +212,7 @@ fn check_single(args: &DriftArgs, rule: &Rule, catalog: &Catalog) -> Result<Plai
             (us / best - 1.0) * 100.0
         );
     }
-    let mut again: Vec<String> = args
-        .dataset
-        .iter()
-        .map(|d| format!("--dataset {}", crate::sanitize::shell_word(&d.display().to_string())))
-        .collect();
-    if let Some(b) = backends {
-        again.push(format!("--backends {b}"));
-    }
-    let fix = format!("re-run `synth run {}` to synthesize a rule for the new data", again.join(" "));
-    let mut report = plain_report(args, problems, fix, "no drift: the rule holds on the new measurements");
+    let mut report = plain_report(args, problems, rerun_fix(args), "no drift: the rule holds on the new measurements");
     if score.default_unusable > 0 {
         let note = default_note(score.default_unusable);
         outln!("note: {note}");
@@ -258,6 +235,44 @@ fn check_single(args: &DriftArgs, rule: &Rule, catalog: &Catalog) -> Result<Plai
         .map(|(s, c, reason)| UnusablePick { shape: new.shapes[*s], pick: c.to_string(), reason: reason.clone() })
         .collect();
     Ok(report)
+}
+
+/// The rule scored on the baseline tables against its score on the new ones: prints the change, adds the
+/// problem of a drop past `--max-drop`, returns the baseline's fraction of the oracle.
+fn against_baseline(
+    args: &DriftArgs,
+    rule: &Rule,
+    catalog: &Catalog,
+    new: &LatencyMatrix,
+    score: &RuleScore,
+    problems: &mut Vec<String>,
+) -> Result<f64> {
+    let base = load_tables(&args.baseline, catalog, args.backends.backends.as_ref())?;
+    check_baseline(new, &DriftArgs::shown(&args.dataset), &base, &DriftArgs::shown(&args.baseline))?;
+    let base_score = score_rule(rule, &base, catalog, args.shape_regret);
+    print_score("baseline", &base, &base_score);
+    let drop = base_score.fraction_of_oracle - score.fraction_of_oracle;
+    outln!("change in fraction of oracle: {:+.3}", -drop);
+    if drop > args.max_drop {
+        problems.push(format!(
+            "fraction of oracle fell by {drop:.3} (from {:.3} to {:.3}), more than --max-drop {}",
+            base_score.fraction_of_oracle, score.fraction_of_oracle, args.max_drop
+        ));
+    }
+    Ok(base_score.fraction_of_oracle)
+}
+
+/// The fix of the plain check on tables: the `synth run` on the new data.
+fn rerun_fix(args: &DriftArgs) -> String {
+    let mut again: Vec<String> = args
+        .dataset
+        .iter()
+        .map(|d| format!("--dataset {}", crate::sanitize::shell_word(&d.display().to_string())))
+        .collect();
+    if let Some(b) = &args.backends.backends {
+        again.push(format!("--backends {b}"));
+    }
+    format!("re-run `synth run {}` to synthesize a rule for the new data", again.join(" "))
 }
 
 /// The device of a matrix as messages name it (`NVIDIA H200 (sm_90, 132 CUs)`).
@@ -296,7 +311,7 @@ fn check_baseline(new: &LatencyMatrix, dataset: &str, base: &LatencyMatrix, base
 
 /// Per-configuration fraction of the oracle of `rule` on a manifest's data (the default and the oracle
 /// beside it), and the whole data's.
-fn manifest_scores(rule: &Rule, data: &super::multi::MultiData) -> Vec<super::multi_eval::Evaluation> {
+fn manifest_scores(rule: &Rule, data: &MultiData) -> Vec<super::multi_eval::Evaluation> {
     let policies = [Policy::Default, Policy::Rule { name: RULE_NAME.into(), rule: rule.clone() }, Policy::Oracle];
     let mut evals = super::multi_eval::per_config(data, &policies);
     evals.push(super::multi_eval::Evaluation {
@@ -312,7 +327,7 @@ fn whole_against_baseline(
     args: &DriftArgs,
     rule: &Rule,
     base: &Path,
-    data: &super::multi::MultiData,
+    data: &MultiData,
     all: f64,
 ) -> Result<(f64, Option<String>)> {
     let shown = base.display().to_string();
@@ -336,15 +351,16 @@ fn whole_against_baseline(
 /// unusable cell, or (with a manifest --baseline) fell by more than --max-drop against the same
 /// configuration of the baseline.
 fn check_manifest(args: &DriftArgs, rule: &Rule, manifest: &Path) -> Result<PlainReport> {
-    use super::multi_eval::{of_oracle, per_config_table, unusable};
-    let data = super::multi_eval::open(manifest)?;
+    use super::multi_eval::per_config_table;
+    use super::shared::of_oracle;
+    let data = super::manifest::open(manifest)?;
     crate::compare::backends::check_measured(rule, &data.matrix)
         .map_err(|e| anyhow::anyhow!("{} (the rule to re-check): {e}", args.rule.display()))?;
     let evals = manifest_scores(rule, &data);
     let m = &data.matrix;
     outln!(
         "new measurements: {} ({} configurations, {} shapes, {} on {} ({} CUs))",
-        super::session::display_path(manifest),
+        crate::paths::display_path(manifest),
         data.configs.len(),
         m.shapes.len(),
         m.device.as_deref().unwrap_or("unknown device"),
@@ -359,7 +375,7 @@ fn check_manifest(args: &DriftArgs, rule: &Rule, manifest: &Path) -> Result<Plai
     let mut whole_baseline = None;
     let baseline = match args.baseline.first() {
         Some(b) if matches!(dataset_mode(b)?, DataMode::Manifest(_)) => {
-            let base = super::multi_eval::open(b)?;
+            let base = super::manifest::open(b)?;
             check_baseline(&data.matrix, &manifest.display().to_string(), &base.matrix, &b.display().to_string())?;
             Some(manifest_scores(rule, &base))
         }
@@ -371,44 +387,10 @@ fn check_manifest(args: &DriftArgs, rule: &Rule, manifest: &Path) -> Result<Plai
         }
         None => None,
     };
-    let mut configs = Vec::new();
-    for e in &evals {
-        let f = of_oracle(&e.report, RULE_NAME);
-        if f < args.min_fraction {
-            problems
-                .push(format!("{}: fraction of oracle {f:.3} is below --min-fraction {}", e.config, args.min_fraction));
-        }
-        let bad = unusable(&e.report, RULE_NAME);
-        if bad > 0 && e.evaluation == "config" {
-            problems.push(format!("{}: {bad} shapes pick a kernel that is not measured or failed", e.config));
-        }
-        let mut before = whole_baseline.filter(|_| e.evaluation == "all");
-        if let Some(base) = &baseline {
-            match base.iter().find(|b| b.config == e.config) {
-                Some(b) => {
-                    let was = of_oracle(&b.report, RULE_NAME);
-                    outln!("  {:<18} baseline {was:.3} -> {f:.3} ({:+.3})", e.config, f - was);
-                    if was - f > args.max_drop {
-                        problems.push(format!(
-                            "{}: fraction of oracle fell by {:.3} (from {was:.3} to {f:.3}), more than --max-drop {}",
-                            e.config,
-                            was - f,
-                            args.max_drop
-                        ));
-                    }
-                    before = Some(was);
-                }
-                None => outln!("  {:<18} not in the baseline", e.config),
-            }
-        }
-        configs.push(ConfigScore {
-            config: e.config.clone(),
-            shapes: e.report.shapes.len(),
-            fraction_of_oracle: f,
-            baseline_fraction_of_oracle: before,
-            unusable: bad,
-        });
-    }
+    let configs = evals
+        .iter()
+        .map(|e| config_score(args, e, baseline.as_deref(), whole_baseline, &mut problems))
+        .collect::<Vec<_>>();
     let fix = format!(
         "re-run `synth run --manifest {}` to synthesize a rule for the new data",
         crate::sanitize::shell_word(&manifest.display().to_string())
@@ -417,4 +399,51 @@ fn check_manifest(args: &DriftArgs, rule: &Rule, manifest: &Path) -> Result<Plai
         plain_report(args, problems, fix, "no drift: the rule holds on every configuration of the new measurements");
     report.configs = configs;
     Ok(report)
+}
+
+/// One evaluation's row of the manifest check: its fraction of the oracle, against the same configuration
+/// of a manifest `baseline` (or the whole against a single-file baseline, `whole_baseline`), its problems
+/// added to `problems`.
+fn config_score(
+    args: &DriftArgs,
+    e: &super::multi_eval::Evaluation,
+    baseline: Option<&[super::multi_eval::Evaluation]>,
+    whole_baseline: Option<f64>,
+    problems: &mut Vec<String>,
+) -> ConfigScore {
+    use super::shared::{of_oracle, unusable};
+    let f = of_oracle(&e.report, RULE_NAME);
+    if f < args.min_fraction {
+        problems.push(format!("{}: fraction of oracle {f:.3} is below --min-fraction {}", e.config, args.min_fraction));
+    }
+    let bad = unusable(&e.report, RULE_NAME);
+    if bad > 0 && e.evaluation == "config" {
+        problems.push(format!("{}: {bad} shapes pick a kernel that is not measured or failed", e.config));
+    }
+    let mut before = whole_baseline.filter(|_| e.evaluation == "all");
+    if let Some(base) = baseline {
+        match base.iter().find(|b| b.config == e.config) {
+            Some(b) => {
+                let was = of_oracle(&b.report, RULE_NAME);
+                outln!("  {:<18} baseline {was:.3} -> {f:.3} ({:+.3})", e.config, f - was);
+                if was - f > args.max_drop {
+                    problems.push(format!(
+                        "{}: fraction of oracle fell by {:.3} (from {was:.3} to {f:.3}), more than --max-drop {}",
+                        e.config,
+                        was - f,
+                        args.max_drop
+                    ));
+                }
+                before = Some(was);
+            }
+            None => outln!("  {:<18} not in the baseline", e.config),
+        }
+    }
+    ConfigScore {
+        config: e.config.clone(),
+        shapes: e.report.shapes.len(),
+        fraction_of_oracle: f,
+        baseline_fraction_of_oracle: before,
+        unusable: bad,
+    }
 }

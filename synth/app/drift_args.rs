@@ -64,7 +64,7 @@ pub struct RemeasureArgs {
     pub remeasure: bool,
     /// Measurement backend for --remeasure.
     #[arg(long, value_enum, default_value = "harness")]
-    pub backend: super::aiter_backend::Backend,
+    pub backend: super::aiter_args::Backend,
     /// Shapes sampled from the baseline.
     #[arg(long, default_value_t = 24)]
     pub sample_shapes: usize,
@@ -118,7 +118,7 @@ pub struct RemeasureArgs {
     #[arg(long = "harness-arg", allow_hyphen_values = true)]
     pub harness_args: Vec<String>,
     #[command(flatten)]
-    pub aiter: super::aiter_backend::AiterArgs,
+    pub aiter: super::aiter_args::AiterTunerArgs,
 }
 
 /// `--min-fraction`: a fraction of the oracle in (0, 1] (NaN or 0 would turn the gate off).

@@ -5,11 +5,8 @@
 //! the re-measured oracle. The result is a markdown summary (for a CI job summary), a JSON report and an
 //! exit status: 0 no drift, [`EXIT_DRIFT`] drift, 1 an error (2 for bad arguments, from clap).
 //!
-//! Noise model: a recheck pair's ratio and a re-measured/baseline ratio are both ratios of two
-//! measurements of one cell, so they share a distribution; with `med` the baseline's median |ratio - 1|,
-//! the ratio's standard deviation is `sigma = med / 0.6745`. A cell has moved when its ratio leaves
-//! `1 ± max(--cell-tolerance, --noise-k * sigma)`; the rule's picks have slowed when their geometric-mean
-//! ratio exceeds `1 + max(--aggregate-tolerance, --noise-k * sigma / sqrt(n))`.
+//! The sample, the comparison and its tolerances (the noise model) are the drift stage's
+//! ([`crate::drift::remeasure`]), and so is the report ([`crate::drift::remeasure_report`]).
 //!
 //! The budget holds inside a batch too: the harness driver is given the budget's end as its deadline
 //! ([`Harness::run_until`]) and kills the harness's process group at it, even in the middle of a cell;
@@ -23,18 +20,17 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use super::aiter_backend::{self, Backend, RowMeta, RunFiles, Tuner};
+use super::aiter_args::Backend;
 use super::drift_args::{DriftArgs, RemeasureArgs};
 use crate::catalog::{Candidate, Catalog};
+use crate::measure::aiter_journal::work_dir;
+use crate::measure::aiter_tuner::{import_profile, RowMeta, RunFiles};
 use crate::measure::driver::DeadlineReached;
 use crate::measure::{Harness, Journal, PlanCell};
 use crate::table::{matrix::median, recheck_pairs, registry, LatencyMatrix, Shape};
 
-mod cells;
-mod report;
-
-pub use cells::{compare, sample_cells, CellCompare, NewOracle, Roles, Sample, Summary};
-pub use report::{markdown, Report};
+use crate::drift::remeasure::{compare, sample_cells, Roles, Sample, Tolerances};
+use crate::drift::remeasure_report::{markdown, Report};
 
 /// Exit status of `synth drift` when drift is found.
 pub const EXIT_DRIFT: i32 = 3;
@@ -123,23 +119,15 @@ fn batch_cells(
 
 /// Measures with the harness, batch by batch, each run stopped when the budget runs out. Returns the
 /// device label and whether the budget stopped it.
-fn measure_harness(
-    args: &RemeasureArgs,
-    batches: &[&[(Shape, BTreeMap<Candidate, Roles>)]],
-    out: &Path,
-    catalog: &Catalog,
-    budget: &Budget,
-) -> Result<(String, bool)> {
+fn measure_harness(run: &Measuring) -> Result<(String, bool)> {
+    let Measuring { args, batches, out, catalog, budget } = *run;
     let dev = probe(args)?;
     let (mut journal, _) = Journal::open(out, catalog)?;
     let plan_file = tempfile::Builder::new().prefix("synth-drift-plan").suffix(".jsonl").tempfile()?;
-    for (i, batch) in batches.iter().enumerate() {
-        if budget.left(i, batches.len()).is_none() {
-            return Ok((dev.name, true));
-        }
+    let stopped = each_batch(batches, budget, |i, batch| {
         let cells = batch_cells(batch, &journal, catalog)?;
         if cells.is_empty() {
-            continue;
+            return Ok(false);
         }
         let before = journal.rows().len();
         let deadline = Some(budget.end());
@@ -157,25 +145,35 @@ fn measure_harness(
                 journal.rows().len() - before,
                 cells.len()
             );
-            return Ok((dev.name, true));
+            return Ok(true);
+        }
+        Ok(false)
+    })?;
+    Ok((dev.name, stopped))
+}
+
+/// Runs `step` on each batch (its index, its shapes) while the budget lasts; returns whether the budget
+/// stopped the run, before a batch or, when `step` returns true, inside one.
+fn each_batch(
+    batches: &[Batch],
+    budget: &Budget,
+    mut step: impl FnMut(usize, &[(Shape, BTreeMap<Candidate, Roles>)]) -> Result<bool>,
+) -> Result<bool> {
+    for (i, batch) in batches.iter().enumerate() {
+        if budget.left(i, batches.len()).is_none() || step(i, batch)? {
+            return Ok(true);
         }
     }
-    Ok((dev.name, false))
+    Ok(false)
 }
 
 /// Measures with AITER's tuner, batch by batch while the budget lasts.
-fn measure_aiter(
-    args: &RemeasureArgs,
-    batches: &[&[(Shape, BTreeMap<Candidate, Roles>)]],
-    out: &Path,
-    catalog: &Catalog,
-    budget: &Budget,
-) -> Result<(String, bool)> {
-    let tuner = Tuner::from_args(&args.python, &args.aiter, true)?
-        .with_silence_limit(Duration::from_secs_f64(args.cell_timeout));
+fn measure_aiter(run: &Measuring) -> Result<(String, bool)> {
+    let Measuring { args, batches, out, catalog, budget } = *run;
+    let tuner = args.aiter.tuner(&args.python, true)?.with_silence_limit(Duration::from_secs_f64(args.cell_timeout));
     let dev = tuner.probe()?;
     let (mut journal, _) = Journal::open(out, catalog)?;
-    let dir = aiter_backend::work_dir(out);
+    let dir = work_dir(out);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let files = RunFiles::in_dir(&dir, "");
     let meta = RowMeta {
@@ -187,12 +185,9 @@ fn measure_aiter(
         err_ratio: tuner.err_ratio,
     };
     if files.profile.exists() {
-        aiter_backend::import_profile(&files.profile, &mut journal, &meta, catalog, None)?;
+        import_profile(&files.profile, &mut journal, &meta, catalog, None)?;
     }
-    for (i, batch) in batches.iter().enumerate() {
-        if budget.left(i, batches.len()).is_none() {
-            return Ok((dev.name, true));
-        }
+    let stopped = each_batch(batches, budget, |_, batch| {
         let todo: Vec<Shape> = batch
             .iter()
             .map(|(s, _)| *s)
@@ -201,8 +196,9 @@ fn measure_aiter(
         if !todo.is_empty() {
             tuner.run(&todo, &files, &mut journal, &meta, catalog)?;
         }
-    }
-    Ok((dev.name, false))
+        Ok(false)
+    })?;
+    Ok((dev.name, stopped))
 }
 
 /// Measures the sampled cells into the journal at `out` while the budget lasts. Returns the device label
@@ -214,13 +210,27 @@ fn measure(
     catalog: &Catalog,
     started: Instant,
 ) -> Result<(String, bool)> {
-    let batches: Vec<&[(Shape, BTreeMap<Candidate, Roles>)]> = sample.chunks(args.batch_shapes.max(1)).collect();
+    let batches: Vec<Batch> = sample.chunks(args.batch_shapes.max(1)).collect();
     let budget = Budget { started, limit: Duration::from_secs_f64(args.budget_s) };
+    let run = Measuring { args, batches: &batches, out, catalog, budget: &budget };
     match args.backend {
-        Backend::Harness => measure_harness(args, &batches, out, catalog, &budget),
-        Backend::Aiter => measure_aiter(args, &batches, out, catalog, &budget),
+        Backend::Harness => measure_harness(&run),
+        Backend::Aiter => measure_aiter(&run),
     }
 }
+
+/// A re-measurement in progress: the options, the sample's batches, the journal's path, the budget.
+#[derive(Clone, Copy)]
+struct Measuring<'a> {
+    args: &'a RemeasureArgs,
+    batches: &'a [Batch<'a>],
+    out: &'a Path,
+    catalog: &'a Catalog,
+    budget: &'a Budget,
+}
+
+/// Sampled shapes measured together, with the candidates of each.
+type Batch<'a> = &'a [(Shape, BTreeMap<Candidate, Roles>)];
 
 /// Refuses a `--dataset` that is the baseline itself (the same file, through any link) or a file with its
 /// bytes: every sampled cell would already be "measured" and compared with itself, so the check could
@@ -279,11 +289,19 @@ fn backend_name(b: Backend) -> String {
     format!("{b:?}").to_lowercase()
 }
 
-/// `synth drift --remeasure`.
-pub fn run(d: &DriftArgs) -> Result<()> {
-    let args = &d.remeasure;
-    let started = Instant::now();
-    let catalog = Catalog::embedded();
+/// The tolerances of the comparison, from the options.
+fn tolerances(args: &RemeasureArgs, max_drop: f64) -> Tolerances {
+    Tolerances {
+        cell: args.cell_tolerance,
+        noise_k: args.noise_k,
+        aggregate: args.aggregate_tolerance,
+        new_oracle: args.new_oracle,
+        max_drop,
+    }
+}
+
+/// The journal `--dataset` and the baseline `--baseline` of a re-measurement, checked.
+fn inputs(d: &DriftArgs) -> Result<(&Path, &Path)> {
     if let Some(b) = &d.backends.backends {
         bail!(
             "--backends {b} applies to the plain check: --remeasure measures CK cells again; drop --backends, or \
@@ -293,6 +311,15 @@ pub fn run(d: &DriftArgs) -> Result<()> {
     let dataset = DriftArgs::one("--dataset", &d.dataset, "--remeasure writes one journal")?;
     let base_path = DriftArgs::one("--baseline", &d.baseline, "--remeasure samples the cells of one baseline table")?;
     check_not_the_baseline(dataset, base_path)?;
+    Ok((dataset, base_path))
+}
+
+/// `synth drift --remeasure`.
+pub fn run(d: &DriftArgs) -> Result<()> {
+    let args = &d.remeasure;
+    let started = Instant::now();
+    let catalog = Catalog::embedded();
+    let (dataset, base_path) = inputs(d)?;
     let rule = crate::rule::load_checked(&d.rule, &catalog)
         .with_context(|| format!("cannot load the rule to re-check from {}", d.rule.display()))?;
     let (base, noise_median, noise_source) = baseline_and_noise(base_path, args, &catalog)?;
@@ -311,21 +338,22 @@ pub fn run(d: &DriftArgs) -> Result<()> {
     );
     let (device, budget_reached) = measure(args, &sample, dataset, &catalog, started)?;
     let new = remeasured(dataset, &base, &catalog)?;
-    let (cells, new_oracles, sum) = compare(&base, &new, &sample, &rule, noise_median, args, d.max_drop);
-    let mut problems = sum.problems.clone();
+    let (cells, new_oracles, sum) = compare(&base, &new, &sample, &rule, noise_median, &tolerances(args, d.max_drop));
     let unchecked = sum.shapes_measured == 0;
+    let mut problems = sum.problems.clone();
     if unchecked {
         problems
             .push(format!("no sampled shape was measured within the {} s budget: nothing was checked", args.budget_s));
     }
+    let verdict = if unchecked {
+        "error"
+    } else if problems.is_empty() {
+        "ok"
+    } else {
+        "drift"
+    };
     let report = Report {
-        verdict: if unchecked {
-            "error".into()
-        } else if problems.is_empty() {
-            "ok".into()
-        } else {
-            "drift".into()
-        },
+        verdict: verdict.into(),
         problems: problems.clone(),
         fix: fix(args.backend),
         rule: d.rule.display().to_string(),
@@ -350,15 +378,19 @@ pub fn run(d: &DriftArgs) -> Result<()> {
         new_oracles,
         cells,
     };
-    let md = markdown(&report);
-    super::drift_args::write_reports(args, &md, &report)?;
+    finish(args, &report)
+}
+
+/// Writes the report and prints its summary; an error when nothing was checked or drift was found.
+fn finish(args: &RemeasureArgs, report: &Report) -> Result<()> {
+    let md = markdown(report);
+    super::drift_args::write_reports(args, &md, report)?;
     out!("{md}");
-    if unchecked {
-        bail!("{}; raise --budget-s", problems.join("; "))
-    } else if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(DriftDetected(format!("drift detected:\n  - {}\n{}", problems.join("\n  - "), report.fix)).into())
+    let problems = &report.problems;
+    match report.verdict.as_str() {
+        "error" => bail!("{}; raise --budget-s", problems.join("; ")),
+        "ok" => Ok(()),
+        _ => Err(DriftDetected(format!("drift detected:\n  - {}\n{}", problems.join("\n  - "), report.fix)).into()),
     }
 }
 

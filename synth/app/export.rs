@@ -3,6 +3,7 @@
 //! M keys proved to make the runtime's nearest-M lookup return the rule's config at every M in
 //! `1..=--max-m`, and a provenance sidecar. All files are written or none.
 
+use super::args::LayerArgs;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -37,15 +38,9 @@ pub struct ExportArgs {
     /// JSON form, or any form that gives the ids as numbers), splitK 0.
     #[arg(long)]
     pub rule: PathBuf,
-    // The model whose layers are exported (with --tp).
+    /// The layers (a model and --tp, or --shapes).
     #[command(flatten)]
-    pub model: crate::shapes::ModelArgs,
-    /// Tensor-parallel degree of the model's layers.
-    #[arg(long)]
-    pub tp: Option<u32>,
-    /// Layers as N:K pairs, comma-separated (instead of a model and --tp).
-    #[arg(long, conflicts_with = "model_source")]
-    pub shapes: Option<String>,
+    pub layers: LayerArgs,
     /// GPU name as the runtime reports it (spaces become underscores, as the runtimes write it).
     #[arg(long)]
     pub device_name: String,
@@ -65,8 +60,8 @@ pub type Nk = (u32, u32);
 /// user names with `--shapes` is never left out: it is an error.
 pub fn layers(args: &ExportArgs) -> anyhow::Result<(Vec<Nk>, Vec<Nk>)> {
     let mut out = BTreeSet::new();
-    let model = args.model.given().then(|| args.model.option_text(""));
-    match (&args.shapes, &model, args.tp) {
+    let model = args.layers.model.given().then(|| args.layers.model.option_text(""));
+    match (&args.layers.shapes, &model, args.layers.tp) {
         (Some(text), None, None) => {
             for p in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
                 let (n, k) = p.split_once(':').with_context(|| format!("--shapes: {p:?} is not N:K"))?;
@@ -79,7 +74,7 @@ pub fn layers(args: &ExportArgs) -> anyhow::Result<(Vec<Nk>, Vec<Nk>)> {
             }
         }
         (None, Some(model), Some(tp)) => {
-            let spec = args.model.load_or("").map_err(|e| anyhow::anyhow!("{model}: {e}"))?;
+            let spec = args.layers.model.load_or("").map_err(|e| anyhow::anyhow!("{model}: {e}"))?;
             for l in spec.layers(tp).map_err(|e| anyhow::anyhow!("{model} --tp {tp}: {e}"))? {
                 out.insert((l.n, l.k));
             }
@@ -95,7 +90,7 @@ pub fn layers(args: &ExportArgs) -> anyhow::Result<(Vec<Nk>, Vec<Nk>)> {
         bail!("--shapes: no N:K pair given");
     }
     let (kept, left): (Vec<Nk>, Vec<Nk>) = out.into_iter().partition(|(_, k)| k % crate::catalog::triton::SCALE_K == 0);
-    match (left.first(), args.shapes.is_some() || kept.is_empty()) {
+    match (left.first(), args.layers.shapes.is_some() || kept.is_empty()) {
         (Some((n, k)), true) => {
             bail!("layer N={n} K={k}: K is not a multiple of 128, so no 128x128 block-FP8 GEMM runs it")
         }
@@ -476,7 +471,7 @@ fn run_with(
 ) -> anyhow::Result<()> {
     let rule_name = crate::paths::display_path(&args.rule);
     let mut inputs = vec![("--rule", args.rule.clone())];
-    inputs.extend(args.model.input_files());
+    inputs.extend(args.layers.model.input_files());
     let load = || crate::rule::load_checked(&args.rule, &Catalog::embedded());
     export_stopped(&args, &rule_name, &inputs, load, stop)
 }
@@ -576,9 +571,7 @@ mod tests {
         ExportArgs {
             runtime,
             rule: dir.join("rule.json"),
-            model: Default::default(),
-            tp: None,
-            shapes: Some(shapes.into()),
+            layers: LayerArgs { model: Default::default(), tp: None, shapes: Some(shapes.into()) },
             device_name: "NVIDIA H200".into(),
             out: dir.join("out"),
             max_m: 16384,
@@ -665,9 +658,9 @@ for f in sorted(os.listdir(d)):
         a.device_name = "../../etc".into();
         assert!(run(a.clone()).unwrap_err().to_string().contains("--device-name"));
         a.device_name = "NVIDIA_H200".into();
-        a.shapes = Some("1536:100".into());
+        a.layers.shapes = Some("1536:100".into());
         assert!(run(a.clone()).unwrap_err().to_string().contains("not a multiple of 128"));
-        a.shapes = Some("1536:7168".into());
+        a.layers.shapes = Some("1536:7168".into());
         // A leaf that is a CK instance id, not a triton config: named with the M where it is picked.
         rule.root = Node::Chain {
             branches: vec![(
@@ -706,7 +699,7 @@ for f in sorted(os.listdir(d)):
         run(a.clone()).unwrap();
         run(a.clone()).unwrap();
         let mut b = a.clone();
-        b.shapes = Some("2048:512".into());
+        b.layers.shapes = Some("2048:512".into());
         run(b).unwrap();
         let side: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(a.out.join(SIDECAR)).unwrap()).unwrap();
@@ -802,9 +795,9 @@ for f in sorted(os.listdir(d)):
     fn model_layers_are_deduplicated() {
         let dir = tempfile::tempdir().unwrap();
         let mut a = args(dir.path(), Runtime::Vllm, "");
-        a.shapes = None;
-        a.model = crate::shapes::ModelArgs::builtin("qwen3-32b");
-        a.tp = Some(2);
+        a.layers.shapes = None;
+        a.layers.model = crate::shapes::ModelArgs::builtin("qwen3-32b");
+        a.layers.tp = Some(2);
         assert_eq!(layers(&a).unwrap().0, vec![(5120, 4096), (5120, 5120), (5120, 12800), (25600, 5120)]);
     }
 

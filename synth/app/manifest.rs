@@ -1,295 +1,65 @@
-//! A dataset manifest (`measurements/h200/datasets.toml`) opened as data: the journals of each (model, TP)
-//! configuration loaded into one latency matrix (the union of their shapes), each configuration's grid and
-//! off-grid shapes, and the training pool the multi-model job and the manifest modes of `compare`,
-//! `search` and `drift` draw from.
+//! A dataset manifest opened for a command: its text (a file, or the copy built into the binary where no
+//! file of that name exists) and its journals (files, or built-in copies for the built-in manifest only),
+//! handed to the [`crate::manifest`] stage, which checks and loads it.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
-use serde::Deserialize;
+use anyhow::Context;
 
-use crate::catalog::Catalog;
-use crate::compare::report::LayerNames;
-use crate::shapes::{sample_m, Layer};
-use crate::table::multi::{expand_paths, merge_tables, VendorTimes};
-use crate::table::LatencyMatrix;
-
-use super::session::model_layers;
+use crate::catalog::{Backends, Catalog};
+use crate::manifest::{JournalSource, MultiData};
+use crate::table::AiterRow;
 
 /// The manifest read when `--manifest` is not given, relative to the crate root (embedded in the binary).
 pub const DEFAULT_MANIFEST: &str = super::data::EMBEDDED_MANIFEST.0;
 
-/// The manifest as written.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ManifestFile {
-    off_grid_m: Vec<u32>,
-    train_pool: Vec<String>,
-    train_configs: usize,
-    #[serde(default)]
-    vendor: Vec<String>,
-    config: Vec<ConfigEntry>,
+/// Journals read as `--dataset` reads a table: a file, or (for the built-in manifest) a built-in copy.
+struct Journals {
+    /// Whether the manifest is the copy built into the binary (only its journals may be built in).
+    built_in: bool,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ConfigEntry {
-    name: String,
-    model: String,
-    tp: u32,
-    journals: Vec<String>,
-}
-
-/// One (model, TP) configuration of the loaded data.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// Manifest name, e.g. `llama-3.1-8b-tp1`.
-    pub name: String,
-    /// The model's layers at the TP that the data holds.
-    pub layers: Vec<Layer>,
-    /// Grid shapes (matrix indices).
-    pub grid: Vec<usize>,
-    /// Off-grid shapes (matrix indices).
-    pub off_grid: Vec<usize>,
-}
-
-impl Config {
-    /// Every shape of the configuration.
-    pub fn shapes(&self) -> Vec<usize> {
-        let mut v: Vec<usize> = self.grid.iter().chain(&self.off_grid).copied().collect();
-        v.sort_unstable();
-        v
+impl JournalSource for Journals {
+    fn built_in(&self, path: &Path) -> bool {
+        self.built_in && path.to_str().and_then(super::data::embedded).is_some()
     }
 
-    pub(crate) fn layer_set(&self) -> BTreeSet<(u32, u32)> {
-        self.layers.iter().map(|l| (l.n, l.k)).collect()
+    fn read(&self, path: &Path, catalog: &Catalog) -> anyhow::Result<(PathBuf, Vec<AiterRow>)> {
+        let source = super::data::Dataset::resolve(Some(path))?;
+        Ok((PathBuf::from(source.origin()), source.rows(catalog)?))
     }
 }
 
-/// The loaded multi-model data.
-#[derive(Debug, Clone)]
-pub struct MultiData {
-    pub catalog: Catalog,
-    pub manifest: PathBuf,
-    pub journals: Vec<PathBuf>,
-    pub matrix: LatencyMatrix,
-    pub vendor: VendorTimes,
-    pub configs: Vec<Config>,
-    /// Training pool (indices into `configs`), in manifest order.
-    pub pool: Vec<usize>,
-    /// `--backends` the journals were read for (`None`: CK legacy candidates, vendor rows a reference).
-    pub backends: Option<crate::catalog::Backends>,
-    pub train_configs: usize,
+/// Reads the manifest and every journal it names.
+pub fn open(manifest: &Path) -> anyhow::Result<MultiData> {
+    open_for(manifest, None)
 }
 
-impl MultiData {
-    /// Reads the manifest and every journal it names.
-    pub fn open(manifest: &Path) -> anyhow::Result<MultiData> {
-        MultiData::open_for(manifest, None)
-    }
-
-    /// [`MultiData::open`] for a runtime that can call `backends`: rows of those backends are candidates
-    /// (the vendor journals of the manifest's `vendor` list too when `vendor` is named), and every
-    /// configuration must have rows of each named backend (a configuration without them would charge every
-    /// pick of that backend the default's time and read as a weak rule).
-    pub fn open_for(manifest: &Path, backends: Option<&crate::catalog::Backends>) -> anyhow::Result<MultiData> {
-        // The main job's manifest where no file of that name exists (a copied binary, a working directory
-        // outside the checkout): the copy built into the binary, whose journals are built in too. Only this
-        // manifest reads built-in journals; a manifest file's journals are files.
-        // From a subdirectory of a checkout the main job writes the checkout's generated/, so it reads the
-        // checkout's manifest too (not the copy built in, which may be older than the checkout's data).
-        let embedded =
-            (!manifest.exists() && manifest.is_relative()).then(|| super::data::embedded_manifest(manifest)).flatten();
-        let in_checkout = embedded
-            .and_then(|_| std::env::current_dir().ok())
-            .and_then(|cwd| super::outputs::checkout_containing(&cwd))
-            .map(|root| root.join(manifest))
-            .filter(|p| p.is_file());
-        let manifest = in_checkout.as_deref().unwrap_or(manifest);
-        let built_in = !manifest.exists() && embedded.is_some();
-        let text = if let Some((_, text)) = embedded.filter(|_| built_in) {
-            errln!(
-                "note: no file {} here: reading the copy built into this binary (its journals built in too)",
-                manifest.display()
-            );
-            text.to_string()
-        } else {
-            crate::input::read_text_capped(manifest, crate::input::MAX_SPEC_BYTES, "dataset manifest")
-                .with_context(|| format!("cannot read the dataset manifest {}", manifest.display()))?
-        };
-        let file: ManifestFile = toml::from_str(&text).map_err(|e| {
-            crate::diag::toml_error(&manifest.display().to_string(), &text, "not a dataset manifest", &e)
-        })?;
-        let dir = manifest.parent().unwrap_or(Path::new("."));
-        let mut names = BTreeSet::new();
-        for c in &file.config {
-            if !names.insert(c.name.as_str()) {
-                bail!("{}: configuration {:?} is listed twice", manifest.display(), c.name);
-            }
-            if c.journals.is_empty() {
-                bail!("{}: configuration {:?} names no journal", manifest.display(), c.name);
-            }
-        }
-        let mut in_pool = BTreeSet::new();
-        if let Some(twice) = file.train_pool.iter().find(|n| !in_pool.insert(n.as_str())) {
-            bail!(
-                "{}: train_pool names {twice:?} twice; list each configuration once (the pool is the order in \
-                 which configurations are drawn for training)",
-                manifest.display()
-            );
-        }
-        let pool: Vec<usize> = file
-            .train_pool
-            .iter()
-            .map(|n| {
-                file.config.iter().position(|c| &c.name == n).with_context(|| {
-                    format!("{}: train_pool names {n:?}, which is not a [[config]] name", manifest.display())
-                })
-            })
-            .collect::<anyhow::Result<_>>()?;
-        if file.train_configs == 0 || file.train_configs > pool.len() || pool.len() < 2 {
-            bail!(
-                "{}: train_configs = {} must be at least 1 and at most the pool size {}, and the pool needs two \
-                 members (leave-one-model-out trains on up to train_configs members other than the held-out one)",
-                manifest.display(),
-                file.train_configs,
-                pool.len()
-            );
-        }
-        let mut journals: Vec<PathBuf> = Vec::new();
-        let named = file
-            .config
-            .iter()
-            .flat_map(|c| c.journals.iter().map(move |j| (format!("configuration {:?}", c.name), j)))
-            .chain(file.vendor.iter().map(|j| ("the vendor list".to_string(), j)));
-        for (whose, j) in named {
-            let p = dir.join(j);
-            // A journal is a file (or a directory of them); the built-in manifest's are built in.
-            let built_in_journal = built_in && p.to_str().and_then(super::data::embedded).is_some();
-            if !(p.exists() || built_in_journal) {
-                bail!(
-                    "{}: {whose} names the journal {:?}, which does not exist at {} (a manifest's paths are \
-                     relative to its directory): fix the path or measure it with `synth bench ... --out FILE.csv`",
-                    manifest.display(),
-                    crate::sanitize::shown(j),
-                    super::line::absolute(&p).display()
-                );
-            }
-            if !journals.contains(&p) {
-                journals.push(p);
-            }
-        }
-        let on_disk: Vec<PathBuf> = journals.iter().filter(|p| p.exists()).cloned().collect();
-        let mut journals: Vec<PathBuf> = journals.into_iter().filter(|p| !p.exists()).collect();
-        journals.extend(expand_paths(&on_disk).map_err(|e| anyhow::anyhow!("{e}"))?);
-        let catalog = Catalog::embedded();
-        let mut tables = Vec::with_capacity(journals.len());
-        for j in &journals {
-            let source = super::data::Dataset::resolve(Some(j))?;
-            tables.push((PathBuf::from(source.origin()), source.rows(&catalog)?));
-        }
-        let (matrix, vendor) = match backends {
-            None => merge_tables(&tables),
-            Some(b) => crate::table::multi::merge_tables_for(&tables, Some(b)),
-        }
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let off: BTreeSet<u32> = file.off_grid_m.iter().copied().collect();
-        // An off-grid M that is 0, listed twice, or an M of the dataset grid would move grid shapes out of
-        // training and into the off-grid evaluation without a word.
-        let grid_m: BTreeSet<u32> = crate::shapes::m_dataset_grid().into_iter().collect();
-        let mut seen = BTreeSet::new();
-        for &m in &file.off_grid_m {
-            let why = if m == 0 {
-                "is not a token count (M is at least 1)"
-            } else if !seen.insert(m) {
-                "is listed twice"
-            } else if grid_m.contains(&m) {
-                "is an M of the dataset grid (`synth bench --m-set dataset`), so its grid shapes would be read as \
-                 off-grid"
-            } else {
-                continue;
-            };
-            bail!("{}: off_grid_m {m} {why}; list each off-grid M once, outside the grid", manifest.display());
-        }
-        let have: BTreeSet<(u32, u32)> = matrix.layers().into_iter().collect();
-        let mut configs = Vec::new();
-        for c in &file.config {
-            let (_, layers) = model_layers(&c.model, None, c.tp)
-                .with_context(|| format!("{}: configuration {:?}", manifest.display(), c.name))?;
-            let layers: Vec<Layer> = layers.into_iter().filter(|l| have.contains(&(l.n, l.k))).collect();
-            let set: BTreeSet<(u32, u32)> = layers.iter().map(|l| (l.n, l.k)).collect();
-            let shapes: Vec<usize> =
-                (0..matrix.shapes.len()).filter(|&s| set.contains(&(matrix.shapes[s].n, matrix.shapes[s].k))).collect();
-            if shapes.is_empty() {
-                bail!(
-                    "{}: configuration {:?} ({} TP={}): no shape of its layers in the journals; check `journals`",
-                    manifest.display(),
-                    c.name,
-                    c.model,
-                    c.tp
-                );
-            }
-            if let Some(b) = backends {
-                let data = format!("{}: configuration {:?} ({} TP={})", manifest.display(), c.name, c.model, c.tp);
-                let fix =
-                    "add its journal to the configuration's `journals` (or to `vendor`), or leave it out of --backends";
-                crate::compare::backends::check_rows(&matrix, b, &shapes, &data, fix).map_err(anyhow::Error::msg)?;
-            }
-            let (off_grid, grid): (Vec<usize>, Vec<usize>) =
-                shapes.into_iter().partition(|&s| off.contains(&matrix.shapes[s].m));
-            configs.push(Config { name: c.name.clone(), layers, grid, off_grid });
-        }
-        Ok(MultiData {
-            catalog,
-            manifest: manifest.to_path_buf(),
-            journals,
-            matrix,
-            vendor,
-            configs,
-            pool,
-            train_configs: file.train_configs,
-            backends: backends.cloned(),
-        })
-    }
-
-    /// The first `train_configs` pool members other than `except`.
-    pub fn training_configs(&self, except: Option<usize>) -> Vec<usize> {
-        self.pool.iter().copied().filter(|&c| Some(c) != except).take(self.train_configs).collect()
-    }
-
-    /// The training sample over `configs`: per configuration, `count` M values stratified over its grid
-    /// M values (seeded) × its layers; shapes whose (N, K) is in `exclude` are left out.
-    pub fn sample(&self, configs: &[usize], exclude: &BTreeSet<(u32, u32)>, count: usize, seed: u64) -> Vec<usize> {
-        let mut out = BTreeSet::new();
-        for &c in configs {
-            let grid: Vec<usize> = self.configs[c]
-                .grid
-                .iter()
-                .copied()
-                .filter(|&s| !exclude.contains(&(self.matrix.shapes[s].n, self.matrix.shapes[s].k)))
-                .collect();
-            let ms: Vec<u32> = grid.iter().map(|&s| self.matrix.shapes[s].m).collect();
-            let picked = sample_m(&ms, count, seed);
-            out.extend(grid.into_iter().filter(|&s| picked.contains(&self.matrix.shapes[s].m)));
-        }
-        out.into_iter().collect()
-    }
-
-    /// Layer names by (N, K): `config:layer`, shared shapes joined with `/`.
-    pub fn names(&self) -> LayerNames {
-        let mut out: LayerNames = BTreeMap::new();
-        for c in &self.configs {
-            for l in &c.layers {
-                let name = format!("{}:{}", c.name, l.name);
-                out.entry((l.n, l.k)).and_modify(|s| *s = format!("{s}/{name}")).or_insert(name);
-            }
-        }
-        out
-    }
-
-    /// Every shape of every configuration, ascending.
-    pub fn all_shapes(&self) -> Vec<usize> {
-        self.configs.iter().flat_map(Config::shapes).collect::<BTreeSet<_>>().into_iter().collect()
-    }
+/// [`open`] for a runtime that can call `backends` ([`MultiData::load`] says what that checks).
+pub fn open_for(manifest: &Path, backends: Option<&Backends>) -> anyhow::Result<MultiData> {
+    // The main job's manifest where no file of that name exists (a copied binary, a working directory
+    // outside the checkout): the copy built into the binary, whose journals are built in too. Only this
+    // manifest reads built-in journals; a manifest file's journals are files.
+    // From a subdirectory of a checkout the main job writes the checkout's generated/, so it reads the
+    // checkout's manifest too (not the copy built in, which may be older than the checkout's data).
+    let embedded =
+        (!manifest.exists() && manifest.is_relative()).then(|| super::data::embedded_manifest(manifest)).flatten();
+    let in_checkout = embedded
+        .and_then(|_| std::env::current_dir().ok())
+        .and_then(|cwd| super::outputs::checkout_containing(&cwd))
+        .map(|root| root.join(manifest))
+        .filter(|p| p.is_file());
+    let manifest = in_checkout.as_deref().unwrap_or(manifest);
+    let built_in = !manifest.exists() && embedded.is_some();
+    let text = if let Some((_, text)) = embedded.filter(|_| built_in) {
+        errln!(
+            "note: no file {} here: reading the copy built into this binary (its journals built in too)",
+            manifest.display()
+        );
+        text.to_string()
+    } else {
+        crate::input::read_text_capped(manifest, crate::input::MAX_SPEC_BYTES, "dataset manifest")
+            .with_context(|| format!("cannot read the dataset manifest {}", manifest.display()))?
+    };
+    MultiData::load(manifest, &text, &Journals { built_in }, backends)
 }

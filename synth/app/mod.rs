@@ -9,9 +9,7 @@
 
 pub(crate) mod aiter;
 pub(crate) mod aiter_args;
-pub(crate) mod aiter_backend;
 pub(crate) mod aiter_bench;
-pub(crate) mod aiter_tuner;
 pub mod args;
 pub(crate) mod bench;
 pub(crate) mod bench_args;
@@ -32,6 +30,8 @@ pub(crate) mod merge;
 pub mod multi;
 pub(crate) mod multi_eval;
 pub(crate) mod outputs;
+#[cfg(test)]
+mod report_figures;
 pub(crate) mod resolve;
 pub(crate) mod rewrite;
 pub(crate) mod run;

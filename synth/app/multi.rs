@@ -33,15 +33,14 @@ use crate::table::Cell;
 
 use super::args::{Effort, LimitArgs, LimitDefaults, ResolvedLimits, SampleArgs};
 use super::line::CommandLine;
-use super::multi_eval::{put_rows, training_splits};
+use super::multi_eval::{policies_named, put_rows, training_splits};
 use super::shared::{
     of_oracle, rule_outline, shown, summary_table, unusable, worst_layer, worst_layer_text, Progress, COMPARE_CSV,
-    CURVE_CSV, EVALUATIONS_CSV, SPEEDUP_PNG, SPEEDUP_SVG,
+    CURVE_CSV, EVALUATIONS_COLUMNS, EVALUATIONS_CSV, SPEEDUP_PNG, SPEEDUP_SVG,
 };
 
-pub use super::manifest::{Config, MultiData, DEFAULT_MANIFEST};
-pub use super::multi_eval::policies_named;
-pub use super::shared::{summary_table as policy_table, EVALUATIONS_COLUMNS};
+use super::manifest::DEFAULT_MANIFEST;
+use crate::manifest::MultiData;
 
 /// The multi-model job's limits where an option is not given: 16 leaves, 8 distinct instances, the
 /// log-ratio objective (the geometric-mean fraction of the oracle).
@@ -321,7 +320,7 @@ pub struct Prepared {
 
 /// Trains and scores the job's rule and renders its files (nothing written).
 pub fn prepare(job: &MultiJob) -> anyhow::Result<Prepared> {
-    let data = MultiData::open_for(&job.manifest, job.backends.as_ref())?;
+    let data = super::manifest::open_for(&job.manifest, job.backends.as_ref())?;
     let settings = job.settings();
     let o = evaluate(&data, &settings, job.folds)?;
     let provenance = provenance(job, &data, &settings, &o);

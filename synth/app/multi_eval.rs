@@ -9,14 +9,13 @@
 //! default's time), so a rule's figure for a configuration is the same in every command.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 use crate::compare::{self, Policy, Report, TunedTable};
 
-use super::manifest::MultiData;
 use super::shared::{published_rule, shown, EVALUATIONS_COLUMNS, PUBLISHED_RULE_NAME};
+use crate::manifest::MultiData;
 
-pub use super::shared::{of_oracle, unusable};
+use super::shared::{of_oracle, unusable};
 
 /// The policies of every evaluation: default, tuned (AITER: lookup, miss → default), nearest-M, tuned→rule,
 /// the published rule, the rule under `name`, the oracle; tables built from `train`.
@@ -36,11 +35,6 @@ pub fn policies_named(
         Policy::Rule { name: name.into(), rule: rule.clone() },
         Policy::Oracle,
     ])
-}
-
-/// Opens the manifest `path` (or the embedded default manifest when `path` is its name and absent).
-pub fn open(path: &Path) -> anyhow::Result<MultiData> {
-    MultiData::open(path)
 }
 
 /// One evaluation: its name (`heldout-grid`, `off-grid`, `config`, `untuned`), the configuration it is

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::session::{agent_timeout, EndpointArgs};
+use super::args::{agent_timeout, EndpointArgs};
 
 /// Arguments of `synth rewrite`.
 #[derive(Debug, clap::Args)]
@@ -379,14 +379,11 @@ fn check_scores(attempts: &[Attempt], trace: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs the loop on a prepared task and writes its output directory; returns its report.
-fn run_task(args: &RewriteArgs, p: Prepared) -> anyhow::Result<Report> {
-    let Prepared { spec_file, task, out, proposers } = p;
-    std::fs::create_dir_all(&out).with_context(|| format!("cannot create the output directory {}", out.display()))?;
-    // The knob search reads the whole history to avoid every setting already tried.
-    let (history_successes, history_failures) =
-        if proposers.knobs.is_some() { (usize::MAX, usize::MAX) } else { (24, 8) };
-    let cfg = LoopConfig {
+/// The loop's settings from the options, its trace in `out`; the knob search (`knobs`) reads the whole
+/// history to avoid every setting already tried.
+fn loop_config(args: &RewriteArgs, out: &Path, knobs: bool) -> LoopConfig {
+    let (history_successes, history_failures) = if knobs { (usize::MAX, usize::MAX) } else { (24, 8) };
+    LoopConfig {
         iterations: args.iterations,
         offspring: args.offspring,
         repair_limit: args.repair_limit,
@@ -399,8 +396,29 @@ fn run_task(args: &RewriteArgs, p: Prepared) -> anyhow::Result<Report> {
         history_successes,
         history_failures,
         ..LoopConfig::default()
-    };
-    let outcome = run_loop(&task, &proposers.all, &cfg)?;
+    }
+}
+
+/// The distinct candidate texts as files `candidates/NNN-<source>.<ext>`.
+fn candidate_files(attempts: &[Attempt], source: &dyn Fn(&Attempt) -> String, ext: &str) -> Vec<GeneratedFile> {
+    let mut files = Vec::new();
+    let mut written = BTreeSet::new();
+    for a in attempts {
+        if a.candidate.is_empty() || a.duplicate_of.is_some() || !written.insert(a.id) {
+            continue;
+        }
+        let label = slug(&source(a));
+        let label = label.strip_suffix(&format!(".{ext}")).unwrap_or(&label);
+        files.push(GeneratedFile::new(format!("candidates/{:03}-{label}.{ext}", a.id), a.candidate.clone()));
+    }
+    files
+}
+
+/// Runs the loop on a prepared task and writes its output directory; returns its report.
+fn run_task(args: &RewriteArgs, p: Prepared) -> anyhow::Result<Report> {
+    let Prepared { spec_file, task, out, proposers } = p;
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create the output directory {}", out.display()))?;
+    let outcome = run_loop(&task, &proposers.all, &loop_config(args, &out, proposers.knobs.is_some()))?;
     check_scores(&outcome.attempts, &out.join("trace.jsonl"))?;
     if !args.quiet {
         for s in crate::engine::stats::proposer_stats(&outcome.attempts) {
@@ -432,16 +450,7 @@ fn run_task(args: &RewriteArgs, p: Prepared) -> anyhow::Result<Report> {
 
     // Every file of the run's end, written all or nothing: the distinct candidate texts, the winner and the
     // two reports.
-    let mut files = Vec::new();
-    let mut written = BTreeSet::new();
-    for a in &outcome.attempts {
-        if a.candidate.is_empty() || a.duplicate_of.is_some() || !written.insert(a.id) {
-            continue;
-        }
-        let label = slug(&source(a));
-        let label = label.strip_suffix(&format!(".{ext}")).unwrap_or(&label);
-        files.push(GeneratedFile::new(format!("candidates/{:03}-{label}.{ext}", a.id), a.candidate.clone()));
-    }
+    let mut files = candidate_files(&outcome.attempts, &source, &ext);
 
     let winner = match &outcome.best {
         Some(b) => {

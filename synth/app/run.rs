@@ -10,10 +10,7 @@ use super::args::{Effort, STANDARD_LIMITS};
 use super::invocation::Invocation;
 use super::resolve::{data_mode, reject_unused, DataMode, DataOptions, Fallback};
 
-pub use super::args::RunArgs;
-/// What `compress` shows and writes of a rule, as `run` does.
-pub use super::shared::{rule_outline, RULE_JSON};
-
+use super::args::RunArgs;
 /// Runs `synth run`: the job its data options choose.
 pub fn run(args: RunArgs, invocation: &Invocation) -> anyhow::Result<()> {
     super::tuned::check_flags(&args.tuned_train, invocation, super::tuned::RUN_FLAGS)?;

@@ -22,11 +22,13 @@ use std::time::Instant;
 use super::args::{agent_timeout, DataArgs, EndpointArgs, LimitArgs, ResolvedLimits, SampleArgs, STANDARD_LIMITS};
 use super::invocation::Invocation;
 use super::line::{canonical_path, CommandLine};
-use super::manifest::{MultiData, DEFAULT_MANIFEST};
+use super::manifest::DEFAULT_MANIFEST;
 use super::multi_eval;
 use super::resolve::{data_mode, reject_unused, DataMode, DataOptions, Fallback};
-use super::session::{display_path, summary_figure, Sample, Scope, Session, DEFAULT_MODEL};
+use super::session::{summary_figure, Sample, Scope, Session, DEFAULT_MODEL};
 use super::shared::{of_oracle, shown, summary_table, COMPARE_CSV, EVALUATIONS_CSV};
+use crate::manifest::MultiData;
+use crate::paths::display_path;
 
 /// Output directory (under the working directory) when `--out` is not given.
 pub const DEFAULT_OUT: &str = "gemm-synth-out/search";
@@ -94,7 +96,7 @@ pub struct SearchArgs {
     #[arg(long)]
     pub quiet: bool,
     #[command(flatten)]
-    pub tuned_train: super::tuned::TunedTrainArgs,
+    pub tuned_train: super::args::TunedTrainArgs,
 }
 
 /// What a rule of `setup` may name: its candidates' kernels and split-K levels, its features and the
@@ -511,7 +513,7 @@ fn winner<'a>(outcome: &'a LoopOutcome, catalog: &Catalog) -> anyhow::Result<(Ru
 /// of the main job (`--sample-m` M values × the layers of each training configuration of the manifest) —
 /// and the winner evaluated as the main job evaluates its rule ([`report_manifest`]).
 fn run_manifest(args: &SearchArgs, manifest: &Path, limits: &ResolvedLimits, started: Instant) -> anyhow::Result<()> {
-    let data = MultiData::open(manifest)?;
+    let data = super::manifest::open(manifest)?;
     let configs = data.training_configs(None);
     let train = data.sample(&configs, &Default::default(), args.sample.sample_m, args.sample.seed);
     if train.is_empty() {
@@ -698,87 +700,100 @@ fn check_trace_settings(
     setup: &RuleSetup,
     trace: &Path,
 ) -> anyhow::Result<()> {
-    let path = settings_path(trace);
     let now = trace_settings(args, limits, setup);
     if args.resume && trace.exists() {
-        let contents = crate::engine::trace::read_trace(trace)?;
-        if contents.attempts.is_empty() {
-            if let Some(tail) = &contents.dropped_tail {
-                bail!(
-                    "{}: the trace holds no attempt, only an unreadable line ({}); delete it or run without --resume",
-                    trace.display(),
-                    crate::sanitize::shown(tail)
-                );
-            }
-        }
-        let recorded = crate::input::read_text_capped(&path, crate::input::MAX_SPEC_BYTES, "settings record")
-            .with_context(|| {
-                format!(
-                    "cannot read {}, the settings the trace {} was written with; resume only a trace written by \
-                     `synth search` (or run without --resume)",
-                    path.display(),
-                    trace.display()
-                )
-            })?;
-        let recorded: serde_json::Value =
-            serde_json::from_str(&recorded).with_context(|| format!("{}: not a settings record", path.display()))?;
-        let mut differ = Vec::new();
-        for (key, value) in now.as_object().expect("an object") {
-            let old = recorded.get(key).unwrap_or(&serde_json::Value::Null);
-            if old != value {
-                differ.push(format!("{key}: trace {old}, now {value}"));
-            }
-        }
-        if !differ.is_empty() {
+        check_resumed_settings(trace, &now)
+    } else {
+        record_settings(args, trace, &now)
+    }
+}
+
+/// A resumed trace: it holds attempts, and its settings record equals `now`.
+fn check_resumed_settings(trace: &Path, now: &serde_json::Value) -> anyhow::Result<()> {
+    let path = settings_path(trace);
+    let contents = crate::engine::trace::read_trace(trace)?;
+    if contents.attempts.is_empty() {
+        if let Some(tail) = &contents.dropped_tail {
             bail!(
-                "the trace {} was written by a search with other settings ({}); resume with those settings, or \
-                 start a new run (another --trace or no --resume)",
+                "{}: the trace holds no attempt, only an unreadable line ({}); delete it or run without --resume",
                 trace.display(),
-                differ.join("; ")
+                crate::sanitize::shown(tail)
             );
         }
-    } else {
-        if args.resume {
-            errln!("note:     --resume: no trace at {} yet; this run starts it", crate::sanitize::shown_path(trace));
-        }
-        // Refused here, before the settings record is written (the loop refuses it too): a refused run
-        // must leave the earlier run's record as it was, or a later --resume would mix two runs.
-        match std::fs::metadata(trace) {
-            Ok(m) if m.is_dir() => {
-                bail!("--trace {} is a directory; name a file (nothing was changed)", trace.display())
-            }
-            Ok(m) if m.len() > 0 && !looks_like_trace(trace) => bail!(
-                "--trace {} is a file that is not a trace of attempts (its first line is no attempt); name another \
-                 --trace, or move that file away (nothing was changed)",
-                trace.display()
-            ),
-            Ok(m) if m.len() > 0 => bail!(
-                "{} holds the attempts of an earlier run; pass --resume to continue it, or another --out (or move \
-                 the trace away) to start over (nothing was changed)",
-                trace.display()
-            ),
-            _ => {}
-        }
-        // Only a settings record (of an earlier run whose trace is empty or gone) is replaced.
-        if let Ok(m) = std::fs::symlink_metadata(&path) {
-            let record = m.is_file()
-                && crate::input::read_text_capped(&path, crate::input::MAX_SPEC_BYTES, "settings record")
-                    .ok()
-                    .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-                    .is_some_and(|v| v.get("agents").is_some() && v.get("training_data").is_some());
-            if !record {
-                bail!(
-                    "{} is in the way: the trace's settings record goes there, and it holds something else (not a \
-                     record `synth search` wrote); move it away or pass another --trace (nothing was changed)",
-                    path.display()
-                );
-            }
-        }
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        }
-        std::fs::write(&path, serde_json::to_string_pretty(&now)? + "\n")
-            .with_context(|| format!("cannot write {}", path.display()))?;
     }
+    let recorded = crate::input::read_text_capped(&path, crate::input::MAX_SPEC_BYTES, "settings record")
+        .with_context(|| {
+            format!(
+                "cannot read {}, the settings the trace {} was written with; resume only a trace written by \
+                 `synth search` (or run without --resume)",
+                path.display(),
+                trace.display()
+            )
+        })?;
+    let recorded: serde_json::Value =
+        serde_json::from_str(&recorded).with_context(|| format!("{}: not a settings record", path.display()))?;
+    let mut differ = Vec::new();
+    for (key, value) in now.as_object().expect("an object") {
+        let old = recorded.get(key).unwrap_or(&serde_json::Value::Null);
+        if old != value {
+            differ.push(format!("{key}: trace {old}, now {value}"));
+        }
+    }
+    if !differ.is_empty() {
+        bail!(
+            "the trace {} was written by a search with other settings ({}); resume with those settings, or \
+             start a new run (another --trace or no --resume)",
+            trace.display(),
+            differ.join("; ")
+        );
+    }
+    Ok(())
+}
+
+/// A new trace: refused when something other than an empty trace is there; then `now` is written as its
+/// settings record (only an earlier record is replaced).
+fn record_settings(args: &SearchArgs, trace: &Path, now: &serde_json::Value) -> anyhow::Result<()> {
+    let path = settings_path(trace);
+    if args.resume {
+        errln!("note:     --resume: no trace at {} yet; this run starts it", crate::sanitize::shown_path(trace));
+    }
+    // Refused here, before the settings record is written (the loop refuses it too): a refused run
+    // must leave the earlier run's record as it was, or a later --resume would mix two runs.
+    match std::fs::metadata(trace) {
+        Ok(m) if m.is_dir() => {
+            bail!("--trace {} is a directory; name a file (nothing was changed)", trace.display())
+        }
+        Ok(m) if m.len() > 0 && !looks_like_trace(trace) => bail!(
+            "--trace {} is a file that is not a trace of attempts (its first line is no attempt); name another \
+             --trace, or move that file away (nothing was changed)",
+            trace.display()
+        ),
+        Ok(m) if m.len() > 0 => bail!(
+            "{} holds the attempts of an earlier run; pass --resume to continue it, or another --out (or move \
+             the trace away) to start over (nothing was changed)",
+            trace.display()
+        ),
+        _ => {}
+    }
+    // Only a settings record (of an earlier run whose trace is empty or gone) is replaced.
+    if let Ok(m) = std::fs::symlink_metadata(&path) {
+        let record = m.is_file()
+            && crate::input::read_text_capped(&path, crate::input::MAX_SPEC_BYTES, "settings record")
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .is_some_and(|v| v.get("agents").is_some() && v.get("training_data").is_some());
+        if !record {
+            bail!(
+                "{} is in the way: the trace's settings record goes there, and it holds something else (not a \
+                 record `synth search` wrote); move it away or pass another --trace (nothing was changed)",
+                path.display()
+            );
+        }
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    std::fs::write(&path, serde_json::to_string_pretty(now)? + "\n")
+        .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
 }

@@ -18,9 +18,8 @@ use crate::table::LatencyMatrix;
 use super::data::Dataset;
 use super::line::canonical_path;
 
-pub use super::args::{agent_timeout, check_prune_from, DataArgs, EndpointArgs, LimitArgs, SampleArgs};
-pub use super::shared::{emit, published_rule, PUBLISHED_RULE, PUBLISHED_RULE_NAME};
-pub use crate::paths::{crate_root, display_path};
+use super::args::{DataArgs, SampleArgs};
+use super::shared::{published_rule, PUBLISHED_RULE_NAME};
 
 /// Dataset used when `--dataset` is not given: its path in the repository and its name among the
 /// embedded files ([`super::data::EMBEDDED`]).

@@ -100,7 +100,6 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         super::outputs::check_out_dir(&target.dir, &[], &super::outputs::run_inputs(args))?;
     }
     let o = synthesize_and_score(args, &session, &job)?;
-    let (catalog, matrix, what) = (&session.catalog, &session.matrix, &session.what);
     let scope = if job.train_all { "in-sample" } else { "held-out" };
     let provenance = Provenance {
         dataset: session.dataset_text(),
@@ -108,6 +107,38 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         figures: vec![o.synth.shape_line(), summary_figure(scope, &o.report, "synthesized")?],
         command: job.line.text(),
     };
+    // The single-dataset job never writes the committed generated/ unless --out says so.
+    let target = super::outputs::out_dir(args.out.as_deref(), false, "run")?;
+    let (files, export_note) = job_files(&session, &o, scope, &provenance, &target.dir)?;
+    let written = files.and_then(|f| {
+        if !args.check {
+            super::outputs::check_out_dir(&target.dir, &f, &super::outputs::run_inputs(args))?;
+        }
+        super::outputs::write_files(&target.dir, &f, args.check)
+    });
+    let mut text = super::outputs::run_header(&provenance);
+    text.push_str(&job_text(args, &session, &o, scope, export_note.as_deref()));
+    let end = super::outputs::RunEnd {
+        target: &target,
+        main_job: false,
+        out_given: args.out.is_some(),
+        check: args.check,
+        blank_line: false,
+        started,
+    };
+    super::outputs::finish_run(text, written, &end)
+}
+
+/// The job's files (the rule's forms, the comparison CSV and plot, the curve, the Python selector with
+/// `--backends`, the runtimes' config files of a triton rule), and the note on the runtime files.
+fn job_files(
+    session: &Session,
+    o: &Outcome,
+    scope: &str,
+    provenance: &Provenance,
+    out: &std::path::Path,
+) -> anyhow::Result<(anyhow::Result<Vec<GeneratedFile>>, Option<String>)> {
+    let (catalog, matrix, what) = (&session.catalog, &session.matrix, &session.what);
     let title = format!("{what} on {} — {scope} shapes", matrix.device.as_deref().unwrap_or(&matrix.gfx));
     let svg = compare::plot::speedup_svg(&o.report, &session.names, &title)?;
     let png = compare::raster::svg_to_png(&svg)?;
@@ -119,20 +150,16 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     ];
     if session.backends.is_some() {
         // The rule for a runtime that chooses between backends in Python.
-        extra.push(super::outputs::python_file(&o.synth.rule, catalog, &provenance)?);
+        extra.push(super::outputs::python_file(&o.synth.rule, catalog, provenance)?);
     }
-    // The single-dataset job never writes the committed generated/ unless --out says so.
-    let target = super::outputs::out_dir(args.out.as_deref(), false, "run")?;
-    let export_note = runtime_exports(&o.synth.rule, &session, &target.dir, &mut extra)?;
-    let files = super::outputs::rule_files(&o.synth.rule, catalog, matrix, &provenance, extra);
-    let written = files.and_then(|f| {
-        if !args.check {
-            super::outputs::check_out_dir(&target.dir, &f, &super::outputs::run_inputs(args))?;
-        }
-        super::outputs::write_files(&target.dir, &f, args.check)
-    });
+    let export_note = runtime_exports(&o.synth.rule, session, out, &mut extra)?;
+    Ok((super::outputs::rule_files(&o.synth.rule, catalog, matrix, provenance, extra), export_note))
+}
 
-    let mut text = super::outputs::run_header(&provenance);
+/// What the job prints after the header: the rule, its outline, the comparison, the backends, the runtime
+/// files and the curve.
+fn job_text(args: &RunArgs, session: &Session, o: &Outcome, scope: &str, export_note: Option<&str>) -> String {
+    let mut text = String::new();
     let s = &o.synth;
     let _ = writeln!(
         text,
@@ -146,7 +173,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         s.unusable,
         o.synth_time.as_secs_f64()
     );
-    text.push_str(&rule_outline(&s.rule, catalog));
+    text.push_str(&rule_outline(&s.rule, &session.catalog));
     let _ = writeln!(text, "\ncomparison on {} {scope} shapes:", o.report.shapes.len());
     let _ = writeln!(text, "{}", compare::report::table(&o.report, &session.names));
     if let Some(b) = &session.backends {
@@ -160,22 +187,14 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         }
         let _ = writeln!(text);
     }
-    if let Some(note) = &export_note {
+    if let Some(note) = export_note {
         let _ = writeln!(text, "{note}\n");
     }
     if args.curve {
         let _ = writeln!(text, "leaves versus quality (curve computed in {:.2} s):", o.curve_time.as_secs_f64());
         let _ = writeln!(text, "{}", curve_table(&o.points));
     }
-    let end = super::outputs::RunEnd {
-        target: &target,
-        main_job: false,
-        out_given: args.out.is_some(),
-        check: args.check,
-        blank_line: false,
-        started,
-    };
-    super::outputs::finish_run(text, written, &end)
+    text
 }
 
 /// Subdirectories of a run's output for the runtimes' config files of a rule over the triton family.

@@ -5,6 +5,7 @@
 //! one all-or-nothing writer. `--dry-run` prints the first round and a GPU-time estimate without a GPU;
 //! `--replay JOURNAL...` answers every "measure" from fully measured journals (the same code path, no GPU).
 
+use super::args::LayerArgs;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -40,15 +41,9 @@ pub const REPORT: &str = "tune-report.md";
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct TuneArgs {
-    // The model whose layers are tuned (with --tp).
+    /// The layers (a model and --tp, or --shapes).
     #[command(flatten)]
-    pub model: crate::shapes::ModelArgs,
-    /// Tensor-parallel degree of the model's layers.
-    #[arg(long)]
-    pub tp: Option<u32>,
-    /// Layers as N:K pairs, comma-separated (instead of a model and --tp).
-    #[arg(long, conflicts_with = "model_source")]
-    pub shapes: Option<String>,
+    pub layers: LayerArgs,
     /// The shapes a runtime ran, read from its log (AITER's untuned-shape CSV and "not found tuned config"
     /// lines, vLLM's and SGLang's default-config warnings).
     #[arg(long, value_name = "LOG")]
@@ -173,7 +168,7 @@ pub fn spec_for(
 /// --tp, or --shapes) at the tuner's M values.
 fn target_layers(args: &TuneArgs) -> anyhow::Result<BTreeMap<(u32, u32), Vec<u32>>> {
     if let Some(log) = &args.shapes_from {
-        if args.model.given() || args.shapes.is_some() || args.tp.is_some() {
+        if args.layers.model.given() || args.layers.shapes.is_some() || args.layers.tp.is_some() {
             bail!("--shapes-from names the shapes itself: drop --model/--hf-config/--spec, --tp and --shapes");
         }
         let found = crate::shapes::runtime_log::shapes_from_log(log, &TUNER_MS)?;
@@ -199,9 +194,7 @@ fn target_layers(args: &TuneArgs) -> anyhow::Result<BTreeMap<(u32, u32), Vec<u32
     let (nks, left) = super::export::layers(&ExportArgs {
         runtime: Runtime::Vllm,
         rule: PathBuf::new(),
-        model: args.model.clone(),
-        tp: args.tp,
-        shapes: args.shapes.clone(),
+        layers: args.layers.clone(),
         device_name: String::new(),
         out: args.out.clone(),
         max_m: DEFAULT_MAX_M,
@@ -332,9 +325,10 @@ fn run_replay(args: &TuneArgs, family: Family, stop: Stop) -> anyhow::Result<()>
         .transpose()
         .map_err(anyhow::Error::msg)?;
     let matrix = crate::tune::replay::load_matrix(&args.replay, backends.as_ref(), &catalog, false)?;
-    let wanted: Option<Vec<(u32, u32)>> = (args.shapes.is_some() || args.model.given() || args.tp.is_some())
-        .then(|| target_layers(args).map(|l| l.into_keys().collect()))
-        .transpose()?;
+    let wanted: Option<Vec<(u32, u32)>> =
+        (args.layers.shapes.is_some() || args.layers.model.given() || args.layers.tp.is_some())
+            .then(|| target_layers(args).map(|l| l.into_keys().collect()))
+            .transpose()?;
     let mut layers: BTreeMap<(u32, u32), Vec<u32>> = BTreeMap::new();
     for s in (0..matrix.shapes.len()).filter(|&s| matrix.best(s).is_some()) {
         let sh = matrix.shapes[s];

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::bail;
 
-pub use super::args::TunedTrainArgs;
+use super::args::TunedTrainArgs;
 use super::args::{Effort, ResolvedLimits};
 use super::line::{canonical_path, CommandLine};
 use super::shared::rule_outline;

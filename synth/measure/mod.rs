@@ -9,6 +9,8 @@
 //! - [`shard`]: the plan split by shape (over hosts with `--shard I/N`, over a host's GPUs);
 //! - [`merge`]: journals of one device merged into one (`synth merge`).
 
+pub mod aiter_journal;
+pub mod aiter_tuner;
 pub mod auxfile;
 pub(crate) mod driver;
 pub(crate) mod journal;

@@ -20,10 +20,9 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
 
-use super::aiter_args::{AiterArgs, TunerLibtype};
+use super::auxfile::{self, Mode};
+use super::journal::{CellResult, Journal};
 use crate::catalog::Catalog;
-use crate::measure::auxfile::{self, Mode};
-use crate::measure::journal::{CellResult, Journal};
 use crate::process::{run_capture, Event, Watched};
 use crate::table::aiter_profile::{ProfileCell, ProfileReader};
 use crate::table::Shape;
@@ -43,6 +42,31 @@ pub const DEFAULT_SILENCE: Duration = Duration::from_secs(1800);
 /// Poll interval of the tuner loop.
 const TICK: Duration = Duration::from_millis(200);
 
+/// The tuner's `--libtype` values this backend passes (asm and opus kernels are not in the catalog).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TunerLibtype {
+    /// CK legacy instances only.
+    Ck,
+    /// CK-tile instances only.
+    Cktile,
+    /// CK legacy and CK-tile.
+    Both,
+    /// Every backend the tuner has; asm and opus rows are counted and left out of the journal.
+    All,
+}
+
+impl TunerLibtype {
+    /// The value of the tuner's `--libtype`.
+    pub fn as_arg(self) -> &'static str {
+        match self {
+            TunerLibtype::Ck => "ck",
+            TunerLibtype::Cktile => "cktile",
+            TunerLibtype::Both => "both",
+            TunerLibtype::All => "all",
+        }
+    }
+}
+
 /// What the probe reports about the ROCm device.
 #[derive(Debug, Clone, Deserialize)]
 pub struct AiterDevice {
@@ -54,7 +78,7 @@ pub struct AiterDevice {
     pub hip: String,
 }
 
-/// How to run AITER's tuner.
+/// How to run AITER's tuner (`synth bench --backend aiter` checks its options and builds it).
 #[derive(Debug, Clone)]
 pub struct Tuner {
     pub python: PathBuf,
@@ -87,7 +111,7 @@ pub struct RunFiles {
 }
 
 /// `path` made absolute against the working directory (unchanged when that cannot be read).
-fn absolute(path: &Path) -> PathBuf {
+pub fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
@@ -166,11 +190,13 @@ impl RowMeta {
     }
 }
 
-pub(crate) fn shape_of(r: &CellResult) -> Shape {
+/// The shape of a journal row.
+pub fn shape_of(r: &CellResult) -> Shape {
     Shape::new(r.m, r.n, r.k)
 }
 
-pub(crate) fn shape_in_journal(journal: &Journal, s: &Shape, recheck: u8) -> bool {
+/// Whether the journal holds rows of shape `s` from a run marked `recheck`.
+pub fn shape_in_journal(journal: &Journal, s: &Shape, recheck: u8) -> bool {
     journal.rows().iter().any(|r| shape_of(r) == *s && r.recheck == recheck)
 }
 
@@ -312,56 +338,6 @@ pub fn write_untuned(path: &Path, shapes: &[Shape]) -> Result<()> {
 }
 
 impl Tuner {
-    /// The tuner from `synth bench` arguments; checks the AITER checkout and the option values. The
-    /// watchdog is [`DEFAULT_SILENCE`] ([`Tuner::with_silence_limit`] changes it).
-    pub fn from_args(python: &Path, a: &AiterArgs, split_k: bool) -> Result<Tuner> {
-        let dir = a.aiter_dir.as_ref().ok_or_else(|| {
-            anyhow!("--backend aiter needs --aiter-dir: the AITER checkout whose tuner measures the CK kernels")
-        })?;
-        if !dir.is_dir() {
-            bail!("--aiter-dir {}: no such directory; pass an AITER checkout (git clone of ROCm/aiter)", dir.display());
-        }
-        let script = dir.join(TUNER_SCRIPT);
-        if !script.is_file() {
-            bail!(
-                "--aiter-dir {} is not an AITER checkout with the blockscale tuner: {} does not exist",
-                dir.display(),
-                script.display()
-            );
-        }
-        if !(a.err_ratio > 0.0 && a.err_ratio <= 1.0) {
-            bail!("--err-ratio {} is outside (0, 1]: it is the largest tolerated share of wrong elements", a.err_ratio);
-        }
-        if a.tuner_batch == 0 {
-            bail!("--tuner-batch must be at least 1 shape");
-        }
-        if a.iters == Some(0) {
-            bail!("--iters must be at least 1");
-        }
-        if let Some(b) = a.block_per_cu.iter().find(|&&b| !(1..=4).contains(&b)) {
-            bail!("--block-per-cu {b}: AITER's CK-tile instances have BlockPerCu 1..4");
-        }
-        if a.mp == Some(0) {
-            bail!("--mp must be at least 1 process");
-        }
-        Ok(Tuner {
-            python: python.to_path_buf(),
-            aiter_dir: dir.canonicalize().with_context(|| format!("--aiter-dir {}", dir.display()))?,
-            libtype: a.libtype,
-            split_k,
-            mp: a.mp,
-            err_ratio: a.err_ratio,
-            warmup: a.warmup,
-            iters: a.iters,
-            timeout: a.timeout,
-            block_per_cu: a.block_per_cu.clone(),
-            batch: a.tuner_batch,
-            extra_args: a.tuner_args.clone(),
-            silence_limit: DEFAULT_SILENCE,
-            visible_devices: None,
-        })
-    }
-
     /// The same tuner on the GPUs `gpus` (`synth bench --gpus`): only they are visible to it, and its `--mp`
     /// (the process pool AITER's `mp_tuner` spreads the candidates over, one process per visible GPU) is
     /// their count. An `--mp` given as well must be that count.
@@ -645,12 +621,12 @@ fn report_import(total: &mut ImportStats, s: ImportStats, journal: &Journal, wan
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    const HEADER: &str = "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio\n";
+    pub(crate) const HEADER: &str = "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio\n";
 
-    fn meta() -> RowMeta {
+    pub(crate) fn meta() -> RowMeta {
         RowMeta {
             device: "MI300X".into(),
             backend: "aiter-tuner".into(),

@@ -1,5 +1,12 @@
 //! The cells `drift --remeasure` measures again (a seeded sample of the baseline) and their comparison with
-//! the baseline (see the tolerances in the parent module's documentation).
+//! the baseline.
+//!
+//! Noise model: a recheck pair's ratio and a re-measured/baseline ratio are both ratios of two
+//! measurements of one cell, so they share a distribution; with `med` the baseline's median |ratio - 1|,
+//! the ratio's standard deviation is `sigma = med / 0.6745`. A cell has moved when its ratio leaves
+//! `1 ± max(cell, k * sigma)`; the rule's picks have slowed when their geometric-mean ratio exceeds
+//! `1 + max(aggregate, k * sigma / sqrt(n))` ([`Tolerances`]: `--cell-tolerance`, `--noise-k`,
+//! `--aggregate-tolerance`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -8,7 +15,6 @@ use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use crate::app::drift_args::RemeasureArgs;
 use crate::catalog::Candidate;
 use crate::rule::Rule;
 use crate::table::{Cell, LatencyMatrix, Shape};
@@ -212,6 +218,21 @@ fn score_shape(
     })
 }
 
+/// The tolerances of [`compare`] (the module doc says how they combine with the noise).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tolerances {
+    /// Smallest relative change of one cell that counts as a move.
+    pub cell: f64,
+    /// Noise multiplier of the tolerances.
+    pub noise_k: f64,
+    /// Smallest geometric-mean slowdown of the rule's picks that counts as drift.
+    pub aggregate: f64,
+    /// A kernel that became a shape's oracle is reported when it beats the baseline oracle by this share.
+    pub new_oracle: f64,
+    /// Largest drop of the rule's fraction of the oracle on the sample (`--max-drop`).
+    pub max_drop: f64,
+}
+
 /// Compares the re-measured matrix with the baseline on the sampled cells. Pure: the tests call it on
 /// hand-built matrices.
 pub fn compare(
@@ -220,11 +241,11 @@ pub fn compare(
     sample: &[(Shape, BTreeMap<Candidate, Roles>)],
     rule: &Rule,
     noise_median: f64,
-    args: &RemeasureArgs,
-    max_drop: f64,
+    tolerances: &Tolerances,
 ) -> (Vec<CellCompare>, Vec<NewOracle>, Summary) {
+    let (args, max_drop) = (tolerances, tolerances.max_drop);
     let sigma = noise_median / 0.6745;
-    let tol = args.cell_tolerance.max(args.noise_k * sigma);
+    let tol = args.cell.max(args.noise_k * sigma);
     let mut cells = Vec::new();
     let mut new_oracles = Vec::new();
     let mut totals = Totals::default();
@@ -237,7 +258,7 @@ pub fn compare(
     }
     let n = totals.rule_logs.len();
     let geo = (n > 0).then(|| (totals.rule_logs.iter().sum::<f64>() / n as f64).exp());
-    let agg_tol = if n > 0 { args.aggregate_tolerance.max(args.noise_k * sigma / (n as f64).sqrt()) } else { 0.0 };
+    let agg_tol = if n > 0 { args.aggregate.max(args.noise_k * sigma / (n as f64).sqrt()) } else { 0.0 };
     let (fb, fnew) = if totals.n_frac > 0 {
         let k = totals.n_frac as f64;
         ((totals.frac_base / k).exp(), (totals.frac_new / k).exp())
@@ -298,16 +319,6 @@ pub struct Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[arg(long)]
-        baseline: Option<std::path::PathBuf>,
-        #[command(flatten)]
-        r: RemeasureArgs,
-    }
-
     fn matrix(cells: &[(u32, i32, f64)]) -> LatencyMatrix {
         let shapes: Vec<Shape> =
             cells.iter().map(|c| Shape::new(c.0, 5120, 5120)).collect::<BTreeSet<_>>().into_iter().collect();
@@ -326,7 +337,8 @@ mod tests {
     fn tolerances_from_noise_hand_computed() {
         let cat = crate::catalog::Catalog::embedded();
         let rule = crate::rule::parse_any(r#"{"root": {"leaf": {"kernel_id": 8}}}"#, &cat).unwrap();
-        let args = Cli::parse_from(["x"]).r;
+        // The defaults of `drift --remeasure`.
+        let args = Tolerances { cell: 0.05, noise_k: 5.0, aggregate: 0.03, new_oracle: 0.10, max_drop: 0.05 };
         let base = matrix(&[(1, 0, 10.0), (1, 8, 20.0), (2, 0, 10.0), (2, 8, 20.0), (2, 7, 30.0)]);
         // noise 1%: sigma = 0.01 / 0.6745 = 0.014826; per-cell tolerance max(0.05, 5 sigma) = 0.07413.
         // Rule cells (kernel 8): 1.07 (same) and 1.08 (slower); geomean sqrt(1.07 * 1.08) = 1.07499 >
@@ -334,7 +346,7 @@ mod tests {
         let new = matrix(&[(1, 0, 10.0), (1, 8, 21.4), (2, 0, 8.5), (2, 8, 21.6), (2, 7, -1.0)]);
         let sample = sample_cells(&base, &rule, Candidate::new(7, 0), 2, 5, 0);
         assert_eq!(sample.len(), 2);
-        let (cells, oracles, sum) = compare(&base, &new, &sample, &rule, 0.01, &args, 0.05);
+        let (cells, oracles, sum) = compare(&base, &new, &sample, &rule, 0.01, &args);
         assert!((sum.tol - 0.074130).abs() < 1e-5, "{}", sum.tol);
         assert!((sum.agg_tol - 0.052418).abs() < 1e-5, "{}", sum.agg_tol);
         assert!((sum.rule_geo.unwrap() - (1.07f64 * 1.08).sqrt()).abs() < 1e-9);

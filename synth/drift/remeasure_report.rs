@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::cells::{CellCompare, NewOracle};
+use super::remeasure::{CellCompare, NewOracle};
 
 /// The JSON report.
 #[derive(Debug, Clone, Serialize)]
@@ -90,8 +90,15 @@ pub fn markdown(r: &Report) -> String {
         }
         s.push('\n');
     }
+    s.push_str(&moved_cells(&r.cells));
+    s
+}
+
+/// The table of the cells that moved (the first 50; the JSON report holds them all).
+fn moved_cells(cells: &[CellCompare]) -> String {
+    let mut s = String::new();
     let moved: Vec<&CellCompare> =
-        r.cells.iter().filter(|c| !matches!(c.verdict.as_str(), "same" | "new-cell" | "not-remeasured")).collect();
+        cells.iter().filter(|c| !matches!(c.verdict.as_str(), "same" | "new-cell" | "not-remeasured")).collect();
     if !moved.is_empty() {
         s.push_str("### Cells that moved\n\n| shape | kernel | role | baseline µs | new µs | change | verdict |\n");
         s.push_str("|---|---|---|---|---|---|---|\n");
