@@ -28,10 +28,10 @@
 use std::path::Path;
 use std::process::Command;
 
-use gemm_synth::aiter::patch::{parse_patch, PATCH_FILE};
-use gemm_synth::catalog::Catalog;
-use gemm_synth::render::{cpp, Provenance};
-use gemm_synth::rule::{Node, Rule};
+use synth_core::aiter::patch::{parse_patch, PATCH_FILE};
+use synth_core::catalog::Catalog;
+use synth_core::render::{cpp, Provenance};
+use synth_core::rule::{Node, Rule};
 
 const SHAPES: usize = 1_000_000;
 const CPP_REPEATS: usize = 21;
@@ -187,7 +187,7 @@ fn main() -> anyhow::Result<()> {
     let patch = std::fs::read_to_string(root.join("generated/aiter").join(PATCH_FILE))?;
     let files = parse_patch(&patch)?;
     let header = files.iter().find(|f| f.path.ends_with("gemm_a8w8_blockscale_heuristic.h")).expect("header in patch");
-    let rule = gemm_synth::rule::load(&root.join("generated/rule.json"), &catalog)?;
+    let rule = synth_core::rule::load(&root.join("generated/rule.json"), &catalog)?;
     let (branchless, comparisons) = cpp::render_branchless(&rule, &catalog)?;
     let Some((simplified, simplified_comparisons, _)) = cpp::render_branchless_simplified(&rule, &catalog)? else {
         anyhow::bail!("the committed rule has no simplified form (rule::lower); this bench times it");

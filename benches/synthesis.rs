@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use gemm_synth::app::session::{load_matrix, model_layers, shapes_of_layers, training_sample, DEFAULT_DATASET};
-use gemm_synth::catalog::Catalog;
-use gemm_synth::synthesize::{try_synthesize, Limits};
+use synth_core::catalog::Catalog;
+use synth_core::synthesize::{try_synthesize, Limits};
 
 fn bench(c: &mut Criterion) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

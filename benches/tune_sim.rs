@@ -1,5 +1,5 @@
 //! `synth tune` simulated on committed data (`cargo bench --bench tune_sim`): the tune's round loop
-//! (`gemm_synth::tune::sim::simulate`, the same code as `synth tune --replay`) replayed against journals in
+//! (`synth_measure::tune::sim::simulate`, the same code as `synth tune --replay`) replayed against journals in
 //! which every cell is measured, each "measure" answered from them, across devices:
 //!
 //! - CK: the H200 prior (the shipped `generated/rule.json`, trained on the zoo's H200 journals) tuned on
@@ -17,11 +17,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use gemm_synth::catalog::triton::{TritonConfig, VLLM_DEFAULT};
-use gemm_synth::catalog::{Backends, Candidate, Catalog, Libtype};
-use gemm_synth::tune::sim::{at_share, csv_row, simulate, SimResult, SimSpec, CSV_HEADER};
-use gemm_synth::tune::{Family, Method, Prior};
-use gemm_synth::LatencyMatrix;
+use synth_core::catalog::triton::{TritonConfig, VLLM_DEFAULT};
+use synth_core::catalog::{Backends, Candidate, Catalog, Libtype};
+use synth_core::LatencyMatrix;
+use synth_measure::tune::sim::{at_share, csv_row, simulate, SimResult, SimSpec, CSV_HEADER};
+use synth_measure::tune::{Family, Method, Prior};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -60,9 +60,9 @@ fn triton_prior_on(matrix: &LatencyMatrix, kept: &[Candidate]) -> anyhow::Result
     let m = matrix.select_candidates(|c| kept.contains(c));
     let settings = gemm_synth::app::ship::triton_job(&gemm_synth::app::ship::TRITON_RULES[0])?.settings();
     let train: Vec<usize> = (0..m.shapes.len()).filter(|&s| m.best(s).is_some()).collect();
-    let limits = gemm_synth::synthesize::Limits { log_ratio: settings.weight.log_ratio(), ..settings.limits };
+    let limits = synth_core::synthesize::Limits { log_ratio: settings.weight.log_ratio(), ..settings.limits };
     let weights = settings.weight.weights(&m, &train);
-    let mut out = gemm_synth::synthesize::synthesize_budgets(
+    let mut out = synth_core::synthesize::synthesize_budgets(
         &m,
         &Catalog::embedded(),
         &train,
@@ -85,7 +85,7 @@ fn triton_space(dir: &str) -> anyhow::Result<LatencyMatrix> {
     let catalog = Catalog::embedded();
     let mut tables = Vec::new();
     for p in &paths {
-        tables.push((p.clone(), gemm_synth::tune::replay::read_rows(p, &catalog, true)?));
+        tables.push((p.clone(), synth_measure::tune::replay::read_rows(p, &catalog, true)?));
     }
     // A cell measured again by a later chunk (a sweep completing an earlier one) is taken from the later.
     let mut seen = std::collections::HashSet::new();
@@ -99,7 +99,7 @@ fn triton_space(dir: &str) -> anyhow::Result<LatencyMatrix> {
     }
     tables.retain(|(_, rows)| rows.iter().any(|r| !r.is_recheck()));
     eprintln!("{dir}: {} files, {dropped} cells measured again by a later chunk taken from it", paths.len());
-    Ok(gemm_synth::table::multi::merge_tables_for(&tables, Some(&backends))?.0)
+    Ok(synth_core::table::multi::merge_tables_for(&tables, Some(&backends))?.0)
 }
 
 /// The H100 sweep's own cover (`cover-27.json`'s kept configs) and vLLM's default.

@@ -20,19 +20,19 @@ pub enum Command {
     Run(crate::app::args::RunArgs),
     /// List the CK instance catalog.
     #[command(after_long_help = crate::app::help::INSTANCES)]
-    Instances(crate::catalog::cmd::InstancesArgs),
+    Instances(crate::app::cmd::catalog::InstancesArgs),
     /// Derive a model's GEMM shapes (N, K per layer at a TP) and M sets.
     #[command(after_long_help = crate::app::help::SHAPES)]
-    Shapes(crate::shapes::cmd::ShapesArgs),
+    Shapes(crate::app::cmd::shapes::ShapesArgs),
     /// Load and summarize an AITER tuned/profile CSV (or a gemm-synth measurement file).
     #[command(after_long_help = crate::app::help::IMPORT)]
-    Import(crate::table::cmd::ImportArgs),
+    Import(crate::app::cmd::table::ImportArgs),
     /// Measure every instance on a shape grid with the GPU harness (CUDA or ROCm), resumable.
     #[command(after_long_help = crate::app::help::BENCH)]
     Bench(crate::app::bench_args::BenchArgs),
     /// Parse and validate a rule file (C++, Rust or JSON) and print it in one form (--format: C++, Rust or JSON).
     #[command(after_long_help = crate::app::help::CHECK)]
-    Check(crate::rule::cmd::CheckArgs),
+    Check(crate::app::cmd::rule::CheckArgs),
     /// Score policies (default, tuned, nearest-M, rule files, oracle) on a latency table.
     #[command(after_long_help = crate::app::help::COMPARE)]
     Compare(crate::app::compare::CompareArgs),
@@ -75,11 +75,11 @@ pub fn main_entry() -> anyhow::Result<()> {
     let invocation = crate::app::invocation::Invocation::from_matches(&definition, &matches);
     match cli.command {
         Command::Run(a) => crate::app::run::run(a, &invocation),
-        Command::Instances(a) => crate::catalog::cmd::run(a),
-        Command::Shapes(a) => crate::shapes::cmd::run(a),
-        Command::Import(a) => crate::table::cmd::run(a),
+        Command::Instances(a) => crate::app::cmd::catalog::run(a),
+        Command::Shapes(a) => crate::app::cmd::shapes::run(a),
+        Command::Import(a) => crate::app::cmd::table::run(a),
         Command::Bench(a) => crate::app::bench::run(a),
-        Command::Check(a) => crate::rule::cmd::run(a),
+        Command::Check(a) => crate::app::cmd::rule::run(a),
         Command::Compare(a) => crate::app::compare::run(a),
         Command::Search(a) => crate::app::search::run(a, &invocation),
         Command::Rewrite(a) => crate::app::rewrite::run(a),

@@ -1,41 +1,12 @@
-//! gemm-synth: kernel-selection heuristics for FP8 blockscale GEMMs, synthesized from measured latency.
-//!
-//! Stages (see ARCHITECTURE.md): catalog → shapes → measure → table → rule → synthesize / search (on the
-//! loop engine) → render → compare; `rewrite` is the engine's other task. Each stage is one module; data
-//! flows between them through the types re-exported here. `app` wires stages into commands and is
-//! imported by no stage.
+//! The `synth` command: the command line (`cli`) and the commands (`app`) that wire the stages of the
+//! workspace's crates together (see ARCHITECTURE.md): `synth-base` (crate-root helpers), `synth-core`
+//! (catalog, shapes, tables, the rule IR, synthesis, scoring, code generation, runtime files),
+//! `synth-summary` (polars summaries), `synth-measure` (plans, journals, the harness, tuning),
+//! `synth-engine` (the loop engine and kernel rewriting) and `synth-search` (the rule search). No stage
+//! crate depends on this one.
 
-// First, so that its `out!` / `outln!` macros are in scope in every module below.
 #[macro_use]
-pub mod stdout;
+extern crate synth_base;
 
-pub mod aiter;
 pub mod app;
-pub mod catalog;
 pub mod cli;
-pub mod compare;
-pub mod compress;
-pub(crate) mod diag;
-pub mod drift;
-pub mod engine;
-pub mod export;
-pub(crate) mod input;
-pub(crate) mod logfile;
-pub mod manifest;
-pub mod measure;
-pub mod paths;
-pub mod process;
-pub mod render;
-pub mod rewrite;
-pub mod rule;
-pub mod sanitize;
-pub mod search;
-pub mod shapes;
-pub mod synthesize;
-pub mod table;
-pub(crate) mod textable;
-pub mod tune;
-pub mod tuned;
-
-pub use catalog::{Candidate, Catalog, Instance};
-pub use table::{LatencyMatrix, Shape};

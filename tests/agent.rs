@@ -1,10 +1,10 @@
 //! Agent loop: engine (lineages, repair limit, trace, resume, determinism), the rule-search task, and the
 //! proposer protocols (external command, OpenAI-compatible endpoint).
 
-use gemm_synth::engine::{attempt_id, run_loop, LoopConfig, StopReason};
-use gemm_synth::engine::{Evaluation, ProposalRequest, ProposeError, Proposer, Task};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+use synth_engine::engine::{attempt_id, run_loop, LoopConfig, StopReason};
+use synth_engine::engine::{Evaluation, ProposalRequest, ProposeError, Proposer, Task};
 
 // ---------------------------------------------------------------------------------------------------
 // A toy task for the engine: the candidate is an integer, the score its distance to 1000.
@@ -275,16 +275,16 @@ fn engine_resume_rejects_corrupt_middle_line_and_other_offspring() {
 // ---------------------------------------------------------------------------------------------------
 // The rule task on a small synthetic latency matrix (built here, independent of any measurement file).
 
-use gemm_synth::catalog::{Candidate, Catalog};
-use gemm_synth::engine::proposers::command::CommandProposer;
-use gemm_synth::engine::proposers::openai::OpenAiProposer;
-use gemm_synth::engine::run_loop_with;
-use gemm_synth::search::builtin::BuiltinProposer;
-use gemm_synth::search::task::{score_rule, RuleReflector, RuleSetup, RuleTask};
-use gemm_synth::synthesize::Limits;
-use gemm_synth::table::{Cell, LatencyMatrix, Shape};
 use std::sync::Arc;
 use std::time::Duration;
+use synth_core::catalog::{Candidate, Catalog};
+use synth_core::synthesize::Limits;
+use synth_core::table::{Cell, LatencyMatrix, Shape};
+use synth_engine::engine::proposers::command::CommandProposer;
+use synth_engine::engine::proposers::openai::OpenAiProposer;
+use synth_engine::engine::run_loop_with;
+use synth_search::search::builtin::BuiltinProposer;
+use synth_search::search::task::{score_rule, RuleReflector, RuleSetup, RuleTask};
 
 const MS: [u32; 6] = [1, 16, 64, 256, 1024, 4096];
 const LAYERS: [(u32, u32); 2] = [(5120, 5120), (5120, 4096)];
@@ -396,7 +396,7 @@ fn rule_task_scores_hand_computed_totals() {
     assert!(eval.feedback.contains("[leaf at line"), "{}", eval.feedback);
 
     // score_rule agrees, and the built-in proposer's fast objective matches it on every neighbour.
-    let rule = gemm_synth::rule::parse_any(&two_leaf_rule(), &setup.catalog).unwrap();
+    let rule = synth_core::rule::parse_any(&two_leaf_rule(), &setup.catalog).unwrap();
     assert!((score_rule(&setup, &rule).objective - total).abs() < 1e-9);
     let b = BuiltinProposer::new(setup.clone(), 0);
     let nb = b.neighbours(&rule);
@@ -426,16 +426,16 @@ fn rule_task_failures_carry_positions_and_limits() {
     assert!(e.score.is_none());
     assert!(e.feedback.contains("3 leaves") && e.feedback.contains("at most 2"), "{}", e.feedback);
     let reflection = RuleReflector.reflect(
-        &gemm_synth::engine::Attempt {
+        &synth_engine::engine::Attempt {
             lineage: 1,
-            ..gemm_synth::engine::Attempt::new(1, 1, "x", bad.into(), task.evaluate(bad))
+            ..synth_engine::engine::Attempt::new(1, 1, "x", bad.into(), task.evaluate(bad))
         },
         None,
     );
     assert!(reflection.contains("does not parse") && reflection.contains("2:"), "{reflection}");
 }
 
-use gemm_synth::engine::Reflector;
+use synth_engine::engine::Reflector;
 
 #[test]
 fn builtin_search_reaches_the_oracle_and_is_deterministic() {
@@ -563,7 +563,7 @@ fn command_agent_reports_every_rejected_block() {
     );
     let p =
         CommandProposer::new(cmd, Duration::from_secs(5), gemm_synth::app::search::rule_checker(setup.catalog.clone()));
-    let req = gemm_synth::engine::ProposalRequest {
+    let req = synth_engine::engine::ProposalRequest {
         task_context: RuleTask::new(setup.clone()).context(),
         history: vec![],
         parent: None,
@@ -656,7 +656,7 @@ fn command_agent_leaving_a_background_child_neither_hangs_nor_leaks_it() {
     let cmd = format!("cat {}; sleep {marker} &", rule.display());
     let p =
         CommandProposer::new(cmd, Duration::from_secs(5), gemm_synth::app::search::rule_checker(setup.catalog.clone()));
-    let req = gemm_synth::engine::ProposalRequest {
+    let req = synth_engine::engine::ProposalRequest {
         task_context: RuleTask::new(setup.clone()).context(),
         history: vec![],
         parent: None,
@@ -679,7 +679,7 @@ fn command_agent_leaving_a_background_child_neither_hangs_nor_leaks_it() {
 /// limit, and a code block that is not a rule (handed to the task, whose parse error has a position).
 #[test]
 fn openai_proposer_refits_after_a_context_refusal_and_reports_cut_answers_and_near_misses() {
-    use gemm_synth::engine::proposers::prompt::{estimate_tokens, CHAT_OVERHEAD_TOKENS};
+    use synth_engine::engine::proposers::prompt::{estimate_tokens, CHAT_OVERHEAD_TOKENS};
     let setup = setup_all(8);
     let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
     let addr = server.server_addr().to_ip().unwrap();
@@ -717,11 +717,11 @@ fn openai_proposer_refits_after_a_context_refusal_and_reports_cut_answers_and_ne
     p.max_tokens = 256;
     let task = RuleTask::new(setup.clone());
     let base = task.evaluate(&two_leaf_rule());
-    let history = vec![gemm_synth::engine::Attempt {
+    let history = vec![synth_engine::engine::Attempt {
         reflection: "x".repeat(6000),
-        ..gemm_synth::engine::Attempt::new(0, 0, "baseline", two_leaf_rule(), base.clone())
+        ..synth_engine::engine::Attempt::new(0, 0, "baseline", two_leaf_rule(), base.clone())
     }];
-    let req = gemm_synth::engine::ProposalRequest {
+    let req = synth_engine::engine::ProposalRequest {
         task_context: task.context(),
         history: history.clone(),
         parent: Some(history[0].clone()),
@@ -853,7 +853,7 @@ fn openai_proposer_falls_back_to_the_schema_form_the_server_honours() {
     // A server that ignores a grammar (answers freely), refuses OpenAI's json_schema form and honours
     // llama-cpp-python's json_object form: the rule comes back as JSON and is scored.
     let setup = setup_all(8);
-    let json_rule = gemm_synth::rule::to_json(&gemm_synth::rule::parse_any(&two_leaf_rule(), &setup.catalog).unwrap());
+    let json_rule = synth_core::rule::to_json(&synth_core::rule::parse_any(&two_leaf_rule(), &setup.catalog).unwrap());
     let (url, handle) = constraint_server(4, move |b| {
         let format = b["response_format"]["type"].as_str().unwrap_or("");
         match (is_probe(b), format) {

@@ -82,13 +82,13 @@ fn expected_candidates(m: u32, n: u32, k: u32) -> usize {
         }
         s as usize
     };
-    let cat = gemm_synth::Catalog::embedded();
+    let cat = synth_core::Catalog::embedded();
     let mut total = 0;
     for i in cat.legacy_candidates() {
         let (mt, nt, kt) = i.tile();
         total += split(mt, nt, kt) + 1;
     }
-    for i in cat.cktile_for_arch("gfx942").filter(|i| i.role == gemm_synth::catalog::Role::Candidate) {
+    for i in cat.cktile_for_arch("gfx942").filter(|i| i.role == synth_core::catalog::Role::Candidate) {
         let (mt, nt, kt) = i.tile();
         total += split(mt, nt, kt) + 1;
     }
@@ -116,7 +116,7 @@ fn imports_the_profile_with_cktile_rows_failures_and_rechecks() {
     assert_eq!(main.len(), want);
     assert!(main.iter().any(|r| r.get("libtype") == "cktile"));
     // Failures: kernelName "None" resolved through the kernelId; us empty; status names the reason.
-    let cat = gemm_synth::Catalog::embedded();
+    let cat = synth_core::Catalog::embedded();
     for r in main.iter().filter(|r| r.get("libtype") == "ck" && r.get("kernelId") == "3") {
         assert_eq!(r.get("kernelName"), cat.legacy_by_id(3).unwrap().name);
         assert_eq!(r.get("us"), "");
@@ -145,7 +145,7 @@ fn imports_the_profile_with_cktile_rows_failures_and_rechecks() {
     }
     assert_eq!(runs[0]["shapes"].as_array().unwrap().len(), 8);
     // The journal reads back through the table reader (CK-tile names resolved by the catalog).
-    let table = gemm_synth::table::read_aiter_csv(&out, &cat).unwrap();
+    let table = synth_core::table::read_aiter_csv(&out, &cat).unwrap();
     assert_eq!(table.len(), rows.len());
     // Running again measures nothing.
     let again = synth(&bench_args(&out, &[]), &[("FAKE_TUNER_LOG", log.to_str().unwrap())]);
@@ -337,8 +337,8 @@ fn cktile_candidates_are_left_out_of_run_and_compare_with_a_message() {
     // The rule returns legacy instances only.
     let rule: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(gen.join("rule.json")).unwrap()).unwrap();
-    let cat = gemm_synth::Catalog::embedded();
-    let rule = gemm_synth::rule::parse_any(&rule.to_string(), &cat).unwrap();
+    let cat = synth_core::Catalog::embedded();
+    let rule = synth_core::rule::parse_any(&rule.to_string(), &cat).unwrap();
     for leaf in rule.leaves() {
         assert!(cat.legacy_by_id(leaf.kernel_id).is_some());
     }

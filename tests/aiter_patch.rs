@@ -6,21 +6,21 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use gemm_synth::aiter::apply::{apply, Outcome};
-use gemm_synth::aiter::patch::{
+use rand::{Rng, SeedableRng};
+use synth_core::aiter::apply::{apply, Outcome};
+use synth_core::aiter::patch::{
     self, render_aiter_header, render_kernels_module, CU_PATH, ENV_VAR, GEN_INSTANCES_PATH, HEADER_PATH, KERNELS_PATH,
 };
-use gemm_synth::catalog::Catalog;
-use gemm_synth::render::{cpp, Provenance};
-use gemm_synth::rule::Rule;
-use rand::{Rng, SeedableRng};
+use synth_core::catalog::Catalog;
+use synth_core::render::{cpp, Provenance};
+use synth_core::rule::Rule;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
 fn main_rule(catalog: &Catalog) -> Rule {
-    gemm_synth::rule::load(&root().join("generated/rule.json"), catalog).expect("generated/rule.json loads")
+    synth_core::rule::load(&root().join("generated/rule.json"), catalog).expect("generated/rule.json loads")
 }
 
 fn provenance() -> Provenance {
@@ -213,7 +213,7 @@ fn git_applies_the_patch_once_and_names_hunks_that_moved() {
     // Another rule's patch is applied: the added files differ.
     let other = rebuilt_tree(&files);
     let mut other_rule = rule.clone();
-    other_rule.root = gemm_synth::rule::Node::Leaf(gemm_synth::rule::Leaf::new(5, 1));
+    other_rule.root = synth_core::rule::Node::Leaf(synth_core::rule::Leaf::new(5, 1));
     let other_text = patch::render_patch(&other_rule, &catalog, &provenance()).unwrap();
     assert_eq!(apply(other.path(), &other_text, false).unwrap(), Outcome::Applied);
     let err = apply(other.path(), &text, false).unwrap_err().to_string();
@@ -478,7 +478,7 @@ fn kit_expected_choices_follow_the_interpreter() {
     let catalog = Catalog::embedded();
     let rule = main_rule(&catalog);
     let dir = tempfile::tempdir().unwrap();
-    let files = gemm_synth::aiter::kit::write_kit(&rule, &catalog, dir.path(), 10_000, 3).unwrap();
+    let files = synth_core::aiter::kit::write_kit(&rule, &catalog, dir.path(), 10_000, 3).unwrap();
     assert!(files.iter().any(|p: &PathBuf| p.ends_with("stub/torch/extension.h")));
     let shapes = std::fs::read_to_string(dir.path().join("shapes.txt")).unwrap();
     let expected = std::fs::read_to_string(dir.path().join("expected.txt")).unwrap();
@@ -494,7 +494,7 @@ fn kit_expected_choices_follow_the_interpreter() {
         &["-std=c++17", "-Wall", "-Wextra", "-Werror", "-I", "stub", "-I", ".", "-c", "kernels.cpp", "-o", "k.o"],
         dir.path(),
     );
-    let err = gemm_synth::aiter::kit::write_kit(&rule, &catalog, dir.path(), 100, 3).unwrap_err().to_string();
+    let err = synth_core::aiter::kit::write_kit(&rule, &catalog, dir.path(), 100, 3).unwrap_err().to_string();
     assert!(err.contains("at least 10000"), "{err}");
 }
 
@@ -503,21 +503,21 @@ fn the_deepest_split_level_validates_and_reaches_aiter_as_kbatch_32() {
     // Level 5 (`catalog::MAX_SPLIT_K`, what `synth bench --split-k aiter` measures at most) is a valid leaf,
     // level 6 is not; the kit's expected choices pass KBatch = 1 << 5 = 32 to the kernel.
     let catalog = Catalog::embedded();
-    assert_eq!(gemm_synth::catalog::MAX_SPLIT_K, 5);
+    assert_eq!(synth_core::catalog::MAX_SPLIT_K, 5);
     let rule =
-        gemm_synth::rule::parse_any("if (M <= 16) return {kernel(6), 5}; else return kernel(3);", &catalog).unwrap();
-    let errors: Vec<_> = gemm_synth::rule::validate::validate(&rule, &catalog)
+        synth_core::rule::parse_any("if (M <= 16) return {kernel(6), 5}; else return kernel(3);", &catalog).unwrap();
+    let errors: Vec<_> = synth_core::rule::validate::validate(&rule, &catalog)
         .into_iter()
-        .filter(|i| i.severity == gemm_synth::rule::Severity::Error)
+        .filter(|i| i.severity == synth_core::rule::Severity::Error)
         .collect();
     assert!(errors.is_empty(), "{errors:?}");
     let deeper =
-        gemm_synth::rule::parse_any("if (M <= 16) return {kernel(6), 6}; else return kernel(3);", &catalog).unwrap();
-    let issues = gemm_synth::rule::validate::validate(&deeper, &catalog);
+        synth_core::rule::parse_any("if (M <= 16) return {kernel(6), 6}; else return kernel(3);", &catalog).unwrap();
+    let issues = synth_core::rule::validate::validate(&deeper, &catalog);
     assert!(issues.iter().any(|i| i.message.contains("split-K 6 is out of range: expected 0..=5")), "{issues:?}");
 
     let dir = tempfile::tempdir().unwrap();
-    gemm_synth::aiter::kit::write_kit(&rule, &catalog, dir.path(), 10_000, 3).unwrap();
+    synth_core::aiter::kit::write_kit(&rule, &catalog, dir.path(), 10_000, 3).unwrap();
     let shapes = std::fs::read_to_string(dir.path().join("shapes.txt")).unwrap();
     let expected = std::fs::read_to_string(dir.path().join("expected.txt")).unwrap();
     let (small, large) = (&catalog.legacy_by_id(6).unwrap().name, &catalog.legacy_by_id(3).unwrap().name);
@@ -563,10 +563,10 @@ fn kit_options_are_refused_where_they_do_not_apply() {
 
 /// A rule with a CK leaf and a triton leaf: its patch also changes `gemm_op_a8w8.py` and adds the select module.
 fn ck_triton_rule() -> Rule {
-    use gemm_synth::catalog::triton::VLLM_DEFAULT;
-    use gemm_synth::catalog::Libtype;
-    use gemm_synth::rule::ir::build::{lit, m};
-    use gemm_synth::rule::{CmpOp, Cond, Leaf, Node};
+    use synth_core::catalog::triton::VLLM_DEFAULT;
+    use synth_core::catalog::Libtype;
+    use synth_core::rule::ir::build::{lit, m};
+    use synth_core::rule::{CmpOp, Cond, Leaf, Node};
     Rule::new(Node::Chain {
         branches: vec![(Cond::cmp(CmpOp::Le, m(), lit(64)), Node::Leaf(Leaf::new(4, 1)))],
         otherwise: Box::new(Node::Leaf(Leaf::of(Libtype::Triton, VLLM_DEFAULT.kernel_id(), 0))),

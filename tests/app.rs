@@ -4,10 +4,10 @@
 use gemm_synth::app::args::DataArgs;
 use gemm_synth::app::drift::score_rule;
 use gemm_synth::app::session::{training_sample, Scope, Session};
-use gemm_synth::catalog::{Candidate, Catalog};
-use gemm_synth::compare::{evaluate, Policy};
-use gemm_synth::rule::{CmpOp, Cond, Expr, Leaf, Node, Rule, Var};
-use gemm_synth::table::{Cell, LatencyMatrix, Shape};
+use synth_core::catalog::{Candidate, Catalog};
+use synth_core::compare::{evaluate, Policy};
+use synth_core::rule::{CmpOp, Cond, Expr, Leaf, Node, Rule, Var};
+use synth_core::table::{Cell, LatencyMatrix, Shape};
 
 /// M <= 16 → #2, else → #4.
 fn two_leaf_rule() -> Rule {
@@ -63,7 +63,7 @@ fn drift_and_compare_agree() {
 }
 
 fn embedded_dataset(catalog: &Catalog) -> LatencyMatrix {
-    let path = gemm_synth::paths::crate_root().join(gemm_synth::app::session::DEFAULT_DATASET);
+    let path = synth_base::paths::crate_root().join(gemm_synth::app::session::DEFAULT_DATASET);
     LatencyMatrix::load(&path, catalog).unwrap()
 }
 
@@ -71,8 +71,8 @@ fn embedded_dataset(catalog: &Catalog) -> LatencyMatrix {
 fn committed_rule_scores_the_same_in_drift_and_compare() {
     let catalog = Catalog::embedded();
     let m = embedded_dataset(&catalog);
-    let path = gemm_synth::paths::crate_root().join("generated/rule.json");
-    let rule = gemm_synth::rule::load(&path, &catalog).unwrap();
+    let path = synth_base::paths::crate_root().join("generated/rule.json");
+    let rule = synth_core::rule::load(&path, &catalog).unwrap();
     let all: Vec<usize> = (0..m.shapes.len()).collect();
     let report = evaluate(&m, &catalog, &[Policy::Rule { name: "r".into(), rule: rule.clone() }], &all);
     assert_eq!(score_rule(&rule, &m, &catalog, 0.25).fraction_of_oracle, report.policies[0].summary.of_oracle);
@@ -96,7 +96,8 @@ fn session_keeps_the_model_shapes() {
 
 #[test]
 fn unknown_model_names_the_flag() {
-    let data = DataArgs { model: gemm_synth::shapes::ModelArgs::builtin("gpt-4o"), tp: 2, ..DataArgs::default() };
+    let data =
+        DataArgs { model: gemm_synth::app::model_args::ModelArgs::builtin("gpt-4o"), tp: 2, ..DataArgs::default() };
     let e = Session::open(&data, Scope::DefaultModel).unwrap_err();
     assert!(format!("{e:#}").contains("--model names the GEMM model"), "{e:#}");
 }

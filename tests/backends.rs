@@ -7,13 +7,13 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use gemm_synth::catalog::triton::{TritonConfig, VLLM_DEFAULT};
-use gemm_synth::catalog::{Backends, Candidate, Catalog, Libtype};
-use gemm_synth::render::{self, cpp, Provenance};
-use gemm_synth::rule::ir::build::{cdiv, k, lit, m, n};
-use gemm_synth::rule::{BinOp, CmpOp, Cond, Expr, Leaf, Node, Rule};
-use gemm_synth::table::{parse_aiter_csv, LatencyMatrix};
 use rand::{Rng, SeedableRng};
+use synth_core::catalog::triton::{TritonConfig, VLLM_DEFAULT};
+use synth_core::catalog::{Backends, Candidate, Catalog, Libtype};
+use synth_core::render::{self, cpp, Provenance};
+use synth_core::rule::ir::build::{cdiv, k, lit, m, n};
+use synth_core::rule::{BinOp, CmpOp, Cond, Expr, Leaf, Node, Rule};
+use synth_core::table::{parse_aiter_csv, LatencyMatrix};
 
 mod common;
 
@@ -86,7 +86,7 @@ fn random_cond(rng: &mut rand_chacha::ChaCha8Rng, depth: u32) -> Cond {
 
 fn random_leaf(rng: &mut rand_chacha::ChaCha8Rng) -> Leaf {
     match rng.gen_range(0..4) {
-        0 | 1 => Leaf::new(rng.gen_range(0..19), rng.gen_range(0..=gemm_synth::catalog::MAX_SPLIT_K)),
+        0 | 1 => Leaf::new(rng.gen_range(0..19), rng.gen_range(0..=synth_core::catalog::MAX_SPLIT_K)),
         2 => {
             let pow = |rng: &mut rand_chacha::ChaCha8Rng, lo: u32, hi: u32| 1u32 << rng.gen_range(lo..=hi);
             let c = TritonConfig {
@@ -235,7 +235,7 @@ fn backend_words_are_checked() {
 
 #[test]
 fn a_mixed_rule_reads_back_from_every_form() {
-    use gemm_synth::rule::{load, parse_any, text, to_json};
+    use synth_core::rule::{load, parse_any, text, to_json};
     let catalog = Catalog::embedded();
     let dir = tempfile::tempdir().unwrap();
     let mut rules = vec![mixed_rule()];
@@ -277,7 +277,7 @@ fn a_ck_rule_writes_no_backend_anywhere() {
         branches: vec![(Cond::cmp(CmpOp::Lt, m(), lit(64)), Node::Leaf(Leaf::new(4, 1)))],
         otherwise: Box::new(Node::Leaf(Leaf::new(2, 0))),
     });
-    let json = gemm_synth::rule::to_json(&rule);
+    let json = synth_core::rule::to_json(&rule);
     assert!(!json.contains("backend"), "{json}");
     let header = render::render_cpp(&rule, &catalog, &provenance()).unwrap();
     assert!(!header.contains("nullptr") && !header.contains("no CK pick"), "{header}");
@@ -286,16 +286,16 @@ fn a_ck_rule_writes_no_backend_anywhere() {
     // A leaf with an explicit "ck" backend reads as the same rule.
     let explicit = json.replace("\"kernel_id\": 4", "\"backend\": \"ck\", \"kernel_id\": 4");
     assert_ne!(explicit, json);
-    assert_eq!(gemm_synth::rule::parse_json(&explicit).unwrap(), rule);
+    assert_eq!(synth_core::rule::parse_json(&explicit).unwrap(), rule);
 }
 
 #[test]
 fn bad_leaves_of_other_backends_are_named() {
-    use gemm_synth::rule::parse_any;
+    use synth_core::rule::parse_any;
     let catalog = Catalog::embedded();
     let check = |text: &str| {
         let rule = parse_any(text, &catalog).unwrap();
-        gemm_synth::rule::validate::validate(&rule, &catalog)
+        synth_core::rule::validate::validate(&rule, &catalog)
             .into_iter()
             .map(|i| i.message)
             .collect::<Vec<_>>()
@@ -444,7 +444,7 @@ fn header_returns_no_ck_pick_for_other_backends_and_rust_names_them() {
             let name = if want.is_ck() {
                 catalog.legacy_by_id(want.kernel_id).unwrap().name.clone()
             } else {
-                gemm_synth::rule::text::other_backend_item(&want).unwrap()
+                synth_core::rule::text::other_backend_item(&want).unwrap()
             };
             let id = if want.is_ck() { catalog.legacy_by_id(want.kernel_id).unwrap().id } else { want.kernel_id };
             assert_eq!(rs[r], format!("{} {id} {} {name}", want.backend, want.split_k), "Rust rule {r}");
@@ -468,7 +468,7 @@ fn ck_triton_rule() -> Rule {
 
 #[test]
 fn the_aiter_patch_routes_triton_leaves_in_python_and_refuses_vendor() {
-    use gemm_synth::aiter::patch;
+    use synth_core::aiter::patch;
     let catalog = Catalog::embedded();
     let text = patch::render_patch(&ck_triton_rule(), &catalog, &provenance()).unwrap();
     let files = patch::parse_patch(&text).unwrap();
@@ -505,8 +505,8 @@ fn the_aiter_patch_routes_triton_leaves_in_python_and_refuses_vendor() {
 /// The added lines of the `gemm_op_a8w8.py` hunks that define the routing (everything between the
 /// module-level switch and the blank lines before `gemm_a8w8_blockscale_fake`).
 fn routing_source(text: &str) -> String {
-    let files = gemm_synth::aiter::patch::parse_patch(text).unwrap();
-    let ops = files.iter().find(|f| f.path == gemm_synth::aiter::patch::OPS_PATH).unwrap();
+    let files = synth_core::aiter::patch::parse_patch(text).unwrap();
+    let ops = files.iter().find(|f| f.path == synth_core::aiter::patch::OPS_PATH).unwrap();
     let hunk =
         ops.hunks.iter().find(|h| h.lines.iter().any(|(_, l)| l.starts_with("def _gemm_synth_untuned"))).unwrap();
     hunk.lines.iter().filter(|(c, _)| *c == '+').map(|(_, l)| format!("{l}\n")).collect()
@@ -517,10 +517,10 @@ fn the_aiter_python_side_runs_with_stubs() {
     let python = require_tool("python3");
     let catalog = Catalog::embedded();
     let rule = ck_triton_rule();
-    let text = gemm_synth::aiter::patch::render_patch(&rule, &catalog, &provenance()).unwrap();
+    let text = synth_core::aiter::patch::render_patch(&rule, &catalog, &provenance()).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let files = gemm_synth::aiter::patch::parse_patch(&text).unwrap();
-    let select = files.iter().find(|f| f.path == gemm_synth::aiter::patch::SELECT_PATH).unwrap();
+    let files = synth_core::aiter::patch::parse_patch(&text).unwrap();
+    let select = files.iter().find(|f| f.path == synth_core::aiter::patch::SELECT_PATH).unwrap();
     std::fs::write(dir.path().join("gemm_a8w8_blockscale_select.py"), select.hunks[0].new_text()).unwrap();
     std::fs::write(dir.path().join("routing.py"), routing_source(&text)).unwrap();
     // Stand-ins (FAKES, written from AITER's interfaces at e4048607a5, not AITER's code): torch's uint8
@@ -639,9 +639,9 @@ fn run_and_compare_score_each_backend_the_threshold_and_the_mixed_rule() {
     assert!(out.path().join(render::PYTHON_MODULE).is_file());
     let note = std::fs::read_to_string(out.path().join("aiter/NO-PATCH.txt")).unwrap();
     assert!(note.contains("no vendor route"), "{note}");
-    assert!(!out.path().join("aiter").join(gemm_synth::aiter::PATCH_FILE).exists());
+    assert!(!out.path().join("aiter").join(synth_core::aiter::PATCH_FILE).exists());
     let rule: Rule =
-        gemm_synth::rule::parse_json(&std::fs::read_to_string(out.path().join("rule.json")).unwrap()).unwrap();
+        synth_core::rule::parse_json(&std::fs::read_to_string(out.path().join("rule.json")).unwrap()).unwrap();
     assert!(rule.leaves().iter().any(|l| l.backend == Libtype::Vendor), "the mixed rule uses the vendor GEMM");
     let module = std::fs::read_to_string(out.path().join(render::RUST_MODULE)).unwrap();
     let regen = module.lines().find(|l| l.starts_with("//! Regenerate with:")).unwrap();
@@ -727,7 +727,7 @@ fn the_h100_manifest_opens_with_both_backends() {
             }
         }
     }
-    let vendor_candidates = |d: &gemm_synth::manifest::MultiData| {
+    let vendor_candidates = |d: &synth_core::manifest::MultiData| {
         d.matrix.candidates.iter().filter(|c| c.backend == Libtype::Vendor).count()
     };
     assert_eq!(vendor_candidates(&data), 1);
@@ -745,7 +745,7 @@ fn the_h200_backends_manifest_has_both_backends_where_its_readme_says() {
     let both = Backends::parse("ck,vendor").unwrap();
     let data = gemm_synth::app::manifest::open_for(&root.join("measurements/h200/backends.toml"), Some(&both)).unwrap();
     let main = gemm_synth::app::manifest::open(&root.join("measurements/h200/datasets.toml")).unwrap();
-    let names = |d: &gemm_synth::manifest::MultiData| d.configs.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+    let names = |d: &synth_core::manifest::MultiData| d.configs.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
     assert_eq!(names(&data), names(&main));
     let pool: Vec<&str> = data.pool.iter().map(|&i| data.configs[i].name.as_str()).collect();
     let main_pool: Vec<&str> = main.pool.iter().map(|&i| main.configs[i].name.as_str()).collect();

@@ -297,7 +297,7 @@ fn every_test_the_hostile_inputs_chapter_names_exists() {
     let chapter = std::fs::read_to_string(root().join("docs/src/hostile-inputs.md")).unwrap();
     let name = regex::Regex::new(r"`([a-z0-9]+(?:_[a-z0-9]+){3,})`").unwrap();
     let mut sources = String::new();
-    for dir in ["tests", "synth"] {
+    for dir in ["tests", "synth", "crates"] {
         let mut stack = vec![root().join(dir)];
         while let Some(d) = stack.pop() {
             for entry in std::fs::read_dir(d).unwrap() {

@@ -1,10 +1,10 @@
 //! Catalog, name grammars and shape derivation, checked against the shipped data files and hand-computed
 //! expectations.
 
-use gemm_synth::catalog::names::{format_cktile, format_legacy, format_legacy_old, parse_name, Grammar, ParsedName};
 use std::collections::BTreeSet;
+use synth_core::catalog::names::{format_cktile, format_legacy, format_legacy_old, parse_name, Grammar, ParsedName};
 
-use gemm_synth::catalog::{Catalog, InstanceParams, NameError, CKTILE_FILE, LEGACY_FILE};
+use synth_core::catalog::{Catalog, InstanceParams, NameError, CKTILE_FILE, LEGACY_FILE};
 
 const LEGACY_CSV: &str = include_str!("../ck-instances/ck_a8w8_blockscale_instances.csv");
 const CKTILE_CSV: &str = include_str!("../ck-instances/ck_a8w8_blockscale_cktile_instances.csv");
@@ -275,7 +275,7 @@ fn catalog_rows_must_match_their_names() {
 // ---------------------------------------------------------------------------------------------------------
 // Shapes
 
-use gemm_synth::shapes::{
+use synth_core::shapes::{
     m_aiter_grid, m_dataset_grid, m_decode, m_log_uniform, m_pow2, sample_m, ModelSpec, ShapeError,
 };
 
@@ -444,7 +444,7 @@ fn sample_m_picks_one_value_per_log2_stratum() {
 
 #[test]
 fn instance_listing_marks_aliases() {
-    use gemm_synth::catalog::cmd::{format_csv, format_table, listing, KindFilter};
+    use gemm_synth::app::cmd::catalog::{format_csv, format_table, listing, KindFilter};
     let c = cat();
     let legacy = listing(&c, KindFilter::Legacy);
     assert_eq!(legacy.len(), 20);
@@ -466,7 +466,7 @@ fn instance_listing_marks_aliases() {
 
 #[test]
 fn shapes_command_m_sets() {
-    use gemm_synth::shapes::cmd::{m_values, MSet};
+    use gemm_synth::app::cmd::shapes::{m_values, MSet};
     assert_eq!(m_values(MSet::Dataset, 1024, 10, 0).len(), 44);
     assert_eq!(m_values(MSet::Forty, 16384, 10, 5), sample_m(&m_dataset_grid(), 10, 5));
     assert!(m_values(MSet::Forty, 256, 10, 5).iter().all(|&m| m <= 256));

@@ -4,13 +4,13 @@
 use std::path::Path;
 
 use gemm_synth::app::shared::published_rule;
-use gemm_synth::catalog::{Candidate, Catalog};
-use gemm_synth::compare::report::{self, LayerNames};
-use gemm_synth::compare::{
+use synth_core::catalog::{Candidate, Catalog};
+use synth_core::compare::report::{self, LayerNames};
+use synth_core::compare::{
     evaluate, pad_coarse, pad_fine, plot, raster, LookupKind, Policy, Status, TunedEntry, TunedTable,
 };
-use gemm_synth::rule::{CmpOp, Cond, Expr, Leaf, Node, Rule, Var};
-use gemm_synth::table::{read_aiter_csv, Cell, LatencyMatrix, Shape};
+use synth_core::rule::{CmpOp, Cond, Expr, Leaf, Node, Rule, Var};
+use synth_core::table::{read_aiter_csv, Cell, LatencyMatrix, Shape};
 
 fn entry(id: i32, sk: u32) -> TunedEntry {
     TunedEntry { candidate: Candidate::new(id, sk), legacy: true }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use gemm_synth::catalog::Catalog;
+use synth_core::catalog::Catalog;
 
 const HEADER: &str = "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio";
 
@@ -158,8 +158,8 @@ fn regenerate_line(out: &Path) -> String {
 /// `--out` appended; returns its output.
 fn paste(line: &str, out: &Path, cwd: &Path) -> Output {
     let rest = line.strip_prefix("cargo run --release -- ").unwrap_or_else(|| panic!("{line}"));
-    let bin = gemm_synth::sanitize::shell_word(env!("CARGO_BIN_EXE_synth"));
-    let cmd = format!("{bin} {rest} --out {}", gemm_synth::sanitize::shell_word(out.to_str().unwrap()));
+    let bin = synth_base::sanitize::shell_word(env!("CARGO_BIN_EXE_synth"));
+    let cmd = format!("{bin} {rest} --out {}", synth_base::sanitize::shell_word(out.to_str().unwrap()));
     Command::new("sh").arg("-c").arg(cmd).current_dir(cwd).output().unwrap()
 }
 

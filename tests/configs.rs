@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{strs, synth, text};
-use gemm_synth::catalog::triton::TritonConfig;
-use gemm_synth::rule::Rule;
+use synth_core::catalog::triton::TritonConfig;
+use synth_core::rule::Rule;
 
 fn fixture(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/hf-configs").join(name).display().to_string()
@@ -17,7 +17,7 @@ fn fixture(name: &str) -> String {
 
 fn shipped(path: &str) -> Rule {
     let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap();
-    gemm_synth::rule::parse_json(&text).unwrap()
+    synth_core::rule::parse_json(&text).unwrap()
 }
 
 /// Runs python3 on `script` with `args`; its standard output.
@@ -240,7 +240,7 @@ fn aiter_writes_the_patch_the_selector_and_every_layers_picks() {
     );
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(files_in(&out), ["aiter", "select_kernel.py", "synth-configs.provenance.json"]);
-    let patch = std::fs::read_to_string(out.join("aiter").join(gemm_synth::aiter::PATCH_FILE)).unwrap();
+    let patch = std::fs::read_to_string(out.join("aiter").join(synth_core::aiter::PATCH_FILE)).unwrap();
     assert!(patch.contains("AITER_BLOCKSCALE_HEURISTIC"), "{patch:.400}");
     let sidecar: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("synth-configs.provenance.json")).unwrap()).unwrap();

@@ -118,7 +118,7 @@ fn options_of_the_re_measurement_are_refused_by_name_without_it() {
 #[test]
 fn a_rule_of_several_backends_is_rechecked_on_one_table_per_backend() {
     const HEADER: &str = "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio,status";
-    let ck7 = gemm_synth::Catalog::embedded().legacy_by_id(7).unwrap().name.clone();
+    let ck7 = synth_core::Catalog::embedded().legacy_by_id(7).unwrap().name.clone();
     let dir = tempfile::tempdir().unwrap();
     let write = |name: &str, text: String| {
         let p = dir.path().join(name);

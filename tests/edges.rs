@@ -130,12 +130,12 @@ fn a_tuned_table_without_the_default_kernel_compresses() {
 
 /// A rule of one triton leaf (vLLM's default config), as JSON.
 fn triton_rule(dir: &Path) -> PathBuf {
-    use gemm_synth::catalog::triton::VLLM_DEFAULT;
-    use gemm_synth::catalog::Libtype;
-    use gemm_synth::rule::{Leaf, Node, Rule};
+    use synth_core::catalog::triton::VLLM_DEFAULT;
+    use synth_core::catalog::Libtype;
+    use synth_core::rule::{Leaf, Node, Rule};
     let rule = Rule::new(Node::Leaf(Leaf::of(Libtype::Triton, VLLM_DEFAULT.kernel_id(), 0)));
     let path = dir.join("triton.json");
-    std::fs::write(&path, gemm_synth::rule::to_json(&rule)).unwrap();
+    std::fs::write(&path, synth_core::rule::to_json(&rule)).unwrap();
     path
 }
 
@@ -247,8 +247,8 @@ fn a_python_selector_given_as_a_rule_says_which_file_to_pass() {
 
 #[test]
 fn a_journal_held_by_a_measurement_run_is_not_merged_under_another_name() {
-    use gemm_synth::catalog::Catalog;
-    use gemm_synth::measure::Journal;
+    use synth_core::catalog::Catalog;
+    use synth_measure::measure::Journal;
     let dir = tempfile::tempdir().unwrap();
     let catalog = Catalog::embedded();
     let path = dir.path().join("j.csv");

@@ -4,10 +4,10 @@
 //! form and read back as the same rule. `FUZZ_CASES` sets the number of cases per parser (default 2000;
 //! the figures in README.md come from `FUZZ_CASES=1000000`).
 
-use gemm_synth::catalog::Catalog;
-use gemm_synth::rule::{self, validate};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
+use synth_core::catalog::Catalog;
+use synth_core::rule::{self, validate};
 
 fn cases() -> u32 {
     std::env::var("FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2000)
@@ -361,11 +361,11 @@ fn fuzz_aiter_csv_reader() {
     let strategy =
         (any::<bool>(), body).prop_map(|(header, b)| if header { format!("{CSV_HEADER}\n{b}") } else { b }).boxed();
     fuzz("aiter-csv", strategy, |t| {
-        match gemm_synth::table::parse_aiter_csv(t.as_bytes(), "fuzz.csv", catalog()) {
+        match synth_core::table::parse_aiter_csv(t.as_bytes(), "fuzz.csv", catalog()) {
             Ok(rows) => {
                 for r in rows {
                     if let Some(us) = r.us {
-                        prop_assert!(gemm_synth::table::aiter_csv::US_RANGE.contains(&us), "{us}");
+                        prop_assert!(synth_core::table::aiter_csv::US_RANGE.contains(&us), "{us}");
                     }
                 }
             }

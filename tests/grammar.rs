@@ -12,18 +12,18 @@
 use std::collections::{BTreeSet, HashMap};
 
 use gemm_synth::app::search::rule_vocabulary;
-use gemm_synth::catalog::triton::VLLM_DEFAULT;
-use gemm_synth::catalog::{Candidate, Catalog, KernelRef, Libtype};
-use gemm_synth::rule::grammar::{gbnf, json_schema, Vocabulary};
-use gemm_synth::rule::text::rule_to_cpp_text;
-use gemm_synth::rule::{parse_cpp, to_json, Rule};
-use gemm_synth::search::task::RuleSetup;
-use gemm_synth::synthesize::features::FeatureSet;
-use gemm_synth::synthesize::{synthesize, Limits};
-use gemm_synth::table::{parse_aiter_csv, LatencyMatrix};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
+use synth_core::catalog::triton::VLLM_DEFAULT;
+use synth_core::catalog::{Candidate, Catalog, KernelRef, Libtype};
+use synth_core::rule::grammar::{gbnf, json_schema, Vocabulary};
+use synth_core::rule::text::rule_to_cpp_text;
+use synth_core::rule::{parse_cpp, to_json, Rule};
+use synth_core::synthesize::features::FeatureSet;
+use synth_core::synthesize::{synthesize, Limits};
+use synth_core::table::{parse_aiter_csv, LatencyMatrix};
+use synth_search::search::task::RuleSetup;
 
 // ---- a GBNF matcher and generator (llama.cpp's syntax: the subset the tool writes) -----------------------
 
@@ -644,7 +644,7 @@ fn other_backends_are_written_by_their_own_names() {
 
 #[test]
 fn a_rewrite_is_constrained_to_the_declared_knob_values() {
-    use gemm_synth::engine::proposers::constrain::{for_source, gbnf_literal, Applied};
+    use synth_engine::engine::proposers::constrain::{for_source, gbnf_literal, Applied};
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/llm_rewrite_knobs/src/kernel.c");
     let source = std::fs::read_to_string(path).unwrap();
     let c = for_source(&source);
@@ -667,13 +667,13 @@ fn a_rewrite_is_constrained_to_the_declared_knob_values() {
     assert_eq!(c.candidate(Applied::Grammar, "```c\nx\n```").unwrap(), "```c\nx\n```");
     // The engine's literal escaping is the rule grammar's.
     for text in ["a\"b\\c\nd\u{1}\t", "plain", "é → \u{7f}"] {
-        assert_eq!(gbnf_literal(text), gemm_synth::rule::grammar::gbnf_literal(text));
+        assert_eq!(gbnf_literal(text), synth_core::rule::grammar::gbnf_literal(text));
     }
 }
 
 #[test]
 fn a_rewrite_without_knobs_is_a_whole_file_in_one_fenced_block() {
-    use gemm_synth::engine::proposers::constrain::{for_source, Applied};
+    use synth_engine::engine::proposers::constrain::{for_source, Applied};
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/llm_rewrite/src/kernel.c");
     let source = std::fs::read_to_string(path).unwrap();
     let c = for_source(&source);

@@ -8,7 +8,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use gemm_synth::shapes::{ModelSpec, Parallel};
+use synth_core::shapes::{ModelSpec, Parallel};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/hf-configs").join(name)

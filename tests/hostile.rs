@@ -67,8 +67,8 @@ fn hostile_device_and_file_names_stay_comments_and_the_command_is_quoted() {
     assert!(header.contains("NVIDIA H200<U+000D>static int pwn"), "{header}");
 
     // The header compiles with the stand-in declarations and holds no `pwn` symbol.
-    let catalog = gemm_synth::Catalog::embedded();
-    std::fs::write(out_dir.join("stub.h"), gemm_synth::render::cpp::render_check_stub(&catalog).unwrap()).unwrap();
+    let catalog = synth_core::Catalog::embedded();
+    std::fs::write(out_dir.join("stub.h"), synth_core::render::cpp::render_check_stub(&catalog).unwrap()).unwrap();
     let include = "#include \"stub.h\"\n#include \"gemm_a8w8_blockscale_heuristic.h\"\n";
     std::fs::write(out_dir.join("tu.cpp"), format!("{include}int probe() {{ return pwn; }}\n")).unwrap();
     let gxx =

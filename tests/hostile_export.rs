@@ -4,10 +4,10 @@
 
 use std::path::Path;
 
-use gemm_synth::catalog::triton::{tuner_space, TritonConfig, VLLM_DEFAULT};
-use gemm_synth::catalog::Libtype;
-use gemm_synth::rule::ir::build::{lit, m, n};
-use gemm_synth::rule::{BinOp, CmpOp, Cond, Expr, Leaf, Node, Rule};
+use synth_core::catalog::triton::{tuner_space, TritonConfig, VLLM_DEFAULT};
+use synth_core::catalog::Libtype;
+use synth_core::rule::ir::build::{lit, m, n};
+use synth_core::rule::{BinOp, CmpOp, Cond, Expr, Leaf, Node, Rule};
 
 mod common;
 use common::{strs, synth, text};
@@ -18,7 +18,7 @@ fn leaf(c: TritonConfig) -> Node {
 
 fn write_rule(dir: &Path, rule: &Rule) -> String {
     let path = dir.join("rule.json");
-    std::fs::write(&path, gemm_synth::rule::to_json(rule)).unwrap();
+    std::fs::write(&path, synth_core::rule::to_json(rule)).unwrap();
     path.display().to_string()
 }
 

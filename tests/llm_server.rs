@@ -293,7 +293,7 @@ fn the_token_estimate_over_counts_the_models_tokenizer_on_real_prompts() {
     for p in &prompts {
         for part in p.split("\n\n").filter(|x| !x.trim().is_empty()) {
             let n = count(part);
-            let estimate = gemm_synth::engine::proposers::prompt::estimate_tokens(part) as u64;
+            let estimate = synth_engine::engine::proposers::prompt::estimate_tokens(part) as u64;
             assert!(n <= estimate, "{n} tokens, estimated {estimate}: {part:?}");
             lowest = lowest.min(part.len() as f64 / n as f64);
             bytes += part.len() as u64;

@@ -261,19 +261,19 @@ fn split_k_aiter_measures_level_5_and_a_rule_returns_it_through_every_form() {
         &[],
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let cat = gemm_synth::Catalog::embedded();
-    let rule = gemm_synth::rule::load(&gen.join("rule.json"), &cat).unwrap();
+    let cat = synth_core::Catalog::embedded();
+    let rule = synth_core::rule::load(&gen.join("rule.json"), &cat).unwrap();
     assert!(rule.leaves().iter().any(|l| l.split_k == 5), "{:?}", rule.leaves());
     for m in [1, 2, 4] {
         assert_eq!(rule.eval(m, 256, 8192).split_k, 5, "M={m}");
     }
     let o = run(&["check", gen.join("gemm_a8w8_blockscale_heuristic.h").to_str().unwrap()].map(String::from), &[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let header = gemm_synth::rule::parse_any(
+    let header = synth_core::rule::parse_any(
         &std::fs::read_to_string(gen.join("gemm_a8w8_blockscale_heuristic.h")).unwrap(),
         &cat,
     );
-    let dispatch = gemm_synth::rule::parse_any(&std::fs::read_to_string(gen.join("dispatch.rs")).unwrap(), &cat);
+    let dispatch = synth_core::rule::parse_any(&std::fs::read_to_string(gen.join("dispatch.rs")).unwrap(), &cat);
     for form in [header, dispatch] {
         let form = form.unwrap();
         for m in [1, 2, 4, 17, 300] {
@@ -323,11 +323,11 @@ fn failed_cells_are_journaled_with_their_reason() {
 /// split-K cells are exactly what the plan rule gives for a 132-SM device.
 #[test]
 fn committed_h200_dataset_matches_the_plan() {
-    use gemm_synth::measure::{plan::split_levels, read_journal, recheck_noise};
+    use synth_measure::measure::{plan::split_levels, read_journal, recheck_noise};
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("measurements/h200/qwen3-32b-tp2.csv");
-    let catalog = gemm_synth::Catalog::embedded();
+    let catalog = synth_core::Catalog::embedded();
     let rows = read_journal(&path, &catalog).unwrap();
-    let table_rows = gemm_synth::table::read_aiter_csv(&path, &catalog).unwrap();
+    let table_rows = synth_core::table::read_aiter_csv(&path, &catalog).unwrap();
     assert_eq!(rows.len(), table_rows.len());
     assert_eq!(rows.len(), 7425);
     assert!(rows.iter().all(|r| r.is_ok() && r.cu_num == 132 && r.reps >= 20));
@@ -345,7 +345,7 @@ fn committed_h200_dataset_matches_the_plan() {
         got.sort();
         let inst = catalog.legacy_by_id(id).unwrap();
         let (bm, bn, bk) = inst.tile();
-        let want = split_levels(gemm_synth::Shape::new(m, n, k), bm, bn, bk, 132);
+        let want = split_levels(synth_core::Shape::new(m, n, k), bm, bn, bk, 132);
         assert_eq!(got, want, "M={m} N={n} K={k} id={id}");
     }
 }
@@ -411,9 +411,9 @@ fn triton_family_sends_the_plan_lines_and_journals_triton_rows() {
 
     // The journal holds libtype triton rows the table reader accepts, with the fake harness's times:
     // 1 + M·N·K/1e9 + BM/100 + stages/10 (M=1, bm64 s2: 1 + 0.02097152 + 0.64 + 0.2).
-    let rows = gemm_synth::table::read_aiter_csv(&out, &gemm_synth::Catalog::embedded()).unwrap();
+    let rows = synth_core::table::read_aiter_csv(&out, &synth_core::Catalog::embedded()).unwrap();
     assert_eq!(rows.len(), 4);
-    assert!(rows.iter().all(|r| r.libtype == gemm_synth::catalog::Libtype::Triton && r.split_k == 0));
+    assert!(rows.iter().all(|r| r.libtype == synth_core::catalog::Libtype::Triton && r.split_k == 0));
     let first = rows.iter().find(|r| r.m == 1 && r.kernel_id == 67703222).unwrap();
     assert_eq!(first.us, Some(1.8610));
     assert_eq!(first.kernel_name, "triton_bm64_bn128_bk128_g32_w4_s2");

@@ -4,12 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use gemm_synth::catalog::Catalog;
-use gemm_synth::compare::TunedTable;
-use gemm_synth::compress::{compress, prove, target_rows};
-use gemm_synth::synthesize::Limits;
-use gemm_synth::table::read_aiter_csv;
-use gemm_synth::tuned::{leave_one_out, rule_agreement, train, AgreeWeight, TunedSet};
+use synth_core::catalog::Catalog;
+use synth_core::compare::TunedTable;
+use synth_core::compress::{compress, prove, target_rows};
+use synth_core::synthesize::Limits;
+use synth_core::table::read_aiter_csv;
+use synth_core::tuned::{leave_one_out, rule_agreement, train, AgreeWeight, TunedSet};
 
 const HEADER: &str = "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio";
 
@@ -125,14 +125,14 @@ fn real_qwen3_vl_235b_table_compresses_losslessly() {
     let set = TunedSet::load(&table("a8w8_blockscale_tuned_gemm_qwen3_vl_235b.csv"), &cat, ("gfx942", 304)).unwrap();
     assert_eq!(set.rows.len(), 3903);
     let full = set.table();
-    let residual_of = |kept: &std::collections::BTreeSet<gemm_synth::table::Shape>| {
+    let residual_of = |kept: &std::collections::BTreeSet<synth_core::table::Shape>| {
         let mut residual = TunedTable::new("residual");
         for s in kept {
             residual.insert(*s, full.get(s.m, s.n, s.k).unwrap());
         }
         residual
     };
-    let always0 = gemm_synth::rule::parse_any("return kernel(0);", &cat).unwrap();
+    let always0 = synth_core::rule::parse_any("return kernel(0);", &cat).unwrap();
     let p = prove(&full, &residual_of(&compress(&full, &always0, &cat)), &always0, &cat);
     assert_eq!((p.layers, p.max_m, p.lookups), (6, 80000, 480_000));
     assert!(!p.holds());
@@ -198,8 +198,8 @@ fn classification_training_and_leave_one_table_out_on_hand_made_tables() {
 
 #[test]
 fn wave_contrasts_compare_the_rounds_of_two_tiles() {
-    use gemm_synth::catalog::Candidate;
-    use gemm_synth::synthesize::features::{for_candidates, wave_contrasts, FeatureSet};
+    use synth_core::catalog::Candidate;
+    use synth_core::synthesize::features::{for_candidates, wave_contrasts, FeatureSet};
     // Tiles of #0 (128x128x128), #2 (64x128x128) and #1 (128x64x128); a repeated tile adds no pair.
     let f = wave_contrasts(&[(128, 128, 128), (64, 128, 128), (128, 64, 128), (64, 128, 256)], 304);
     let names: Vec<&str> = f.iter().map(|x| x.name.as_str()).collect();

@@ -6,15 +6,15 @@ use std::path::{Path, PathBuf};
 
 use gemm_synth::app::manifest::DEFAULT_MANIFEST;
 use gemm_synth::app::multi::unmeasured_picks;
-use gemm_synth::catalog::{Candidate, Catalog};
-use gemm_synth::compare::{evaluate, Policy, TunedTable};
-use gemm_synth::manifest::MultiData;
-use gemm_synth::measure::plan::split_levels;
-use gemm_synth::rule::{Leaf, Node, Rule};
-use gemm_synth::synthesize::guard::Guards;
-use gemm_synth::synthesize::{try_synthesize, Limits};
-use gemm_synth::table::multi::load_many;
-use gemm_synth::table::{parse_aiter_csv, Cell, LatencyMatrix, Shape};
+use synth_core::catalog::{Candidate, Catalog};
+use synth_core::compare::{evaluate, Policy, TunedTable};
+use synth_core::manifest::MultiData;
+use synth_core::rule::{Leaf, Node, Rule};
+use synth_core::synthesize::guard::Guards;
+use synth_core::synthesize::{try_synthesize, Limits};
+use synth_core::table::multi::load_many;
+use synth_core::table::{parse_aiter_csv, Cell, LatencyMatrix, Shape};
+use synth_measure::measure::plan::split_levels;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -37,7 +37,7 @@ fn vendor_rows_are_a_reference_never_a_candidate() {
     let m = LatencyMatrix::from_rows(&rows).unwrap();
     assert_eq!(m.candidates, vec![Candidate::new(8, 0)]);
     assert_eq!(m.shapes, vec![Shape::new(16, 5120, 4096)]);
-    let v = gemm_synth::table::multi::vendor_times(&rows);
+    let v = synth_core::table::multi::vendor_times(&rows);
     assert_eq!(v.get(&Shape::new(16, 5120, 4096)), Some(&Cell::Ok(10.0)));
     assert!(matches!(v.get(&Shape::new(1, 5120, 4096)), Some(Cell::Invalid(_))));
     let (t, _, _) = TunedTable::from_rows(&rows, &cat, None, "v.csv");
@@ -171,7 +171,7 @@ fn manifest_configurations_hold_their_layers() {
 fn committed_rule_picks_only_measured_cells_on_every_journal() {
     // The committed CK rule's data: the zoo manifest (the dense journals with their completions, the zoo's).
     let d = gemm_synth::app::manifest::open(&root().join("measurements/zoo/datasets.toml")).unwrap();
-    let rule = gemm_synth::rule::load(&root().join("generated/rule.json"), &d.catalog).unwrap();
+    let rule = synth_core::rule::load(&root().join("generated/rule.json"), &d.catalog).unwrap();
     let bad = unmeasured_picks(&d, &rule);
     assert!(bad.is_empty(), "{} unmeasured picks, first {:?}", bad.len(), bad.first());
 }
@@ -236,7 +236,7 @@ fn tiny_manifest(dir: &Path) -> (PathBuf, PathBuf) {
          [[config]]\nname = \"a\"\nmodel = \"llama-3.1-8b\"\ntp = 1\njournals = [\"j.csv\"]\n\
          [[config]]\nname = \"b\"\nmodel = \"qwen3-32b\"\ntp = 2\njournals = [\"j.csv\"]\n",
     );
-    let rule = write(dir, "r.json", &gemm_synth::rule::to_json(&Rule::new(Node::Leaf(Leaf::new(8, 0)))));
+    let rule = write(dir, "r.json", &synth_core::rule::to_json(&Rule::new(Node::Leaf(Leaf::new(8, 0)))));
     (manifest, rule)
 }
 
@@ -414,10 +414,10 @@ fn the_multi_model_job_over_two_backends() {
     );
     assert!(ok, "{text}");
     assert!(text.contains("backends ck,vendor: `synthesized` is the mixed rule"), "{text}");
-    let rule = gemm_synth::rule::load(&dir.path().join("r/rule.json"), &cat).unwrap();
+    let rule = synth_core::rule::load(&dir.path().join("r/rule.json"), &cat).unwrap();
     for n in [4096, 5120] {
         assert_eq!(rule.eval(16, n, 4096), Leaf::new(7, 0));
-        assert_eq!(rule.eval(1024, n, 4096).backend, gemm_synth::catalog::Libtype::Vendor);
+        assert_eq!(rule.eval(1024, n, 4096).backend, synth_core::catalog::Libtype::Vendor);
     }
     assert!(dir.path().join("r/select_kernel.py").exists() && dir.path().join("r/aiter/NO-PATCH.txt").exists());
     // Every evaluation scores the backends' own rules and oracles, and the fitted threshold.
@@ -456,7 +456,7 @@ fn the_multi_model_job_over_two_backends() {
 #[test]
 fn a_manifest_journal_that_does_not_exist_is_an_error_not_the_built_in_copy() {
     let dir = tempfile::tempdir().unwrap();
-    let rule = write(dir.path(), "r.json", &gemm_synth::rule::to_json(&Rule::new(Node::Leaf(Leaf::new(8, 0)))));
+    let rule = write(dir.path(), "r.json", &synth_core::rule::to_json(&Rule::new(Node::Leaf(Leaf::new(8, 0)))));
     let text = "off_grid_m = []\ntrain_pool = [\"a\", \"b\"]\ntrain_configs = 1\nvendor = []\n\
          [[config]]\nname = \"a\"\nmodel = \"llama-3.1-8b\"\ntp = 1\njournals = [\"measurements/h200/llama-3.1-8b-tp1.csv\"]\n\
          [[config]]\nname = \"b\"\nmodel = \"qwen3-32b\"\ntp = 2\njournals = [\"measurements/h200/qwen3-32b-tp2.csv\"]\n";
@@ -497,13 +497,13 @@ fn a_manifest_journal_that_does_not_exist_is_an_error_not_the_built_in_copy() {
 /// on is DeepSeek-V3 or a model with its layers (its layers at every TP it runs with, from its spec).
 #[test]
 fn the_shipped_rules_manifests_hold_no_layer_of_the_held_out_model() {
-    let spec = gemm_synth::shapes::ModelSpec::load(&root().join("shapes/held-out/deepseek-v3.toml")).unwrap();
+    let spec = synth_core::shapes::ModelSpec::load(&root().join("shapes/held-out/deepseek-v3.toml")).unwrap();
     let mut held = std::collections::BTreeSet::new();
     for tp in [1, 2, 4, 8, 16] {
         held.extend(spec.layers(tp).unwrap().into_iter().map(|l| (l.n, l.k)));
     }
     assert!(held.len() >= 10 && held.iter().all(|&(_, k)| k > 0), "DeepSeek-V3's layers: {held:?}");
-    let triton = gemm_synth::catalog::Backends::parse("triton").unwrap();
+    let triton = synth_core::catalog::Backends::parse("triton").unwrap();
     for (manifest, backends) in
         [("measurements/zoo/datasets.toml", None), ("measurements/h200/triton-manifest/datasets.toml", Some(&triton))]
     {
@@ -538,11 +538,11 @@ fn runtime_pick(keys: &[(u32, [u64; 6])], m: u32) -> [u64; 6] {
 /// `triton/rule.json`, the H100's `triton-h100/rule.json`).
 #[test]
 fn the_committed_runtime_files_serve_every_built_in_model_and_follow_the_triton_rule() {
-    use gemm_synth::shapes::ModelSpec;
+    use synth_core::shapes::ModelSpec;
     let g = root().join("generated");
     let catalog = Catalog::embedded();
     let rules = [("NVIDIA_H200", "triton/rule.json"), ("NVIDIA_H100_80GB_HBM3", "triton-h100/rule.json")]
-        .map(|(device, path)| (device, gemm_synth::rule::load(&g.join(path), &catalog).unwrap()));
+        .map(|(device, path)| (device, synth_core::rule::load(&g.join(path), &catalog).unwrap()));
     let mut nks = std::collections::BTreeSet::new();
     for name in ModelSpec::builtin_names() {
         for tp in [1, 2, 4, 8] {
@@ -586,7 +586,7 @@ fn the_committed_runtime_files_serve_every_built_in_model_and_follow_the_triton_
                 .collect();
             for m in (1..=16384u32).step_by(if dir == "vllm" { 1 } else { 7 }) {
                 let leaf = rule.eval(m, n, k);
-                let c = gemm_synth::catalog::triton::TritonConfig::from_kernel_id(i64::from(leaf.kernel_id)).unwrap();
+                let c = synth_core::catalog::triton::TritonConfig::from_kernel_id(i64::from(leaf.kernel_id)).unwrap();
                 let want = [c.block_m, c.block_n, c.block_k, c.group_m, c.num_warps, c.num_stages].map(u64::from);
                 assert_eq!(runtime_pick(&keys, m), want, "{dir} {device} N={n} K={k} M={m}");
             }

@@ -186,7 +186,7 @@ fn search_and_tuned_table_lines_reproduce_their_files() {
 /// A two-configuration manifest over one hand-made journal (as in tests/multi.rs).
 fn tiny_manifest(dir: &Path) -> PathBuf {
     const HEADER: &str = "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio,status";
-    let cat = gemm_synth::catalog::Catalog::embedded();
+    let cat = synth_core::catalog::Catalog::embedded();
     let name = |id: i32| cat.legacy_by_id(id).unwrap().name.clone();
     let mut j = format!("{HEADER}\n");
     for (m, n, t7, t8) in [(16, 4096, 10.0, 5.0), (64, 4096, 8.0, 16.0), (16, 5120, 10.0, 40.0), (64, 5120, 9.0, 3.0)] {

@@ -8,17 +8,17 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use gemm_synth::catalog::{Candidate, Catalog};
-use gemm_synth::render::{self, cpp, Provenance, StaleFiles};
-use gemm_synth::rule::{BinOp, CmpOp, Cond, Expr, Leaf, Node, Rule};
-use gemm_synth::table::{Cell, LatencyMatrix, Shape};
 use proptest::strategy::{Strategy, ValueTree};
 use rand::{Rng, SeedableRng};
+use synth_core::catalog::{Candidate, Catalog};
+use synth_core::render::{self, cpp, Provenance, StaleFiles};
+use synth_core::rule::{BinOp, CmpOp, Cond, Expr, Leaf, Node, Rule};
+use synth_core::table::{Cell, LatencyMatrix, Shape};
 
 // ---------------------------------------------------------------------------------------------------
 // Rule construction helpers.
 
-use gemm_synth::rule::ir::build::{k, lit, m, n};
+use synth_core::rule::ir::build::{k, lit, m, n};
 fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
     Expr::bin(op, a, b)
 }
@@ -171,7 +171,7 @@ fn deep_expected(mm: u32, nn: u32) -> (i32, u32) {
 fn geak_rule(catalog: &Catalog) -> Rule {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/rules/geak_blog_rule.cpp");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    gemm_synth::rule::parse_cpp::parse_cpp(&text, catalog).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    synth_core::rule::parse_cpp::parse_cpp(&text, catalog).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 // Random rules (proptest strategies, driven by a fixed seed so the compiled programs are reproducible).
@@ -223,7 +223,7 @@ fn arb_node(
 ) -> impl Strategy<Value = Node> {
     use proptest::prelude::*;
     // Every split level a leaf may carry, the deepest (`catalog::MAX_SPLIT_K`) included.
-    let leaf_s = (0i32..19, 0u32..=gemm_synth::catalog::MAX_SPLIT_K).prop_map(|(id, sk)| leaf(id, sk));
+    let leaf_s = (0i32..19, 0u32..=synth_core::catalog::MAX_SPLIT_K).prop_map(|(id, sk)| leaf(id, sk));
     leaf_s.prop_recursive(4, 24, 3, move |inner| {
         (proptest::collection::vec((cond.clone(), inner.clone()), branches.clone()), inner)
             .prop_map(|(branches, otherwise)| chain(branches, otherwise))
@@ -714,7 +714,7 @@ fn rendered_ir(catalog: &Catalog, rule: &Rule, cpp_header: bool) -> Rule {
 /// file back with `rule::load` (form from the extension) and `rule::parse_any` (form from the content),
 /// and compares with the expected IR.
 fn assert_round_trip(catalog: &Catalog, rule: &Rule, dir: &Path, what: &str) {
-    use gemm_synth::rule::{load, parse_any, text, to_json};
+    use synth_core::rule::{load, parse_any, text, to_json};
     let forms: Vec<(&str, String, Rule)> = vec![
         ("rule.json", to_json(rule), rule.clone()),
         (
@@ -765,10 +765,10 @@ fn every_output_form_reads_back_to_the_same_rule() {
 fn the_committed_generated_files_read_back_to_rule_json() {
     let catalog = Catalog::embedded();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("generated");
-    let json = gemm_synth::rule::load(&root.join("rule.json"), &catalog).unwrap();
+    let json = synth_core::rule::load(&root.join("rule.json"), &catalog).unwrap();
     assert!(json.leaves().iter().any(|l| l.split_k > 0), "the committed rule has split-K leaves");
     for name in [render::CPP_HEADER, render::RUST_MODULE] {
-        let back = gemm_synth::rule::load(&root.join(name), &catalog).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let back = synth_core::rule::load(&root.join(name), &catalog).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(back, rendered_ir(&catalog, &json, name == render::CPP_HEADER), "{name}");
     }
 }
@@ -780,7 +780,7 @@ fn an_edited_generated_module_is_refused_with_the_line() {
     // kernel_id 8 written as 9 while the name stays kernel 8's.
     let edited = text.replacen("kernel_id: 8,", "kernel_id: 9,", 1);
     assert_ne!(edited, text);
-    let e = gemm_synth::rule::parse_any(&edited, &catalog).unwrap_err().to_string();
+    let e = synth_core::rule::parse_any(&edited, &catalog).unwrap_err().to_string();
     assert!(e.contains("does not match the name") && e.contains("regenerate"), "{e}");
     let line = edited.lines().position(|l| l.contains("kernel_id: 9,")).unwrap();
     assert!(e.contains(&format!("{}:", line + 3)), "the error names the line of the name after it: {e}");
@@ -958,14 +958,14 @@ fn assert_forms_match(catalog: &Catalog, rules: &[Rule], shapes: &[[i64; 3]]) {
 fn branchless_form_and_tree_match_the_interpreter_on_hostile_shapes() {
     let catalog = Catalog::embedded();
     let committed =
-        gemm_synth::rule::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("generated/rule.json"), &catalog).unwrap();
+        synth_core::rule::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("generated/rule.json"), &catalog).unwrap();
     let mut rules = vec![edge_rule(), deep_rule(), geak_rule(&catalog), small_rule(), committed, Rule::new(leaf(3, 2))];
     rules.extend(random_rules(24));
     rules.extend(random_tile_rules(24));
     // Most of the rules have a simplified form, over domains of several sizes, so the dispatcher's
     // simplified path and its edge are exercised; rules with differences inside products or negative
     // factors keep the exact path only.
-    let bits: Vec<Option<u32>> = rules.iter().map(|r| gemm_synth::rule::lower::for_dims(r).map(|s| s.bits)).collect();
+    let bits: Vec<Option<u32>> = rules.iter().map(|r| synth_core::rule::lower::for_dims(r).map(|s| s.bits)).collect();
     assert!(bits[4] == Some(30), "the committed rule is simplified below 2^30: {bits:?}");
     assert!(bits.iter().filter(|b| b.is_some()).count() >= 24, "{bits:?}");
     let distinct: std::collections::BTreeSet<u32> = bits.iter().flatten().copied().collect();

@@ -5,13 +5,13 @@
 //! The C harness reports an operation count as its "latency" (ops / 1000, in µs), so the loop's choice
 //! and the speedups are deterministic: these tests never depend on wall-clock timing.
 
-use gemm_synth::engine::Task;
-use gemm_synth::rewrite::spec::{Pick, ResultFormat};
-use gemm_synth::rewrite::{extract_result, load_spec, parse_spec, ResultLineError, RewriteTask};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use synth_engine::engine::Task;
+use synth_engine::rewrite::spec::{Pick, ResultFormat};
+use synth_engine::rewrite::{extract_result, load_spec, parse_spec, ResultLineError, RewriteTask};
 
 const HARNESS: &str = r#"#include <stdio.h>
 long long ops = 0;

@@ -3,13 +3,13 @@
 //! a wrong result, so the search's choice, its use of the failures and the suite's figures are known in
 //! advance (no GPU, no timing).
 
-use gemm_synth::engine::proposers::knobs::KnobProposer;
-use gemm_synth::engine::{run_loop, LoopConfig, Proposer, Task};
-use gemm_synth::rewrite::{load_spec, RewriteTask};
 use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use synth_engine::engine::proposers::knobs::KnobProposer;
+use synth_engine::engine::{run_loop, LoopConfig, Proposer, Task};
+use synth_engine::rewrite::{load_spec, RewriteTask};
 
 /// The "kernel": two knobs over a 5 x 4 grid, starting at the worst corner.
 const KERNEL: &str = "# synth:knob BLOCK 64 128 256 512 1024

@@ -4,15 +4,15 @@
 
 use std::path::{Path, PathBuf};
 
-use gemm_synth::catalog::Catalog;
-use gemm_synth::rule::ir::MAX_JSON_DEPTH;
-use gemm_synth::rule::text::{cond_to_cpp, expr_to_cpp, rule_to_cpp_text, rule_to_rust_text};
-use gemm_synth::rule::validate::{validate, validate_with_source, Severity};
-use gemm_synth::rule::{
+use proptest::prelude::*;
+use synth_core::catalog::Catalog;
+use synth_core::rule::ir::MAX_JSON_DEPTH;
+use synth_core::rule::text::{cond_to_cpp, expr_to_cpp, rule_to_cpp_text, rule_to_rust_text};
+use synth_core::rule::validate::{validate, validate_with_source, Severity};
+use synth_core::rule::{
     detect_form, load, load_with_source, parse_any, parse_any_with_source, parse_cpp, parse_json, parse_rust, to_json,
     BinOp, CmpOp, Cond, Expr, Form, Leaf, Node, Rule, RuleError, Var,
 };
-use proptest::prelude::*;
 
 /// The embedded catalog, built once for the whole test binary.
 fn cat() -> &'static Catalog {
@@ -39,7 +39,7 @@ fn ids(rule: &Rule) -> Vec<i32> {
     rule.leaves().iter().map(|l| l.kernel_id).collect()
 }
 
-use gemm_synth::rule::ir::build::{k, lit, m, n};
+use synth_core::rule::ir::build::{k, lit, m, n};
 fn cmp(op: CmpOp, a: Expr, b: Expr) -> Cond {
     Cond::cmp(op, a, b)
 }
@@ -862,7 +862,7 @@ fn check_command_refuses_huge_and_deep_rules_with_exit_code_1() {
         assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
         assert!(stderr.contains(expected), "{name}: {stderr}");
         // Every command reads rule files through `load_checked`: the same refusal, as an error.
-        let err = gemm_synth::rule::load_checked(&path, cat()).unwrap_err().to_string();
+        let err = synth_core::rule::load_checked(&path, cat()).unwrap_err().to_string();
         assert!(err.contains(expected) || err.contains("20000 branches"), "{name}: {err}");
     }
 }

@@ -1,12 +1,12 @@
 //! Synthesizer: hand-computed optimal trees, exactness against brute force, unusable cells, limits,
 //! weighting, and agreement between the search's routing and the rule interpreter.
 
-use gemm_synth::catalog::{Candidate, Catalog};
-use gemm_synth::rule::{CmpOp, Cond, Expr, Leaf, Node, Var};
-use gemm_synth::synthesize::features::{self, FeatureSet};
-use gemm_synth::synthesize::tree::{self, Bits, Problem, SearchConfig, Searcher, Tree};
-use gemm_synth::synthesize::{synthesize, synthesize_budgets, try_synthesize, Limits, SynthError, Weighting};
-use gemm_synth::table::{Cell, LatencyMatrix, Shape};
+use synth_core::catalog::{Candidate, Catalog};
+use synth_core::rule::{CmpOp, Cond, Expr, Leaf, Node, Var};
+use synth_core::synthesize::features::{self, FeatureSet};
+use synth_core::synthesize::tree::{self, Bits, Problem, SearchConfig, Searcher, Tree};
+use synth_core::synthesize::{synthesize, synthesize_budgets, try_synthesize, Limits, SynthError, Weighting};
+use synth_core::table::{Cell, LatencyMatrix, Shape};
 
 fn matrix(shapes: &[Shape], cands: &[Candidate], times: &[&[Option<f64>]]) -> LatencyMatrix {
     let mut m = LatencyMatrix::new("gfx942", 304, None, shapes.to_vec(), cands.to_vec());
@@ -448,8 +448,8 @@ fn split_k_matrix(ms: &[u32]) -> LatencyMatrix {
 
 #[test]
 fn split_k_leaf_is_guarded_by_the_measurement_condition() {
-    use gemm_synth::rule::BinOp;
-    use gemm_synth::synthesize::guard::Guards;
+    use synth_core::rule::BinOp;
+    use synth_core::synthesize::guard::Guards;
     let m = split_k_matrix(&[16, 96, 288]);
     let c = Catalog::embedded();
     let g = Guards::new(&m, &c, &[0, 1, 2], 6);

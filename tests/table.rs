@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 mod common;
 use common::run_bounded;
 
-use gemm_synth::catalog::{Candidate, Catalog};
-use gemm_synth::table::summary::{best_frame, summarize, winner_counts};
-use gemm_synth::table::{
+use synth_core::catalog::{Candidate, Catalog};
+use synth_core::table::{
     parse_aiter_csv, read_aiter_csv, recheck_pairs, write_aiter_csv, AiterRow, Cell, LatencyMatrix, Shape, TableError,
 };
+use synth_summary::summary::{best_frame, summarize, winner_counts};
 
 const HEADER: &str = "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio";
 const ID8: &str =
@@ -451,7 +451,7 @@ fn import_reads_a_triton_journal() {
     assert!(!shown.contains("outside the matrix"), "{shown}");
 
     // A hand-written one of one config, with a recheck row, too.
-    use gemm_synth::catalog::triton::VLLM_DEFAULT;
+    use synth_core::catalog::triton::VLLM_DEFAULT;
     let name = VLLM_DEFAULT.name();
     let id = VLLM_DEFAULT.kernel_id();
     let header = "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio,status,recheck";

@@ -1,9 +1,9 @@
 //! The block-FP8 Triton family in tables: journal rows with libtype `triton` are read by the table
 //! reader, their kernelName checked against the family's grammar and kernelId against its packing.
 
-use gemm_synth::catalog::triton::{TritonConfig, VLLM_DEFAULT};
-use gemm_synth::catalog::{Catalog, Libtype};
-use gemm_synth::table::{parse_aiter_csv, AiterRow, TableError};
+use synth_core::catalog::triton::{TritonConfig, VLLM_DEFAULT};
+use synth_core::catalog::{Catalog, Libtype};
+use synth_core::table::{parse_aiter_csv, AiterRow, TableError};
 
 const HEADER: &str = "gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,errRatio,status";
 
@@ -48,7 +48,7 @@ fn triton_rows_that_disagree_are_rejected_naming_line_and_column() {
 
 #[test]
 fn a_latency_matrix_holds_one_family() {
-    use gemm_synth::table::LatencyMatrix;
+    use synth_core::table::LatencyMatrix;
     let name = VLLM_DEFAULT.name();
     let triton = parse(&[line("67703222", "0", &name)]).unwrap();
     let m = LatencyMatrix::from_rows(&triton).unwrap();
@@ -139,7 +139,7 @@ fn a_triton_only_run_finishes_with_the_runtime_default_and_the_runtime_files() {
     assert!(note.contains("returns no CK legacy instance") && note.contains("no CK measurement"), "{note}");
     let header = std::fs::read_to_string(out.join("gemm_a8w8_blockscale_heuristic.h")).unwrap();
     assert!(header.contains("return BlockscaleChoice{triton("), "every leaf is \"no CK pick\"");
-    assert!(out.join("aiter").join(gemm_synth::aiter::PATCH_FILE).is_file(), "triton leaves with BK 128 route");
+    assert!(out.join("aiter").join(synth_core::aiter::PATCH_FILE).is_file(), "triton leaves with BK 128 route");
     assert!(!text.contains("published-rule"), "the CK-only published rule is not scored on triton data:\n{text}");
 
     // `default` is vLLM's default config, and every figure is charged against it: checked per shape
@@ -218,7 +218,7 @@ const TIMES: [ShapeTimes; 7] = [
 ];
 
 fn hand_journal() -> String {
-    let configs = [VLLM_DEFAULT, gemm_synth::catalog::triton::SGLANG_DEFAULT, B, C];
+    let configs = [VLLM_DEFAULT, synth_core::catalog::triton::SGLANG_DEFAULT, B, C];
     let mut text = format!("{HEADER}\n");
     for ((m, n, k), times) in TIMES {
         for (c, us) in configs.iter().zip(times) {
@@ -254,8 +254,8 @@ fn geomean(num: &[f64], den: &[f64]) -> f64 {
 
 #[test]
 fn compare_scores_the_runtime_defaults_and_tuned_files_by_hand() {
-    use gemm_synth::rule::ir::build::{lit, m};
-    use gemm_synth::rule::{CmpOp, Cond, Leaf, Node, Rule};
+    use synth_core::rule::ir::build::{lit, m};
+    use synth_core::rule::{CmpOp, Cond, Leaf, Node, Rule};
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("j.csv");
     std::fs::write(&journal, hand_journal()).unwrap();
@@ -273,7 +273,7 @@ fn compare_scores_the_runtime_defaults_and_tuned_files_by_hand() {
         otherwise: Box::new(Node::Leaf(Leaf::of(Libtype::Triton, C.kernel_id(), 0))),
     });
     let rule_path = dir.path().join("rule.json");
-    std::fs::write(&rule_path, gemm_synth::rule::to_json(&rule)).unwrap();
+    std::fs::write(&rule_path, synth_core::rule::to_json(&rule)).unwrap();
     let out_csv = dir.path().join("cmp.csv");
     let args: Vec<String> = [
         "compare",
@@ -353,7 +353,7 @@ fn compare_scores_the_runtime_defaults_and_tuned_files_by_hand() {
     assert_eq!(pick("vllm-tuned", 200, 1536), (id(VLLM_DEFAULT), "nearest".into(), "ok".into()));
     assert_eq!(pick("vllm-tuned", 64, 2048), (id(U), "nearest".into(), "missing".into()));
     assert_eq!(pick("vllm-tuned", 16, 3072), (id(VLLM_DEFAULT), "default".into(), "ok".into()));
-    let sglang_default = gemm_synth::catalog::triton::SGLANG_DEFAULT;
+    let sglang_default = synth_core::catalog::triton::SGLANG_DEFAULT;
     assert_eq!(pick("sglang-default", 16, 3072), (id(sglang_default), String::new(), "invalid".into()));
     assert_eq!(pick("default", 16, 3072), (id(VLLM_DEFAULT), String::new(), "ok".into()));
 }

@@ -6,12 +6,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Command, Output};
 
-use gemm_synth::catalog::{Candidate, Catalog};
-use gemm_synth::rule::{CmpOp, Cond, Expr, Leaf, Node, Rule, Var};
-use gemm_synth::table::Cell;
-use gemm_synth::tune::sim::{simulate, SimSpec};
-use gemm_synth::tune::{Family, Method, Prior};
-use gemm_synth::{LatencyMatrix, Shape};
+use synth_core::catalog::{Candidate, Catalog};
+use synth_core::rule::{CmpOp, Cond, Expr, Leaf, Node, Rule, Var};
+use synth_core::table::Cell;
+use synth_core::{LatencyMatrix, Shape};
+use synth_measure::tune::sim::{simulate, SimSpec};
+use synth_measure::tune::{Family, Method, Prior};
 
 const FAKE: &str = "tests/fixtures/fake_harness.py";
 
@@ -83,8 +83,8 @@ fn sim_spec() -> SimSpec {
     let method = Method {
         family: Family::Ck,
         prior: Prior { rule: wrong_prior(), candidates: Vec::new() },
-        limits: gemm_synth::synthesize::Limits { max_leaves: 8, ..Default::default() },
-        weight: gemm_synth::synthesize::Weighting::Log,
+        limits: synth_core::synthesize::Limits { max_leaves: 8, ..Default::default() },
+        weight: synth_core::synthesize::Weighting::Log,
         first_ms: 4,
         refine_ms: 3,
         held_out: 1,
@@ -160,7 +160,7 @@ fn replay_command_writes_the_rule_and_the_report_all_at_once() {
         .and_then(|n| n.parse().ok())
         .unwrap();
     assert!(cells > 0 && cells < 2 * MS.len() * KERNELS.len(), "{report}");
-    let rule = gemm_synth::rule::parse_json(&std::fs::read_to_string(out.join("rule.json")).unwrap()).unwrap();
+    let rule = synth_core::rule::parse_json(&std::fs::read_to_string(out.join("rule.json")).unwrap()).unwrap();
     for l in rule.leaves() {
         assert!(KERNELS.contains(&l.kernel_id) && l.split_k == 0, "{l:?}");
     }

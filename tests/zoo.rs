@@ -10,12 +10,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use gemm_synth::catalog::Catalog;
-use gemm_synth::measure::plan::{
+use synth_core::catalog::Catalog;
+use synth_core::shapes::{m_dataset_grid, m_off_grid, ModelSpec, Parallel, ShapeError};
+use synth_core::Shape;
+use synth_measure::measure::plan::{
     aiter_refusals, aiter_split_level, build_plan, split_levels, PlanSpec, SplitKMode, AUTO_MAX_SPLIT_K, MAX_SPLIT_K,
 };
-use gemm_synth::shapes::{m_dataset_grid, m_off_grid, ModelSpec, Parallel, ShapeError};
-use gemm_synth::Shape;
 
 // ---------------------------------------------------------------------------------------------------------
 // The choice
@@ -1034,7 +1034,7 @@ fn committed_tables_and_plot_are_current() {
     check_or_write(&readme_path, &readme_with(&readme, &tables()));
     let svg = svg();
     check_or_write(&dir.join("nk-space.svg"), &svg);
-    let png = gemm_synth::compare::raster::svg_to_png(&svg).unwrap();
+    let png = synth_core::compare::raster::svg_to_png(&svg).unwrap();
     let png_path = dir.join("nk-space.png");
     if std::env::var_os("ZOO_WRITE").is_some() {
         std::fs::write(&png_path, &png).unwrap();
@@ -1141,7 +1141,7 @@ fn the_measure_script_measures_the_vendor_rows_of_every_configuration() {
         readme.lines().filter(|l| l.starts_with("synth bench --model") && l.contains("--m-set dataset")).collect();
     assert_eq!(commands.len(), 8, "the README's grid commands");
     let catalog = Catalog::embedded();
-    let both = gemm_synth::catalog::Backends::parse("ck,vendor").unwrap();
+    let both = synth_core::catalog::Backends::parse("ck,vendor").unwrap();
     let mut journals = Vec::new();
     for line in &commands {
         let name = line.split(" --out ").nth(1).unwrap().trim();
@@ -1150,10 +1150,10 @@ fn the_measure_script_measures_the_vendor_rows_of_every_configuration() {
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         // 80 grid and 20 off-grid M values per layer, each shape once.
         assert_eq!(text.lines().count() - 1, layers * 100, "{name}");
-        let rows = gemm_synth::table::parse_aiter_csv(text.as_bytes(), name, &catalog).unwrap();
-        let m = gemm_synth::table::LatencyMatrix::from_rows_for(&rows, Some(&both)).unwrap();
+        let rows = synth_core::table::parse_aiter_csv(text.as_bytes(), name, &catalog).unwrap();
+        let m = synth_core::table::LatencyMatrix::from_rows_for(&rows, Some(&both)).unwrap();
         assert_eq!(m.shapes.len(), layers * 100, "{name}");
-        assert!(m.candidates.iter().all(|c| c.backend == gemm_synth::catalog::Libtype::Vendor), "{name}");
+        assert!(m.candidates.iter().all(|c| c.backend == synth_core::catalog::Libtype::Vendor), "{name}");
         journals.push((path, text));
     }
     let (o, _) = run();
@@ -1219,7 +1219,7 @@ const ZOO_OFF_GRID_LAYERS: [(&str, usize); 8] = [
 /// 20 off-grid M (of every layer of the zoo's journals and of the dense journal Qwen3-30B-A3B TP 1 reads).
 #[test]
 fn the_zoo_backends_manifest_has_both_backends_on_every_shape() {
-    use gemm_synth::catalog::{Backends, Libtype};
+    use synth_core::catalog::{Backends, Libtype};
     let both = Backends::parse("ck,vendor").unwrap();
     let data =
         gemm_synth::app::manifest::open_for(&root().join("measurements/zoo/backends.toml"), Some(&both)).unwrap();
@@ -1227,7 +1227,7 @@ fn the_zoo_backends_manifest_has_both_backends_on_every_shape() {
     let names: Vec<&str> = data.configs.iter().map(|c| c.name.as_str()).collect();
     let want: Vec<&str> = zoo.configs.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, want);
-    let pool = |d: &gemm_synth::manifest::MultiData| -> Vec<String> {
+    let pool = |d: &synth_core::manifest::MultiData| -> Vec<String> {
         d.pool.iter().map(|&i| d.configs[i].name.clone()).collect()
     };
     assert_eq!(pool(&data), pool(&zoo), "the pool as in datasets.toml");

@@ -1,14 +1,14 @@
 //! `synth aiter`: write the heuristic patch for a rule, apply or check it on an AITER checkout, or write
-//! its check kit (the stage is [`crate::aiter`]).
+//! its check kit (the stage is [`synth_core::aiter`]).
 
 use std::path::{Path, PathBuf};
 
-use crate::aiter::{apply, kit, render_patch, GENERATED_SUBDIR, PATCH_FILE};
-use crate::catalog::Catalog;
-use crate::render::{writer, Provenance};
+use synth_core::aiter::{apply, kit, render_patch, GENERATED_SUBDIR, PATCH_FILE};
+use synth_core::catalog::Catalog;
+use synth_core::render::{writer, Provenance};
 
 use super::shared::emit;
-use crate::paths::display_path;
+use synth_base::paths::display_path;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct AiterPatchArgs {
@@ -55,7 +55,7 @@ pub fn rule_file_provenance(rule_path: &Path) -> Provenance {
         ),
         training: String::new(),
         figures: Vec::new(),
-        command: format!("synth aiter --rule {}", crate::sanitize::shell_word(&display_path(rule_path))),
+        command: format!("synth aiter --rule {}", synth_base::sanitize::shell_word(&display_path(rule_path))),
     }
 }
 
@@ -77,7 +77,7 @@ pub fn run(args: AiterPatchArgs) -> anyhow::Result<()> {
     // The validation of every command that takes a rule file (`synth check`'s): a split-K past the
     // kernels' range, an unknown kernelId or too many branches never reach AITER's sources.
     let load_rule = |path: &Path| {
-        crate::rule::load_checked(path, &catalog)
+        synth_core::rule::load_checked(path, &catalog)
             .map_err(|e| anyhow::anyhow!("cannot use rule {}: {e:#}", display_path(path)))
     };
     if args.kit.is_none() {
@@ -100,7 +100,7 @@ pub fn run(args: AiterPatchArgs) -> anyhow::Result<()> {
         let (shapes, seed) = (args.shapes.unwrap_or(DEFAULT_KIT_SHAPES), args.seed.unwrap_or(0));
         let files = kit::kit_files(&rule, &catalog, shapes, seed)?;
         super::outputs::check_out_dir_as("--kit", dir, &files, &[("--rule", path.clone())])?;
-        let written = crate::render::outdir::write_all(dir, &files)?;
+        let written = synth_core::render::outdir::write_all(dir, &files)?;
         return emit(&format!(
             "check kit for {} ({shapes} shapes, seed {seed}) written to {} ({} files)\n",
             display_path(&path),

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use crate::measure::aiter_tuner::{Tuner, TunerLibtype, DEFAULT_SILENCE, TUNER_SCRIPT};
+use synth_measure::measure::aiter_tuner::{Tuner, TunerLibtype, DEFAULT_SILENCE, TUNER_SCRIPT};
 
 /// Which measurement backend `synth bench` (and `synth drift --remeasure`) uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -1,6 +1,6 @@
 //! `synth bench --backend aiter`: CK's own kernels measured by AITER's tuner
-//! ([`crate::measure::aiter_tuner`]), imported into the same journal as the harness backend writes
-//! ([`crate::measure::aiter_journal`]). This module checks the options, plans the shapes and reports.
+//! ([`synth_measure::measure::aiter_tuner`]), imported into the same journal as the harness backend writes
+//! ([`synth_measure::measure::aiter_journal`]). This module checks the options, plans the shapes and reports.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 
 use super::bench_args::{bench_grid, check_plan_path, print_summary, write_plan, BenchArgs};
-use crate::catalog::Catalog;
-use crate::measure::aiter_journal::{measure_shapes, recheck_shapes};
-use crate::measure::aiter_tuner::{shape_of, untuned_csv, AiterDevice, Tuner};
-use crate::measure::shard::shard_shapes;
-use crate::table::Shape;
+use synth_core::catalog::Catalog;
+use synth_core::table::Shape;
+use synth_measure::measure::aiter_journal::{measure_shapes, recheck_shapes};
+use synth_measure::measure::aiter_tuner::{shape_of, untuned_csv, AiterDevice, Tuner};
+use synth_measure::measure::shard::shard_shapes;
 
 /// `synth bench --backend aiter`.
 pub fn bench(args: &BenchArgs) -> Result<()> {
@@ -99,7 +99,8 @@ fn tuner(args: &BenchArgs) -> Result<(Tuner, Option<Vec<String>>)> {
         .tuner(
             &args.python,
             // The tuner's own --splitK tries AITER's levels: `auto` and `aiter` both turn it on.
-            args.split_k.unwrap_or(crate::measure::SplitKMode::Auto) != crate::measure::SplitKMode::None,
+            args.split_k.unwrap_or(synth_measure::measure::SplitKMode::Auto)
+                != synth_measure::measure::SplitKMode::None,
         )?
         .with_silence_limit(Duration::from_secs_f64(args.cell_timeout));
     let gpus = args.scale.gpu_list()?;
@@ -113,7 +114,7 @@ fn tuner(args: &BenchArgs) -> Result<(Tuner, Option<Vec<String>>)> {
 /// only: a torn last line is reported, not cut.
 fn show_plan(args: &BenchArgs, shapes: &[Shape], catalog: &Catalog) -> Result<()> {
     let done: BTreeSet<Shape> = if args.out.exists() {
-        let contents = crate::measure::journal::read_for_planning(&args.out, catalog, "shape")?;
+        let contents = synth_measure::measure::journal::read_for_planning(&args.out, catalog, "shape")?;
         contents.rows.iter().map(|(_, r)| r).filter(|r| r.recheck == 0).map(shape_of).collect()
     } else {
         BTreeSet::new()

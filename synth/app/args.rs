@@ -7,10 +7,12 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use crate::engine::proposers::openai::{reported_context, OpenAiProposer, DEFAULT_CONTEXT_TOKENS, DEFAULT_MAX_TOKENS};
-use crate::engine::proposers::Checker;
-use crate::synthesize::{FeatureSet, Limits, Weighting};
-use crate::tuned::AgreeWeight;
+use synth_core::synthesize::{FeatureSet, Limits, Weighting};
+use synth_core::tuned::AgreeWeight;
+use synth_engine::engine::proposers::openai::{
+    reported_context, OpenAiProposer, DEFAULT_CONTEXT_TOKENS, DEFAULT_MAX_TOKENS,
+};
+use synth_engine::engine::proposers::Checker;
 
 use super::line::{enum_name, CommandLine};
 
@@ -25,7 +27,7 @@ pub struct DataArgs {
     pub dataset: Vec<PathBuf>,
     // The model whose GEMM layers to keep [default: --model qwen3-32b; `compare`: every shape of the dataset].
     #[command(flatten)]
-    pub model: crate::shapes::ModelArgs,
+    pub model: crate::app::model_args::ModelArgs,
     /// Tensor-parallel degree of the model's layers.
     #[arg(long, default_value_t = 2)]
     pub tp: u32,
@@ -44,11 +46,11 @@ pub struct BackendArgs {
     /// (run) and the best one-threshold policy over the backends' defaults to the comparison
     /// [default: CK legacy only, vendor rows a reference]
     #[arg(long, value_name = "LIST", value_parser = parse_backends)]
-    pub backends: Option<crate::catalog::Backends>,
+    pub backends: Option<synth_core::catalog::Backends>,
 }
 
-fn parse_backends(text: &str) -> Result<crate::catalog::Backends, String> {
-    crate::catalog::Backends::parse(text)
+fn parse_backends(text: &str) -> Result<synth_core::catalog::Backends, String> {
+    synth_core::catalog::Backends::parse(text)
 }
 
 impl BackendArgs {
@@ -68,26 +70,26 @@ pub struct RuntimeArgs {
     /// (vLLM: triton_bm64_bn128_bk128_g32_w4_s2; SGLang: the same with 3 stages); repeat it or give a comma
     /// list. Needs --backends naming triton.
     #[arg(long, value_name = "RUNTIME", value_enum, value_delimiter = ',')]
-    pub runtime_default: Vec<crate::export::Runtime>,
+    pub runtime_default: Vec<synth_core::export::Runtime>,
     /// Also score a directory of the runtime's block-FP8 config files (e.g. the ones vLLM ships), as
     /// `vllm-tuned` / `sglang-tuned`: the file of the shape's (N, K) for --device-name, its nearest M key (ties
     /// to the key first in the file), the runtime's default config on a layer without a file. `vllm=DIR` or
     /// `sglang=DIR`, repeatable. Needs --backends naming triton, and --device-name.
     #[arg(long, value_name = "RUNTIME=DIR", value_parser = parse_runtime_dir)]
-    pub runtime_tuned: Vec<(crate::export::Runtime, PathBuf)>,
+    pub runtime_tuned: Vec<(synth_core::export::Runtime, PathBuf)>,
     /// GPU name in the config files' names, as the runtime reports it (spaces become underscores, as
     /// `synth export` writes it), e.g. NVIDIA_H200; read with --runtime-tuned.
     #[arg(long)]
     pub device_name: Option<String>,
 }
 
-fn parse_runtime_dir(text: &str) -> Result<(crate::export::Runtime, PathBuf), String> {
+fn parse_runtime_dir(text: &str) -> Result<(synth_core::export::Runtime, PathBuf), String> {
     let (runtime, dir) = text
         .split_once('=')
         .ok_or_else(|| format!("{text:?} is not RUNTIME=DIR (e.g. vllm=path/to/configs or sglang=path/to/configs)"))?;
     let runtime = match runtime.trim() {
-        "vllm" => crate::export::Runtime::Vllm,
-        "sglang" => crate::export::Runtime::Sglang,
+        "vllm" => synth_core::export::Runtime::Vllm,
+        "sglang" => synth_core::export::Runtime::Sglang,
         other => return Err(format!("{other:?} is not a runtime: expected vllm=DIR or sglang=DIR")),
     };
     if dir.is_empty() {
@@ -180,9 +182,9 @@ pub const STANDARD_LIMITS: LimitDefaults = LimitDefaults {
 };
 
 /// The most leaves a rule may have: every rule form is read with at most
-/// [`crate::rule::validate::MAX_BRANCHES`] branches, so a larger budget could only write a rule the tool
+/// [`synth_core::rule::validate::MAX_BRANCHES`] branches, so a larger budget could only write a rule the tool
 /// itself refuses to read (and the search would spend minutes and gigabytes on budgets no tree reaches).
-pub const MAX_LEAVES: usize = crate::rule::validate::MAX_BRANCHES + 1;
+pub const MAX_LEAVES: usize = synth_core::rule::validate::MAX_BRANCHES + 1;
 
 /// The limits a job ran with: every option resolved against the job's defaults and checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -537,7 +539,7 @@ pub const DEFAULT_DEVICE: &str = "gfx942:304";
 pub struct LayerArgs {
     // The model whose layers are used (with --tp).
     #[command(flatten)]
-    pub model: crate::shapes::ModelArgs,
+    pub model: crate::app::model_args::ModelArgs,
     /// Tensor-parallel degree of the model's layers.
     #[arg(long)]
     pub tp: Option<u32>,

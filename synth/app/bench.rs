@@ -4,17 +4,17 @@
 
 use super::aiter_args::Backend;
 use super::bench_args::{bench_grid, check_plan_path, parse_configs, print_summary, write_plan, Family};
-use crate::catalog::{Catalog, Instance};
-use crate::measure::driver::{DeviceInfo, Harness, PROBE_LIMIT};
-use crate::measure::journal::{check_resumable, read_for_planning, CellResult, ExpectedDevice, Journal};
-use crate::measure::plan::{build_plan, build_triton_plan, PlanCell, PlanSpec, SplitKMode, TritonPlanSpec};
-use crate::measure::pool::{probe_all, Pool, PoolEvent, DEFAULT_RETRIES};
-use crate::measure::shard::{deal_by_shape, shard_plan};
-use crate::table::Shape;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::Instant;
+use synth_core::catalog::{Catalog, Instance};
+use synth_core::table::Shape;
+use synth_measure::measure::driver::{DeviceInfo, Harness, PROBE_LIMIT};
+use synth_measure::measure::journal::{check_resumable, read_for_planning, CellResult, ExpectedDevice, Journal};
+use synth_measure::measure::plan::{build_plan, build_triton_plan, PlanCell, PlanSpec, SplitKMode, TritonPlanSpec};
+use synth_measure::measure::pool::{probe_all, Pool, PoolEvent, DEFAULT_RETRIES};
+use synth_measure::measure::shard::{deal_by_shape, shard_plan};
 
 use super::bench_args::BenchArgs;
 
@@ -104,7 +104,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         planned.what,
         n_recheck,
         plan.len() - todo.len(),
-        crate::sanitize::shown_path(&args.out),
+        synth_base::sanitize::shown_path(&args.out),
         todo.len()
     );
     if let Some(path) = &args.plan_only {
@@ -173,7 +173,7 @@ fn ck_plan(
     let spec =
         PlanSpec { shapes, instances, split_k, cu_num, recheck_fraction: args.recheck_fraction, seed: args.seed };
     let what = format!("{} instances with split-K {}", spec.instances.len(), split_mode_name(split_k));
-    if let Some(line) = crate::measure::plan::aiter_refusals(&spec).describe() {
+    if let Some(line) = synth_measure::measure::plan::aiter_refusals(&spec).describe() {
         errln!("{line}");
     }
     Ok(Planned { cells: build_plan(&spec)?, what, expected, device })
@@ -240,14 +240,14 @@ fn open_journal(
     if cut > 0 {
         errln!(
             "journal {}: dropped an incomplete last line ({cut} bytes, an interrupted write)",
-            crate::sanitize::shown_path(&args.out)
+            synth_base::sanitize::shown_path(&args.out)
         );
     }
     if let Err(e) = check_resumable(&args.out, j.first_read(), expected) {
         j.discard_if_unused();
         return Err(e);
     }
-    let todo = crate::measure::remaining(plan, &j);
+    let todo = synth_measure::measure::remaining(plan, &j);
     Ok((Some(j), todo))
 }
 
@@ -259,7 +259,7 @@ fn write_plan_cells(path: &std::path::Path, todo: &[PlanCell]) -> Result<()> {
         text.push('\n');
     }
     write_plan(path, text)?;
-    errln!("wrote {} plan cells to {}", todo.len(), crate::sanitize::shown_path(path));
+    errln!("wrote {} plan cells to {}", todo.len(), synth_base::sanitize::shown_path(path));
     Ok(())
 }
 
@@ -457,7 +457,7 @@ fn measure(
     journal: &mut Journal,
     unrunnable: &[String],
 ) -> Result<()> {
-    let plan_file = crate::measure::auxfile::plan_file()?;
+    let plan_file = synth_measure::measure::auxfile::plan_file()?;
     let mut progress = Progress::new(todo.len());
     let log = progress.logger(String::new());
     let result = harness.run(

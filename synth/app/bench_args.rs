@@ -6,17 +6,17 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::aiter_args::{AiterTunerArgs, Backend};
-use crate::catalog::triton::TritonConfig;
-use crate::measure::journal::{recheck_noise, Journal};
-use crate::measure::plan::SplitKMode;
-use crate::measure::shard::Shard;
-use crate::shapes;
+use synth_core::catalog::triton::TritonConfig;
+use synth_core::shapes;
+use synth_measure::measure::journal::{recheck_noise, Journal};
+use synth_measure::measure::plan::SplitKMode;
+use synth_measure::measure::shard::Shard;
 
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
     // The model whose GEMM shapes are measured [default: --model qwen3-32b].
     #[command(flatten)]
-    pub model: shapes::ModelArgs,
+    pub model: crate::app::model_args::ModelArgs,
     /// Tensor-parallel degree.
     #[arg(long, default_value_t = 2)]
     pub tp: u32,
@@ -121,11 +121,11 @@ pub(crate) fn parse_configs(text: Option<&str>) -> Result<Vec<TritonConfig>> {
     };
     match text {
         "kept" => from_lines(KEPT_CONFIGS, "kept (measurements/h200/triton-space/kept.txt)"),
-        "space" => Ok(crate::catalog::triton::tuner_space()),
+        "space" => Ok(synth_core::catalog::triton::tuner_space()),
         _ if std::path::Path::new(text).is_file() => {
-            let bytes = crate::input::read_bytes_capped(
+            let bytes = synth_base::input::read_bytes_capped(
                 std::path::Path::new(text),
-                crate::input::MAX_SPEC_BYTES,
+                synth_base::input::MAX_SPEC_BYTES,
                 "--configs file",
             )
             .with_context(|| format!("--configs {text}: cannot read it"))?;
@@ -139,7 +139,7 @@ pub(crate) fn parse_configs(text: Option<&str>) -> Result<Vec<TritonConfig>> {
                     anyhow::anyhow!(
                         "--configs: {e}; give `kept`, `space`, a file of config names or a comma list of names \
                          ({} is not a file either)",
-                        crate::sanitize::shown(list)
+                        synth_base::sanitize::shown(list)
                     )
                 })
             })
@@ -197,7 +197,7 @@ pub(crate) fn check_gpus(text: &str, env: impl Fn(&str) -> Option<String>) -> Re
             bail!(
                 "--gpus: {} is not a GPU id (an index such as 0, at most {}, or a UUID as nvidia-smi -L prints it, \
                  such as GPU-8932f937-…)",
-                crate::sanitize::shown(entry),
+                synth_base::sanitize::shown(entry),
                 u32::MAX
             );
         };
@@ -221,7 +221,7 @@ pub(crate) fn check_gpus(text: &str, env: impl Fn(&str) -> Option<String>) -> Re
         if let Some(id) = ids.iter().find(|id| !allowed.iter().any(|a| same(a, id))) {
             bail!(
                 "--gpus: GPU {id} is not among the GPUs this environment allows ({var}={}); name GPUs from that list",
-                crate::sanitize::shown(&value)
+                synth_base::sanitize::shown(&value)
             );
         }
     }
@@ -230,7 +230,7 @@ pub(crate) fn check_gpus(text: &str, env: impl Fn(&str) -> Option<String>) -> Re
         if let Some(id) = ids.iter().find(|id| id.parse::<usize>().is_ok_and(|n| n >= count)) {
             bail!(
                 "--gpus: GPU {id} is beyond the {count} GPUs of ROCR_VISIBLE_DEVICES={} (HIP numbers them from 0)",
-                crate::sanitize::shown(&value)
+                synth_base::sanitize::shown(&value)
             );
         }
     }
@@ -273,7 +273,7 @@ pub(crate) fn check_plan_path(plan: &Path, out: &Path, is_plan: impl Fn(&str) ->
             out.display()
         );
     }
-    if same_file(plan, &crate::measure::journal::lock_path(out)) {
+    if same_file(plan, &synth_measure::measure::journal::lock_path(out)) {
         bail!(
             "--plan-only {} is the journal's lock file: the next run on --out {} would replace the plan; write the \
              plan to another file (nothing was written)",
@@ -286,7 +286,7 @@ pub(crate) fn check_plan_path(plan: &Path, out: &Path, is_plan: impl Fn(&str) ->
         bail!(
             "--plan-only {} is {}; pass the path of a plan file to write (nothing was written)",
             plan.display(),
-            crate::paths::file_kind(&meta)
+            synth_base::paths::file_kind(&meta)
         );
     }
     let mut first = Vec::new();
@@ -302,7 +302,7 @@ pub(crate) fn check_plan_path(plan: &Path, out: &Path, is_plan: impl Fn(&str) ->
             "--plan-only {} exists and is not {what} written by `synth bench` (its first line is {}); remove it or \
              pass another path (nothing was written)",
             plan.display(),
-            crate::sanitize::shown(&line.chars().take(120).collect::<String>())
+            synth_base::sanitize::shown(&line.chars().take(120).collect::<String>())
         );
     }
     Ok(())
@@ -394,7 +394,7 @@ type ModelLayers = (Vec<(u32, u32)>, Vec<String>);
 
 /// (N, K) of a model's four GEMMs at a TP degree (qkv, o, gate_up, down) that blockscale can run, and one
 /// message per layer it cannot (K not a multiple of the 128-wide scale group).
-pub(crate) fn model_layers(model: &shapes::ModelArgs, tp: u32) -> Result<ModelLayers> {
+pub(crate) fn model_layers(model: &crate::app::model_args::ModelArgs, tp: u32) -> Result<ModelLayers> {
     let spec = model.load_or(DEFAULT_MODEL).with_context(|| model.option_text(DEFAULT_MODEL))?;
     let model = &spec.name;
     let layers = spec.layers(tp).with_context(|| format!("{} --tp {tp}", spec.name))?;
@@ -439,18 +439,18 @@ pub(crate) fn print_summary(journal: &Journal, appended: usize, elapsed: f64) {
     let rows = journal.rows();
     let mut fails: BTreeMap<&str, usize> = BTreeMap::new();
     for r in rows {
-        if let crate::table::RowStatus::Fail(reason) = &r.status {
+        if let synth_core::table::RowStatus::Fail(reason) = &r.status {
             *fails.entry(reason.as_str()).or_default() += 1;
         }
     }
     let ok = rows.iter().filter(|r| r.is_ok()).count();
-    let path = crate::sanitize::shown_path(journal.path());
+    let path = synth_base::sanitize::shown_path(journal.path());
     outln!("journal {path}: {} rows, {} ok, {} failed", rows.len(), ok, rows.len() - ok);
     if appended > 0 {
         outln!("this run: {appended} cells in {elapsed:.1} s = {:.2} cells/s", appended as f64 / elapsed.max(1e-9));
     }
     for (reason, n) in &fails {
-        outln!("  fail:{}: {n}", crate::sanitize::shown(reason));
+        outln!("  fail:{}: {n}", synth_base::sanitize::shown(reason));
     }
     match recheck_noise(rows) {
         Some((med, n)) => {
@@ -475,16 +475,16 @@ mod tests {
     #[test]
     fn qwen3_tp2_layers() {
         assert_eq!(
-            model_layers(&shapes::ModelArgs::builtin("qwen3-32b"), 2).unwrap(),
+            model_layers(&crate::app::model_args::ModelArgs::builtin("qwen3-32b"), 2).unwrap(),
             (vec![(5120, 5120), (5120, 4096), (25600, 5120), (5120, 12800)], Vec::<String>::new())
         );
-        assert!(model_layers(&shapes::ModelArgs::builtin("qwen3-32b"), 3).is_err());
+        assert!(model_layers(&crate::app::model_args::ModelArgs::builtin("qwen3-32b"), 3).is_err());
     }
 
     #[test]
     fn layers_blockscale_cannot_run_are_named() {
         // Qwen2.5-72B at TP 4: down_proj K = 29568 / 4 = 7392 = 57.75 x 128.
-        let (ok, bad) = model_layers(&shapes::ModelArgs::builtin("qwen2.5-72b"), 4).unwrap();
+        let (ok, bad) = model_layers(&crate::app::model_args::ModelArgs::builtin("qwen2.5-72b"), 4).unwrap();
         assert_eq!(ok, vec![(2560, 8192), (8192, 2048), (14784, 8192)]);
         assert_eq!(bad.len(), 1);
         assert!(bad[0].contains("qwen2.5-72b at TP 4, down_proj: K = 7392 is not a multiple of 128"), "{}", bad[0]);

@@ -1,5 +1,5 @@
 //! `synth book [--root DIR] [--out DIR] [--check]`: the documentation book's result tables, rendered from
-//! the committed result CSVs (`crate::render::book`: which CSVs, which layout) into markdown pages the
+//! the committed result CSVs (`synth_core::render::book`: which CSVs, which layout) into markdown pages the
 //! chapters of `docs/src/` include. With `--check` it writes nothing and fails naming every page that
 //! rendering again would change (CI).
 
@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::render::book::{render_pages, Source, TableSpec, SOURCE_DIRS, TABLES};
+use synth_core::render::book::{render_pages, Source, TableSpec, SOURCE_DIRS, TABLES};
 
 /// The examples at the end of `synth book --help`.
 pub const HELP: &str = "\
@@ -38,7 +38,7 @@ pub fn run(args: BookArgs) -> Result<()> {
         None => super::outputs::checkout_containing(&cwd).with_context(|| {
             format!(
                 "{} is not inside a gemm-synth checkout: run `synth book` in one, or name it with --root",
-                crate::sanitize::shown_path(&cwd)
+                synth_base::sanitize::shown_path(&cwd)
             )
         })?,
     };
@@ -49,7 +49,7 @@ pub fn run(args: BookArgs) -> Result<()> {
             "no result CSV ({}) in {} of {}: is it a gemm-synth checkout?",
             TABLES.iter().map(|t| t.csv).collect::<Vec<_>>().join(", "),
             SOURCE_DIRS.join(", "),
-            crate::sanitize::shown_path(&root)
+            synth_base::sanitize::shown_path(&root)
         );
     }
     let sources: Vec<Source<'_>> = texts.iter().map(|(dir, spec, _, text)| Source { dir, spec: *spec, text }).collect();
@@ -61,7 +61,7 @@ pub fn run(args: BookArgs) -> Result<()> {
     let paths = super::outputs::write_files(&out, &files, args.check)?;
     for (path, (dir, spec, _, _)) in paths.iter().zip(&texts) {
         let verb = if args.check { "fresh" } else { "wrote" };
-        outln!("{verb} {} (from {dir}/{})", crate::sanitize::shown_path(path), spec.csv);
+        outln!("{verb} {} (from {dir}/{})", synth_base::sanitize::shown_path(path), spec.csv);
     }
     Ok(())
 }
@@ -75,11 +75,11 @@ fn read_sources(root: &Path) -> Result<Vec<(&'static str, TableSpec, PathBuf, St
             let path = root.join(dir).join(spec.csv);
             match std::fs::symlink_metadata(&path) {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => anyhow::bail!("cannot read {}: {e}", crate::sanitize::shown_path(&path)),
+                Err(e) => anyhow::bail!("cannot read {}: {e}", synth_base::sanitize::shown_path(&path)),
                 Ok(_) => {}
             }
-            let text = crate::input::read_text_capped(&path, crate::input::MAX_TABLE_BYTES, "result table")
-                .with_context(|| format!("cannot read {}", crate::sanitize::shown_path(&path)))?;
+            let text = synth_base::input::read_text_capped(&path, synth_base::input::MAX_TABLE_BYTES, "result table")
+                .with_context(|| format!("cannot read {}", synth_base::sanitize::shown_path(&path)))?;
             found.push((dir, *spec, path, text));
         }
     }

@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::bail;
 
-use crate::compare::{evaluate, Policy, TunedTable};
-use crate::manifest::MultiData;
+use synth_core::compare::{evaluate, Policy, TunedTable};
+use synth_core::manifest::MultiData;
 
 use super::args::{DataArgs, RuntimeArgs, SampleArgs};
 use super::line::canonical_path;
@@ -13,7 +13,7 @@ use super::multi_eval;
 use super::resolve::{data_mode, DataMode, DataOptions, Fallback};
 use super::session::{Scope, Session};
 use super::shared::{emit, published_rule, summary_table, PUBLISHED_RULE_NAME};
-use crate::paths::display_path;
+use synth_base::paths::display_path;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct CompareArgs {
@@ -117,9 +117,9 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         session.what,
         report.shapes.len(),
     );
-    text.push_str(&crate::compare::report::table(&report, names));
+    text.push_str(&synth_core::compare::report::table(&report, names));
     text.push_str(&notes(args, &session, &backend_notes, &runtime_notes));
-    text.push_str(&crate::tuned::agreement_text(matrix, catalog, &policies, &report.shapes));
+    text.push_str(&synth_core::tuned::agreement_text(matrix, catalog, &policies, &report.shapes));
     if args.rule.is_empty() && tables.is_empty() && !args.published && args.runtime.is_empty() {
         text.push_str(
             "hint: only the default and the oracle were scored; add --rule FILE, --tuned FILE, --tuned-sample or \
@@ -134,21 +134,21 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
 fn single_files(
     args: &CompareArgs,
     session: &Session,
-    report: &crate::compare::Report,
+    report: &synth_core::compare::Report,
 ) -> anyhow::Result<Vec<(PathBuf, Vec<u8>, &'static str)>> {
     let (matrix, names) = (&session.matrix, &session.names);
     let mut files = Vec::new();
     if let Some(path) = &args.csv {
         let csv = if session.vendor.is_empty() {
-            crate::compare::report::csv(report, names)
+            synth_core::compare::report::csv(report, names)
         } else {
-            crate::compare::report::csv_with_vendor(report, names, &session.vendor)
+            synth_core::compare::report::csv_with_vendor(report, names, &session.vendor)
         };
         files.push((path.clone(), csv.into_bytes(), ""));
     }
     if let Some(path) = &args.svg {
         let title = format!("{} on {}", session.what, matrix.device.as_deref().unwrap_or(&matrix.gfx));
-        plot_files(&mut files, path, crate::compare::plot::speedup_svg(report, names, &title)?)?;
+        plot_files(&mut files, path, synth_core::compare::plot::speedup_svg(report, names, &title)?)?;
     }
     Ok(files)
 }
@@ -203,7 +203,7 @@ fn notes(args: &CompareArgs, session: &Session, backend_notes: &[String], runtim
 /// The plot at `svg` and its PNG beside it, as files to write.
 fn plot_files(files: &mut Vec<(PathBuf, Vec<u8>, &str)>, svg_path: &Path, svg: String) -> anyhow::Result<()> {
     let png_path = png_beside(svg_path)?;
-    let png = crate::compare::raster::svg_to_png(&svg)?;
+    let png = synth_core::compare::raster::svg_to_png(&svg)?;
     files.push((svg_path.to_path_buf(), svg.into_bytes(), ""));
     files.push((png_path, png, ""));
     Ok(())
@@ -304,7 +304,7 @@ fn manifest_policies(args: &CompareArgs, data: &MultiData) -> anyhow::Result<(Ve
         policies.push(Policy::Rule { name: PUBLISHED_RULE_NAME.into(), rule: published_rule(catalog)? });
     }
     for path in &args.rule {
-        let rule = crate::rule::load_checked(path, catalog)?;
+        let rule = synth_core::rule::load_checked(path, catalog)?;
         super::session::note_uncallable(path, &rule, None, matrix);
         policies.push(Policy::Rule { name: canonical_path(path), rule });
     }
@@ -319,7 +319,7 @@ fn manifest_files(
     data: &MultiData,
     manifest: &Path,
     evals: Vec<multi_eval::Evaluation>,
-    all: &crate::compare::Report,
+    all: &synth_core::compare::Report,
 ) -> anyhow::Result<Vec<(PathBuf, Vec<u8>, &'static str)>> {
     let matrix = &data.matrix;
     let mut files = Vec::new();
@@ -339,7 +339,7 @@ fn manifest_files(
             })
             .collect();
         let title = format!("{} on {}", canonical_path(manifest), matrix.device.as_deref().unwrap_or(&matrix.gfx));
-        plot_files(&mut files, path, crate::compare::plot::groups_svg(all, &groups, &title)?)?;
+        plot_files(&mut files, path, synth_core::compare::plot::groups_svg(all, &groups, &title)?)?;
     }
     Ok(files)
 }

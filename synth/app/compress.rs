@@ -9,16 +9,16 @@ use anyhow::{anyhow, bail, Context};
 
 use super::shared::{rule_outline, RULE_JSON};
 use super::tuned::rows_matrix;
-use crate::catalog::Catalog;
-use crate::compare::TunedTable;
-use crate::compress::{compress, per_layer_counts, prove, Proof};
-use crate::paths::display_path;
-use crate::render::{self, writer::GeneratedFile, Provenance};
-use crate::rule::Rule;
-use crate::sanitize::shell_word;
-use crate::synthesize::{FeatureSet, Limits};
-use crate::table::{parse_aiter_csv, AiterRow, Shape};
-use crate::tuned::{parse_device, AgreeWeight, TunedSet};
+use synth_base::paths::display_path;
+use synth_base::sanitize::shell_word;
+use synth_core::catalog::Catalog;
+use synth_core::compare::TunedTable;
+use synth_core::compress::{compress, per_layer_counts, prove, Proof};
+use synth_core::render::{self, writer::GeneratedFile, Provenance};
+use synth_core::rule::Rule;
+use synth_core::synthesize::{FeatureSet, Limits};
+use synth_core::table::{parse_aiter_csv, AiterRow, Shape};
+use synth_core::tuned::{parse_device, AgreeWeight, TunedSet};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct CompressArgs {
@@ -62,7 +62,7 @@ pub fn residual_csv(
     device: (&str, u32),
     kept: &BTreeSet<Shape>,
 ) -> anyhow::Result<(String, usize)> {
-    let shown = || crate::sanitize::shown(&file.display().to_string());
+    let shown = || synth_base::sanitize::shown(&file.display().to_string());
     let mut rdr = csv::ReaderBuilder::new().has_headers(true).from_reader(input);
     let header = rdr.headers().with_context(|| format!("cannot read {}", shown()))?.clone();
     let col =
@@ -76,7 +76,7 @@ pub fn residual_csv(
         let num = |i: usize| -> anyhow::Result<u32> {
             let v = rec.get(i).unwrap_or("");
             v.parse().with_context(|| {
-                format!("{}: value \"{}\" is not a positive integer", shown(), crate::sanitize::shown(v))
+                format!("{}: value \"{}\" is not a positive integer", shown(), synth_base::sanitize::shown(v))
             })
         };
         let same_device = rec.get(gi) == Some(device.0) && num(ci)? == device.1;
@@ -99,7 +99,11 @@ fn pick_device(rows: &[AiterRow], given: Option<&str>, file: &str) -> anyhow::Re
         0 => bail!("{file}: the file has no rows"),
         _ => bail!(
             "{file}: rows of several devices ({}); pick one with --device GFX:CU",
-            devices.iter().map(|(g, c)| format!("{}:{c}", crate::sanitize::shown(g))).collect::<Vec<_>>().join(", ")
+            devices
+                .iter()
+                .map(|(g, c)| format!("{}:{c}", synth_base::sanitize::shown(g)))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     }
 }
@@ -135,8 +139,9 @@ fn rule_of(
     catalog: &Catalog,
 ) -> anyhow::Result<(Rule, String)> {
     if let Some(p) = &args.rule {
-        let rule = crate::rule::load_checked(p, catalog)
-            .with_context(|| format!("cannot use the rule {}", crate::sanitize::shown(&p.display().to_string())))?;
+        let rule = synth_core::rule::load_checked(p, catalog).with_context(|| {
+            format!("cannot use the rule {}", synth_base::sanitize::shown(&p.display().to_string()))
+        })?;
         return Ok((rule, shown_path(p)));
     }
     let limits = Limits {
@@ -146,8 +151,8 @@ fn rule_of(
         features: FeatureSet::Machine,
         ..Limits::default()
     };
-    let targets = TunedSet { rows: crate::compress::target_rows(full, catalog), ..set.clone() };
-    let s = crate::tuned::train(&[&targets], catalog, &limits, AgreeWeight::Time)?;
+    let targets = TunedSet { rows: synth_core::compress::target_rows(full, catalog), ..set.clone() };
+    let s = synth_core::tuned::train(&[&targets], catalog, &limits, AgreeWeight::Time)?;
     Ok((s.rule, format!("trained on the table's lookup answers ({} leaves at most)", args.max_leaves)))
 }
 
@@ -166,14 +171,14 @@ struct Outcome {
 
 /// Reads the table, picks or trains the rule, compresses, and proves the residual as AITER reads it.
 fn compress_table(args: &CompressArgs, catalog: &Catalog) -> anyhow::Result<Outcome> {
-    let file = crate::sanitize::shown(&args.tuned.display().to_string());
-    let bytes = crate::input::read_table_capped(&args.tuned, crate::input::MAX_TABLE_BYTES, "tuned table")
+    let file = synth_base::sanitize::shown(&args.tuned.display().to_string());
+    let bytes = synth_base::input::read_table_capped(&args.tuned, synth_base::input::MAX_TABLE_BYTES, "tuned table")
         .with_context(|| format!("cannot read {file}"))?;
     let rows = parse_aiter_csv(&bytes, &args.tuned.display().to_string(), catalog).map_err(|e| anyhow!("{e}"))?;
     let (gfx, cu) = pick_device(&rows, args.device.as_deref(), &file)?;
     let name = args.tuned.file_stem().map_or_else(String::new, |s| s.to_string_lossy().into_owned());
     let set = TunedSet::from_rows(&name, &shown_path(&args.tuned), &rows, catalog, (&gfx, cu))?;
-    crate::compress::check_max_m(&set.rows, &args.tuned.display().to_string())?;
+    synth_core::compress::check_max_m(&set.rows, &args.tuned.display().to_string())?;
     let full = set.table();
     let (rule, rule_text) = rule_of(args, &set, &full, catalog)?;
     let kept = compress(&full, &rule, catalog);
@@ -236,7 +241,7 @@ fn output_files(args: &CompressArgs, o: &Outcome, catalog: &Catalog) -> anyhow::
     let matrix = rows_matrix(std::slice::from_ref(&o.set))?;
     let mut files = vec![GeneratedFile::new(residual_name(&args.tuned), o.residual.0.clone())];
     files.extend(render::generated_files(&o.rule, catalog, &matrix, &provenance)?);
-    let mut json = crate::rule::to_json(&o.rule);
+    let mut json = synth_core::rule::to_json(&o.rule);
     json.push('\n');
     files.push(GeneratedFile::new(RULE_JSON, json));
     Ok(files)
@@ -262,7 +267,7 @@ pub fn run(args: CompressArgs) -> anyhow::Result<()> {
              there: allow more leaves (--max-leaves) or pass a --rule that does",
             proof.mismatches,
             first.join("; "),
-            crate::sanitize::shown(&args.out.display().to_string())
+            synth_base::sanitize::shown(&args.out.display().to_string())
         );
     }
     let files = output_files(&args, &outcome, &catalog)?;

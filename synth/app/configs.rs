@@ -17,10 +17,10 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 
 use super::export::{ExportArgs, DEFAULT_MAX_M};
-use crate::catalog::Catalog;
-use crate::export::Runtime;
-use crate::render::writer::GeneratedFile;
-use crate::rule::Rule;
+use synth_core::catalog::Catalog;
+use synth_core::export::Runtime;
+use synth_core::render::writer::GeneratedFile;
+use synth_core::rule::Rule;
 
 /// The CK rule `synth configs aiter` writes by default: (its path in the repository, its text).
 pub const CK_RULE: (&str, &str) = ("generated/rule.json", include_str!("../../generated/rule.json"));
@@ -75,8 +75,8 @@ fn embedded_rule(target: Target, device: &str) -> anyhow::Result<(String, Rule)>
         _ => triton_rule_for(device),
     };
     let rule =
-        crate::rule::parse_json(text).map_err(|e| anyhow::anyhow!("internal error: the embedded {path}: {e}"))?;
-    if crate::rule::validate::has_errors(&crate::rule::validate::validate(&rule, &Catalog::embedded())) {
+        synth_core::rule::parse_json(text).map_err(|e| anyhow::anyhow!("internal error: the embedded {path}: {e}"))?;
+    if synth_core::rule::validate::has_errors(&synth_core::rule::validate::validate(&rule, &Catalog::embedded())) {
         bail!("internal error: the embedded {path} does not validate (`synth check {path}`)");
     }
     Ok((format!("{path} (embedded)"), rule))
@@ -125,19 +125,19 @@ pub fn run(args: ConfigsArgs) -> anyhow::Result<()> {
     };
     let catalog = Catalog::embedded();
     let rule_name = match &args.rule {
-        Some(path) => crate::paths::display_path(path),
+        Some(path) => synth_base::paths::display_path(path),
         None => format!("{} (embedded)", triton_rule_for(&device).0),
     };
     let export = export_args(&args, runtime, device.clone(), &rule_name);
     super::export::export_with(&export, &rule_name, &inputs(&args), || match &args.rule {
-        Some(path) => crate::rule::load_checked(path, &catalog),
+        Some(path) => synth_core::rule::load_checked(path, &catalog),
         None => embedded_rule(args.target, &device).map(|(_, rule)| rule),
     })
 }
 
 /// One layer's picks: (first M, last M, backend, kernelId, splitK) runs over 1..=max_m.
 fn picks(rule: &Rule, n: u32, k: u32, max_m: u32) -> Vec<serde_json::Value> {
-    let mut runs: Vec<(u32, u32, crate::rule::Leaf)> = Vec::new();
+    let mut runs: Vec<(u32, u32, synth_core::rule::Leaf)> = Vec::new();
     for m in 1..=max_m {
         let leaf = rule.eval(m, n, k);
         match runs.last_mut() {
@@ -159,23 +159,23 @@ fn picks(rule: &Rule, n: u32, k: u32, max_m: u32) -> Vec<serde_json::Value> {
 fn run_aiter(args: &ConfigsArgs) -> anyhow::Result<()> {
     let catalog = Catalog::embedded();
     let (rule_name, rule) = match &args.rule {
-        Some(path) => (crate::paths::display_path(path), crate::rule::load_checked(path, &catalog)?),
+        Some(path) => (synth_base::paths::display_path(path), synth_core::rule::load_checked(path, &catalog)?),
         None => embedded_rule(Target::Aiter, "")?,
     };
     if !(1..=super::export::MAX_MAX_M).contains(&args.max_m) {
         bail!("--max-m {}: expected 1..={}", args.max_m, super::export::MAX_MAX_M);
     }
     let (nks, left) = super::export::layers(&export_args(args, Runtime::Vllm, String::new(), &rule_name))?;
-    if let Some(why) = crate::aiter::patch::unroutable(&rule) {
+    if let Some(why) = synth_core::aiter::patch::unroutable(&rule) {
         bail!("{rule_name}: no AITER patch can route this rule: {why}");
     }
-    let provenance = crate::render::Provenance {
+    let provenance = synth_core::render::Provenance {
         dataset: format!("not recorded: the rule {rule_name} (`synth run` records dataset, device and figures)"),
         training: String::new(),
         figures: Vec::new(),
         command: command_line(args),
     };
-    let patch = crate::aiter::render_patch(&rule, &catalog, &provenance)?;
+    let patch = synth_core::aiter::render_patch(&rule, &catalog, &provenance)?;
     let mut files = vec![super::outputs::patch_file(patch), super::outputs::python_file(&rule, &catalog, &provenance)?];
     let layers: Vec<serde_json::Value> = nks
         .iter()
@@ -195,12 +195,12 @@ fn run_aiter(args: &ConfigsArgs) -> anyhow::Result<()> {
     super::outputs::check_out_dir(&args.out, &files, &inputs(args))?;
     let written = super::outputs::write_files(&args.out, &files, false)?;
     for p in &written {
-        outln!("written: {}", crate::paths::display_path(p));
+        outln!("written: {}", synth_base::paths::display_path(p));
     }
     outln!(
         "aiter: the patch and select_kernel.py for {} layers in {}; the rule's picks at every M in 1..={} are in {AITER_SIDECAR}",
         nks.len(),
-        crate::paths::display_path(&args.out),
+        synth_base::paths::display_path(&args.out),
         args.max_m
     );
     if let Some(note) = super::export::left_out_note(&left) {
@@ -211,10 +211,10 @@ fn run_aiter(args: &ConfigsArgs) -> anyhow::Result<()> {
 
 /// The command that writes these files again (shell-quoted).
 fn command_line(args: &ConfigsArgs) -> String {
-    let word = |p: &std::path::Path| crate::sanitize::shell_word(&p.display().to_string());
+    let word = |p: &std::path::Path| synth_base::sanitize::shell_word(&p.display().to_string());
     let mut line = String::from("synth configs aiter");
     match &args.layers.shapes {
-        Some(s) => line.push_str(&format!(" --shapes {}", crate::sanitize::shell_word(s))),
+        Some(s) => line.push_str(&format!(" --shapes {}", synth_base::sanitize::shell_word(s))),
         None => line.push_str(&format!(" {}", args.layers.model.option_text(""))),
     }
     if let Some(tp) = args.layers.tp {
@@ -241,10 +241,10 @@ mod tests {
             [(Target::Vllm, "NVIDIA_H200"), (Target::Sglang, "NVIDIA_H100_80GB_HBM3"), (Target::Aiter, "")]
         {
             let (name, rule) = embedded_rule(target, device).unwrap();
-            let issues = crate::rule::validate::validate(&rule, &catalog);
-            assert!(!crate::rule::validate::has_errors(&issues), "{name}: {issues:?}");
+            let issues = synth_core::rule::validate::validate(&rule, &catalog);
+            assert!(!synth_core::rule::validate::has_errors(&issues), "{name}: {issues:?}");
             match target {
-                Target::Aiter => assert!(crate::aiter::patch::unroutable(&rule).is_none(), "{name}"),
+                Target::Aiter => assert!(synth_core::aiter::patch::unroutable(&rule).is_none(), "{name}"),
                 _ => assert!(super::super::export::exportable(&rule), "{name}"),
             }
         }

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::bail;
 
-use crate::catalog::Catalog;
-use crate::table::{parse_aiter_csv, LatencyMatrix};
+use synth_core::catalog::Catalog;
+use synth_core::table::{parse_aiter_csv, LatencyMatrix};
 
 /// The multi-model job's manifest, included in the binary (read from disk when the path exists there).
 pub const EMBEDDED_MANIFEST: (&str, &str) =
@@ -148,12 +148,12 @@ impl Dataset {
         let Some(path) = arg else { return Ok(Dataset::Embedded(default_dataset())) };
         if path.is_file() {
             // Capped like every table read (a file is compared with the embedded ones byte for byte).
-            let cap = crate::input::MAX_TABLE_BYTES;
+            let cap = synth_base::input::MAX_TABLE_BYTES;
             let too_big = std::fs::metadata(path).is_ok_and(|m| m.len() > cap);
             let bytes = if too_big {
                 Err(std::io::Error::other(format!("it holds more than {} MiB, the cap for a dataset", cap >> 20)))
             } else {
-                crate::input::read_table_capped(path, cap, "dataset")
+                synth_base::input::read_table_capped(path, cap, "dataset")
             };
             let bytes = bytes.map_err(|e| anyhow::anyhow!("cannot read dataset {}: {e}", path.display()))?;
             return Ok(match EMBEDDED.iter().find(|f| f.bytes == bytes.as_slice()) {
@@ -184,7 +184,7 @@ impl Dataset {
     pub fn name(&self) -> String {
         match self {
             Dataset::Embedded(f) | Dataset::Copy(f, _) => f.name.to_string(),
-            Dataset::File(p) => crate::paths::display_path(&super::line::absolute(p)),
+            Dataset::File(p) => synth_base::paths::display_path(&super::line::absolute(p)),
             Dataset::Union(name) => name.clone(),
         }
     }
@@ -193,7 +193,7 @@ impl Dataset {
     /// named by its own path (the file the user gave, not the embedded file it matches).
     pub fn origin(&self) -> String {
         match self {
-            Dataset::Copy(_, p) => crate::paths::display_path(&super::line::absolute(p)),
+            Dataset::Copy(_, p) => synth_base::paths::display_path(&super::line::absolute(p)),
             _ => self.name(),
         }
     }
@@ -201,9 +201,9 @@ impl Dataset {
     /// The file's bytes.
     pub fn bytes(&self) -> anyhow::Result<Cow<'static, [u8]>> {
         match self {
-            Dataset::Embedded(f) | Dataset::Copy(f, _) if crate::input::is_gzip(f.bytes) => gunzip_capped(f),
+            Dataset::Embedded(f) | Dataset::Copy(f, _) if synth_base::input::is_gzip(f.bytes) => gunzip_capped(f),
             Dataset::Embedded(f) | Dataset::Copy(f, _) => Ok(Cow::Borrowed(f.bytes)),
-            Dataset::File(p) => crate::input::read_table_capped(p, crate::input::MAX_TABLE_BYTES, "dataset")
+            Dataset::File(p) => synth_base::input::read_table_capped(p, synth_base::input::MAX_TABLE_BYTES, "dataset")
                 .map(Cow::Owned)
                 .map_err(|e| anyhow::anyhow!("cannot read dataset {}: {e}", p.display())),
             Dataset::Union(name) => bail!("{name} is several tables, read one by one"),
@@ -212,7 +212,7 @@ impl Dataset {
 
     /// The latency table (strict parse; errors name the file, line and column).
     /// Its rows, read strictly (errors name the dataset and line).
-    pub fn rows(&self, catalog: &Catalog) -> anyhow::Result<Vec<crate::table::AiterRow>> {
+    pub fn rows(&self, catalog: &Catalog) -> anyhow::Result<Vec<synth_core::table::AiterRow>> {
         let bytes = self.bytes()?;
         parse_aiter_csv(&bytes, &self.origin(), catalog).map_err(|e| anyhow::anyhow!("{e}"))
     }
@@ -223,11 +223,11 @@ impl Dataset {
         let rows = parse_aiter_csv(&bytes, &name, catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
         // The C++ dispatcher chooses among CK legacy instances: CK-tile rows are left out, with a note. A
         // table with triton rows is the triton family's (the matrix refuses it mixed with another family).
-        let rows: Vec<_> = rows.into_iter().filter(|r| r.libtype != crate::catalog::Libtype::Vendor).collect();
-        let (rows, cktile) = if rows.iter().any(|r| r.libtype == crate::catalog::Libtype::Triton) {
+        let rows: Vec<_> = rows.into_iter().filter(|r| r.libtype != synth_core::catalog::Libtype::Vendor).collect();
+        let (rows, cktile) = if rows.iter().any(|r| r.libtype == synth_core::catalog::Libtype::Triton) {
             (rows, None)
         } else {
-            crate::table::registry::legacy_rows(rows)
+            synth_core::table::registry::legacy_rows(rows)
         };
         if let Some(left) = cktile {
             if rows.is_empty() {
@@ -248,7 +248,7 @@ impl Dataset {
 /// An embedded gzip-compressed journal's text, capped like a table read from a file.
 fn gunzip_capped(f: &EmbeddedFile) -> anyhow::Result<Cow<'static, [u8]>> {
     use std::io::Read as _;
-    let cap = crate::input::MAX_TABLE_BYTES;
+    let cap = synth_base::input::MAX_TABLE_BYTES;
     let mut out = Vec::new();
     flate2::read::MultiGzDecoder::new(f.bytes)
         .take(cap + 1)
@@ -282,7 +282,7 @@ mod tests {
         assert_eq!(Dataset::resolve(Some(&other)).unwrap(), Dataset::File(other.clone()));
         // A file over the table cap is refused before it is read (a sparse file: no disk, no time).
         let huge = dir.path().join("huge.csv");
-        std::fs::File::create(&huge).unwrap().set_len(crate::input::MAX_TABLE_BYTES + 1).unwrap();
+        std::fs::File::create(&huge).unwrap().set_len(synth_base::input::MAX_TABLE_BYTES + 1).unwrap();
         let e = Dataset::resolve(Some(&huge)).unwrap_err().to_string();
         assert!(e.contains("huge.csv") && e.contains("256 MiB"), "{e}");
         // A manifest's `../h200/x.csv` names the embedded journal by its path.
@@ -303,7 +303,7 @@ mod tests {
         let catalog = Catalog::embedded();
         for f in EMBEDDED {
             let rows = Dataset::Embedded(f).rows(&catalog).unwrap_or_else(|e| panic!("{}: {e:#}", f.name));
-            if rows.iter().all(|r| r.libtype == crate::catalog::Libtype::Vendor) {
+            if rows.iter().all(|r| r.libtype == synth_core::catalog::Libtype::Vendor) {
                 continue; // a vendor reference file holds no candidate
             }
             let m = Dataset::Embedded(f).load(&catalog).unwrap_or_else(|e| panic!("{}: {e:#}", f.name));

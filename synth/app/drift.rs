@@ -3,24 +3,24 @@
 //! choices that no longer run correctly are listed, and the command fails past a tolerance so CI can gate
 //! on it. Scoring is `compare`'s: a choice that no longer runs is charged the default's time. With
 //! `--report-md` / `--report-json` the verdict is also written as a markdown summary (for a CI job summary)
-//! and a JSON report ([`crate::drift::report`]).
+//! and a JSON report ([`synth_core::drift::report`]).
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use crate::catalog::{Candidate, Catalog};
-use crate::compare::{self, Policy, Status};
-use crate::manifest::MultiData;
-use crate::rule::Rule;
-use crate::table::{Cell, LatencyMatrix};
+use synth_core::catalog::{Candidate, Catalog};
+use synth_core::compare::{self, Policy, Status};
+use synth_core::manifest::MultiData;
+use synth_core::rule::Rule;
+use synth_core::table::{Cell, LatencyMatrix};
 
 use super::drift_args::{refuse_remeasure_only, write_reports, DriftArgs};
 use super::invocation::Invocation;
 use super::resolve::{dataset_mode, DataMode};
 use super::session::{load_matrix, load_tables};
 
-use crate::drift::report::{ConfigScore, PlainReport, SlowShape, UnusablePick};
+use synth_core::drift::report::{ConfigScore, PlainReport, SlowShape, UnusablePick};
 
 /// How a rule does on one latency matrix.
 #[derive(Debug, Clone)]
@@ -111,9 +111,9 @@ pub fn run(args: DriftArgs, invocation: &Invocation) -> Result<()> {
     }
     refuse_remeasure_only(invocation)?;
     let catalog = Catalog::embedded();
-    let rule = crate::rule::load_checked(&args.rule, &catalog)
+    let rule = synth_core::rule::load_checked(&args.rule, &catalog)
         .with_context(|| format!("cannot load the rule to re-check from {}", args.rule.display()))?;
-    crate::compare::backends::check_callable(&rule, args.backends.backends.as_ref())
+    synth_core::compare::backends::check_callable(&rule, args.backends.backends.as_ref())
         .map_err(|e| anyhow::anyhow!("{} (the rule to re-check): {e}", args.rule.display()))?;
     let mut modes = Vec::new();
     for d in args.dataset.iter().chain(&args.baseline) {
@@ -145,7 +145,7 @@ pub fn run(args: DriftArgs, invocation: &Invocation) -> Result<()> {
             check_single(&args, &rule, &catalog)?
         }
     };
-    write_reports(&args.remeasure, &crate::drift::report::markdown(&report), &report)?;
+    write_reports(&args.remeasure, &synth_core::drift::report::markdown(&report), &report)?;
     if report.problems.is_empty() {
         outln!("{}", report.ok_line);
         Ok(())
@@ -179,7 +179,7 @@ fn check_single(args: &DriftArgs, rule: &Rule, catalog: &Catalog) -> Result<Plai
     let backends = args.backends.backends.as_ref();
     let new = load_tables(&args.dataset, catalog, backends)?;
     // A rule of a backend the measurements do not hold is not drifting: it cannot be re-checked on them.
-    crate::compare::backends::check_measured(rule, &new)
+    synth_core::compare::backends::check_measured(rule, &new)
         .map_err(|e| anyhow::anyhow!("{} (the rule to re-check): {e}", args.rule.display()))?;
     let score = score_rule(rule, &new, catalog, args.shape_regret);
     print_score("new measurements", &new, &score);
@@ -267,7 +267,7 @@ fn rerun_fix(args: &DriftArgs) -> String {
     let mut again: Vec<String> = args
         .dataset
         .iter()
-        .map(|d| format!("--dataset {}", crate::sanitize::shell_word(&d.display().to_string())))
+        .map(|d| format!("--dataset {}", synth_base::sanitize::shell_word(&d.display().to_string())))
         .collect();
     if let Some(b) = &args.backends.backends {
         again.push(format!("--backends {b}"));
@@ -291,19 +291,19 @@ fn check_baseline(new: &LatencyMatrix, dataset: &str, base: &LatencyMatrix, base
         anyhow::bail!(
             "--baseline {} holds measurements of {}, --dataset {} of {}: a baseline is the same device's \
              measurements the rule was accepted on (one matrix holds one device); give a baseline measured on {}",
-            crate::sanitize::shown(baseline),
+            synth_base::sanitize::shown(baseline),
             device_text(base),
-            crate::sanitize::shown(dataset),
+            synth_base::sanitize::shown(dataset),
             device_text(new),
             device_text(new)
         );
     }
-    if crate::tuned::is_tuned_matrix(base) {
+    if synth_core::tuned::is_tuned_matrix(base) {
         anyhow::bail!(
             "--baseline {} is a tuned table (one row per shape, only its winner), not a measurement table: the \
              rule's picks are mostly not among its rows and would score as unusable, not as the rule; give the \
              measurements the rule was accepted on (every candidate of each shape, e.g. a `synth bench` journal)",
-            crate::sanitize::shown(baseline)
+            synth_base::sanitize::shown(baseline)
         );
     }
     Ok(())
@@ -354,13 +354,13 @@ fn check_manifest(args: &DriftArgs, rule: &Rule, manifest: &Path) -> Result<Plai
     use super::multi_eval::per_config_table;
     use super::shared::of_oracle;
     let data = super::manifest::open(manifest)?;
-    crate::compare::backends::check_measured(rule, &data.matrix)
+    synth_core::compare::backends::check_measured(rule, &data.matrix)
         .map_err(|e| anyhow::anyhow!("{} (the rule to re-check): {e}", args.rule.display()))?;
     let evals = manifest_scores(rule, &data);
     let m = &data.matrix;
     outln!(
         "new measurements: {} ({} configurations, {} shapes, {} on {} ({} CUs))",
-        crate::paths::display_path(manifest),
+        synth_base::paths::display_path(manifest),
         data.configs.len(),
         m.shapes.len(),
         m.device.as_deref().unwrap_or("unknown device"),
@@ -393,7 +393,7 @@ fn check_manifest(args: &DriftArgs, rule: &Rule, manifest: &Path) -> Result<Plai
         .collect::<Vec<_>>();
     let fix = format!(
         "re-run `synth run --manifest {}` to synthesize a rule for the new data",
-        crate::sanitize::shell_word(&manifest.display().to_string())
+        synth_base::sanitize::shell_word(&manifest.display().to_string())
     );
     let mut report =
         plain_report(args, problems, fix, "no drift: the rule holds on every configuration of the new measurements");

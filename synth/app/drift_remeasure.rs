@@ -6,7 +6,7 @@
 //! exit status: 0 no drift, [`EXIT_DRIFT`] drift, 1 an error (2 for bad arguments, from clap).
 //!
 //! The sample, the comparison and its tolerances (the noise model) are the drift stage's
-//! ([`crate::drift::remeasure`]), and so is the report ([`crate::drift::remeasure_report`]).
+//! ([`synth_core::drift::remeasure`]), and so is the report ([`synth_core::drift::remeasure_report`]).
 //!
 //! The budget holds inside a batch too: the harness driver is given the budget's end as its deadline
 //! ([`Harness::run_until`]) and kills the harness's process group at it, even in the middle of a cell;
@@ -22,15 +22,15 @@ use anyhow::{bail, Context, Result};
 
 use super::aiter_args::Backend;
 use super::drift_args::{DriftArgs, RemeasureArgs};
-use crate::catalog::{Candidate, Catalog};
-use crate::measure::aiter_journal::work_dir;
-use crate::measure::aiter_tuner::{import_profile, RowMeta, RunFiles};
-use crate::measure::driver::DeadlineReached;
-use crate::measure::{Harness, Journal, PlanCell};
-use crate::table::{matrix::median, recheck_pairs, registry, LatencyMatrix, Shape};
+use synth_core::catalog::{Candidate, Catalog};
+use synth_core::table::{matrix::median, recheck_pairs, registry, LatencyMatrix, Shape};
+use synth_measure::measure::aiter_journal::work_dir;
+use synth_measure::measure::aiter_tuner::{import_profile, RowMeta, RunFiles};
+use synth_measure::measure::driver::DeadlineReached;
+use synth_measure::measure::{Harness, Journal, PlanCell};
 
-use crate::drift::remeasure::{compare, sample_cells, Roles, Sample, Tolerances};
-use crate::drift::remeasure_report::{markdown, Report};
+use synth_core::drift::remeasure::{compare, sample_cells, Roles, Sample, Tolerances};
+use synth_core::drift::remeasure_report::{markdown, Report};
 
 /// Exit status of `synth drift` when drift is found.
 pub const EXIT_DRIFT: i32 = 3;
@@ -53,7 +53,7 @@ fn harness(args: &RemeasureArgs) -> Harness {
 }
 
 /// The harness's device description; a probe that does not answer within --cell-timeout is stopped.
-fn probe(args: &RemeasureArgs) -> Result<crate::measure::DeviceInfo> {
+fn probe(args: &RemeasureArgs) -> Result<synth_measure::measure::DeviceInfo> {
     let limit = Duration::from_secs_f64(args.cell_timeout);
     let started = Instant::now();
     harness(args).probe_within(limit).map_err(|e| {
@@ -239,13 +239,13 @@ pub fn check_not_the_baseline(dataset: &Path, baseline: &Path) -> Result<()> {
     if !dataset.exists() {
         return Ok(());
     }
-    let shown = |p: &Path| crate::sanitize::shown(&p.display().to_string());
+    let shown = |p: &Path| synth_base::sanitize::shown(&p.display().to_string());
     let canon = |p: &Path| std::fs::canonicalize(p).with_context(|| format!("cannot resolve {}", shown(p)));
     let same_file = canon(dataset)? == canon(baseline)?;
     let same_bytes = !same_file && {
         let len = |p: &Path| std::fs::metadata(p).map(|m| m.len()).with_context(|| format!("cannot read {}", shown(p)));
         let read = |p: &Path| {
-            crate::input::read_table_capped(p, crate::input::MAX_TABLE_BYTES, "latency table")
+            synth_base::input::read_table_capped(p, synth_base::input::MAX_TABLE_BYTES, "latency table")
                 .with_context(|| format!("cannot read {}", shown(p)))
         };
         len(dataset)? == len(baseline)? && read(dataset)? == read(baseline)?
@@ -266,7 +266,7 @@ pub fn check_not_the_baseline(dataset: &Path, baseline: &Path) -> Result<()> {
 /// The baseline as a latency matrix (legacy rows) and its noise: the median |ratio - 1| of its recheck
 /// pairs, or `--noise`, with where it came from.
 fn baseline_and_noise(path: &Path, args: &RemeasureArgs, catalog: &Catalog) -> Result<(LatencyMatrix, f64, String)> {
-    let rows = crate::table::read_aiter_csv(path, catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let rows = synth_core::table::read_aiter_csv(path, catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
     let (legacy, _) = registry::legacy_rows(rows);
     let base = LatencyMatrix::from_rows(&legacy).map_err(|mut e| {
         e.file = path.display().to_string();
@@ -320,7 +320,7 @@ pub fn run(d: &DriftArgs) -> Result<()> {
     let started = Instant::now();
     let catalog = Catalog::embedded();
     let (dataset, base_path) = inputs(d)?;
-    let rule = crate::rule::load_checked(&d.rule, &catalog)
+    let rule = synth_core::rule::load_checked(&d.rule, &catalog)
         .with_context(|| format!("cannot load the rule to re-check from {}", d.rule.display()))?;
     let (base, noise_median, noise_source) = baseline_and_noise(base_path, args, &catalog)?;
     if args.sample_shapes == 0 {
@@ -396,7 +396,7 @@ fn finish(args: &RemeasureArgs, report: &Report) -> Result<()> {
 
 /// The re-measured journal as a latency matrix (empty when it holds no first measurement yet).
 fn remeasured(path: &Path, base: &LatencyMatrix, catalog: &Catalog) -> Result<LatencyMatrix> {
-    let measured_rows = crate::measure::read_journal(path, catalog)?.iter().filter(|r| r.recheck == 0).count();
+    let measured_rows = synth_measure::measure::read_journal(path, catalog)?.iter().filter(|r| r.recheck == 0).count();
     if measured_rows == 0 {
         return Ok(LatencyMatrix::new(&base.gfx, base.cu_num, None, Vec::new(), Vec::new()));
     }

@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-use crate::catalog::triton::TritonConfig;
-use crate::catalog::Catalog;
-use crate::export::{device_component, prove, render_json, Runtime};
-use crate::render::writer::GeneratedFile;
-use crate::rule::Rule;
+use synth_core::catalog::triton::TritonConfig;
+use synth_core::catalog::Catalog;
+use synth_core::export::{device_component, prove, render_json, Runtime};
+use synth_core::render::writer::GeneratedFile;
+use synth_core::rule::Rule;
 
 /// Name of the provenance sidecar (no runtime loads it: it matches neither runtime's file pattern).
 pub const SIDECAR: &str = "synth-export.provenance.json";
@@ -21,7 +21,7 @@ pub const SIDECAR: &str = "synth-export.provenance.json";
 pub const DEFAULT_MAX_M: u32 = 16384;
 /// Largest --max-m accepted (the proof checks every M up to it, per layer).
 pub const MAX_MAX_M: u32 = 1 << 20;
-/// Most bytes of config files one export writes, all layers together ([`crate::export::MAX_KEYS`] bounds
+/// Most bytes of config files one export writes, all layers together ([`synth_core::export::MAX_KEYS`] bounds
 /// each file; this bounds layers × keys).
 pub const MAX_EXPORT_BYTES: usize = 32 << 20;
 /// Cap of the provenance sidecar, for the export that writes it and for the later export that reads it
@@ -89,7 +89,8 @@ pub fn layers(args: &ExportArgs) -> anyhow::Result<(Vec<Nk>, Vec<Nk>)> {
     if out.is_empty() {
         bail!("--shapes: no N:K pair given");
     }
-    let (kept, left): (Vec<Nk>, Vec<Nk>) = out.into_iter().partition(|(_, k)| k % crate::catalog::triton::SCALE_K == 0);
+    let (kept, left): (Vec<Nk>, Vec<Nk>) =
+        out.into_iter().partition(|(_, k)| k % synth_core::catalog::triton::SCALE_K == 0);
     match (left.first(), args.layers.shapes.is_some() || kept.is_empty()) {
         (Some((n, k)), true) => {
             bail!("layer N={n} K={k}: K is not a multiple of 128, so no 128x128 block-FP8 GEMM runs it")
@@ -114,7 +115,7 @@ pub fn wanted(rule: &Rule, rule_name: &str, n: u32, k: u32, max_m: u32) -> anyho
     (1..=max_m)
         .map(|m| {
             let leaf = rule.eval(m, n, k);
-            if leaf.backend != crate::catalog::Libtype::Triton {
+            if leaf.backend != synth_core::catalog::Libtype::Triton {
                 bail!(
                     "{rule_name}: at M={m} N={n} K={k} the rule picks a {} kernel (kernelId {}); vLLM and SGLang config \
                      files name triton configs only (a rule over `--backends triton`)",
@@ -159,14 +160,14 @@ pub struct ExportSpec<'a> {
 fn export_layer(spec: &ExportSpec, nk: (u32, u32)) -> anyhow::Result<LayerFile> {
     let (n, k) = nk;
     let want = wanted(spec.rule, spec.rule_name, n, k, spec.max_m)?;
-    let keys = crate::export::bounded_keys(&want, &format!("layer N={n} K={k}")).map_err(anyhow::Error::msg)?;
+    let keys = synth_core::export::bounded_keys(&want, &format!("layer N={n} K={k}")).map_err(anyhow::Error::msg)?;
     if let Err(e) = prove(&keys, &want) {
         bail!("internal error: the keys for N={n} K={k} give {:?} at M={} instead of {}", e.got, e.m, e.wanted);
     }
     let name = spec.runtime.file_name(n, k, spec.device);
     let text = render_json(&keys);
     // The proof again, on the text as written (read back the way the runtime reads it).
-    let read = crate::export::parse_runtime_json(&text, &name).map_err(anyhow::Error::msg)?;
+    let read = synth_core::export::parse_runtime_json(&text, &name).map_err(anyhow::Error::msg)?;
     if read != keys || prove(&read, &want).is_err() {
         bail!("internal error: {name} does not read back as the proved keys");
     }
@@ -198,7 +199,7 @@ fn export_layers(spec: &ExportSpec, nks: &[(u32, u32)]) -> anyhow::Result<Vec<La
 /// The rule's digest as the sidecar names it: 64-bit FNV-1a of its canonical JSON form, in hex.
 fn rule_digest(rule: &Rule) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in crate::rule::to_json(rule).as_bytes() {
+    for &b in synth_core::rule::to_json(rule).as_bytes() {
         h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
     }
     format!("fnv1a64:{h:016x}")
@@ -272,27 +273,31 @@ pub fn runtime_files(spec: &ExportSpec, nks: &[(u32, u32)], dir: &Path) -> anyho
 /// Whether a rule can be exported as runtime files: every leaf a triton config with split 0.
 pub fn exportable(rule: &Rule) -> bool {
     rule.leaves().iter().all(|l| {
-        l.backend == crate::catalog::Libtype::Triton
+        l.backend == synth_core::catalog::Libtype::Triton
             && l.split_k == 0
             && TritonConfig::from_kernel_id(i64::from(l.kernel_id)).is_ok()
     })
 }
 
 /// A config of the triton family as a candidate of a latency matrix (libtype `triton`, split 0).
-pub fn triton_candidate(c: TritonConfig) -> crate::catalog::Candidate {
-    crate::catalog::Candidate::of(crate::catalog::Libtype::Triton, c.kernel_id(), 0)
+pub fn triton_candidate(c: TritonConfig) -> synth_core::catalog::Candidate {
+    synth_core::catalog::Candidate::of(synth_core::catalog::Libtype::Triton, c.kernel_id(), 0)
 }
 
 /// `vllm-default` / `sglang-default`: the config the runtime runs on a layer without a file.
-pub fn default_policy(runtime: Runtime) -> crate::compare::Policy {
+pub fn default_policy(runtime: Runtime) -> synth_core::compare::Policy {
     let candidate = triton_candidate(runtime.default_config());
-    crate::compare::Policy::Fixed { name: format!("{}-default", runtime.as_str()), candidate }
+    synth_core::compare::Policy::Fixed { name: format!("{}-default", runtime.as_str()), candidate }
 }
 
 /// `vllm-tuned` / `sglang-tuned`: the runtime's lookup over a directory of its config files for `device`
 /// (e.g. the files vLLM ships), the default config on layers without a file. Files of other devices,
 /// dtypes or block shapes are not the runtime's for this GPU and are left out.
-pub fn tuned_policy(runtime: Runtime, dir: &std::path::Path, device: &str) -> anyhow::Result<crate::compare::Policy> {
+pub fn tuned_policy(
+    runtime: Runtime,
+    dir: &std::path::Path,
+    device: &str,
+) -> anyhow::Result<synth_core::compare::Policy> {
     let device = device_component(device).map_err(anyhow::Error::msg)?;
     let probe = runtime.file_name(0, 0, &device);
     let suffix = &probe["N=0,K=0".len()..];
@@ -311,11 +316,12 @@ pub fn tuned_policy(runtime: Runtime, dir: &std::path::Path, device: &str) -> an
             continue;
         };
         let path = entry.path();
-        let bytes = crate::input::read_bytes_capped(&path, crate::input::MAX_TABLE_BYTES, "runtime config file")
-            .with_context(|| format!("cannot read {}", path.display()))?;
+        let bytes =
+            synth_base::input::read_bytes_capped(&path, synth_base::input::MAX_TABLE_BYTES, "runtime config file")
+                .with_context(|| format!("cannot read {}", path.display()))?;
         let text = String::from_utf8(bytes).with_context(|| format!("{}: not UTF-8 text", path.display()))?;
-        let keys =
-            crate::export::parse_runtime_json(&text, &crate::paths::display_path(&path)).map_err(anyhow::Error::msg)?;
+        let keys = synth_core::export::parse_runtime_json(&text, &synth_base::paths::display_path(&path))
+            .map_err(anyhow::Error::msg)?;
         let keys = keys.into_iter().map(|(m, c)| (m, triton_candidate(c))).collect();
         files.insert((n, k), keys);
     }
@@ -323,7 +329,7 @@ pub fn tuned_policy(runtime: Runtime, dir: &std::path::Path, device: &str) -> an
         bail!("{}: no {} config file for device {device} (names like {probe})", dir.display(), runtime.as_str());
     }
     let fallback = triton_candidate(runtime.default_config());
-    Ok(crate::compare::Policy::RuntimeFiles { name: format!("{}-tuned", runtime.as_str()), files, fallback })
+    Ok(synth_core::compare::Policy::RuntimeFiles { name: format!("{}-tuned", runtime.as_str()), files, fallback })
 }
 
 /// The policies `--runtime-default` and `--runtime-tuned` ask for, each with a line saying what it is.
@@ -331,9 +337,9 @@ pub fn tuned_policy(runtime: Runtime, dir: &std::path::Path, device: &str) -> an
 /// (normalized as `synth export` does), and a runtime named twice is an error.
 pub fn runtime_policies(
     args: &super::args::RuntimeArgs,
-    backends: Option<&crate::catalog::Backends>,
-) -> anyhow::Result<(Vec<crate::compare::Policy>, Vec<String>)> {
-    use crate::compare::Policy;
+    backends: Option<&synth_core::catalog::Backends>,
+) -> anyhow::Result<(Vec<synth_core::compare::Policy>, Vec<String>)> {
+    use synth_core::compare::Policy;
     if args.is_empty() {
         return Ok((Vec::new(), Vec::new()));
     }
@@ -346,7 +352,7 @@ pub fn runtime_policies(
     let Some(first) = asked.first() else {
         bail!("--device-name is read with --runtime-tuned (the GPU name in the config files' names); add --runtime-tuned vllm=DIR or leave it out");
     };
-    if !backends.is_some_and(|b| b.contains(crate::catalog::Libtype::Triton)) {
+    if !backends.is_some_and(|b| b.contains(synth_core::catalog::Libtype::Triton)) {
         let now = backends.map_or_else(|| "no --backends (CK legacy only)".to_string(), |b| format!("--backends {b}"));
         bail!(
             "{first} scores triton configs, but {now} leaves the triton rows out: add triton to --backends \
@@ -389,7 +395,7 @@ pub fn runtime_policies(
                 runtime.as_str(),
                 files.len(),
                 device_component(device).map_err(anyhow::Error::msg)?,
-                crate::paths::display_path(dir),
+                synth_base::paths::display_path(dir),
                 runtime.default_config().name()
             ));
         }
@@ -406,7 +412,7 @@ fn earlier_exports(dir: &std::path::Path, new: &[GeneratedFile]) -> anyhow::Resu
     let sidecar_path = dir.join(SIDECAR);
     let listed: Vec<serde_json::Value> = match std::fs::symlink_metadata(&sidecar_path) {
         Ok(m) if m.is_file() => {
-            let text = crate::input::read_text_capped(&sidecar_path, SIDECAR_MAX_BYTES as u64, "export sidecar")
+            let text = synth_base::input::read_text_capped(&sidecar_path, SIDECAR_MAX_BYTES as u64, "export sidecar")
                 .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", sidecar_path.display()))?;
             let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
                 anyhow::anyhow!(
@@ -433,10 +439,12 @@ fn earlier_exports(dir: &std::path::Path, new: &[GeneratedFile]) -> anyhow::Resu
                 "cannot write {}: {} is in the way (not a regular file); nothing was written: remove it or pass \
                  another --out",
                 path.display(),
-                crate::paths::file_kind(&meta)
+                synth_base::paths::file_kind(&meta)
             );
         }
-        let Ok(on_disk) = crate::input::read_bytes_capped(&path, crate::input::MAX_TABLE_BYTES, "config file") else {
+        let Ok(on_disk) =
+            synth_base::input::read_bytes_capped(&path, synth_base::input::MAX_TABLE_BYTES, "config file")
+        else {
             continue;
         };
         if on_disk != f.contents.as_bytes() && !listed.iter().any(|e| name_of(e) == f.name) {
@@ -467,12 +475,12 @@ pub fn run(args: ExportArgs) -> anyhow::Result<()> {
 /// [`run`], its write stopped at `stop`'s step (a test's stand-in for a signal).
 fn run_with(
     args: ExportArgs,
-    stop: &mut dyn FnMut(crate::render::outdir::Step) -> anyhow::Result<()>,
+    stop: &mut dyn FnMut(synth_core::render::outdir::Step) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
-    let rule_name = crate::paths::display_path(&args.rule);
+    let rule_name = synth_base::paths::display_path(&args.rule);
     let mut inputs = vec![("--rule", args.rule.clone())];
     inputs.extend(args.layers.model.input_files());
-    let load = || crate::rule::load_checked(&args.rule, &Catalog::embedded());
+    let load = || synth_core::rule::load_checked(&args.rule, &Catalog::embedded());
     export_stopped(&args, &rule_name, &inputs, load, stop)
 }
 
@@ -494,7 +502,7 @@ fn export_stopped(
     rule_name: &str,
     inputs: &[(&str, PathBuf)],
     load: impl FnOnce() -> anyhow::Result<Rule>,
-    stop: &mut dyn FnMut(crate::render::outdir::Step) -> anyhow::Result<()>,
+    stop: &mut dyn FnMut(synth_core::render::outdir::Step) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let device = device_component(&args.device_name).map_err(anyhow::Error::msg)?;
     if !(1..=MAX_MAX_M).contains(&args.max_m) {
@@ -519,7 +527,7 @@ fn export_stopped(
     super::outputs::check_out_dir(&args.out, &named, inputs)?;
     // The sidecar is read and replaced under the directory's lock, an interrupted export finished first: it
     // lists every config file an export put there.
-    let locked = crate::render::outdir::lock(&args.out)?;
+    let locked = synth_core::render::outdir::lock(&args.out)?;
     let (files, side) = export_into(&spec, &nks, &args.out)?;
     let mut out: Vec<GeneratedFile> = files.iter().map(|f| f.file.clone()).collect();
     out.push(side);
@@ -533,7 +541,7 @@ fn export_stopped(
          M in 1..={} of every layer",
         files.len(),
         args.runtime.as_str(),
-        crate::paths::display_path(&args.out),
+        synth_base::paths::display_path(&args.out),
         args.max_m
     );
     if let Some(note) = left_out_note(&left) {
@@ -545,13 +553,14 @@ fn export_stopped(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::triton::{tuner_space, VLLM_DEFAULT};
-    use crate::rule::{CmpOp, Cond, Expr, Leaf, Node, Var};
+    use synth_core::catalog::triton::{tuner_space, VLLM_DEFAULT};
+    use synth_core::rule::{CmpOp, Cond, Expr, Leaf, Node, Var};
 
     /// M <= 64: space[0]; M <= 2000 (and N >= 4096): space[700]; else the vLLM default.
     fn test_rule() -> Rule {
         let le = |v: Var, x: i64| Cond::Cmp { op: CmpOp::Le, lhs: Expr::Var(v), rhs: Expr::Lit(x) };
-        let leaf = |c: TritonConfig| Box::new(Node::Leaf(Leaf::of(crate::catalog::Libtype::Triton, c.kernel_id(), 0)));
+        let leaf =
+            |c: TritonConfig| Box::new(Node::Leaf(Leaf::of(synth_core::catalog::Libtype::Triton, c.kernel_id(), 0)));
         Rule {
             root: Node::Chain {
                 branches: vec![
@@ -630,7 +639,7 @@ for f in sorted(os.listdir(d)):
     fn python_json_load_and_the_runtime_lookup_return_the_rule_at_every_m() {
         let dir = tempfile::tempdir().unwrap();
         let rule = test_rule();
-        std::fs::write(dir.path().join("rule.json"), crate::rule::to_json(&rule)).unwrap();
+        std::fs::write(dir.path().join("rule.json"), synth_core::rule::to_json(&rule)).unwrap();
         for runtime in [Runtime::Vllm, Runtime::Sglang] {
             let a = args(dir.path(), runtime, "1536:7168, 2048:512,1536:7168");
             run(a.clone()).unwrap();
@@ -653,7 +662,7 @@ for f in sorted(os.listdir(d)):
     fn bad_input_writes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let mut rule = test_rule();
-        std::fs::write(dir.path().join("rule.json"), crate::rule::to_json(&rule)).unwrap();
+        std::fs::write(dir.path().join("rule.json"), synth_core::rule::to_json(&rule)).unwrap();
         let mut a = args(dir.path(), Runtime::Vllm, "1536:7168");
         a.device_name = "../../etc".into();
         assert!(run(a.clone()).unwrap_err().to_string().contains("--device-name"));
@@ -667,14 +676,18 @@ for f in sorted(os.listdir(d)):
                 Cond::Cmp { op: CmpOp::Ge, lhs: Expr::Var(Var::M), rhs: Expr::Lit(9000) },
                 Node::Leaf(Leaf::new(15, 0)),
             )],
-            otherwise: Box::new(Node::Leaf(Leaf::of(crate::catalog::Libtype::Triton, VLLM_DEFAULT.kernel_id(), 0))),
+            otherwise: Box::new(Node::Leaf(Leaf::of(
+                synth_core::catalog::Libtype::Triton,
+                VLLM_DEFAULT.kernel_id(),
+                0,
+            ))),
         };
-        std::fs::write(dir.path().join("rule.json"), crate::rule::to_json(&rule)).unwrap();
+        std::fs::write(dir.path().join("rule.json"), synth_core::rule::to_json(&rule)).unwrap();
         let e = run(a.clone()).unwrap_err().to_string();
         assert!(e.contains("M=9000") && e.contains("a ck kernel (kernelId 15)"), "{e}");
         // A triton config's id in a CK leaf is not a CK instance: the rule check refuses the file.
         rule.root = Node::Leaf(Leaf::new(VLLM_DEFAULT.kernel_id(), 0));
-        std::fs::write(dir.path().join("rule.json"), crate::rule::to_json(&rule)).unwrap();
+        std::fs::write(dir.path().join("rule.json"), synth_core::rule::to_json(&rule)).unwrap();
         let e = format!("{:#}", run(a.clone()).unwrap_err());
         assert!(e.contains("invalid rule") && e.contains("not a legacy candidate"), "{e}");
         assert!(!a.out.exists(), "nothing may be written on an error");
@@ -684,7 +697,7 @@ for f in sorted(os.listdir(d)):
     fn a_config_file_no_export_wrote_is_never_replaced_and_earlier_exports_stay_listed() {
         let dir = tempfile::tempdir().unwrap();
         let rule = test_rule();
-        std::fs::write(dir.path().join("rule.json"), crate::rule::to_json(&rule)).unwrap();
+        std::fs::write(dir.path().join("rule.json"), synth_core::rule::to_json(&rule)).unwrap();
         let a = args(dir.path(), Runtime::Vllm, "1536:7168");
         // A directory a runtime loads, with a file it ships for that layer: refused, nothing written.
         std::fs::create_dir_all(&a.out).unwrap();
@@ -719,19 +732,19 @@ for f in sorted(os.listdir(d)):
     /// file is the tool's to replace, not refused as "a file the runtime ships".
     #[test]
     fn an_interrupted_export_is_finished_and_its_file_listed() {
-        use crate::render::outdir::Step;
+        use synth_core::render::outdir::Step;
         let dir = tempfile::tempdir().unwrap();
         let a = args(dir.path(), Runtime::Vllm, "1536:7168");
         let file = a.out.join(Runtime::Vllm.file_name(1536, 7168, "NVIDIA_H200"));
-        let other = Rule::new(Node::Leaf(Leaf::of(crate::catalog::Libtype::Triton, VLLM_DEFAULT.kernel_id(), 0)));
+        let other = Rule::new(Node::Leaf(Leaf::of(synth_core::catalog::Libtype::Triton, VLLM_DEFAULT.kernel_id(), 0)));
         for at in [Step::PartRenamed, Step::Committed, Step::Staged] {
             let _ = std::fs::remove_dir_all(&a.out);
-            std::fs::write(dir.path().join("rule.json"), crate::rule::to_json(&test_rule())).unwrap();
+            std::fs::write(dir.path().join("rule.json"), synth_core::rule::to_json(&test_rule())).unwrap();
             let stop = &mut |s| if s == at { anyhow::bail!("interrupted") } else { Ok(()) };
             assert!(run_with(a.clone(), stop).is_err());
             assert_eq!(file.exists(), at == Step::PartRenamed, "{at:?}");
             assert!(!a.out.join(SIDECAR).exists(), "{at:?}");
-            std::fs::write(dir.path().join("rule.json"), crate::rule::to_json(&other)).unwrap();
+            std::fs::write(dir.path().join("rule.json"), synth_core::rule::to_json(&other)).unwrap();
             run(a.clone()).unwrap_or_else(|e| panic!("after stopping at {at:?}: {e:#}"));
             let side: serde_json::Value =
                 serde_json::from_str(&std::fs::read_to_string(a.out.join(SIDECAR)).unwrap()).unwrap();
@@ -745,8 +758,8 @@ for f in sorted(os.listdir(d)):
 
     #[test]
     fn runtime_policies_pick_what_the_runtime_would_run() {
-        use crate::compare::Policy;
-        use crate::table::{parse_aiter_csv, LatencyMatrix};
+        use synth_core::compare::Policy;
+        use synth_core::table::{parse_aiter_csv, LatencyMatrix};
         let (a, b) = (tuner_space()[3], VLLM_DEFAULT);
         let row = |m: u32, n: u32, c: TritonConfig, us: f64| {
             format!("sm_90,132,{m},{n},7168,triton,{},0,{us},{},1,1,0.0", c.kernel_id(), c.name())
@@ -778,7 +791,7 @@ for f in sorted(os.listdir(d)):
         assert_eq!((tuned.name(), default.name()), ("vllm-tuned", "vllm-default"));
         let pick = |p: &Policy, m: u32, n: u32| {
             let s = matrix.shapes.iter().position(|x| x.m == m && x.n == n).unwrap();
-            p.pick(&matrix, s, crate::catalog::Candidate::new(7, 0)).candidate.kernel_id
+            p.pick(&matrix, s, synth_core::catalog::Candidate::new(7, 0)).candidate.kernel_id
         };
         assert_eq!(pick(&tuned, 4, 1536), a.kernel_id());
         assert_eq!(pick(&tuned, 40, 1536), b.kernel_id());
@@ -796,7 +809,7 @@ for f in sorted(os.listdir(d)):
         let dir = tempfile::tempdir().unwrap();
         let mut a = args(dir.path(), Runtime::Vllm, "");
         a.layers.shapes = None;
-        a.layers.model = crate::shapes::ModelArgs::builtin("qwen3-32b");
+        a.layers.model = crate::app::model_args::ModelArgs::builtin("qwen3-32b");
         a.layers.tp = Some(2);
         assert_eq!(layers(&a).unwrap().0, vec![(5120, 4096), (5120, 5120), (5120, 12800), (25600, 5120)]);
     }
@@ -806,7 +819,7 @@ for f in sorted(os.listdir(d)):
     #[test]
     fn a_fifo_in_the_way_is_refused_without_blocking() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("rule.json"), crate::rule::to_json(&test_rule())).unwrap();
+        std::fs::write(dir.path().join("rule.json"), synth_core::rule::to_json(&test_rule())).unwrap();
         let a = args(dir.path(), Runtime::Vllm, "1536:7168");
         std::fs::create_dir_all(&a.out).unwrap();
         let fifo = a.out.join(Runtime::Vllm.file_name(1536, 7168, "NVIDIA_H200"));

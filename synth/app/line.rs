@@ -5,7 +5,7 @@
 //! Paths are written as the tool names them everywhere else ([`canonical_path`]): relative to the crate
 //! root when inside it (the line is run there: `cargo run`), else absolute — never relative to the
 //! directory the command happened to run in. Every value is quoted for a POSIX shell
-//! ([`crate::sanitize::shell_word`]).
+//! ([`synth_base::sanitize::shell_word`]).
 //!
 //! Commands that write such a line — `run` (every job), `search`, and `compress` — build it with
 //! [`CommandLine`]: `CommandLine::new("compress")`, then `.always("--tuned", path)` / `.path(...)` /
@@ -14,7 +14,7 @@
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 
-use crate::sanitize::shell_word;
+use synth_base::sanitize::shell_word;
 
 /// A command line being built: `cargo run --release -- <sub>` and options in the order they are added.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,9 +82,9 @@ impl CommandLine {
 }
 
 /// A path as provenance and the line name it: absolute first (a relative path is taken from the working
-/// directory), then relative to the crate root when inside it ([`crate::paths::display_path`]).
+/// directory), then relative to the crate root when inside it ([`synth_base::paths::display_path`]).
 pub fn canonical_path(path: &Path) -> String {
-    crate::paths::display_path(&absolute(path))
+    synth_base::paths::display_path(&absolute(path))
 }
 
 /// `path` made absolute against the working directory (unchanged when that cannot be read).
@@ -115,13 +115,13 @@ mod tests {
 
     #[test]
     fn paths_are_crate_relative_inside_it_and_absolute_outside() {
-        let inside = crate::paths::crate_root().join("measurements/h200/qwen3-32b-tp2.csv");
+        let inside = synth_base::paths::crate_root().join("measurements/h200/qwen3-32b-tp2.csv");
         assert_eq!(canonical_path(&inside), "measurements/h200/qwen3-32b-tp2.csv");
         let cwd = std::env::current_dir().unwrap();
         let rel = Path::new("some/where.csv");
-        let expected = crate::paths::display_path(&cwd.join(rel));
+        let expected = synth_base::paths::display_path(&cwd.join(rel));
         assert_eq!(canonical_path(rel), expected);
-        assert!(Path::new(&expected).is_absolute() || cwd.starts_with(crate::paths::crate_root()));
+        assert!(Path::new(&expected).is_absolute() || cwd.starts_with(synth_base::paths::crate_root()));
         let tmp = tempfile::tempdir().unwrap();
         assert_eq!(canonical_path(&tmp.path().join("x.csv")), tmp.path().join("x.csv").display().to_string());
     }

@@ -1,14 +1,14 @@
 //! A dataset manifest opened for a command: its text (a file, or the copy built into the binary where no
 //! file of that name exists) and its journals (files, or built-in copies for the built-in manifest only),
-//! handed to the [`crate::manifest`] stage, which checks and loads it.
+//! handed to the [`synth_core::manifest`] stage, which checks and loads it.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::catalog::{Backends, Catalog};
-use crate::manifest::{JournalSource, MultiData};
-use crate::table::AiterRow;
+use synth_core::catalog::{Backends, Catalog};
+use synth_core::manifest::{JournalSource, MultiData};
+use synth_core::table::AiterRow;
 
 /// The manifest read when `--manifest` is not given, relative to the crate root (embedded in the binary).
 pub const DEFAULT_MANIFEST: &str = super::data::EMBEDDED_MANIFEST.0;
@@ -58,7 +58,7 @@ pub fn open_for(manifest: &Path, backends: Option<&Backends>) -> anyhow::Result<
         );
         text.to_string()
     } else {
-        crate::input::read_text_capped(manifest, crate::input::MAX_SPEC_BYTES, "dataset manifest")
+        synth_base::input::read_text_capped(manifest, synth_base::input::MAX_SPEC_BYTES, "dataset manifest")
             .with_context(|| format!("cannot read the dataset manifest {}", manifest.display()))?
     };
     MultiData::load(manifest, &text, &Journals { built_in }, backends)

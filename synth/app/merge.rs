@@ -1,12 +1,12 @@
 //! `synth merge`: journals of one device (the shards of `synth bench --shard I/N`, measured on several
-//! machines) into one journal; the checks and the all-or-nothing write are [`crate::measure::merge`]'s.
+//! machines) into one journal; the checks and the all-or-nothing write are [`synth_measure::measure::merge`]'s.
 
 use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::catalog::Catalog;
-use crate::measure::merge::merge_journals;
+use synth_core::catalog::Catalog;
+use synth_measure::measure::merge::merge_journals;
 
 #[derive(Debug, clap::Args)]
 pub struct MergeArgs {
@@ -21,7 +21,7 @@ pub struct MergeArgs {
 pub fn run(args: MergeArgs) -> Result<()> {
     let report = merge_journals(&args.journals, &args.out, &Catalog::embedded())?;
     for (path, rows) in &report.inputs {
-        outln!("{}: {rows} rows", crate::sanitize::shown_path(path));
+        outln!("{}: {rows} rows", synth_base::sanitize::shown_path(path));
     }
     let dup = if report.duplicates > 0 {
         format!(" ({} cells held byte for byte the same by two journals written once)", report.duplicates)
@@ -31,7 +31,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
     outln!(
         "merged {} journals into {}: {} rows{dup}",
         report.inputs.len(),
-        crate::sanitize::shown_path(&args.out),
+        synth_base::sanitize::shown_path(&args.out),
         report.rows
     );
     Ok(())

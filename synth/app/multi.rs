@@ -25,11 +25,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 
-use crate::compare::{self, Policy, Report};
-use crate::render::{writer::GeneratedFile, Provenance};
-use crate::synthesize::curve::{curve_csv, sample_curve, CurvePoint};
-use crate::synthesize::{synthesize_budgets, FeatureSet, Limits, Synthesized, Weighting};
-use crate::table::Cell;
+use synth_core::compare::{self, Policy, Report};
+use synth_core::render::{writer::GeneratedFile, Provenance};
+use synth_core::synthesize::curve::{curve_csv, sample_curve, CurvePoint};
+use synth_core::synthesize::{synthesize_budgets, FeatureSet, Limits, Synthesized, Weighting};
+use synth_core::table::Cell;
 
 use super::args::{Effort, LimitArgs, LimitDefaults, ResolvedLimits, SampleArgs};
 use super::line::CommandLine;
@@ -40,7 +40,7 @@ use super::shared::{
 };
 
 use super::manifest::DEFAULT_MANIFEST;
-use crate::manifest::MultiData;
+use synth_core::manifest::MultiData;
 
 /// The multi-model job's limits where an option is not given: 16 leaves, 8 distinct instances, the
 /// log-ratio objective (the geometric-mean fraction of the oracle).
@@ -78,7 +78,7 @@ pub struct MultiJob {
     pub sample: (usize, u64),
     pub effort: Effort,
     /// `--backends`: which rows of the journals are candidates (`None`: CK legacy, vendor rows a reference).
-    pub backends: Option<crate::catalog::Backends>,
+    pub backends: Option<synth_core::catalog::Backends>,
     /// Whether evaluation (c), leave-one-model-out, runs (one more rule per configuration). The main job's
     /// CK rule leaves it to the command its line names, which runs it.
     pub folds: bool,
@@ -91,7 +91,7 @@ impl MultiJob {
             bail!("--sample-m must be at least 1");
         }
         let embedded_name = super::data::embedded_manifest(manifest).map(|(n, _)| n).or_else(|| {
-            crate::input::read_text_capped(manifest, crate::input::MAX_SPEC_BYTES, "dataset manifest")
+            synth_base::input::read_text_capped(manifest, synth_base::input::MAX_SPEC_BYTES, "dataset manifest")
                 .ok()
                 .and_then(|t| super::data::embedded_manifest_text(&t))
         });
@@ -108,7 +108,7 @@ impl MultiJob {
     }
 
     /// The job over `backends` (`--backends`; never the main job).
-    pub fn with_backends(self, backends: Option<crate::catalog::Backends>) -> Self {
+    pub fn with_backends(self, backends: Option<synth_core::catalog::Backends>) -> Self {
         MultiJob { backends, ..self }
     }
 
@@ -178,7 +178,7 @@ fn budgets(settings: &MultiSettings) -> Vec<usize> {
 pub fn policies(
     data: &MultiData,
     train: &[usize],
-    rule: &crate::rule::Rule,
+    rule: &synth_core::rule::Rule,
     settings: &MultiSettings,
 ) -> anyhow::Result<Vec<Policy>> {
     let mut out = policies_named(data, train, rule, "synthesized")?;
@@ -312,7 +312,7 @@ fn evaluate(data: &MultiData, settings: &MultiSettings, folds: bool) -> anyhow::
 /// A multi-model job's results before anything is written: the rule, its files (or the error that
 /// rendering them gave), what it prints, and the input files (manifest and journals) an output must not be.
 pub struct Prepared {
-    pub rule: crate::rule::Rule,
+    pub rule: synth_core::rule::Rule,
     pub files: anyhow::Result<Vec<GeneratedFile>>,
     pub text: String,
     pub inputs: Vec<(&'static str, PathBuf)>,
@@ -534,7 +534,7 @@ fn terminal_text(data: &MultiData, provenance: &Provenance, o: &Outcome, folds_b
 }
 
 fn lomo_table(rows: &[LomoRow], data: &MultiData, all: &Report) -> String {
-    use crate::textable::{left, right, TextTable};
+    use synth_base::textable::{left, right, TextTable};
     let columns = vec![
         left("held out").min(18),
         right("shapes").min(6),
@@ -590,7 +590,10 @@ fn lomo_table(rows: &[LomoRow], data: &MultiData, all: &Report) -> String {
 
 /// Per-shape unusable picks of `rule` over every shape of `data` (for checks): (shape, leaf) pairs whose
 /// cell is not a usable measurement.
-pub fn unmeasured_picks(data: &MultiData, rule: &crate::rule::Rule) -> Vec<(crate::table::Shape, crate::rule::Leaf)> {
+pub fn unmeasured_picks(
+    data: &MultiData,
+    rule: &synth_core::rule::Rule,
+) -> Vec<(synth_core::table::Shape, synth_core::rule::Leaf)> {
     let m = &data.matrix;
     (0..m.shapes.len())
         .filter_map(|s| {
@@ -629,7 +632,7 @@ mod tests {
             job(LimitArgs { max_leaves: Some(16), max_instances: Some(8), ..LimitArgs::default() }, DEFAULT_MANIFEST);
         assert!(sixteen.is_main());
         // The default manifest however it is named (its path in the crate, or a copy of its bytes).
-        let by_path = crate::paths::crate_root().join(DEFAULT_MANIFEST);
+        let by_path = synth_base::paths::crate_root().join(DEFAULT_MANIFEST);
         let dir = tempfile::tempdir().unwrap();
         let copy = dir.path().join("datasets.toml");
         std::fs::write(&copy, super::super::data::EMBEDDED_MANIFEST.1).unwrap();

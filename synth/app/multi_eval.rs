@@ -10,10 +10,10 @@
 
 use std::collections::BTreeSet;
 
-use crate::compare::{self, Policy, Report, TunedTable};
+use synth_core::compare::{self, Policy, Report, TunedTable};
 
 use super::shared::{published_rule, shown, EVALUATIONS_COLUMNS, PUBLISHED_RULE_NAME};
-use crate::manifest::MultiData;
+use synth_core::manifest::MultiData;
 
 use super::shared::{of_oracle, unusable};
 
@@ -22,7 +22,7 @@ use super::shared::{of_oracle, unusable};
 pub fn policies_named(
     data: &MultiData,
     train: &[usize],
-    rule: &crate::rule::Rule,
+    rule: &synth_core::rule::Rule,
     name: &str,
 ) -> anyhow::Result<Vec<Policy>> {
     let tuned = TunedTable::from_matrix(&data.matrix, train, &format!("best of {} training shapes", train.len()));
@@ -132,7 +132,7 @@ pub fn evaluations_csv(evals: &[Evaluation]) -> String {
 /// One row per configuration: shapes, each policy's geomean fraction of the oracle, and the picks of
 /// unusable cells by `focus`.
 pub fn per_config_table(evals: &[Evaluation], focus: &str) -> String {
-    use crate::textable::{left, right, TextTable};
+    use synth_base::textable::{left, right, TextTable};
     let rows: Vec<&Evaluation> = evals.iter().filter(|e| e.evaluation == "config").collect();
     let Some(first) = rows.first() else { return String::new() };
     let names: Vec<&str> = first.report.policies.iter().map(|p| p.name.as_str()).collect();

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::render::writer::GeneratedFile;
+use synth_core::render::writer::GeneratedFile;
 
 /// The directory, under the working directory, for output that is not the committed `generated/`.
 pub const LOCAL_OUT: &str = "gemm-synth-out";
@@ -53,39 +53,42 @@ pub fn out_dir(out: Option<&Path>, main_job: bool, sub: &str) -> anyhow::Result<
     Ok(OutDir { dir: cwd.join(LOCAL_OUT).join(sub), committed: false })
 }
 
-/// Writes (or with `check`, compares) `files` in `dir`; see [`crate::render::writer::write_files`].
+/// Writes (or with `check`, compares) `files` in `dir`; see [`synth_core::render::writer::write_files`].
 pub fn write_files(dir: &Path, files: &[GeneratedFile], check: bool) -> anyhow::Result<Vec<PathBuf>> {
-    crate::render::writer::write_files(dir, files, check)
+    synth_core::render::writer::write_files(dir, files, check)
 }
 
 /// The files of a synthesized rule, in the order they are listed: the three rendered sources, the rule
 /// JSON, `extra`, and the AITER patch in its own subdirectory (one transaction with the rest).
 /// The rule as the Python module a runtime that chooses between backends imports (`select_kernel.py`).
 pub fn python_file(
-    rule: &crate::rule::Rule,
-    catalog: &crate::catalog::Catalog,
-    provenance: &crate::render::Provenance,
+    rule: &synth_core::rule::Rule,
+    catalog: &synth_core::catalog::Catalog,
+    provenance: &synth_core::render::Provenance,
 ) -> anyhow::Result<GeneratedFile> {
-    Ok(GeneratedFile::new(crate::render::PYTHON_MODULE, crate::render::render_python(rule, catalog, provenance)?))
+    Ok(GeneratedFile::new(
+        synth_core::render::PYTHON_MODULE,
+        synth_core::render::render_python(rule, catalog, provenance)?,
+    ))
 }
 
 pub fn rule_files(
-    rule: &crate::rule::Rule,
-    catalog: &crate::catalog::Catalog,
-    matrix: &crate::table::LatencyMatrix,
-    provenance: &crate::render::Provenance,
+    rule: &synth_core::rule::Rule,
+    catalog: &synth_core::catalog::Catalog,
+    matrix: &synth_core::table::LatencyMatrix,
+    provenance: &synth_core::render::Provenance,
     extra: Vec<GeneratedFile>,
 ) -> anyhow::Result<Vec<GeneratedFile>> {
-    let mut files = crate::render::generated_files(rule, catalog, matrix, provenance)?;
-    let mut json = crate::rule::to_json(rule);
+    let mut files = synth_core::render::generated_files(rule, catalog, matrix, provenance)?;
+    let mut json = synth_core::rule::to_json(rule);
     json.push('\n');
     files.push(GeneratedFile::new(super::shared::RULE_JSON, json));
     files.extend(extra);
-    match crate::aiter::patch::unroutable(rule) {
-        None => files.push(patch_file(crate::aiter::render_patch(rule, catalog, provenance)?)),
+    match synth_core::aiter::patch::unroutable(rule) {
+        None => files.push(patch_file(synth_core::aiter::render_patch(rule, catalog, provenance)?)),
         // A rule AITER's untuned path cannot run gets a note in place of the patch.
         Some(why) => files.push(GeneratedFile::new(
-            format!("{}/{}", crate::aiter::GENERATED_SUBDIR, NO_PATCH_NOTE),
+            format!("{}/{}", synth_core::aiter::GENERATED_SUBDIR, NO_PATCH_NOTE),
             format!(
                 "No AITER patch was written for this rule: {why}.\nThe patch routes CK legacy leaves (C++ heuristic) \
                  and triton leaves (AITER's Triton blockscale GEMM); run again with --backends naming only those.\n"
@@ -100,7 +103,7 @@ pub const NO_PATCH_NOTE: &str = "NO-PATCH.txt";
 
 /// The AITER patch as a file of the output directory (`aiter/<patch>`).
 pub fn patch_file(patch: String) -> GeneratedFile {
-    GeneratedFile::new(format!("{}/{}", crate::aiter::GENERATED_SUBDIR, crate::aiter::PATCH_FILE), patch)
+    GeneratedFile::new(format!("{}/{}", synth_core::aiter::GENERATED_SUBDIR, synth_core::aiter::PATCH_FILE), patch)
 }
 
 /// The `run` outputs written as one: `files` (the rendered sources, when they rendered, plus `extra`) and
@@ -117,13 +120,13 @@ pub fn write_run_files(
 ) -> anyhow::Result<Vec<PathBuf>> {
     let mut files = rendered?;
     files.extend(extra);
-    let name = format!("{}/{}", crate::aiter::GENERATED_SUBDIR, aiter_patch.name);
+    let name = format!("{}/{}", synth_core::aiter::GENERATED_SUBDIR, aiter_patch.name);
     files.push(GeneratedFile { name, contents: aiter_patch.contents });
     write_files(dir, &files, check)
 }
 
 /// Writes files the user named one by one (`compare --csv/--svg` and the PNG, `drift --report-*`) as one
-/// transaction ([`crate::render::outdir::write_named`]): every file is staged and synced in a hidden
+/// transaction ([`synth_core::render::outdir::write_named`]): every file is staged and synced in a hidden
 /// directory inside its target's directory, and only when all of them were are they moved into place; a
 /// failure before that changes none of the targets, and a signal while they are moved leaves a commit the
 /// next writer of those directories finishes (so no staged file survives a later run). A replaced file
@@ -137,7 +140,7 @@ pub fn write_named_files(files: &[(PathBuf, Vec<u8>)]) -> anyhow::Result<()> {
 /// [`write_named_files`], calling `stop` at each step of the transaction (a test's stand-in for a signal).
 fn write_named_files_with(
     files: &[(PathBuf, Vec<u8>)],
-    stop: &mut dyn FnMut(crate::render::outdir::Step) -> anyhow::Result<()>,
+    stop: &mut dyn FnMut(synth_core::render::outdir::Step) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     use std::os::unix::fs::FileTypeExt;
     let mut regular = Vec::new();
@@ -156,7 +159,7 @@ fn write_named_files_with(
                 anyhow::bail!(
                     "cannot write {}: it is {}; name a file (or a stream such as /dev/stdout)",
                     target.display(),
-                    crate::paths::file_kind(&meta)
+                    synth_base::paths::file_kind(&meta)
                 );
             }
         }
@@ -168,7 +171,7 @@ fn write_named_files_with(
         }
         Ok(())
     };
-    crate::render::outdir::write_named(&regular, &mut write_streams, stop)
+    synth_core::render::outdir::write_named(&regular, &mut write_streams, stop)
 }
 
 /// Writes `bytes` into a character device or FIFO; a FIFO no program reads is an error, not a wait.
@@ -182,7 +185,7 @@ fn write_stream(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
             e
         }
     })?;
-    crate::input::set_blocking(&f)?;
+    synth_base::input::set_blocking(&f)?;
     f.write_all(bytes)?;
     f.flush()
 }
@@ -332,7 +335,7 @@ fn check_paths<A: AsRef<str>, B: AsRef<str>>(
 }
 
 /// The first lines a `run` prints: its dataset and training set, as the provenance names them.
-pub fn run_header(provenance: &crate::render::Provenance) -> String {
+pub fn run_header(provenance: &synth_core::render::Provenance) -> String {
     format!("dataset:  {}\ntraining: {}\n", provenance.dataset, provenance.training)
 }
 
@@ -407,17 +410,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::write(d.join("rule.json"), "old rule").unwrap();
-        std::fs::write(d.join(crate::aiter::GENERATED_SUBDIR), "a file where the patch directory goes").unwrap();
-        let patch = GeneratedFile::new(crate::aiter::PATCH_FILE, "new patch");
+        std::fs::write(d.join(synth_core::aiter::GENERATED_SUBDIR), "a file where the patch directory goes").unwrap();
+        let patch = GeneratedFile::new(synth_core::aiter::PATCH_FILE, "new patch");
         let e = write_run_files(d, Ok(vec![GeneratedFile::new("rule.json", "new rule")]), Vec::new(), patch, false);
         assert!(format!("{:#}", e.unwrap_err()).contains("a file is in the way"));
         assert_eq!(std::fs::read_to_string(d.join("rule.json")).unwrap(), "old rule");
         // Fine once the way is clear, the patch in its directory.
-        std::fs::remove_file(d.join(crate::aiter::GENERATED_SUBDIR)).unwrap();
-        let patch = GeneratedFile::new(crate::aiter::PATCH_FILE, "new patch");
+        std::fs::remove_file(d.join(synth_core::aiter::GENERATED_SUBDIR)).unwrap();
+        let patch = GeneratedFile::new(synth_core::aiter::PATCH_FILE, "new patch");
         let paths = write_run_files(d, Ok(vec![GeneratedFile::new("rule.json", "new rule")]), Vec::new(), patch, false)
             .unwrap();
-        assert_eq!(paths[1], d.join(crate::aiter::GENERATED_SUBDIR).join(crate::aiter::PATCH_FILE));
+        assert_eq!(paths[1], d.join(synth_core::aiter::GENERATED_SUBDIR).join(synth_core::aiter::PATCH_FILE));
         assert_eq!(std::fs::read_to_string(&paths[1]).unwrap(), "new patch");
     }
 
@@ -425,7 +428,7 @@ mod tests {
     /// finishes the commit, so the CSV, SVG and PNG are all new, and no staged file is left.
     #[test]
     fn named_files_stopped_between_renames_are_finished_by_the_next_writer() {
-        use crate::render::outdir::Step;
+        use synth_core::render::outdir::Step;
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         for name in ["cmp.csv", "cmp.svg", "cmp.png"] {

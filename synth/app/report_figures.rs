@@ -5,13 +5,13 @@
 //! The reports are the stages' (`drift`, `compare`, `rewrite`), so the test is the command layer's, which
 //! may import them all.
 
-use crate::catalog::Candidate;
-use crate::compare::{Outcome, Pick, PolicyKind, PolicyResult, Report, Status, Summary};
-use crate::drift::report::*;
-use crate::rewrite::report::{render_text, CandidateRow, Report as RewriteReport, Winner};
-use crate::rewrite::suite::{render_markdown, render_svg, summarize, TaskRow};
-use crate::table::Shape;
 use std::time::Duration;
+use synth_core::catalog::Candidate;
+use synth_core::compare::{Outcome, Pick, PolicyKind, PolicyResult, Report, Status, Summary};
+use synth_core::drift::report::*;
+use synth_core::table::Shape;
+use synth_engine::rewrite::report::{render_text, CandidateRow, Report as RewriteReport, Winner};
+use synth_engine::rewrite::suite::{render_markdown, render_svg, summarize, TaskRow};
 
 /// The hostile values every figure is drawn from.
 const HOSTILE: [f64; 9] = [0.0, 5e-324, 1e-320, 1e-300, 1.0, 1e308, f64::MAX, f64::INFINITY, f64::NAN];
@@ -156,13 +156,13 @@ fn compare_plots_and_their_png_are_finite_for_hostile_values() {
     let report = compare_report();
     let names = Default::default();
     let (svg, groups) = finishes("compare plot", move || {
-        let svg = crate::compare::plot::speedup_svg(&report, &names, "hostile").unwrap();
+        let svg = synth_core::compare::plot::speedup_svg(&report, &names, "hostile").unwrap();
         let all: Vec<usize> = (0..report.shapes.len()).collect();
-        (svg, crate::compare::plot::groups_svg(&report, &[("all".into(), all)], "hostile").unwrap())
+        (svg, synth_core::compare::plot::groups_svg(&report, &[("all".into(), all)], "hostile").unwrap())
     });
     finite_svg("speedup plot", &svg);
     finite_svg("groups plot", &groups);
-    let png = finishes("compare png", move || crate::compare::raster::svg_to_png(&svg).unwrap());
+    let png = finishes("compare png", move || synth_core::compare::raster::svg_to_png(&svg).unwrap());
     assert!(png.starts_with(b"\x89PNG"), "not a PNG");
 }
 

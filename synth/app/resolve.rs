@@ -112,7 +112,7 @@ pub fn dataset_mode(dataset: &Path) -> anyhow::Result<DataMode> {
 
 /// Writes the model option a job used to its "Regenerate with" line: `--hf-config FILE`, `--spec FILE`, or
 /// `--model NAME` unless it is the job's `default`.
-pub fn write_model_line(model: &crate::shapes::ModelArgs, l: &mut super::line::CommandLine, default: &str) {
+pub fn write_model_line(model: &crate::app::model_args::ModelArgs, l: &mut super::line::CommandLine, default: &str) {
     match (&model.name, &model.spec, &model.hf_config) {
         (_, _, Some(path)) => l.path("--hf-config", path),
         (_, Some(path), None) => l.path("--spec", path),
@@ -134,7 +134,7 @@ pub fn reject_unused(invocation: &Invocation, unused: &[&str], job: &str, hint: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shapes::ModelArgs;
+    use crate::app::model_args::ModelArgs;
 
     fn mode(data: DataArgs, manifest: Option<&str>, fallback: Fallback) -> anyhow::Result<DataMode> {
         let manifest = manifest.map(Path::new);

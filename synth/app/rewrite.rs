@@ -6,25 +6,25 @@
 //! `report.txt`, `trace.jsonl` (every attempt, for `--resume`), `candidates/<id>-<source>.<ext>` (every
 //! distinct candidate text) and `work/cand-NNN/` (working copies kept by the spec's `workdir.keep`). A
 //! suite writes that for each task under `<out>/<task name>/`, then `suite.md`, `suite.json` and
-//! `suite.svg` (see [`crate::rewrite::suite`]).
+//! `suite.svg` (see [`synth_engine::rewrite::suite`]).
 
-use crate::engine::proposers::command::CommandProposer;
-use crate::engine::proposers::knobs::KnobProposer;
-use crate::engine::proposers::Checker;
-use crate::engine::{run_loop, Attempt, LoopConfig, Proposer, Rejection};
-use crate::input::US_RANGE;
-use crate::measure::journal::{lock_exclusive, JournalLock, LockWords};
-use crate::render::writer::GeneratedFile;
-use crate::rewrite::replay::ReplayProposer;
-use crate::rewrite::report::{ratio, render_text, rows, status_of, Report, Winner};
-use crate::rewrite::spec::{load_spec, RewriteSpec};
-use crate::rewrite::suite::{render_markdown, render_svg, suite_specs, summarize, task_row};
-use crate::rewrite::task::RewriteTask;
 use anyhow::{bail, Context};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use synth_base::input::US_RANGE;
+use synth_core::render::writer::GeneratedFile;
+use synth_engine::engine::proposers::command::CommandProposer;
+use synth_engine::engine::proposers::knobs::KnobProposer;
+use synth_engine::engine::proposers::Checker;
+use synth_engine::engine::{run_loop, Attempt, LoopConfig, Proposer, Rejection};
+use synth_engine::rewrite::replay::ReplayProposer;
+use synth_engine::rewrite::report::{ratio, render_text, rows, status_of, Report, Winner};
+use synth_engine::rewrite::spec::{load_spec, RewriteSpec};
+use synth_engine::rewrite::suite::{render_markdown, render_svg, suite_specs, summarize, task_row};
+use synth_engine::rewrite::task::RewriteTask;
+use synth_measure::measure::journal::{lock_exclusive, JournalLock, LockWords};
 
 use super::args::{agent_timeout, EndpointArgs};
 
@@ -62,8 +62,8 @@ pub struct RewriteArgs {
     /// `// synth:knob` definition one of its declared values, or without knobs a whole file in one fenced
     /// block), `json-schema` (an object of knob values, or `{"source": FILE}`), `none`, or `auto`: what
     /// the server honours, probed once (a refusal falls back with one line saying so).
-    #[arg(long, value_name = "HOW", default_value = "auto", value_parser = crate::engine::proposers::constrain::Mode::parse)]
-    pub constrain: crate::engine::proposers::constrain::Mode,
+    #[arg(long, value_name = "HOW", default_value = "auto", value_parser = synth_engine::engine::proposers::constrain::Mode::parse)]
+    pub constrain: synth_engine::engine::proposers::constrain::Mode,
     /// Loop iterations (the original is evaluated first, before iteration 1).
     #[arg(long, default_value_t = 3)]
     pub iterations: usize,
@@ -140,7 +140,7 @@ pub fn make_proposers(args: &RewriteArgs, task: &RewriteTask) -> anyhow::Result<
             proposers.push(Box::new(CommandProposer::new(command, timeout, rewrite_checker())));
         } else if a == "openai" {
             let mut p = args.endpoint.openai(timeout, rewrite_checker())?;
-            p.constraint = Some(crate::engine::proposers::constrain::for_source(task.original()));
+            p.constraint = Some(synth_engine::engine::proposers::constrain::for_source(task.original()));
             p.constrain = args.constrain;
             proposers.push(Box::new(p));
         } else {
@@ -421,7 +421,7 @@ fn run_task(args: &RewriteArgs, p: Prepared) -> anyhow::Result<Report> {
     let outcome = run_loop(&task, &proposers.all, &loop_config(args, &out, proposers.knobs.is_some()))?;
     check_scores(&outcome.attempts, &out.join("trace.jsonl"))?;
     if !args.quiet {
-        for s in crate::engine::stats::proposer_stats(&outcome.attempts) {
+        for s in synth_engine::engine::stats::proposer_stats(&outcome.attempts) {
             errln!("proposer: {s}");
         }
     }
@@ -455,7 +455,7 @@ fn run_task(args: &RewriteArgs, p: Prepared) -> anyhow::Result<Report> {
     let winner = match &outcome.best {
         Some(b) => {
             let name = winner_file_name(&task.spec().target_file_name());
-            files.push(GeneratedFile::new(name.clone(), crate::rewrite::task::unfence(&b.candidate)));
+            files.push(GeneratedFile::new(name.clone(), synth_engine::rewrite::task::unfence(&b.candidate)));
             Some(Winner {
                 id: b.id,
                 source: source(b),
@@ -482,7 +482,7 @@ fn run_task(args: &RewriteArgs, p: Prepared) -> anyhow::Result<Report> {
     };
     files.push(GeneratedFile::new("report.json", serde_json::to_string_pretty(&report)? + "\n"));
     files.push(GeneratedFile::new("report.txt", render_text(&report)));
-    crate::render::outdir::write_all(&out, &files)?;
+    synth_core::render::outdir::write_all(&out, &files)?;
     Ok(report)
 }
 

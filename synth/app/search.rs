@@ -3,21 +3,21 @@
 //! an external command, an OpenAI-compatible endpoint), then validates the winner, renders it into the
 //! output directory and compares it with the other policies on the held-out shapes.
 
-use crate::catalog::Catalog;
-use crate::compare::{self, report::LayerNames};
-use crate::engine::proposers::command::CommandProposer;
-use crate::engine::proposers::constrain::{Constraint, Mode};
-use crate::engine::proposers::Checker;
-use crate::engine::{run_loop_with, Attempt, LoopConfig, LoopOutcome, Proposer, Rejection};
-use crate::render::{self, writer::GeneratedFile, Provenance};
-use crate::rule::validate::{validate, Severity};
-use crate::rule::Rule;
-use crate::search::builtin::BuiltinProposer;
-use crate::search::task::{kernels_used, RuleReflector, RuleSetup, RuleTask};
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
+use synth_core::catalog::Catalog;
+use synth_core::compare::{self, report::LayerNames};
+use synth_core::render::{self, writer::GeneratedFile, Provenance};
+use synth_core::rule::validate::{validate, Severity};
+use synth_core::rule::Rule;
+use synth_engine::engine::proposers::command::CommandProposer;
+use synth_engine::engine::proposers::constrain::{Constraint, Mode};
+use synth_engine::engine::proposers::Checker;
+use synth_engine::engine::{run_loop_with, Attempt, LoopConfig, LoopOutcome, Proposer, Rejection};
+use synth_search::search::builtin::BuiltinProposer;
+use synth_search::search::task::{kernels_used, RuleReflector, RuleSetup, RuleTask};
 
 use super::args::{agent_timeout, DataArgs, EndpointArgs, LimitArgs, ResolvedLimits, SampleArgs, STANDARD_LIMITS};
 use super::invocation::Invocation;
@@ -27,8 +27,8 @@ use super::multi_eval;
 use super::resolve::{data_mode, reject_unused, DataMode, DataOptions, Fallback};
 use super::session::{summary_figure, Sample, Scope, Session, DEFAULT_MODEL};
 use super::shared::{of_oracle, shown, summary_table, COMPARE_CSV, EVALUATIONS_CSV};
-use crate::manifest::MultiData;
-use crate::paths::display_path;
+use synth_base::paths::display_path;
+use synth_core::manifest::MultiData;
 
 /// Output directory (under the working directory) when `--out` is not given.
 pub const DEFAULT_OUT: &str = "gemm-synth-out/search";
@@ -101,17 +101,17 @@ pub struct SearchArgs {
 
 /// What a rule of `setup` may name: its candidates' kernels and split-K levels, its features and the
 /// split-K guards' grids, and its depth limit.
-pub fn rule_vocabulary(setup: &RuleSetup) -> crate::rule::grammar::Vocabulary {
+pub fn rule_vocabulary(setup: &RuleSetup) -> synth_core::rule::grammar::Vocabulary {
     let features = setup.features.iter().map(|f| (f.name.clone(), f.expr.clone())).collect();
-    let guards = crate::synthesize::guard::guard_terms(&setup.matrix.candidates, &setup.catalog);
-    crate::rule::grammar::Vocabulary::new(&setup.matrix.candidates, features)
+    let guards = synth_core::synthesize::guard::guard_terms(&setup.matrix.candidates, &setup.catalog);
+    synth_core::rule::grammar::Vocabulary::new(&setup.matrix.candidates, features)
         .with_terms(guards)
         .with_max_depth(setup.limits.max_depth)
 }
 
 /// The rule language over `setup`'s candidates and features, as a decoding constraint.
 pub fn rule_constraint(setup: &RuleSetup) -> Constraint {
-    use crate::rule::grammar;
+    use synth_core::rule::grammar;
     let vocab = rule_vocabulary(setup);
     let example = json_example(&vocab);
     let depth = vocab.max_depth;
@@ -132,14 +132,14 @@ pub fn rule_constraint(setup: &RuleSetup) -> Constraint {
 }
 
 /// A two-leaf rule of the vocabulary's first and last kernels, in compact JSON (the prompt's example).
-fn json_example(vocab: &crate::rule::grammar::Vocabulary) -> String {
-    use crate::rule::ir::{build, CmpOp, Cond, Leaf, Node};
+fn json_example(vocab: &synth_core::rule::grammar::Vocabulary) -> String {
+    use synth_core::rule::ir::{build, CmpOp, Cond, Leaf, Node};
     let (first, last) = match (vocab.kernels.first(), vocab.kernels.last()) {
         (Some(a), Some(b)) => (*a, *b),
         _ => return String::new(),
     };
     let split = vocab.split_ks.first().copied().unwrap_or(0);
-    let leaf = |k: crate::catalog::KernelRef| Box::new(Node::Leaf(Leaf::of(k.backend, k.id, split)));
+    let leaf = |k: synth_core::catalog::KernelRef| Box::new(Node::Leaf(Leaf::of(k.backend, k.id, split)));
     let cond = Cond::cmp(CmpOp::Le, build::m(), build::lit(64));
     let rule = Rule::new(Node::Chain { branches: vec![(cond, *leaf(first))], otherwise: leaf(last) });
     serde_json::to_string(&rule).unwrap_or_default()
@@ -157,7 +157,9 @@ fn print_language(args: &SearchArgs, setup: &RuleSetup) -> bool {
 
 /// The syntax check that picks a rule among the code blocks of an agent's reply.
 pub fn rule_checker(catalog: Catalog) -> Checker {
-    Arc::new(move |text: &str| crate::rule::parse_any(text, &catalog).map(|_| ()).map_err(|e| Rejection(e.to_string())))
+    Arc::new(move |text: &str| {
+        synth_core::rule::parse_any(text, &catalog).map(|_| ()).map_err(|e| Rejection(e.to_string()))
+    })
 }
 
 /// Builds the proposers named by `--agent`.
@@ -363,7 +365,7 @@ fn search_loop(
     outln!("agents:   {}", proposers.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "));
     let task = RuleTask::new(setup.clone());
     let outcome = run_loop_with(&task, &proposers, &RuleReflector, &cfg)?;
-    for s in crate::engine::stats::proposer_stats(&outcome.attempts) {
+    for s in synth_engine::engine::stats::proposer_stats(&outcome.attempts) {
         outln!("proposer: {s}");
     }
     Ok(outcome)
@@ -461,7 +463,7 @@ fn winner<'a>(outcome: &'a LoopOutcome, catalog: &Catalog) -> anyhow::Result<(Ru
             .iter()
             .rev()
             .take(3)
-            .map(|a| format!("attempt {}: {}", a.id, crate::engine::joined_lines(&a.eval.feedback, 300)))
+            .map(|a| format!("attempt {}: {}", a.id, synth_engine::engine::joined_lines(&a.eval.feedback, 300)))
             .collect();
         bail!("no candidate was evaluated successfully; last feedback:\n  {}", last.join("\n  "));
     };
@@ -473,8 +475,8 @@ fn winner<'a>(outcome: &'a LoopOutcome, catalog: &Catalog) -> anyhow::Result<(Ru
             .rev()
             .take(3)
             .map(|a| {
-                let feedback = crate::engine::joined_lines(&a.eval.feedback, 400);
-                format!("attempt {} ({}): {}", a.id, a.proposer, crate::sanitize::shown(&feedback))
+                let feedback = synth_engine::engine::joined_lines(&a.eval.feedback, 400);
+                format!("attempt {} ({}): {}", a.id, a.proposer, synth_base::sanitize::shown(&feedback))
             })
             .collect();
         bail!(
@@ -484,7 +486,7 @@ fn winner<'a>(outcome: &'a LoopOutcome, catalog: &Catalog) -> anyhow::Result<(Ru
             last.join("\n  ")
         );
     }
-    let rule = crate::rule::parse_any(&best.candidate, catalog)
+    let rule = synth_core::rule::parse_any(&best.candidate, catalog)
         .map_err(|e| anyhow::anyhow!("the winning rule no longer parses: {e}"))?;
     let issues = validate(&rule, catalog);
     if issues.iter().any(|i| i.severity == Severity::Error) {
@@ -505,7 +507,7 @@ fn winner<'a>(outcome: &'a LoopOutcome, catalog: &Catalog) -> anyhow::Result<(Ru
         num("of_oracle_total"),
         num("of_oracle_geomean")
     );
-    outln!("\n{}", crate::rule::text::rule_to_cpp_text(&rule, catalog));
+    outln!("\n{}", synth_core::rule::text::rule_to_cpp_text(&rule, catalog));
     Ok((rule, best))
 }
 
@@ -711,17 +713,17 @@ fn check_trace_settings(
 /// A resumed trace: it holds attempts, and its settings record equals `now`.
 fn check_resumed_settings(trace: &Path, now: &serde_json::Value) -> anyhow::Result<()> {
     let path = settings_path(trace);
-    let contents = crate::engine::trace::read_trace(trace)?;
+    let contents = synth_engine::engine::trace::read_trace(trace)?;
     if contents.attempts.is_empty() {
         if let Some(tail) = &contents.dropped_tail {
             bail!(
                 "{}: the trace holds no attempt, only an unreadable line ({}); delete it or run without --resume",
                 trace.display(),
-                crate::sanitize::shown(tail)
+                synth_base::sanitize::shown(tail)
             );
         }
     }
-    let recorded = crate::input::read_text_capped(&path, crate::input::MAX_SPEC_BYTES, "settings record")
+    let recorded = synth_base::input::read_text_capped(&path, synth_base::input::MAX_SPEC_BYTES, "settings record")
         .with_context(|| {
             format!(
                 "cannot read {}, the settings the trace {} was written with; resume only a trace written by \
@@ -755,7 +757,7 @@ fn check_resumed_settings(trace: &Path, now: &serde_json::Value) -> anyhow::Resu
 fn record_settings(args: &SearchArgs, trace: &Path, now: &serde_json::Value) -> anyhow::Result<()> {
     let path = settings_path(trace);
     if args.resume {
-        errln!("note:     --resume: no trace at {} yet; this run starts it", crate::sanitize::shown_path(trace));
+        errln!("note:     --resume: no trace at {} yet; this run starts it", synth_base::sanitize::shown_path(trace));
     }
     // Refused here, before the settings record is written (the loop refuses it too): a refused run
     // must leave the earlier run's record as it was, or a later --resume would mix two runs.
@@ -778,7 +780,7 @@ fn record_settings(args: &SearchArgs, trace: &Path, now: &serde_json::Value) -> 
     // Only a settings record (of an earlier run whose trace is empty or gone) is replaced.
     if let Ok(m) = std::fs::symlink_metadata(&path) {
         let record = m.is_file()
-            && crate::input::read_text_capped(&path, crate::input::MAX_SPEC_BYTES, "settings record")
+            && synth_base::input::read_text_capped(&path, synth_base::input::MAX_SPEC_BYTES, "settings record")
                 .ok()
                 .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
                 .is_some_and(|v| v.get("agents").is_some() && v.get("training_data").is_some());

@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-use crate::catalog::Catalog;
-use crate::compare::report::LayerNames;
-use crate::compare::{Policy, Report, TunedTable};
-use crate::rule::Rule;
-use crate::shapes::{sample_m, Layer, ModelSpec, ShapeError};
-use crate::table::multi::VendorTimes;
-use crate::table::LatencyMatrix;
+use synth_core::catalog::Catalog;
+use synth_core::compare::report::LayerNames;
+use synth_core::compare::{Policy, Report, TunedTable};
+use synth_core::rule::Rule;
+use synth_core::shapes::{sample_m, Layer, ModelSpec, ShapeError};
+use synth_core::table::multi::VendorTimes;
+use synth_core::table::LatencyMatrix;
 
 use super::data::Dataset;
 use super::line::canonical_path;
@@ -70,7 +70,7 @@ pub struct Session {
     /// The `--dataset` values as the "Regenerate with" line writes them ([`dataset_names`]).
     pub dataset_args: Vec<String>,
     /// `--backends`: which rows are candidates (`None`: CK legacy, vendor rows a reference).
-    pub backends: Option<crate::catalog::Backends>,
+    pub backends: Option<synth_core::catalog::Backends>,
 }
 
 impl Session {
@@ -165,7 +165,7 @@ impl Session {
         let (rules, others): (Vec<Policy>, Vec<Policy>) =
             extra.into_iter().partition(|p| matches!(p, Policy::Rule { .. }));
         policies.extend(others);
-        if self.matrix.candidates.iter().any(|c| c.backend == crate::catalog::Libtype::Ck) {
+        if self.matrix.candidates.iter().any(|c| c.backend == synth_core::catalog::Libtype::Ck) {
             // The published rule returns CK instances: on data without CK rows every pick would be unmeasured.
             policies.push(self.published_policy()?);
         }
@@ -176,11 +176,11 @@ impl Session {
     }
 
     /// With `--backends`: an error naming the first backend of which the session's shapes hold no usable
-    /// row, and the data ([`crate::compare::backends::check_rows`], the multi-model job's check too).
+    /// row, and the data ([`synth_core::compare::backends::check_rows`], the multi-model job's check too).
     pub fn check_backend_rows(&self) -> anyhow::Result<()> {
         let Some(backends) = &self.backends else { return Ok(()) };
         let data = format!("{} ({})", self.source.origin(), self.what);
-        crate::compare::backends::check_rows(
+        synth_core::compare::backends::check_rows(
             &self.matrix,
             backends,
             &self.shapes,
@@ -209,7 +209,7 @@ impl Session {
         paths
             .iter()
             .map(|path| {
-                let rule = crate::rule::load_checked(path, &self.catalog)?;
+                let rule = synth_core::rule::load_checked(path, &self.catalog)?;
                 note_uncallable(path, &rule, self.backends.as_ref(), &self.matrix);
                 Ok(Policy::Rule { name: canonical_path(path), rule })
             })
@@ -302,7 +302,7 @@ pub fn load_tuned(
     matrix: &LatencyMatrix,
     any_device: bool,
 ) -> anyhow::Result<TunedTable> {
-    let rows = crate::table::read_aiter_csv(path, catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let rows = synth_core::table::read_aiter_csv(path, catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
     let source = canonical_path(path);
     let device = (!any_device).then_some((matrix.gfx.as_str(), matrix.cu_num));
     let (t, other, replaced) = TunedTable::from_rows(&rows, catalog, device, &source);
@@ -333,12 +333,12 @@ pub fn load_tuned(
 pub fn backend_policies(
     matrix: &LatencyMatrix,
     catalog: &Catalog,
-    backends: &crate::catalog::Backends,
+    backends: &synth_core::catalog::Backends,
     train: &[usize],
 ) -> (Vec<Policy>, Vec<String>) {
-    let mut policies = crate::compare::backends::oracle_policies(backends);
+    let mut policies = synth_core::compare::backends::oracle_policies(backends);
     let mut notes = Vec::new();
-    match crate::compare::backends::fit_threshold(matrix, catalog, backends, train) {
+    match synth_core::compare::backends::fit_threshold(matrix, catalog, backends, train) {
         Some(fit) => {
             notes.push(format!("threshold: {}", fit.text));
             policies.push(fit.policy);
@@ -360,10 +360,10 @@ pub fn backend_policies(
 pub fn own_rules(
     matrix: &LatencyMatrix,
     catalog: &Catalog,
-    backends: &crate::catalog::Backends,
+    backends: &synth_core::catalog::Backends,
     train: &[usize],
     weights: Option<&[f64]>,
-    limits: &crate::synthesize::Limits,
+    limits: &synth_core::synthesize::Limits,
 ) -> anyhow::Result<Vec<Policy>> {
     let mut out = Vec::new();
     for backend in backends.iter() {
@@ -371,25 +371,26 @@ pub fn own_rules(
         if own.candidates.is_empty() {
             continue;
         }
-        let rule = crate::synthesize::synthesize_budgets(&own, catalog, train, weights, limits, &[limits.max_leaves])
-            .map_err(|e| anyhow::anyhow!("{e}"))?
-            .remove(0)
-            .rule;
+        let rule =
+            synth_core::synthesize::synthesize_budgets(&own, catalog, train, weights, limits, &[limits.max_leaves])
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .remove(0)
+                .rule;
         out.push(Policy::Rule { name: format!("rule[{backend}]"), rule });
     }
     Ok(out)
 }
 
 /// A note on stderr when a scored rule returns leaves of a backend the data's candidates leave out
-/// ([`crate::compare::backends::check_callable`]): those picks are charged the default's time.
+/// ([`synth_core::compare::backends::check_callable`]): those picks are charged the default's time.
 pub fn note_uncallable(
     path: &Path,
-    rule: &crate::rule::Rule,
-    backends: Option<&crate::catalog::Backends>,
+    rule: &synth_core::rule::Rule,
+    backends: Option<&synth_core::catalog::Backends>,
     matrix: &LatencyMatrix,
 ) {
-    let check = crate::compare::backends::check_callable(rule, backends)
-        .and_then(|()| crate::compare::backends::check_measured(rule, matrix));
+    let check = synth_core::compare::backends::check_callable(rule, backends)
+        .and_then(|()| synth_core::compare::backends::check_measured(rule, matrix));
     if let Err(m) = check {
         errln!(
             "note: {}: {m}; until then its picks of those backends are scored as unusable (charged the default's \
@@ -405,7 +406,7 @@ pub fn note_uncallable(
 fn load_datasets(
     datasets: &[PathBuf],
     catalog: &Catalog,
-    backends: Option<&crate::catalog::Backends>,
+    backends: Option<&synth_core::catalog::Backends>,
 ) -> anyhow::Result<(Dataset, LatencyMatrix, VendorTimes)> {
     if let (Some(b), [] | [_]) = (backends, datasets) {
         // One table read for the named backends (every row of them a candidate).
@@ -415,7 +416,7 @@ fn load_datasets(
         }
         let tables = [(PathBuf::from(source.origin()), source.rows(catalog)?)];
         let (matrix, vendor) =
-            crate::table::multi::merge_tables_for(&tables, Some(b)).map_err(|e| anyhow::anyhow!("{e}"))?;
+            synth_core::table::multi::merge_tables_for(&tables, Some(b)).map_err(|e| anyhow::anyhow!("{e}"))?;
         return Ok((source, matrix, vendor));
     }
     match datasets {
@@ -438,7 +439,7 @@ fn load_datasets(
 pub fn load_tables(
     datasets: &[PathBuf],
     catalog: &Catalog,
-    backends: Option<&crate::catalog::Backends>,
+    backends: Option<&synth_core::catalog::Backends>,
 ) -> anyhow::Result<LatencyMatrix> {
     Ok(load_datasets(datasets, catalog, backends)?.1)
 }
@@ -447,13 +448,13 @@ pub fn load_tables(
 fn load_many(
     many: &[PathBuf],
     catalog: &Catalog,
-    backends: Option<&crate::catalog::Backends>,
+    backends: Option<&synth_core::catalog::Backends>,
 ) -> anyhow::Result<(Dataset, LatencyMatrix, VendorTimes)> {
     let mut sources = Vec::new();
     for d in many {
         if d.is_dir() {
             let files =
-                crate::table::multi::expand_paths(std::slice::from_ref(d)).map_err(|e| anyhow::anyhow!("{e}"))?;
+                synth_core::table::multi::expand_paths(std::slice::from_ref(d)).map_err(|e| anyhow::anyhow!("{e}"))?;
             for f in files {
                 sources.push(Dataset::resolve(Some(&f))?);
             }
@@ -468,7 +469,7 @@ fn load_many(
         tables.push((PathBuf::from(s.origin()), s.rows(catalog)?));
     }
     let (matrix, vendor) =
-        crate::table::multi::merge_tables_for(&tables, backends).map_err(|e| anyhow::anyhow!("{e}"))?;
+        synth_core::table::multi::merge_tables_for(&tables, backends).map_err(|e| anyhow::anyhow!("{e}"))?;
     let joined = sources.iter().map(Dataset::name).collect::<Vec<_>>().join(" + ");
     Ok((Dataset::Union(joined), matrix, vendor))
 }

@@ -4,15 +4,15 @@
 
 use std::fmt::Write as _;
 
-use crate::catalog::Catalog;
-use crate::compare::Report;
-use crate::rule::Rule;
+use synth_core::catalog::Catalog;
+use synth_core::compare::Report;
+use synth_core::rule::Rule;
 
 /// Comparison CSV written into the output directory.
 pub const COMPARE_CSV: &str = "compare.csv";
 /// Speed-up plot written into the output directory.
 pub const SPEEDUP_SVG: &str = "speedup.svg";
-/// The same plot as a PNG ([`crate::compare::raster`]), beside the SVG.
+/// The same plot as a PNG ([`synth_core::compare::raster`]), beside the SVG.
 pub const SPEEDUP_PNG: &str = "speedup.png";
 /// The rule in JSON (the form `synth drift` and `synth check` read) written into the output directory.
 pub const RULE_JSON: &str = "rule.json";
@@ -30,26 +30,26 @@ pub const PUBLISHED_RULE_NAME: &str = "published-rule";
 
 /// The published rule, parsed.
 pub fn published_rule(catalog: &Catalog) -> anyhow::Result<Rule> {
-    crate::rule::parse_any(PUBLISHED_RULE, catalog).map_err(|e| anyhow::anyhow!("published rule: {e}"))
+    synth_core::rule::parse_any(PUBLISHED_RULE, catalog).map_err(|e| anyhow::anyhow!("published rule: {e}"))
 }
 
-/// Writes `text` to stdout; a closed pipe (`synth run | head`) is not an error (see [`crate::stdout`]).
+/// Writes `text` to stdout; a closed pipe (`synth run | head`) is not an error (see [`synth_base::stdout`]).
 pub fn emit(text: &str) -> anyhow::Result<()> {
     out!("{text}");
     Ok(())
 }
 
 /// A configuration or policy name for the terminal: control, bidi and line-breaking characters shown as
-/// `<U+XXXX>` ([`crate::sanitize::shown`]), as errors and generated headers show them.
+/// `<U+XXXX>` ([`synth_base::sanitize::shown`]), as errors and generated headers show them.
 pub fn shown(name: &str) -> String {
-    crate::sanitize::shown(name)
+    synth_base::sanitize::shown(name)
 }
 
 /// A short outline of a rule: conditions in C++ syntax, leaves as `#id BMxBNxBK vP, splitK s (KBatch 2^s)`
 /// (splitK is the log2 of AITER's KBatch: the number of K splits).
 pub fn rule_outline(rule: &Rule, catalog: &Catalog) -> String {
-    fn leaf_text(leaf: &crate::rule::Leaf, catalog: &Catalog) -> String {
-        if let Some(item) = crate::rule::text::other_backend_item(leaf) {
+    fn leaf_text(leaf: &synth_core::rule::Leaf, catalog: &Catalog) -> String {
+        if let Some(item) = synth_core::rule::text::other_backend_item(leaf) {
             return format!("{} {item}, splitK {}", leaf.backend, leaf.split_k);
         }
         let tile = catalog.legacy_by_id(leaf.kernel_id).map_or_else(String::new, |inst| {
@@ -59,16 +59,16 @@ pub fn rule_outline(rule: &Rule, catalog: &Catalog) -> String {
         });
         format!("#{}{tile}, splitK {} (KBatch {})", leaf.kernel_id, leaf.split_k, 1u64 << leaf.split_k.min(63))
     }
-    fn walk(node: &crate::rule::Node, catalog: &Catalog, indent: usize, out: &mut String) {
+    fn walk(node: &synth_core::rule::Node, catalog: &Catalog, indent: usize, out: &mut String) {
         let pad = "  ".repeat(indent);
         match node {
-            crate::rule::Node::Leaf(l) => {
+            synth_core::rule::Node::Leaf(l) => {
                 let _ = writeln!(out, "{pad}-> {}", leaf_text(l, catalog));
             }
-            crate::rule::Node::Chain { branches, otherwise } => {
+            synth_core::rule::Node::Chain { branches, otherwise } => {
                 for (i, (cond, child)) in branches.iter().enumerate() {
                     let kw = if i == 0 { "if" } else { "else if" };
-                    let _ = writeln!(out, "{pad}{kw} {}:", crate::rule::text::cond_to_cpp(cond));
+                    let _ = writeln!(out, "{pad}{kw} {}:", synth_core::rule::text::cond_to_cpp(cond));
                     walk(child, catalog, indent + 1, out);
                 }
                 let _ = writeln!(out, "{pad}else:");
@@ -83,7 +83,7 @@ pub fn rule_outline(rule: &Rule, catalog: &Catalog) -> String {
 
 /// Policy rows: geomean and total speed-up against the default, fraction of the oracle, unusable picks.
 pub fn summary_table(report: &Report) -> String {
-    use crate::textable::{left, right, TextTable};
+    use synth_base::textable::{left, right, TextTable};
     let columns = vec![
         left("policy").min(16),
         right("x def (geo)").min(12),

@@ -18,8 +18,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::render::writer::GeneratedFile;
-use crate::synthesize::FeatureSet;
+use synth_core::render::writer::GeneratedFile;
+use synth_core::synthesize::FeatureSet;
 
 use super::args::{Effort, LimitArgs, SampleArgs};
 use super::multi::{prepare, MultiJob};
@@ -99,7 +99,7 @@ pub fn triton_rule_of(device: &str) -> &'static TritonRule {
 pub fn triton_job(spec: &TritonRule) -> anyhow::Result<MultiJob> {
     let limits = LimitArgs { max_leaves: Some(spec.leaves), ..LimitArgs::default() };
     let sample = SampleArgs { sample_m: spec.sample_m, seed: 0 };
-    let backends = Some(crate::catalog::Backends::parse("triton").map_err(anyhow::Error::msg)?);
+    let backends = Some(synth_core::catalog::Backends::parse("triton").map_err(anyhow::Error::msg)?);
     Ok(MultiJob::resolve(&limits, &sample, Effort::default(), Path::new(spec.manifest))?.with_backends(backends))
 }
 
@@ -146,13 +146,13 @@ pub fn run(out: Option<&Path>, check: bool) -> anyhow::Result<()> {
 
 /// Every (model, TP, layer) the runtime files serve: the built-in models at each of [`COMMON_TP`] where
 /// their layers split, the layers a 128 × 128 block-FP8 GEMM runs (K a multiple of 128).
-pub fn runtime_layers() -> anyhow::Result<Vec<(String, u32, crate::shapes::Layer)>> {
+pub fn runtime_layers() -> anyhow::Result<Vec<(String, u32, synth_core::shapes::Layer)>> {
     let mut out = Vec::new();
-    for name in crate::shapes::ModelSpec::builtin_names() {
-        let spec = crate::shapes::ModelSpec::builtin(name).map_err(|e| anyhow::anyhow!("{e}"))?;
+    for name in synth_core::shapes::ModelSpec::builtin_names() {
+        let spec = synth_core::shapes::ModelSpec::builtin(name).map_err(|e| anyhow::anyhow!("{e}"))?;
         for tp in COMMON_TP {
             let Ok(layers) = spec.layers(tp) else { continue };
-            for l in layers.into_iter().filter(|l| l.k % crate::catalog::triton::SCALE_K == 0) {
+            for l in layers.into_iter().filter(|l| l.k % synth_core::catalog::triton::SCALE_K == 0) {
                 out.push((name.to_string(), tp, l));
             }
         }
@@ -163,7 +163,7 @@ pub fn runtime_layers() -> anyhow::Result<Vec<(String, u32, crate::shapes::Layer
 /// The vLLM and SGLang files of `rule` for every layer of [`runtime_layers`], named for `spec`'s device (as
 /// they go into `out`), and what the terminal says about them.
 fn runtime_files(
-    rule: &crate::rule::Rule,
+    rule: &synth_core::rule::Rule,
     spec: &TritonRule,
     out: &Path,
 ) -> anyhow::Result<(Vec<GeneratedFile>, String)> {
@@ -192,7 +192,7 @@ fn runtime_files(
          runtimes' nearest-M lookup proved to return the rule's config at every M in 1..={})\n",
         nks.len(),
         models.len(),
-        crate::shapes::ModelSpec::builtin_names().len(),
+        synth_core::shapes::ModelSpec::builtin_names().len(),
         COMMON_TP.map(|t| t.to_string()).join(", "),
         super::export::DEFAULT_MAX_M
     );

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 
-use crate::compare::{self, Policy, Report};
-use crate::render::{writer::GeneratedFile, Provenance};
-use crate::synthesize::curve::{curve_csv, curve_table, cv_curve, sample_curve, CurvePoint};
-use crate::synthesize::{synthesize_budgets, Limits, Synthesized};
+use synth_core::compare::{self, Policy, Report};
+use synth_core::render::{writer::GeneratedFile, Provenance};
+use synth_core::synthesize::curve::{curve_csv, curve_table, cv_curve, sample_curve, CurvePoint};
+use synth_core::synthesize::{synthesize_budgets, Limits, Synthesized};
 
 use super::args::RunArgs;
 use super::args::{Effort, ResolvedLimits, STANDARD_LIMITS};
@@ -198,8 +198,8 @@ fn job_text(args: &RunArgs, session: &Session, o: &Outcome, scope: &str, export_
 }
 
 /// Subdirectories of a run's output for the runtimes' config files of a rule over the triton family.
-pub const RUNTIME_DIRS: [(crate::export::Runtime, &str); 2] =
-    [(crate::export::Runtime::Vllm, "vllm"), (crate::export::Runtime::Sglang, "sglang")];
+pub const RUNTIME_DIRS: [(synth_core::export::Runtime, &str); 2] =
+    [(synth_core::export::Runtime::Vllm, "vllm"), (synth_core::export::Runtime::Sglang, "sglang")];
 
 /// A rule whose every leaf is a triton config gets the vLLM and SGLang config files of the model's layers
 /// for the data's device (as `synth export` writes them, in `vllm/` and `sglang/` of `out`, under the same
@@ -208,7 +208,7 @@ pub const RUNTIME_DIRS: [(crate::export::Runtime, &str); 2] =
 /// Where no file name can be made of the data's device (none named, or one the runtimes' names cannot
 /// hold), only these files are left out, with a note naming the `synth export` that writes them.
 fn runtime_exports(
-    rule: &crate::rule::Rule,
+    rule: &synth_core::rule::Rule,
     session: &Session,
     out: &std::path::Path,
     extra: &mut Vec<GeneratedFile>,
@@ -223,7 +223,7 @@ fn runtime_exports(
             "vLLM/SGLang config files: not written, the data names no device (journal column `device`); {export_line}"
         )));
     };
-    let device = match crate::export::device_part(device) {
+    let device = match synth_core::export::device_part(device) {
         Ok(d) => d,
         Err(why) => {
             return Ok(Some(format!(
@@ -233,7 +233,7 @@ fn runtime_exports(
         }
     };
     let nks: std::collections::BTreeSet<(u32, u32)> =
-        session.layers.iter().filter(|l| l.k % crate::catalog::triton::SCALE_K == 0).map(|l| (l.n, l.k)).collect();
+        session.layers.iter().filter(|l| l.k % synth_core::catalog::triton::SCALE_K == 0).map(|l| (l.n, l.k)).collect();
     let nks: Vec<(u32, u32)> = nks.into_iter().collect();
     for (runtime, dir) in RUNTIME_DIRS {
         let spec = super::export::ExportSpec {
@@ -311,7 +311,12 @@ fn synthesize_and_score(args: &RunArgs, session: &Session, job: &SingleJob) -> a
 }
 
 /// The provenance's training line.
-fn training_text(args: &RunArgs, session: &Session, sample: &Sample, weight: crate::synthesize::Weighting) -> String {
+fn training_text(
+    args: &RunArgs,
+    session: &Session,
+    sample: &Sample,
+    weight: synth_core::synthesize::Weighting,
+) -> String {
     let what = &session.what;
     if args.train_all {
         return format!("all {} shapes of {what} (weight {:?})", sample.train.len(), weight).to_lowercase();

@@ -1,7 +1,7 @@
 //! `synth tune (--model M | --spec S | --hf-config F) --tp T | --shapes N:K,... --runtime vllm|sglang|aiter
 //! --budget 10m --journal J --out DIR`: on a GPU host, from the shipped rule and candidate set (the prior) to
 //! a rule for the device at hand, measuring in rounds only the cells that can change it (the stage:
-//! [`crate::tune`]), then the runtime's files, the rule in every form and the report, written through the
+//! [`synth_measure::tune`]), then the runtime's files, the rule in every form and the report, written through the
 //! one all-or-nothing writer. `--dry-run` prints the first round and a GPU-time estimate without a GPU;
 //! `--replay JOURNAL...` answers every "measure" from fully measured journals (the same code path, no GPU).
 
@@ -13,11 +13,11 @@ use anyhow::{bail, Context};
 
 use super::configs::{Target, CK_RULE};
 use super::export::{ExportArgs, ExportSpec, DEFAULT_MAX_M};
-use crate::catalog::{Candidate, Catalog, Libtype};
-use crate::export::Runtime;
-use crate::render::writer::GeneratedFile;
-use crate::table::{Cell, Shape};
-use crate::tune::{CellId, Family, Measurer, Method, Prior, Stop, TuneSpec, Tuned};
+use synth_core::catalog::{Candidate, Catalog, Libtype};
+use synth_core::export::Runtime;
+use synth_core::render::writer::GeneratedFile;
+use synth_core::table::{Cell, Shape};
+use synth_measure::tune::{CellId, Family, Measurer, Method, Prior, Stop, TuneSpec, Tuned};
 
 /// The M values vLLM's and SGLang's tuner measures for every (N, K) (`benchmark_w8a8_block_fp8.py`); a
 /// live tune plans over them.
@@ -127,7 +127,7 @@ fn family_of(target: Target) -> Family {
 pub fn prior(family: Family, device: &str) -> anyhow::Result<Prior> {
     let (path, text) = if family == Family::Ck { CK_RULE } else { super::configs::triton_rule_for(device) };
     let rule =
-        crate::rule::parse_json(text).map_err(|e| anyhow::anyhow!("internal error: the embedded {path}: {e}"))?;
+        synth_core::rule::parse_json(text).map_err(|e| anyhow::anyhow!("internal error: the embedded {path}: {e}"))?;
     let candidates = match family {
         Family::Ck => Vec::new(),
         Family::Triton => super::bench_args::parse_configs(None)?
@@ -171,13 +171,13 @@ fn target_layers(args: &TuneArgs) -> anyhow::Result<BTreeMap<(u32, u32), Vec<u32
         if args.layers.model.given() || args.layers.shapes.is_some() || args.layers.tp.is_some() {
             bail!("--shapes-from names the shapes itself: drop --model/--hf-config/--spec, --tp and --shapes");
         }
-        let found = crate::shapes::runtime_log::shapes_from_log(log, &TUNER_MS)?;
+        let found = synth_core::shapes::runtime_log::shapes_from_log(log, &TUNER_MS)?;
         let mut layers: BTreeMap<(u32, u32), Vec<u32>> = BTreeMap::new();
         for (m, n, k) in found.shapes {
-            if k % crate::catalog::triton::SCALE_K != 0 {
+            if k % synth_core::catalog::triton::SCALE_K != 0 {
                 bail!(
                     "--shapes-from {}: N={n} K={k}: K is not a multiple of 128, so no 128x128 block-FP8 GEMM runs it",
-                    crate::sanitize::shown_path(log)
+                    synth_base::sanitize::shown_path(log)
                 );
             }
             layers.entry((n, k)).or_default().push(m);
@@ -186,7 +186,7 @@ fn target_layers(args: &TuneArgs) -> anyhow::Result<BTreeMap<(u32, u32), Vec<u32
             bail!(
                 "--shapes-from {}: no shape of the a8w8 blockscale GEMM in it (AITER's untuned CSV or \
                  \"not found tuned config\" lines, vLLM's or SGLang's default-config warnings)",
-                crate::sanitize::shown_path(log)
+                synth_base::sanitize::shown_path(log)
             );
         }
         return Ok(layers);
@@ -228,7 +228,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<()> {
 
 /// The first round's plan and its GPU-time estimate, without a GPU (cells a journal holds left out).
 fn dry_run(args: &TuneArgs, spec: &TuneSpec) -> anyhow::Result<()> {
-    crate::tune::check_spec(spec)?;
+    synth_measure::tune::check_spec(spec)?;
     let catalog = Catalog::embedded();
     let cu_num = args.cu_num.unwrap_or(132);
     if cu_num == 0 {
@@ -240,15 +240,15 @@ fn dry_run(args: &TuneArgs, spec: &TuneSpec) -> anyhow::Result<()> {
     };
     let triton = triton_set()?;
     let universe = |s: Shape| universe_of(spec.method.family, &catalog, &triton, cu_num, s);
-    let mut st = crate::tune::planner::initial(spec);
+    let mut st = synth_measure::tune::planner::initial(spec);
     st.known = known;
-    let plan = crate::tune::planner::plan_round(spec, &mut st, &universe);
+    let plan = synth_measure::tune::planner::plan_round(spec, &mut st, &universe);
     let ck_cells: usize = spec
         .layers
         .iter()
         .map(|(&(n, k), ms)| ms.iter().map(|&m| universe(Shape::new(m, n, k)).len()).sum::<usize>())
         .sum();
-    let exhaustive = crate::tune::report::exhaustive_cells(spec.method.family, spec.layers.len(), ck_cells);
+    let exhaustive = synth_measure::tune::report::exhaustive_cells(spec.method.family, spec.layers.len(), ck_cells);
     for (&(n, k), ms) in &st.sampled {
         let cells = plan.iter().filter(|(s, _)| (s.n, s.k) == (n, k)).count();
         let held: Vec<u32> = st.held_out.iter().filter(|s| (s.n, s.k) == (n, k)).map(|s| s.m).collect();
@@ -275,9 +275,9 @@ fn family_libtype(family: Family) -> Libtype {
 }
 
 /// The triton configs a tune may measure: the kept set, then the rest of the tuner's space.
-fn triton_set() -> anyhow::Result<Vec<crate::catalog::triton::TritonConfig>> {
+fn triton_set() -> anyhow::Result<Vec<synth_core::catalog::triton::TritonConfig>> {
     let mut set = super::bench_args::parse_configs(None)?;
-    for c in crate::catalog::triton::tuner_space() {
+    for c in synth_core::catalog::triton::tuner_space() {
         if !set.contains(&c) {
             set.push(c);
         }
@@ -288,12 +288,12 @@ fn triton_set() -> anyhow::Result<Vec<crate::catalog::triton::TritonConfig>> {
 fn universe_of(
     family: Family,
     catalog: &Catalog,
-    triton: &[crate::catalog::triton::TritonConfig],
+    triton: &[synth_core::catalog::triton::TritonConfig],
     cu_num: u32,
     s: Shape,
 ) -> Vec<Candidate> {
     match family {
-        Family::Ck => crate::tune::live::ck_plan(catalog, s, cu_num)
+        Family::Ck => synth_measure::tune::live::ck_plan(catalog, s, cu_num)
             .map(|p| p.iter().map(|c| Candidate::new(c.kernel_id, c.split_k)).collect())
             .unwrap_or_default(),
         Family::Triton => triton.iter().map(|c| Candidate::of(Libtype::Triton, c.kernel_id(), 0)).collect(),
@@ -302,7 +302,7 @@ fn universe_of(
 
 /// The cells of `family` a journal holds (recheck rows aside), as the tune knows them.
 fn read_known(path: &std::path::Path, catalog: &Catalog, libtype: Libtype) -> anyhow::Result<BTreeMap<CellId, Cell>> {
-    let contents = crate::measure::journal::read_for_planning(path, catalog, "cell")?;
+    let contents = synth_measure::measure::journal::read_for_planning(path, catalog, "cell")?;
     Ok(contents
         .rows
         .iter()
@@ -311,7 +311,7 @@ fn read_known(path: &std::path::Path, catalog: &Catalog, libtype: Libtype) -> an
         .map(|r| {
             (
                 (Shape::new(r.m, r.n, r.k), Candidate::of(r.libtype, r.kernel_id, r.split_k)),
-                crate::tune::live::cell_of(r),
+                synth_measure::tune::live::cell_of(r),
             )
         })
         .collect())
@@ -321,10 +321,10 @@ fn read_known(path: &std::path::Path, catalog: &Catalog, libtype: Libtype) -> an
 fn run_replay(args: &TuneArgs, family: Family, stop: Stop) -> anyhow::Result<()> {
     let catalog = Catalog::embedded();
     let backends = (family == Family::Triton)
-        .then(|| crate::catalog::Backends::parse("triton"))
+        .then(|| synth_core::catalog::Backends::parse("triton"))
         .transpose()
         .map_err(anyhow::Error::msg)?;
-    let matrix = crate::tune::replay::load_matrix(&args.replay, backends.as_ref(), &catalog, false)?;
+    let matrix = synth_measure::tune::replay::load_matrix(&args.replay, backends.as_ref(), &catalog, false)?;
     let wanted: Option<Vec<(u32, u32)>> =
         (args.layers.shapes.is_some() || args.layers.model.given() || args.layers.tp.is_some())
             .then(|| target_layers(args).map(|l| l.into_keys().collect()))
@@ -348,9 +348,9 @@ fn run_replay(args: &TuneArgs, family: Family, stop: Stop) -> anyhow::Result<()>
     if args.dry_run {
         bail!("--dry-run prints a live tune's first round; with --replay nothing is measured anyway: drop one");
     }
-    let mut replay = crate::tune::replay::Replay::new(&matrix);
+    let mut replay = synth_measure::tune::replay::Replay::new(&matrix);
     let total = replay.total_cells();
-    let tuned = crate::tune::tune(&spec, &catalog, &mut replay, print_round)?;
+    let tuned = synth_measure::tune::tune(&spec, &catalog, &mut replay, print_round)?;
     let what = format!(
         "Replayed on {} journal(s) ({total} measured cells; every \"measure\" answered from them, no GPU). GPU \
          seconds are the replayed cells' summed kernel times.",
@@ -369,7 +369,7 @@ fn run_live(
         bail!("synth tune measures into a journal, its state across runs: give --journal PATH (a CSV file)");
     };
     let catalog = Catalog::embedded();
-    let harness = crate::measure::Harness {
+    let harness = synth_measure::measure::Harness {
         python: args.python.clone(),
         script: args.harness.clone(),
         extra_args: vec![format!("--seed={}", args.seed)],
@@ -379,22 +379,22 @@ fn run_live(
     errln!("device: {} ({}, {} CUs/SMs, {})", device.name, device.gfx, device.cu_num, device.backend);
     let name = args.device_name.clone().unwrap_or_else(|| device.name.replace(' ', "_"));
     let spec = &spec_for(family, layers, stop, (args.seed, &name))?;
-    let (mut journal, _) = crate::measure::Journal::open(journal_path, &catalog)?;
-    let expected = crate::measure::journal::ExpectedDevice {
+    let (mut journal, _) = synth_measure::measure::Journal::open(journal_path, &catalog)?;
+    let expected = synth_measure::measure::journal::ExpectedDevice {
         name: Some(device.name.clone()),
         gfx: Some(device.gfx.clone()),
         cu_num: Some(device.cu_num),
         backend: Some(device.backend.clone()),
         source: "as the harness reports the device".to_string(),
     };
-    crate::measure::journal::check_resumable(journal_path, journal.first_read(), &expected)?;
+    synth_measure::measure::journal::check_resumable(journal_path, journal.first_read(), &expected)?;
     journal.expect_device(expected);
     let libtype = family_libtype(spec.method.family);
     let known = journal.rows().iter().filter(|r| r.recheck == 0 && r.libtype == libtype).count();
     if known > 0 {
-        errln!("journal {}: {known} cells known from earlier runs", crate::sanitize::shown_path(journal_path));
+        errln!("journal {}: {known} cells known from earlier runs", synth_base::sanitize::shown_path(journal_path));
     }
-    let mut live = crate::tune::live::Live {
+    let mut live = synth_measure::tune::live::Live {
         harness: &harness,
         journal: &mut journal,
         catalog: &catalog,
@@ -406,7 +406,7 @@ fn run_live(
         spent: 0.0,
     };
     let layers_ck: usize = ck_universe_cells(spec, &live);
-    let result = crate::tune::tune(spec, &catalog, &mut live, print_round);
+    let result = synth_measure::tune::tune(spec, &catalog, &mut live, print_round);
     drop(live);
     let tuned = match result {
         Ok(t) => t,
@@ -419,7 +419,7 @@ fn run_live(
     let what = format!(
         "Measured live on {} with the harness; the journal is {}.",
         device.name,
-        crate::sanitize::shown_path(journal_path)
+        synth_base::sanitize::shown_path(journal_path)
     );
     let inputs = vec![("--journal", journal_path.clone())];
     write_outputs(args, spec, &tuned, &catalog, (&name, layers_ck, &what), &inputs)
@@ -433,7 +433,7 @@ fn ck_universe_cells(spec: &TuneSpec, m: &dyn Measurer) -> usize {
         .sum()
 }
 
-fn print_round(r: &crate::tune::RoundLog) {
+fn print_round(r: &synth_measure::tune::RoundLog) {
     let est = r.estimate.map_or("no estimate yet".to_string(), |e| format!("estimate {:.4} of the best", e.of_best));
     errln!("round {}: {} new cells, {} in all, {:.1} GPU s, {est}", r.round, r.measured, r.known, r.gpu_seconds);
 }
@@ -448,11 +448,12 @@ fn write_outputs(
     inputs: &[(&str, PathBuf)],
 ) -> anyhow::Result<()> {
     let (gfx, cu_num) = &tuned.device;
-    let train = crate::tune::training_shapes(&tuned.state);
-    let matrix = crate::tune::known_matrix(&tuned.state, &train, gfx, *cu_num);
-    let exhaustive = crate::tune::report::exhaustive_cells(spec.method.family, spec.layers.len(), universe_cells);
-    let report = crate::tune::report::markdown(spec, tuned, exhaustive, what);
-    let provenance = crate::render::Provenance {
+    let train = synth_measure::tune::training_shapes(&tuned.state);
+    let matrix = synth_measure::tune::known_matrix(&tuned.state, &train, gfx, *cu_num);
+    let exhaustive =
+        synth_measure::tune::report::exhaustive_cells(spec.method.family, spec.layers.len(), universe_cells);
+    let report = synth_measure::tune::report::markdown(spec, tuned, exhaustive, what);
+    let provenance = synth_core::render::Provenance {
         dataset: what.to_string(),
         training: format!("{} shapes measured by synth tune in {} rounds", train.len(), tuned.rounds.len()),
         figures: tuned
@@ -488,6 +489,6 @@ fn write_outputs(
     super::outputs::check_out_dir(&args.out, &files, inputs)?;
     let written = super::outputs::write_files(&args.out, &files, false)?;
     outln!("{report}");
-    outln!("{} files written in {}", written.len(), crate::paths::display_path(&args.out));
+    outln!("{} files written in {}", written.len(), synth_base::paths::display_path(&args.out));
     Ok(())
 }

@@ -10,14 +10,16 @@ use super::args::TunedTrainArgs;
 use super::args::{Effort, ResolvedLimits};
 use super::line::{canonical_path, CommandLine};
 use super::shared::rule_outline;
-use crate::catalog::Catalog;
-use crate::engine::LoopOutcome;
-use crate::render::{writer::GeneratedFile, Provenance};
-use crate::search::task::RuleSetup;
-use crate::synthesize::Limits;
-use crate::table::LatencyMatrix;
+use synth_core::catalog::Catalog;
+use synth_core::render::{writer::GeneratedFile, Provenance};
+use synth_core::synthesize::Limits;
+use synth_core::table::LatencyMatrix;
+use synth_engine::engine::LoopOutcome;
+use synth_search::search::task::RuleSetup;
 
-use crate::tuned::{leave_one_out, loto_csv, loto_table, parse_device, rule_agreement, train, AgreeWeight, TunedSet};
+use synth_core::tuned::{
+    leave_one_out, loto_csv, loto_table, parse_device, rule_agreement, train, AgreeWeight, TunedSet,
+};
 
 /// Leave-one-table-out figures written into the output directory.
 pub const LOTO_CSV: &str = "leave_one_table_out.csv";
@@ -121,7 +123,9 @@ pub fn rows_matrix(sets: &[TunedSet]) -> anyhow::Result<LatencyMatrix> {
     let rows: Vec<_> = sets
         .iter()
         .flat_map(|s| &s.raw)
-        .filter(|r| r.libtype == crate::catalog::Libtype::Ck && seen.insert((r.m, r.n, r.k, r.kernel_id, r.split_k)))
+        .filter(|r| {
+            r.libtype == synth_core::catalog::Libtype::Ck && seen.insert((r.m, r.n, r.k, r.kernel_id, r.split_k))
+        })
         .cloned()
         .collect();
     LatencyMatrix::from_rows(&rows).map_err(|e| anyhow::anyhow!("{e}"))
@@ -221,8 +225,8 @@ pub fn search_setup(tables: &TunedTrainArgs, limits: &ResolvedLimits) -> anyhow:
     let catalog = Catalog::embedded();
     let sets = load_sets(tables, &catalog)?;
     let all: Vec<&TunedSet> = sets.iter().collect();
-    let matrix = crate::tuned::class_matrix(&all, &catalog, tables.agree_weight)?;
-    let limits = crate::tuned::class_limits(&Limits { ..limits.limits() });
+    let matrix = synth_core::tuned::class_matrix(&all, &catalog, tables.agree_weight)?;
+    let limits = synth_core::tuned::class_limits(&Limits { ..limits.limits() });
     let train_idx: Vec<usize> = (0..matrix.shapes.len()).collect();
     let setup = std::sync::Arc::new(RuleSetup::new(catalog.clone(), matrix, train_idx, None, limits)?);
     Ok(TunedSearch { sets, setup, catalog })
@@ -239,7 +243,7 @@ pub fn finish_search(
 ) -> anyhow::Result<()> {
     let (sets, catalog) = (&search.sets, &search.catalog);
     let Some(best) = &outcome.best else { bail!("no candidate was evaluated successfully") };
-    let rule = crate::rule::parse_any(&best.candidate, catalog)
+    let rule = synth_core::rule::parse_any(&best.candidate, catalog)
         .map_err(|e| anyhow::anyhow!("the winning rule no longer parses: {e}"))?;
     let mut text = format!(
         "search over {} tuned tables ({} objective): {} iterations, best attempt {} by {}\n",
@@ -270,7 +274,7 @@ pub fn finish_search(
 /// Writes a tuned-table rule's outputs into `out`, as `run` writes an H200 rule's: the header, instance
 /// list and Rust module, `rule.json` and `extra` all or nothing, then the AITER patch under `aiter/`.
 fn write_outputs(
-    rule: &crate::rule::Rule,
+    rule: &synth_core::rule::Rule,
     catalog: &Catalog,
     sets: &[TunedSet],
     provenance: &Provenance,
@@ -286,7 +290,7 @@ fn write_outputs(
 
 /// One line per table: the rule's in-sample agreement with it, to the terminal and the provenance figures.
 fn agreement_lines(
-    rule: &crate::rule::Rule,
+    rule: &synth_core::rule::Rule,
     sets: &[TunedSet],
     catalog: &Catalog,
     text: &mut String,

@@ -1,0 +1,3 @@
+//! gemm-synth rule search: the rule task over the loop engine.
+
+pub mod search;
