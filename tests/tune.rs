@@ -251,6 +251,34 @@ fn a_resumed_tune_ships_the_rule_of_an_uninterrupted_one() {
     assert_eq!(again, straight, "a rerun over a finished journal ships another rule");
 }
 
+/// `--from-journal` rebuilds a finished tune's rule without running the harness (a harness that cannot
+/// start is named), and refuses a tune whose next round the journal does not hold.
+#[test]
+fn a_finished_tune_is_rebuilt_from_its_journal_without_a_gpu() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = |name: &str| tmp.path().join(name).to_str().unwrap().to_string();
+    let (journal, live, rebuilt) = (path("t.csv"), path("live"), path("rebuilt"));
+    let first = synth(&live_args(&journal, &live, "2"), &[]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let offline = |out: &str, rounds: &str| {
+        let mut args = live_args(&journal, out, rounds);
+        let h = args.iter().position(|a| *a == FAKE).unwrap();
+        args[h] = "/nonexistent/harness.py";
+        args.push("--from-journal");
+        synth(&args, &[])
+    };
+    let again = offline(&rebuilt, "2");
+    assert!(again.status.success(), "{}", stderr(&again));
+    let rule = |dir: &str| std::fs::read_to_string(Path::new(dir).join("rule.json")).unwrap();
+    assert_eq!(rule(&rebuilt), rule(&live));
+    let report = std::fs::read_to_string(Path::new(&rebuilt).join("tune-report.md")).unwrap();
+    assert!(report.contains("Rebuilt without a GPU from the journal"), "{report}");
+    let further = offline(&path("further"), "3");
+    assert!(!further.status.success());
+    assert!(stderr(&further).contains("the journal lacks"), "{}", stderr(&further));
+    assert!(!Path::new(&path("further")).exists(), "a refused rebuild writes nothing");
+}
+
 /// `--dry-run` prints the first round and an estimate; it starts no harness and writes nothing.
 #[test]
 fn dry_run_plans_without_a_gpu_and_writes_nothing() {

@@ -71,6 +71,10 @@ pub struct TuneArgs {
     /// Print the first round's plan and a GPU-time estimate; measure and write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Rebuild a finished tune's files from its --journal without a GPU: every round is answered from the
+    /// journal (the device is the one its rows name); a cell the journal lacks is an error.
+    #[arg(long)]
+    pub from_journal: bool,
     /// GPU name as the runtime reports it (spaces become underscores) [default: the device's name].
     #[arg(long)]
     pub device_name: Option<String>,
@@ -211,6 +215,9 @@ pub fn run(args: TuneArgs) -> anyhow::Result<()> {
         Stop { tolerance: args.tolerance, gpu_seconds: Some(parse_budget(&args.budget)?), max_rounds: args.max_rounds };
     if args.max_rounds == 0 {
         bail!("--max-rounds 0: a tune needs at least one round");
+    }
+    if args.from_journal && (args.dry_run || !args.replay.is_empty()) {
+        bail!("--from-journal rebuilds a finished tune from its --journal: drop --dry-run and --replay");
     }
     if !args.replay.is_empty() {
         if args.journal.is_some() {
@@ -375,20 +382,28 @@ fn run_live(
         extra_args: vec![format!("--seed={}", args.seed)],
         cell_timeout: std::time::Duration::from_secs_f64(args.cell_timeout),
     };
-    let device = harness.probe()?;
+    if args.from_journal && !journal_path.is_file() {
+        bail!(
+            "--from-journal {}: no such file (a finished tune's journal)",
+            synth_base::sanitize::shown_path(journal_path)
+        );
+    }
+    let (mut journal, _) = synth_measure::measure::Journal::open(journal_path, &catalog)?;
+    let device = if args.from_journal { device_of_journal(&journal, journal_path)? } else { harness.probe()? };
     errln!("device: {} ({}, {} CUs/SMs, {})", device.name, device.gfx, device.cu_num, device.backend);
     let name = args.device_name.clone().unwrap_or_else(|| device.name.replace(' ', "_"));
     let spec = &spec_for(family, layers, stop, (args.seed, &name))?;
-    let (mut journal, _) = synth_measure::measure::Journal::open(journal_path, &catalog)?;
-    let expected = synth_measure::measure::journal::ExpectedDevice {
-        name: Some(device.name.clone()),
-        gfx: Some(device.gfx.clone()),
-        cu_num: Some(device.cu_num),
-        backend: Some(device.backend.clone()),
-        source: "as the harness reports the device".to_string(),
-    };
-    synth_measure::measure::journal::check_resumable(journal_path, journal.first_read(), &expected)?;
-    journal.expect_device(expected);
+    if !args.from_journal {
+        let expected = synth_measure::measure::journal::ExpectedDevice {
+            name: Some(device.name.clone()),
+            gfx: Some(device.gfx.clone()),
+            cu_num: Some(device.cu_num),
+            backend: Some(device.backend.clone()),
+            source: "as the harness reports the device".to_string(),
+        };
+        synth_measure::measure::journal::check_resumable(journal_path, journal.first_read(), &expected)?;
+        journal.expect_device(expected);
+    }
     let libtype = family_libtype(spec.method.family);
     let known = journal.rows().iter().filter(|r| r.recheck == 0 && r.libtype == libtype).count();
     if known > 0 {
@@ -404,6 +419,7 @@ fn run_live(
         triton: triton_set()?,
         log: |l| errln!("{l}"),
         spent: 0.0,
+        offline: args.from_journal,
     };
     let layers_ck: usize = ck_universe_cells(spec, &live);
     let result = synth_measure::tune::tune(spec, &catalog, &mut live, print_round);
@@ -416,13 +432,26 @@ fn run_live(
             return Err(e);
         }
     };
-    let what = format!(
-        "Measured live on {} with the harness; the journal is {}.",
-        device.name,
-        synth_base::sanitize::shown_path(journal_path)
-    );
+    let shown = synth_base::sanitize::shown_path(journal_path);
+    let what = if args.from_journal {
+        format!("Rebuilt without a GPU from the journal {shown} (measured on {}): every cell was in it; GPU seconds are this run's, 0.", device.name)
+    } else {
+        format!("Measured live on {} with the harness; the journal is {shown}.", device.name)
+    };
     let inputs = vec![("--journal", journal_path.clone())];
     write_outputs(args, spec, &tuned, &catalog, (&name, layers_ck, &what), &inputs)
+}
+
+/// The device a journal's rows were measured on (`--from-journal`): its first row's.
+fn device_of_journal(
+    journal: &synth_measure::measure::Journal,
+    path: &std::path::Path,
+) -> anyhow::Result<synth_measure::measure::DeviceInfo> {
+    let Some(r) = journal.rows().first() else {
+        bail!("--from-journal {}: the journal holds no row", synth_base::sanitize::shown_path(path));
+    };
+    let info = serde_json::json!({"name": r.device, "gfx": r.gfx, "cu_num": r.cu_num, "backend": r.backend});
+    Ok(serde_json::from_value(info)?)
 }
 
 /// The exhaustive CK tuner's cells: every instance at every split-K level on every shape.

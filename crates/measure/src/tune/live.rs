@@ -29,6 +29,9 @@ pub struct Live<'a> {
     pub log: fn(&str),
     /// Seconds the harness ran in this process.
     pub spent: f64,
+    /// Answer from the journal only: a cell it lacks is an error, the harness never runs (the files of a
+    /// finished tune rebuilt without a GPU).
+    pub offline: bool,
 }
 
 /// The cells a CK tune may measure on `shape`: every legacy instance at the split-K levels the bench's
@@ -95,6 +98,17 @@ impl Measurer for Live<'_> {
             .filter(|c| !self.journal.is_done(&key_of(c)))
             .map(|c| self.plan_cell(c))
             .collect::<anyhow::Result<_>>()?;
+        if let (true, Some(first)) = (self.offline, todo.first()) {
+            anyhow::bail!(
+                "the journal lacks {} cells of this round (first: M={} N={} K={} {}): the tune has rounds left to \
+                 measure; run it on the GPU host without --from-journal",
+                todo.len(),
+                first.m,
+                first.n,
+                first.k,
+                first.kernel_name
+            );
+        }
         if !todo.is_empty() {
             let plan_file = crate::measure::auxfile::plan_file()?;
             let started = Instant::now();
