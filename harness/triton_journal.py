@@ -32,7 +32,7 @@ COLUMNS = ("gfx,cu_num,M,N,K,libtype,kernelId,splitK,us,kernelName,tflops,bw,err
 TIMES = ("us", "tflops", "bw", "errRatio", "us_min", "us_max", "us_p10", "us_p90")
 
 
-# What the journal reader (synth/table/aiter_csv.rs) accepts: sizes and cu_num positive u32, kernelId an i32,
+# What the journal reader (crates/core/src/table/aiter_csv.rs) accepts: sizes and cu_num positive u32, kernelId an i32,
 # splitK 0..=16, a kernel time (us) within US_RANGE, errRatio a share in [0, 1], other times non-negative.
 U32_MAX = 2 ** 32 - 1
 I32_RANGE = (-2 ** 31, 2 ** 31 - 1)
